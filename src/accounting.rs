@@ -1,0 +1,135 @@
+//! Usage and prices: what one operation spent, the built-in price table, and the folds by agent,
+//! stage and model that `result.json` and `ctx.spent()` report.
+
+use crate::config::Price;
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// What one operation spent.
+#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq)]
+pub struct Usage {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub cache_read_tokens: u64,
+    pub cache_write_tokens: u64,
+    pub cost_usd: f64,
+}
+
+impl Usage {
+    pub fn tokens(&self) -> u64 {
+        self.input_tokens + self.output_tokens + self.cache_read_tokens + self.cache_write_tokens
+    }
+
+    pub fn add(&mut self, other: &Usage) {
+        self.input_tokens += other.input_tokens;
+        self.output_tokens += other.output_tokens;
+        self.cache_read_tokens += other.cache_read_tokens;
+        self.cache_write_tokens += other.cache_write_tokens;
+        self.cost_usd += other.cost_usd;
+    }
+}
+
+/// Where an operation's cost came from.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum CostSource {
+    /// The harness reported its own cost.
+    Harness,
+    /// Tokens priced from the price table.
+    Priced,
+    /// The model has no known price: the cost is counted as zero.
+    Unpriced,
+    /// The `fake` harness: nothing was spent.
+    Simulated,
+}
+
+/// USD per million tokens for models whose prices are published; config `[prices]` overrides.
+pub fn builtin_price(model: &str) -> Option<Price> {
+    let (input, output, cache_read, cache_write) = match model {
+        "claude-opus-4-1" | "claude-opus-4" => (15.0, 75.0, 1.5, 18.75),
+        "claude-sonnet-4-5" | "claude-sonnet-4" => (3.0, 15.0, 0.3, 3.75),
+        "claude-haiku-4-5" => (1.0, 5.0, 0.1, 1.25),
+        "gpt-5" | "gpt-5-codex" => (1.25, 10.0, 0.125, 0.0),
+        "gpt-5-mini" => (0.25, 2.0, 0.025, 0.0),
+        "gpt-5-nano" => (0.05, 0.4, 0.005, 0.0),
+        "gpt-4.1" => (2.0, 8.0, 0.5, 0.0),
+        "gpt-4.1-mini" => (0.4, 1.6, 0.1, 0.0),
+        "fake" => (0.0, 0.0, 0.0, 0.0),
+        _ => return None,
+    };
+    Some(Price { input, output, cache_read, cache_write })
+}
+
+/// Prices tokens; `None` when the model has no price.
+pub fn price_tokens(price: Option<Price>, u: &Usage) -> Option<f64> {
+    let p = price?;
+    let m = 1_000_000.0;
+    Some(
+        u.input_tokens as f64 * p.input / m
+            + u.output_tokens as f64 * p.output / m
+            + u.cache_read_tokens as f64 * p.cache_read / m
+            + u.cache_write_tokens as f64 * p.cache_write / m,
+    )
+}
+
+/// Totals kept per key.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Tally {
+    pub operations: u64,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub cache_read_tokens: u64,
+    pub cache_write_tokens: u64,
+    pub tokens: u64,
+    pub cost_usd: f64,
+}
+
+impl Tally {
+    fn add(&mut self, u: &Usage) {
+        self.operations += 1;
+        self.input_tokens += u.input_tokens;
+        self.output_tokens += u.output_tokens;
+        self.cache_read_tokens += u.cache_read_tokens;
+        self.cache_write_tokens += u.cache_write_tokens;
+        self.tokens += u.tokens();
+        self.cost_usd += u.cost_usd;
+    }
+}
+
+/// The accounting section of `result.json`.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Accounts {
+    pub by_agent: BTreeMap<String, Tally>,
+    pub by_stage: BTreeMap<String, Tally>,
+    pub by_model: BTreeMap<String, Tally>,
+    pub totals: Tally,
+}
+
+impl Accounts {
+    /// Adds one settled operation. Work outside any stage is filed under `(none)`.
+    pub fn add(&mut self, agent: &str, stage: Option<&str>, model: &str, u: &Usage) {
+        self.by_agent.entry(agent.to_string()).or_default().add(u);
+        self.by_stage.entry(stage.unwrap_or("(none)").to_string()).or_default().add(u);
+        self.by_model.entry(model.to_string()).or_default().add(u);
+        self.totals.add(u);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prices_per_million_and_folds() {
+        let u = Usage { input_tokens: 1_000_000, output_tokens: 100_000, ..Default::default() };
+        let cost = price_tokens(builtin_price("claude-sonnet-4-5"), &u).expect("priced");
+        assert!((cost - 4.5).abs() < 1e-9, "{cost}");
+        assert_eq!(price_tokens(builtin_price("nope"), &u), None);
+        let mut a = Accounts::default();
+        a.add("x", Some("s"), "m", &Usage { cost_usd: 1.0, input_tokens: 3, ..Default::default() });
+        a.add("y", None, "m", &Usage { cost_usd: 2.0, output_tokens: 4, ..Default::default() });
+        assert_eq!(a.totals.tokens, 7);
+        assert_eq!(a.by_model["m"].operations, 2);
+        assert_eq!(a.by_stage["(none)"].cost_usd, 2.0);
+    }
+}

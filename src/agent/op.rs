@@ -1,0 +1,264 @@
+//! One operation from call to record: the op id and its replay rule, the closed-agent and budget
+//! checks, the queue and the scheduler, deadlines and cancellation, then the settled records.
+
+use super::supervise::{supervise, Nudge, OpPlan, Settle};
+use super::{lock, Agent, Outcome, OutcomeKind};
+use crate::accounting::{CostSource, Usage};
+use crate::control::schema::Schema;
+use crate::control::slot::ResultSlot;
+use crate::record::now_iso;
+use crate::run::scope::{DeadlineKind, Frame};
+use crate::run::Run;
+use serde_json::json;
+use sha2::{Digest, Sha256};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// `a.run(turn)`, parsed.
+pub struct Turn {
+    pub prompt: String,
+    pub schema: Schema,
+    pub id: Option<String>,
+    pub label: Option<String>,
+    pub timeout_ms: Option<u64>,
+    pub deadline_ms: Option<i64>,
+    pub nudge: Nudge,
+}
+
+/// Why an operation call did not return an outcome.
+#[derive(Debug)]
+pub enum OpError {
+    /// The call itself is wrong (a reused id, a closed agent): a script error.
+    Invalid(String),
+    /// The enclosing scope was cancelled or passed its deadline: the script must unwind.
+    Terminated(String),
+}
+
+/// The launcher text shown in prompts of in-process agents, which answer without one.
+const IN_PROCESS_LAUNCHER: &str = "wf";
+
+fn turn_hash(turn: &Turn) -> String {
+    let mut h = Sha256::new();
+    h.update(turn.prompt.as_bytes());
+    h.update([0]);
+    h.update(turn.schema.text.as_bytes());
+    h.update([0]);
+    h.update(turn.nudge.text.as_bytes());
+    h.update(turn.nudge.max.to_le_bytes());
+    let digest = h.finalize();
+    digest.iter().take(16).map(|b| format!("{b:02x}")).collect()
+}
+
+/// Converts a unix-ms deadline to an `Instant` (already passed deadlines become now).
+pub fn instant_of(unix_ms: i64) -> Instant {
+    let now = crate::record::now_unix_ms();
+    Instant::now() + Duration::from_millis((unix_ms - now).max(0) as u64)
+}
+
+fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at.into()).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Runs one turn of `agent` under `frame`, blocking the calling (script) thread until it settles.
+pub fn run(run: &Arc<Run>, agent: &Arc<Agent>, turn: Turn, frame: &Frame) -> Result<Outcome, OpError> {
+    let n = agent.next_run();
+    let op_id = turn.id.clone().unwrap_or_else(|| format!("{}#{n}", agent.key));
+    let hash = turn_hash(&turn);
+    if let Some((h, outcome)) = lock(&agent.ops).get(&op_id) {
+        return if *h == hash {
+            Ok(outcome.clone())
+        } else {
+            Err(OpError::Invalid(format!(
+                "op id {op_id} was already used with a different turn; give this turn another id"
+            )))
+        };
+    }
+    if let Some(why) = agent.closed() {
+        return Err(OpError::Invalid(format!("agent {} is closed: {why}", agent.key)));
+    }
+    if frame.cancel.is_cancelled() {
+        return Err(OpError::Terminated(run.stop_reason()));
+    }
+    let started = Instant::now();
+    let started_at = now_iso();
+    let model = agent.model();
+    run.records.event(
+        "op-started",
+        &json!({ "agent": agent.key, "op_id": op_id, "stage": frame.stage.as_deref(), "label": turn.label, "n": n }),
+    );
+    let slot = Arc::new(ResultSlot::new(op_id.clone(), turn.schema.clone()));
+    let own_deadline = earliest(
+        earliest(turn.timeout_ms.map(|ms| started + Duration::from_millis(ms)), turn.deadline_ms.map(instant_of)),
+        earliest(
+            agent.request.timeout_ms.map(|ms| started + Duration::from_millis(ms)),
+            agent.request.deadline_ms.map(instant_of),
+        ),
+    );
+    let scope_deadline = frame.deadline.as_ref().map(|d| d.at);
+
+    enum End {
+        Done(super::supervise::Supervised),
+        Budget(String),
+        TimedOut,
+        ScopeDeadline,
+        Cancelled,
+    }
+    let end = run.rt.block_on(async {
+        let work = async {
+            let mut session = agent.session.lock().await;
+            let _permit = run.scheduler.acquire().await;
+            if let Some(why) = run.scheduler.budget_exhausted() {
+                return End::Budget(why);
+            }
+            run.progress.agent_working(true);
+            let plan = OpPlan {
+                op_id: &op_id,
+                agent: &agent.key,
+                prompt: &turn.prompt,
+                n,
+                launcher: IN_PROCESS_LAUNCHER,
+                nudge: &turn.nudge,
+                slot: slot.clone(),
+            };
+            let done = supervise(&mut **session, plan, &run.records).await;
+            run.progress.agent_working(false);
+            End::Done(done)
+        };
+        tokio::select! {
+            biased;
+            _ = frame.cancel.cancelled() => End::Cancelled,
+            _ = sleep_until(scope_deadline) => End::ScopeDeadline,
+            _ = sleep_until(own_deadline) => End::TimedOut,
+            end = work => end,
+        }
+    });
+
+    let mut usage = Usage::default();
+    let mut cost_source = CostSource::Simulated;
+    let mut simulated = false;
+    let mut terminated = None;
+    let (kind, value, reason) = match end {
+        End::Done(s) => {
+            usage = s.usage;
+            cost_source = s.cost_source;
+            simulated = s.simulated;
+            match s.settle {
+                Settle::Answered(v) => (OutcomeKind::Answered, Some(v), None),
+                Settle::Unanswered(r) => (OutcomeKind::Unanswered, None, Some(r)),
+                Settle::Failed(r) => (OutcomeKind::Failed, None, Some(r)),
+                Settle::Blocked(r) => (OutcomeKind::Blocked, None, Some(r)),
+            }
+        }
+        End::Budget(why) => {
+            run.budget_exhausted_once(&why);
+            (OutcomeKind::Failed, None, Some(why))
+        }
+        End::TimedOut => {
+            let why = format!("the operation passed its deadline after {} ms", started.elapsed().as_millis());
+            (OutcomeKind::TimedOut, None, Some(why))
+        }
+        End::ScopeDeadline => {
+            let why = match frame.deadline.as_ref().map(|d| &d.kind) {
+                Some(DeadlineKind::Parallel(_)) => "parallel deadline exceeded",
+                _ => "run deadline exceeded",
+            };
+            terminated = Some(why.to_string());
+            (OutcomeKind::TimedOut, None, Some(why.to_string()))
+        }
+        End::Cancelled => {
+            let why = run.stop_reason();
+            terminated = Some(why.clone());
+            (OutcomeKind::Cancelled, None, Some(why))
+        }
+    };
+    if kind != OutcomeKind::Answered {
+        slot.close(reason.clone().unwrap_or_default());
+    }
+    if cost_source != CostSource::Harness && !simulated {
+        match crate::accounting::price_tokens(run.price(&model), &usage) {
+            Some(cost) => {
+                usage.cost_usd = cost;
+                cost_source = CostSource::Priced;
+            }
+            None => cost_source = CostSource::Unpriced,
+        }
+    }
+    let outcome = Outcome {
+        kind,
+        value,
+        reason,
+        op_id: op_id.clone(),
+        usage,
+        duration_ms: started.elapsed().as_millis() as u64,
+        cost_source,
+        simulated,
+    };
+    let settled = Settled {
+        agent,
+        outcome: &outcome,
+        stage: frame.stage.as_deref(),
+        label: turn.label.as_deref(),
+        turn_hash: &hash,
+        model: &model,
+        started_at: &started_at,
+        rejections: slot.rejections(),
+    };
+    run.settle(&settled);
+    if matches!(kind, OutcomeKind::Failed | OutcomeKind::TimedOut) {
+        let why = format!("its operation {op_id} {}: {}", kind.as_str(), outcome.reason.as_deref().unwrap_or(""));
+        if agent.close(&why) {
+            run.progress.agents_closed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            run.records.event("agent-closed", &json!({ "agent": agent.key, "reason": why }));
+        }
+    }
+    lock(&agent.ops).insert(op_id, (hash, outcome.clone()));
+    match terminated {
+        Some(why) => Err(OpError::Terminated(why)),
+        None => Ok(outcome),
+    }
+}
+
+/// A settled operation, as the records need it.
+pub struct Settled<'a> {
+    pub agent: &'a Agent,
+    pub outcome: &'a Outcome,
+    pub stage: Option<&'a str>,
+    pub label: Option<&'a str>,
+    pub turn_hash: &'a str,
+    pub model: &'a str,
+    pub started_at: &'a str,
+    pub rejections: u32,
+}
+
+impl Settled<'_> {
+    /// The `turns.jsonl` line.
+    pub fn turn_line(&self) -> serde_json::Value {
+        let (a, o, u) = (self.agent, self.outcome, &self.outcome.usage);
+        json!({
+            "agent": a.key, "op_id": o.op_id, "kind": "turn", "outcome": o.kind.as_str(),
+            "reason": o.reason, "stage": self.stage, "label": self.label, "harness": a.harness(),
+            "model": self.model, "input_tokens": u.input_tokens, "output_tokens": u.output_tokens,
+            "cache_read_tokens": u.cache_read_tokens, "cache_write_tokens": u.cache_write_tokens,
+            "tokens": u.tokens(), "cost_usd": u.cost_usd, "cost_source": o.cost_source,
+            "simulated": o.simulated, "rejections": self.rejections, "duration_ms": o.duration_ms,
+            "delivered_at": self.started_at, "settled_at": now_iso(), "sessions": [],
+        })
+    }
+
+    /// The `journal.jsonl` line, for answered operations only.
+    pub fn journal_line(&self) -> Option<serde_json::Value> {
+        (self.outcome.kind == OutcomeKind::Answered).then(|| {
+            json!({ "agent": self.agent.key, "op_id": self.outcome.op_id, "turn_hash": self.turn_hash, "outcome": self.outcome })
+        })
+    }
+}

@@ -1,0 +1,95 @@
+//! Supervision of one operation's turns: the first turn, then check-in turns ("nudges") while the
+//! agent ends without an answer, up to the limit; failures and blocks as the harness reports them.
+
+use crate::accounting::{CostSource, Usage};
+use crate::control::prompt;
+use crate::control::slot::ResultSlot;
+use crate::harness::{Session, TurnEnd, TurnInput};
+use crate::record::Recorder;
+use serde_json::{json, Value};
+use std::sync::Arc;
+
+/// How supervision ended, before deadlines and cancellation are considered.
+pub enum Settle {
+    Answered(Value),
+    Unanswered(String),
+    Failed(String),
+    Blocked(String),
+}
+
+pub struct Supervised {
+    pub settle: Settle,
+    pub usage: Usage,
+    pub cost_source: CostSource,
+    pub simulated: bool,
+}
+
+pub struct Nudge {
+    pub text: String,
+    pub max: u32,
+}
+
+pub struct OpPlan<'a> {
+    pub op_id: &'a str,
+    pub agent: &'a str,
+    pub prompt: &'a str,
+    pub n: u64,
+    pub launcher: &'a str,
+    pub nudge: &'a Nudge,
+    pub slot: Arc<ResultSlot>,
+}
+
+/// Drives turns until the slot holds an answer, the harness fails, or the nudges run out.
+/// Cancel safety: dropping the future drops the running turn, which the harness cleans up.
+pub async fn supervise(session: &mut dyn Session, plan: OpPlan<'_>, records: &Recorder) -> Supervised {
+    let schema_text = plan.slot.schema().text.clone();
+    let mut out = Supervised {
+        settle: Settle::Unanswered(String::new()),
+        usage: Usage::default(),
+        cost_source: CostSource::Simulated,
+        simulated: false,
+    };
+    for k in 0..=plan.nudge.max {
+        let shown = if k == 0 {
+            prompt::with_answer_instructions(plan.prompt, plan.launcher, plan.op_id, &schema_text)
+        } else {
+            records.event("op-nudged", &json!({ "agent": plan.agent, "op_id": plan.op_id, "nudge": k }));
+            prompt::nudge_text(&plan.nudge.text, plan.launcher, plan.op_id, &schema_text)
+        };
+        let report = session
+            .turn(TurnInput {
+                op_id: plan.op_id.to_string(),
+                prompt: plan.prompt.to_string(),
+                shown,
+                nudge: k,
+                n: plan.n,
+                slot: plan.slot.clone(),
+            })
+            .await;
+        out.usage.add(&report.usage);
+        out.cost_source = report.cost_source;
+        out.simulated |= report.simulated;
+        if let Some(v) = plan.slot.answer() {
+            out.settle = Settle::Answered(v);
+            return out;
+        }
+        match report.end {
+            TurnEnd::Failed(why) => {
+                out.settle = Settle::Failed(why);
+                return out;
+            }
+            TurnEnd::Blocked(why) => {
+                out.settle = Settle::Blocked(why);
+                return out;
+            }
+            TurnEnd::Ended => {}
+        }
+    }
+    let rejected = plan.slot.rejections();
+    out.settle = Settle::Unanswered(if rejected > 0 {
+        format!("no accepted answer after {} nudges ({rejected} answers rejected)", plan.nudge.max)
+    } else {
+        format!("no answer after {} nudges", plan.nudge.max)
+    });
+    out
+}

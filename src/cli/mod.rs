@@ -1,0 +1,59 @@
+//! The command line: argument definitions and one call per command. The only place that prints
+//! and that uses anyhow. Exit codes: 0 succeeded, 1 failed, 2 bad usage/script/config, 3 stopped
+//! by `ctx.stop`, 4 cancelled or past its deadline.
+
+mod init;
+mod live;
+mod script;
+
+use clap::{Parser, Subcommand};
+
+pub const EXIT_OK: i32 = 0;
+pub const EXIT_FAILED: i32 = 1;
+pub const EXIT_USAGE: i32 = 2;
+pub const EXIT_STOPPED: i32 = 3;
+pub const EXIT_CANCELLED: i32 = 4;
+
+#[derive(Parser)]
+#[command(name = "awf", version, about = "Run multi-agent LLM workflows written in Rhai")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run or check workflow scripts
+    #[command(subcommand)]
+    Script(script::ScriptCommand),
+    /// Write an awf.toml and an example workflow into the current folder
+    Init(init::InitArgs),
+}
+
+/// Parses the command line and runs it; returns the process exit code.
+pub fn main() -> i32 {
+    if let Ok(filter) = std::env::var("AWF_LOG") {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+            .with_writer(std::io::stderr)
+            .try_init();
+    }
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() { EXIT_USAGE } else { EXIT_OK };
+        }
+    };
+    let result = match cli.command {
+        Command::Script(cmd) => script::exec(cmd),
+        Command::Init(args) => init::exec(args),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            EXIT_USAGE
+        }
+    }
+}

@@ -1,0 +1,320 @@
+//! `awf script run` and `awf script check`.
+
+use super::live::Live;
+use super::{EXIT_CANCELLED, EXIT_FAILED, EXIT_OK, EXIT_STOPPED, EXIT_USAGE};
+use crate::config::{parse_duration, Config};
+use crate::control::schema::SchemaCache;
+use crate::run::{Limits, Run, RunSpec, StopCause};
+use crate::script::{self, Program, ScriptEnd};
+use anyhow::{anyhow, bail, Context, Result};
+use serde_json::{Map, Value};
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+#[derive(clap::Subcommand)]
+pub enum ScriptCommand {
+    /// Run a workflow script
+    Run(RunArgs),
+    /// Compile scripts and check their META without running them
+    Check {
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+    },
+}
+
+#[derive(clap::Args)]
+pub struct RunArgs {
+    /// The script to run
+    file: PathBuf,
+    /// Arguments as JSON, or @FILE to read them from a file
+    #[arg(long)]
+    args: Option<String>,
+    /// One argument, KEY=VALUE (VALUE is read as JSON when it parses, else as a string); repeatable
+    #[arg(long = "arg", value_name = "KEY=VALUE")]
+    arg: Vec<String>,
+    /// The runtime alias agents use when their spec names none
+    #[arg(long)]
+    runtime: Option<String>,
+    /// Print result.json instead of the value
+    #[arg(long)]
+    json: bool,
+    /// Where run folders go (default: .awf/runs)
+    #[arg(long)]
+    runs_dir: Option<PathBuf>,
+    /// Stop starting operations once this many USD are spent
+    #[arg(long)]
+    budget_usd: Option<f64>,
+    /// Stop starting operations once this many tokens are spent
+    #[arg(long)]
+    budget_tokens: Option<u64>,
+    /// Most agents the run may open (default 1000)
+    #[arg(long)]
+    max_agents: Option<usize>,
+    /// Most operations at once (default 16)
+    #[arg(long)]
+    max_concurrency: Option<usize>,
+    /// Wall-clock limit for the run, e.g. 30s, 10m
+    #[arg(long)]
+    deadline: Option<String>,
+    /// Print no progress or log lines on stderr
+    #[arg(long, short)]
+    quiet: bool,
+}
+
+pub fn exec(cmd: ScriptCommand) -> Result<i32> {
+    match cmd {
+        ScriptCommand::Run(args) => run(args),
+        ScriptCommand::Check { files } => check(&files),
+    }
+}
+
+fn cwd() -> Result<PathBuf> {
+    std::env::current_dir().context("cannot read the current folder")
+}
+
+fn check(files: &[PathBuf]) -> Result<i32> {
+    let cwd = cwd()?;
+    let mut code = EXIT_OK;
+    for file in files {
+        match script::load(file, &cwd).and_then(|p| check_meta(&p).map(|_| p)) {
+            Ok(p) => {
+                let name = p.meta.get("name").and_then(Value::as_str).unwrap_or("(no META name)");
+                let entry = if p.has_run_fn { "fn run(args)" } else { "top-level script" };
+                println!("ok {} ({name}; {entry})", p.display);
+            }
+            Err(e) => {
+                eprintln!("{e}");
+                code = EXIT_USAGE;
+            }
+        }
+    }
+    Ok(code)
+}
+
+/// META.args, when present, must be a valid JSON Schema.
+fn check_meta(p: &Program) -> Result<(), String> {
+    if let Some(schema) = p.meta.get("args") {
+        SchemaCache::default().compile(schema).map_err(|e| format!("error: {}: META.args is {e}", p.display))?;
+    }
+    Ok(())
+}
+
+fn parse_args(args: &RunArgs, cwd: &Path) -> Result<Value> {
+    let mut value = match &args.args {
+        None => Value::Object(Map::new()),
+        Some(text) => {
+            let (text, from) = match text.strip_prefix('@') {
+                Some(file) => {
+                    let path = cwd.join(file);
+                    (
+                        std::fs::read_to_string(&path)
+                            .with_context(|| format!("cannot read --args file {}", path.display()))?,
+                        file.to_string(),
+                    )
+                }
+                None => (text.clone(), "--args".to_string()),
+            };
+            serde_json::from_str(&text).map_err(|e| anyhow!("{from} is not valid JSON: {e}"))?
+        }
+    };
+    for kv in &args.arg {
+        let Some((k, v)) = kv.split_once('=') else {
+            bail!("--arg {kv}: write it as KEY=VALUE");
+        };
+        let Some(obj) = value.as_object_mut() else {
+            bail!("--arg needs the arguments to be a JSON object");
+        };
+        let v = serde_json::from_str(v).unwrap_or_else(|_| Value::String(v.to_string()));
+        obj.insert(k.to_string(), v);
+    }
+    Ok(value)
+}
+
+fn limits(args: &RunArgs, config: &Config) -> Result<Limits> {
+    let d = Limits::default();
+    let l = &config.limits;
+    let limits = Limits {
+        max_concurrency: args.max_concurrency.or(l.max_concurrency).unwrap_or(d.max_concurrency),
+        max_agents: args.max_agents.or(l.max_agents).unwrap_or(d.max_agents),
+        budget_usd: args.budget_usd.or(l.budget_usd),
+        budget_tokens: args.budget_tokens.or(l.budget_tokens),
+        nudges: l.nudges.unwrap_or(d.nudges),
+        stall_timeout: config.stall_timeout()?.unwrap_or(d.stall_timeout),
+    };
+    if limits.max_concurrency == 0 {
+        bail!("--max-concurrency must be at least 1");
+    }
+    if limits.budget_usd.is_some_and(|b| b.is_nan() || b < 0.0) {
+        bail!("--budget-usd must be a number of USD, not negative");
+    }
+    Ok(limits)
+}
+
+fn run(args: RunArgs) -> Result<i32> {
+    let cwd = cwd()?;
+    let config = Config::load(&cwd)?;
+    let program = match script::load(&args.file, &cwd) {
+        Ok(p) => p,
+        Err(rendered) => {
+            eprintln!("{rendered}");
+            return Ok(EXIT_USAGE);
+        }
+    };
+    if let Err(e) = check_meta(&program) {
+        eprintln!("{e}");
+        return Ok(EXIT_USAGE);
+    }
+    let script_args = parse_args(&args, &cwd)?;
+    if let Some(schema) = program.meta.get("args") {
+        let schema = SchemaCache::default().compile(schema).map_err(|e| anyhow!(e))?;
+        let errors = schema.violations(&script_args);
+        if !errors.is_empty() {
+            eprintln!("error: the arguments do not match META.args of {}:", program.display);
+            for e in errors {
+                eprintln!("  - {e}");
+            }
+            return Ok(EXIT_USAGE);
+        }
+    }
+    let limits = limits(&args, &config)?;
+    let deadline = match &args.deadline {
+        Some(d) => Some(parse_duration(d).map_err(|e| anyhow!("--deadline: {e}"))?),
+        None => config.deadline()?,
+    };
+    let default_runtime = args.runtime.clone().unwrap_or_else(|| config.default_alias());
+    config.runtime(&default_runtime)?;
+    let runs_dir = args.runs_dir.clone().or(config.runs_dir.clone()).unwrap_or_else(|| PathBuf::from(".awf/runs"));
+    let runs_dir = if runs_dir.is_absolute() { runs_dir } else { cwd.join(runs_dir) };
+
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    let spec = RunSpec {
+        script: program.path.clone(),
+        script_sha256: program.sha256.clone(),
+        cwd: cwd.clone(),
+        runs_dir,
+        args: script_args.clone(),
+        meta: program.meta.clone(),
+        config,
+        limits,
+        deadline,
+        default_runtime,
+    };
+    let run = Run::start(spec, rt.handle().clone(), Box::new(script::load_responder))
+        .context("cannot create the run folder")?;
+    let live = Live::start(run.clone(), std::io::stderr().is_terminal(), args.quiet);
+    let rx = script::spawn(run.clone(), &program, script_args).context("cannot start the script thread")?;
+    let end = rt.block_on(wait(&run, rx, deadline));
+    live.finish();
+    Ok(report(&run, end, &args))
+}
+
+/// Waits for the script while handling Ctrl-C (stop, then a 5 s grace; a second one kills) and the
+/// run deadline. `None` means the script did not end within the grace period.
+async fn wait(
+    run: &Run,
+    mut rx: tokio::sync::oneshot::Receiver<ScriptEnd>,
+    deadline: Option<Duration>,
+) -> Option<ScriptEnd> {
+    let deadline_at = deadline.map(|d| tokio::time::Instant::now() + d);
+    let mut grace_until: Option<tokio::time::Instant> = None;
+    loop {
+        let grace = async {
+            match grace_until {
+                Some(at) => tokio::time::sleep_until(at).await,
+                None => std::future::pending().await,
+            }
+        };
+        let run_deadline = async {
+            match deadline_at {
+                Some(at) if grace_until.is_none() => tokio::time::sleep_until(at).await,
+                _ => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            end = &mut rx => return end.ok(),
+            _ = tokio::signal::ctrl_c() => {
+                if grace_until.is_some() {
+                    eprintln!("awf: killed by a second Ctrl-C");
+                    let _ = run.finish("cancelled", None, Some("killed by a second Ctrl-C"), None);
+                    std::process::exit(130);
+                }
+                eprintln!("awf: stopping (Ctrl-C again to kill)");
+                run.stop_with(StopCause::Cancelled("interrupted (Ctrl-C)".into()));
+                grace_until = Some(tokio::time::Instant::now() + Duration::from_secs(5));
+            }
+            _ = run_deadline => {
+                run.stop_with(StopCause::Deadline);
+                grace_until = Some(tokio::time::Instant::now() + Duration::from_secs(5));
+            }
+            _ = grace => return None,
+        }
+    }
+}
+
+fn report(run: &Run, end: Option<ScriptEnd>, args: &RunArgs) -> i32 {
+    let cause = run.stop_cause();
+    let (status, value, error, rendered, code) = match (end, cause) {
+        (Some(ScriptEnd::Value(v)), _) => ("succeeded", Some(v), None, None, EXIT_OK),
+        (Some(ScriptEnd::Failed(f)), Some(StopCause::Stopped(r))) => {
+            ("stopped", None, Some(r), Some(f.rendered), EXIT_STOPPED)
+        }
+        (Some(ScriptEnd::Failed(f)), Some(StopCause::Cancelled(r))) => {
+            ("cancelled", None, Some(r), Some(f.rendered), EXIT_CANCELLED)
+        }
+        (Some(ScriptEnd::Failed(f)), Some(StopCause::Deadline)) => {
+            ("cancelled", None, Some("run deadline exceeded".to_string()), Some(f.rendered), EXIT_CANCELLED)
+        }
+        (Some(ScriptEnd::Failed(f)), None) => ("failed", None, Some(f.message), Some(f.rendered), EXIT_FAILED),
+        (None, _) => (
+            "cancelled",
+            None,
+            Some(format!("{}; the script did not end within the 5 s grace period", run.stop_reason())),
+            None,
+            EXIT_CANCELLED,
+        ),
+    };
+    let ended_in = if status == "succeeded" { None } else { run.stages.failed_in() };
+    let result = run.finish(status, value.as_ref(), error.as_deref(), ended_in.as_deref());
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&result).unwrap_or_default());
+    } else if let Some(v) = &value {
+        match v {
+            Value::String(s) => println!("{s}"),
+            other => println!("{}", serde_json::to_string_pretty(other).unwrap_or_default()),
+        }
+    }
+    if let Some(r) = rendered {
+        if status == "failed" {
+            eprintln!("{r}");
+        } else {
+            eprintln!("awf: run {status}: {}", error.as_deref().unwrap_or(""));
+        }
+    }
+    if !args.quiet {
+        eprintln!("{}", summary(run, status, &result));
+    }
+    code
+}
+
+/// The closing spend line.
+fn summary(run: &Run, status: &str, result: &Value) -> String {
+    let totals = &result["accounting"]["totals"];
+    let mut s = format!(
+        "awf: {status} in {:.2}s · {} agents · {} operations · {} tokens · ${:.4}",
+        run.started.elapsed().as_secs_f64(),
+        result["accounting"]["by_agent"].as_object().map(|m| m.len()).unwrap_or(0),
+        totals["operations"].as_u64().unwrap_or(0),
+        totals["tokens"].as_u64().unwrap_or(0),
+        totals["cost_usd"].as_f64().unwrap_or(0.0),
+    );
+    if run.simulated() {
+        s.push_str("\nawf: simulated: answers came from the fake harness; no model was called");
+    }
+    s.push_str(&format!("\nawf: records in {}", run.dir().display()));
+    s
+}

@@ -1,0 +1,201 @@
+//! Owns `awf.toml`: where it is found, its shape, and turning runtime aliases into harness choices.
+
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Errors in the configuration, each naming the file or the thing it concerns.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config {path}: {source}")]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("bad config {path}: {message}")]
+    Parse { path: PathBuf, message: String },
+    #[error("unknown runtime alias `{alias}` (looked in {place}; known: {known})")]
+    UnknownRuntime { alias: String, place: String, known: String },
+    #[error("bad value for {field} in {place}: {message}")]
+    BadValue { field: String, place: String, message: String },
+}
+
+/// The whole configuration file. Unknown keys are refused so that typos do not pass silently.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    pub default_runtime: Option<String>,
+    #[serde(default)]
+    pub runtimes: BTreeMap<String, RuntimeConfig>,
+    #[serde(default)]
+    pub harnesses: BTreeMap<String, HarnessConfig>,
+    #[serde(default)]
+    pub limits: LimitsConfig,
+    #[serde(default)]
+    pub prices: BTreeMap<String, Price>,
+    #[serde(default)]
+    pub sandboxes: BTreeMap<String, toml::Value>,
+    pub runs_dir: Option<PathBuf>,
+    /// Where this configuration was read from; `None` when no file exists.
+    #[serde(skip)]
+    pub source: Option<PathBuf>,
+}
+
+/// One `[runtimes.NAME]` table.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RuntimeConfig {
+    pub harness: String,
+    pub model: Option<String>,
+    pub effort: Option<String>,
+    pub command: Option<Vec<String>>,
+    pub base_url: Option<String>,
+    /// `fake` only: a Rhai file defining `fn respond(turn)`.
+    pub responder: Option<PathBuf>,
+}
+
+/// One `[harnesses.NAME]` table.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HarnessConfig {
+    pub command: Option<String>,
+    pub max_concurrency: Option<usize>,
+}
+
+/// The `[limits]` table; command-line flags override each field.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LimitsConfig {
+    pub max_concurrency: Option<usize>,
+    pub max_agents: Option<usize>,
+    pub stall_timeout: Option<String>,
+    pub nudges: Option<u32>,
+    pub budget_usd: Option<f64>,
+    pub budget_tokens: Option<u64>,
+    pub deadline: Option<String>,
+}
+
+/// USD per million tokens.
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Price {
+    pub input: f64,
+    pub output: f64,
+    #[serde(default)]
+    pub cache_read: f64,
+    #[serde(default)]
+    pub cache_write: f64,
+}
+
+impl Config {
+    /// Loads `awf.toml` from `cwd`, else `$XDG_CONFIG_HOME/awf/config.toml`; no file at all is an
+    /// empty configuration (the default runtime is then `fake`).
+    pub fn load(cwd: &Path) -> Result<Config, ConfigError> {
+        let local = cwd.join("awf.toml");
+        if local.is_file() {
+            return Self::load_file(&local);
+        }
+        if let Some(global) = xdg_config_home().map(|d| d.join("awf").join("config.toml")) {
+            if global.is_file() {
+                return Self::load_file(&global);
+            }
+        }
+        Ok(Config::default())
+    }
+
+    pub fn load_file(path: &Path) -> Result<Config, ConfigError> {
+        let text =
+            std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.to_path_buf(), source })?;
+        let mut config: Config = toml::from_str(&text).map_err(|e| ConfigError::Parse {
+            path: path.to_path_buf(),
+            message: e.to_string().trim_end().to_string(),
+        })?;
+        config.source = Some(path.to_path_buf());
+        Ok(config)
+    }
+
+    /// Describes where runtimes were looked up, for error messages.
+    pub fn place(&self) -> String {
+        match &self.source {
+            Some(p) => p.display().to_string(),
+            None => "the built-in defaults (no awf.toml in the working folder and no $XDG_CONFIG_HOME/awf/config.toml)"
+                .into(),
+        }
+    }
+
+    /// The alias used when an agent names no runtime: `AWF_RUNTIME`, then `default_runtime`, then `fake`.
+    pub fn default_alias(&self) -> String {
+        std::env::var("AWF_RUNTIME")
+            .ok()
+            .filter(|s| !s.is_empty())
+            .or_else(|| self.default_runtime.clone())
+            .unwrap_or_else(|| "fake".into())
+    }
+
+    /// Resolves an alias. `fake` always exists, even with no configuration.
+    pub fn runtime(&self, alias: &str) -> Result<RuntimeConfig, ConfigError> {
+        if let Some(r) = self.runtimes.get(alias) {
+            return Ok(r.clone());
+        }
+        if alias == "fake" {
+            return Ok(RuntimeConfig { harness: "fake".into(), model: Some("fake".into()), ..Default::default() });
+        }
+        let mut known: Vec<&str> = self.runtimes.keys().map(String::as_str).collect();
+        known.push("fake");
+        Err(ConfigError::UnknownRuntime { alias: alias.into(), place: self.place(), known: known.join(", ") })
+    }
+
+    pub fn stall_timeout(&self) -> Result<Option<Duration>, ConfigError> {
+        self.limits
+            .stall_timeout
+            .as_deref()
+            .map(|s| parse_duration(s).map_err(|m| self.bad("limits.stall_timeout", m)))
+            .transpose()
+    }
+
+    pub fn deadline(&self) -> Result<Option<Duration>, ConfigError> {
+        self.limits
+            .deadline
+            .as_deref()
+            .map(|s| parse_duration(s).map_err(|m| self.bad("limits.deadline", m)))
+            .transpose()
+    }
+
+    fn bad(&self, field: &str, message: String) -> ConfigError {
+        ConfigError::BadValue { field: field.into(), place: self.place(), message }
+    }
+}
+
+/// Parses `90s`, `10m`, `1h 30m`, `250ms`.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    humantime::parse_duration(text.trim())
+        .map_err(|e| format!("`{text}` is not a duration ({e}); write it like 30s, 10m or 1h"))
+}
+
+fn xdg_config_home() -> Option<PathBuf> {
+    std::env::var_os("XDG_CONFIG_HOME")
+        .filter(|s| !s.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_keys_are_refused_with_the_file() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("awf.toml");
+        std::fs::write(&path, "[limits]\nmax_concurency = 3\n").expect("write");
+        let err = Config::load_file(&path).expect_err("typo must fail").to_string();
+        assert!(err.contains("awf.toml"), "{err}");
+        assert!(err.contains("max_concurency"), "{err}");
+    }
+
+    #[test]
+    fn fake_exists_without_config_and_unknown_alias_names_the_place() {
+        let config = Config::default();
+        assert_eq!(config.runtime("fake").expect("fake").harness, "fake");
+        let err = config.runtime("smart").expect_err("unknown").to_string();
+        assert!(err.contains("`smart`") && err.contains("built-in defaults"), "{err}");
+    }
+}

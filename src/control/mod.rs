@@ -1,0 +1,6 @@
+//! The answer channel every harness shares: JSON Schema validation, result slots, and the protocol
+//! text appended to prompts. The socket server and `awf wf` come with the protocol issue.
+
+pub mod prompt;
+pub mod schema;
+pub mod slot;

@@ -1,0 +1,181 @@
+//! Result slots: where an operation's answer is submitted, validated against the op's schema, and
+//! kept. Every harness answers through one, so every agent sees the same rejection language.
+
+use super::schema::{Schema, Violation};
+use serde_json::Value;
+use std::sync::Mutex;
+
+/// What a submission got back; `text()` is exactly what the agent is shown.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Submission {
+    Accepted,
+    Rejected(Vec<Violation>),
+    /// The op is already settled or was never opened.
+    Closed(String),
+}
+
+impl Submission {
+    pub fn text(&self) -> String {
+        match self {
+            Submission::Accepted => "accepted".into(),
+            Submission::Rejected(errors) => rejection_text(errors),
+            Submission::Closed(why) => why.clone(),
+        }
+    }
+
+    /// The exit code `awf wf result` uses: 0 accepted, 2 rejected, 3 unknown or closed op.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            Submission::Accepted => 0,
+            Submission::Rejected(_) => 2,
+            Submission::Closed(_) => 3,
+        }
+    }
+}
+
+/// The text an agent gets for a rejected answer: every error with its JSON pointer, then how to fix.
+pub fn rejection_text(errors: &[Violation]) -> String {
+    let mut out = String::from("rejected:\n");
+    for e in errors {
+        out.push_str("- ");
+        out.push_str(&e.to_string());
+        out.push('\n');
+    }
+    out.push_str("Fix the JSON and run the command again.");
+    out
+}
+
+enum State {
+    Open { rejections: u32 },
+    Answered(Value),
+    Closed(String),
+}
+
+/// One operation's slot. The first accepted answer wins; later ones are refused with the reason.
+pub struct ResultSlot {
+    op_id: String,
+    schema: Schema,
+    state: Mutex<State>,
+}
+
+impl ResultSlot {
+    pub fn new(op_id: impl Into<String>, schema: Schema) -> Self {
+        ResultSlot { op_id: op_id.into(), schema, state: Mutex::new(State::Open { rejections: 0 }) }
+    }
+
+    pub fn schema(&self) -> &Schema {
+        &self.schema
+    }
+
+    /// Submits raw text as an agent would pipe it to `wf result`.
+    pub fn submit_text(&self, text: &str) -> Submission {
+        match serde_json::from_str::<Value>(text.trim()) {
+            Ok(v) => self.submit(v),
+            Err(e) => self.reject(vec![Violation { pointer: String::new(), message: format!("not valid JSON: {e}") }]),
+        }
+    }
+
+    pub fn submit(&self, value: Value) -> Submission {
+        {
+            let state = self.lock();
+            match &*state {
+                State::Answered(_) => {
+                    return Submission::Closed(format!(
+                        "op {} already has an accepted answer; the first accepted answer stands",
+                        self.op_id
+                    ))
+                }
+                State::Closed(why) => return Submission::Closed(format!("op {} is closed: {why}", self.op_id)),
+                State::Open { .. } => {}
+            }
+        }
+        let errors = self.schema.violations(&value);
+        if !errors.is_empty() {
+            return self.reject(errors);
+        }
+        let mut state = self.lock();
+        match &*state {
+            State::Open { .. } => {
+                *state = State::Answered(value);
+                Submission::Accepted
+            }
+            State::Answered(_) => Submission::Closed(format!(
+                "op {} already has an accepted answer; the first accepted answer stands",
+                self.op_id
+            )),
+            State::Closed(why) => Submission::Closed(format!("op {} is closed: {why}", self.op_id)),
+        }
+    }
+
+    fn reject(&self, errors: Vec<Violation>) -> Submission {
+        if let State::Open { rejections } = &mut *self.lock() {
+            *rejections += 1;
+        }
+        Submission::Rejected(errors)
+    }
+
+    /// The accepted answer, if any.
+    pub fn answer(&self) -> Option<Value> {
+        match &*self.lock() {
+            State::Answered(v) => Some(v.clone()),
+            _ => None,
+        }
+    }
+
+    pub fn rejections(&self) -> u32 {
+        match &*self.lock() {
+            State::Open { rejections } => *rejections,
+            _ => 0,
+        }
+    }
+
+    /// Settles the slot without an answer; later submissions get `why`.
+    pub fn close(&self, why: impl Into<String>) {
+        let mut state = self.lock();
+        if let State::Open { .. } = &*state {
+            *state = State::Closed(why.into());
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        // The state is a plain enum; a panic elsewhere cannot leave it half-written.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::control::schema::SchemaCache;
+    use serde_json::json;
+
+    fn slot() -> ResultSlot {
+        let schema = SchemaCache::default()
+            .compile(&json!({"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}))
+            .expect("schema");
+        ResultSlot::new("a#1", schema)
+    }
+
+    #[test]
+    fn rejection_lists_pointers_then_accepts_and_refuses_a_second_answer() {
+        let s = slot();
+        let r = s.submit_text(r#"{"n":"x"}"#);
+        assert_eq!(r.exit_code(), 2);
+        assert!(r.text().contains("at /n:"), "{}", r.text());
+        assert!(r.text().ends_with("Fix the JSON and run the command again."));
+        assert_eq!(s.submit_text("{not json").exit_code(), 2);
+        assert_eq!(s.submit_text(r#"{"n":1}"#), Submission::Accepted);
+        let again = s.submit_text(r#"{"n":2}"#);
+        assert_eq!(again.exit_code(), 3);
+        assert_eq!(s.answer(), Some(json!({"n":1})));
+    }
+
+    #[test]
+    fn closed_slot_refuses_with_why() {
+        let s = slot();
+        s.close("cancelled");
+        let r = s.submit_text(r#"{"n":1}"#);
+        assert_eq!(r.exit_code(), 3);
+        assert!(r.text().contains("cancelled"));
+    }
+}

@@ -1,0 +1,182 @@
+//! The `fake` harness: an in-process agent for tests and offline demos. By default it answers every
+//! schema with a value built from the schema and marks it simulated; a responder script can answer,
+//! answer badly first, stay silent, fail, block, hang, delay and report usage. Answers go through
+//! the same result slot as every other harness.
+
+use super::{AgentInfo, BoxFuture, Responder, Session, TurnEnd, TurnInput, TurnReport};
+use crate::accounting::{CostSource, Usage};
+use crate::control::schema::example_value;
+use crate::control::slot::Submission;
+use serde_json::{json, Value};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How many times one turn may resubmit after a rejection before the turn ends.
+const MAX_RESUBMITS: u32 = 5;
+
+pub struct FakeSession {
+    info: AgentInfo,
+    responder: Option<Arc<dyn Responder>>,
+    history: Vec<String>,
+}
+
+impl FakeSession {
+    pub fn new(info: AgentInfo, responder: Option<Arc<dyn Responder>>) -> Self {
+        FakeSession { info, responder, history: Vec::new() }
+    }
+
+    fn turn_info(&self, input: &TurnInput, rejection: Option<&str>) -> Value {
+        json!({
+            "agent": self.info.key,
+            "op_id": input.op_id,
+            "prompt": input.prompt,
+            "shown": input.shown,
+            "schema": *input.slot.schema().value,
+            "instructions": self.info.instructions,
+            "model": self.info.model,
+            "effort": self.info.effort,
+            "labels": self.info.labels,
+            "n": input.n,
+            "nudge": input.nudge,
+            "rejection": rejection,
+            "history": self.history.len(),
+        })
+    }
+
+    fn default_answer(&self, input: &TurnInput) -> Value {
+        let words: Vec<&str> = input.prompt.split_whitespace().take(8).collect();
+        let text = format!("{}: {}", self.info.key, words.join(" "));
+        example_value(&input.slot.schema().value, &text)
+    }
+}
+
+/// One parsed responder reply.
+enum Action {
+    Answer(Value),
+    Raw(String),
+    Silent,
+    Fail(String),
+    Blocked(String),
+    Hang,
+}
+
+fn parse_reply(reply: &Value) -> Result<(Option<Action>, u64, Usage), String> {
+    let Some(map) = reply.as_object() else {
+        if reply.is_null() {
+            return Ok((None, 0, Usage::default()));
+        }
+        return Err(format!(
+            "respond() must return a map such as #{{ answer: value }}, #{{ json: text }}, #{{ silent: true }}, #{{ fail: reason }}, #{{ blocked: reason }}, #{{ hang: true }}, or () for the default answer; it returned {reply}"
+        ));
+    };
+    let known = ["answer", "json", "silent", "fail", "blocked", "hang", "delay_ms", "usage"];
+    if let Some(bad) = map.keys().find(|k| !known.contains(&k.as_str())) {
+        return Err(format!("respond() returned an unknown key `{bad}` (known: {})", known.join(", ")));
+    }
+    let text = |v: &Value| v.as_str().map(String::from).unwrap_or_else(|| v.to_string());
+    let action = if let Some(v) = map.get("answer") {
+        Some(Action::Answer(v.clone()))
+    } else if let Some(v) = map.get("json") {
+        Some(Action::Raw(text(v)))
+    } else if let Some(v) = map.get("fail") {
+        Some(Action::Fail(text(v)))
+    } else if let Some(v) = map.get("blocked") {
+        Some(Action::Blocked(text(v)))
+    } else if map.get("hang").and_then(Value::as_bool) == Some(true) {
+        Some(Action::Hang)
+    } else if map.get("silent").and_then(Value::as_bool) == Some(true) {
+        Some(Action::Silent)
+    } else {
+        None
+    };
+    let delay = map.get("delay_ms").and_then(Value::as_u64).unwrap_or(0);
+    let mut usage = Usage::default();
+    if let Some(u) = map.get("usage") {
+        let n = |k: &str| u.get(k).and_then(Value::as_u64).unwrap_or(0);
+        usage.input_tokens = n("input_tokens");
+        usage.output_tokens = n("output_tokens");
+        usage.cache_read_tokens = n("cache_read_tokens");
+        usage.cache_write_tokens = n("cache_write_tokens");
+        usage.cost_usd = u.get("cost_usd").and_then(Value::as_f64).unwrap_or(0.0);
+    }
+    Ok((action, delay, usage))
+}
+
+/// A rough token count for simulated usage: four characters a token.
+fn estimate_tokens(text: &str) -> u64 {
+    (text.len() as u64).div_ceil(4)
+}
+
+impl Session for FakeSession {
+    fn turn(&mut self, input: TurnInput) -> BoxFuture<'_, TurnReport> {
+        Box::pin(async move {
+            let mut usage = Usage::default();
+            let mut rejection: Option<String> = None;
+            let report = |end, usage| TurnReport { end, usage, cost_source: CostSource::Simulated, simulated: true };
+            for _ in 0..=MAX_RESUBMITS {
+                let (action, delay, used) = match &self.responder {
+                    None => (None, 0, Usage::default()),
+                    Some(r) => {
+                        match r.respond(&self.turn_info(&input, rejection.as_deref())).and_then(|v| parse_reply(&v)) {
+                            Ok(parsed) => parsed,
+                            Err(e) => return report(TurnEnd::Failed(format!("fake responder: {e}")), usage),
+                        }
+                    }
+                };
+                usage.add(&used);
+                if delay > 0 {
+                    tokio::time::sleep(Duration::from_millis(delay)).await;
+                }
+                let submission = match action {
+                    None => {
+                        let answer = self.default_answer(&input);
+                        if used == Usage::default() {
+                            usage.input_tokens += estimate_tokens(&input.shown);
+                            usage.output_tokens += estimate_tokens(&answer.to_string());
+                        }
+                        input.slot.submit(answer)
+                    }
+                    Some(Action::Answer(v)) => input.slot.submit(v),
+                    Some(Action::Raw(text)) => input.slot.submit_text(&text),
+                    Some(Action::Silent) => return report(TurnEnd::Ended, usage),
+                    Some(Action::Fail(why)) => return report(TurnEnd::Failed(why), usage),
+                    Some(Action::Blocked(why)) => return report(TurnEnd::Blocked(why), usage),
+                    Some(Action::Hang) => std::future::pending().await,
+                };
+                match submission {
+                    Submission::Rejected(_) => rejection = Some(submission.text()),
+                    _ => {
+                        self.history.push(input.op_id.clone());
+                        return report(TurnEnd::Ended, usage);
+                    }
+                }
+            }
+            report(TurnEnd::Ended, usage)
+        })
+    }
+
+    fn fork(&self, info: AgentInfo) -> Result<Box<dyn Session>, String> {
+        Ok(Box::new(FakeSession { info, responder: self.responder.clone(), history: self.history.clone() }))
+    }
+
+    fn compact(&mut self, prompt: &str) -> BoxFuture<'_, Result<String, String>> {
+        let summary = format!(
+            "{}: simulated summary of {} turns ({})",
+            self.info.key,
+            self.history.len(),
+            prompt.split_whitespace().take(8).collect::<Vec<_>>().join(" ")
+        );
+        self.history = vec![summary.clone()];
+        Box::pin(async move { Ok(summary) })
+    }
+
+    fn set(&mut self, model: Option<&str>, effort: Option<&str>) -> Result<(), String> {
+        if let Some(m) = model {
+            self.info.model = m.to_string();
+        }
+        if let Some(e) = effort {
+            self.info.effort = Some(e.to_string());
+        }
+        Ok(())
+    }
+}

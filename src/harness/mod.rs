@@ -1,0 +1,102 @@
+//! The harness boundary: what a turn is given, what it reports, and the sessions each harness
+//! keeps per agent. One file per harness; only `fake` is built so far.
+
+pub mod fake;
+
+use crate::accounting::{CostSource, Usage};
+use crate::control::slot::ResultSlot;
+use serde_json::Value;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// What a harness needs to know about the agent it serves.
+#[derive(Debug, Clone)]
+pub struct AgentInfo {
+    pub key: String,
+    pub instructions: Option<String>,
+    pub model: String,
+    pub effort: Option<String>,
+    pub labels: Value,
+}
+
+/// One turn of an operation: the first one, or a check-in after an unanswered one.
+pub struct TurnInput {
+    pub op_id: String,
+    /// The script's prompt, as written.
+    pub prompt: String,
+    /// What the agent is shown: the prompt (or the nudge) with the answer instructions.
+    pub shown: String,
+    /// 0 for the first turn, k for the k-th nudge.
+    pub nudge: u32,
+    /// The agent's n-th `run` (1-based).
+    pub n: u64,
+    pub slot: Arc<ResultSlot>,
+}
+
+/// How a turn ended, judged by the harness's events.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TurnEnd {
+    /// The turn finished; whether it answered is read from the slot.
+    Ended,
+    Failed(String),
+    Blocked(String),
+}
+
+/// What a turn reports back to supervision.
+#[derive(Debug, Clone)]
+pub struct TurnReport {
+    pub end: TurnEnd,
+    pub usage: Usage,
+    pub cost_source: CostSource,
+    pub simulated: bool,
+}
+
+/// One agent's session with its harness. Operations on it run one at a time.
+pub trait Session: Send {
+    /// Runs one turn. Cancel safety: dropping the future abandons the turn; the harness must leave
+    /// nothing running afterwards.
+    fn turn(&mut self, input: TurnInput) -> BoxFuture<'_, TurnReport>;
+
+    /// A new session on a copy of this one's history, or why this harness cannot fork.
+    fn fork(&self, info: AgentInfo) -> Result<Box<dyn Session>, String>;
+
+    /// Replaces the history with a summary and returns the summary.
+    fn compact(&mut self, prompt: &str) -> BoxFuture<'_, Result<String, String>>;
+
+    /// Changes the model or effort for later turns.
+    fn set(&mut self, model: Option<&str>, effort: Option<&str>) -> Result<(), String>;
+}
+
+/// Answers a fake agent's turns from a user script. Implemented by the script host, so that this
+/// module never names the scripting engine: it sees only JSON.
+pub trait Responder: Send + Sync {
+    fn respond(&self, turn: &Value) -> Result<Value, String>;
+}
+
+/// Harness names the design knows, and whether this build drives them.
+pub const KNOWN_HARNESSES: &[(&str, bool)] = &[
+    ("fake", true),
+    ("command", false),
+    ("claude", false),
+    ("codex", false),
+    ("pi", false),
+    ("openai", false),
+    ("anthropic", false),
+];
+
+/// Refuses harnesses this build does not drive, saying so plainly.
+pub fn check_available(harness: &str) -> Result<(), String> {
+    match KNOWN_HARNESSES.iter().find(|(name, _)| *name == harness) {
+        Some((_, true)) => Ok(()),
+        Some((_, false)) => {
+            Err(format!("harness `{harness}` is not built in this version of awf yet; the available harness is `fake`"))
+        }
+        None => Err(format!(
+            "unknown harness `{harness}` (known: {})",
+            KNOWN_HARNESSES.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ")
+        )),
+    }
+}

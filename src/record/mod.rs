@@ -1,0 +1,194 @@
+//! The run folder: the only module that writes it. Layout, the versioned JSONL envelope, whole-line
+//! appends through one writer thread, atomic JSON documents, and readers that tolerate a torn line.
+
+mod writer;
+
+use serde::Serialize;
+use serde_json::Value;
+use std::io::{self, BufRead};
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+use std::sync::Mutex;
+use std::time::SystemTime;
+
+use writer::Msg;
+pub use writer::Stream;
+
+/// The version written into every JSONL envelope and JSON document.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// Appends records to one run folder. Lines are queued to a writer thread that writes each one
+/// whole (several lines may share one write); `flush` waits until they are on disk.
+pub struct Recorder {
+    dir: PathBuf,
+    attempt: u32,
+    tx: Mutex<Option<mpsc::Sender<Msg>>>,
+    thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+#[derive(Serialize)]
+struct Envelope<'a, T: Serialize + ?Sized> {
+    v: u32,
+    #[serde(rename = "type")]
+    ty: &'a str,
+    at: String,
+    attempt: u32,
+    data: &'a T,
+}
+
+/// Now, as ISO-8601 UTC with milliseconds.
+pub fn now_iso() -> String {
+    humantime::format_rfc3339_millis(SystemTime::now()).to_string()
+}
+
+/// Now, as unix milliseconds.
+pub fn now_unix_ms() -> i64 {
+    SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+}
+
+/// A new run id: UTC time to the millisecond, then a random suffix, so ids sort by time.
+pub fn new_run_id() -> String {
+    let stamp = humantime::format_rfc3339_millis(SystemTime::now()).to_string();
+    let digits: String = stamp.chars().filter(|c| c.is_ascii_digit()).collect();
+    let suffix = uuid::Uuid::new_v4().simple().to_string();
+    format!("{}-{}-{}", &digits[..8], &digits[8..], &suffix[..6])
+}
+
+impl Recorder {
+    /// Creates `dir` (and its parents) and starts the writer.
+    pub fn create(dir: &Path, attempt: u32) -> io::Result<Recorder> {
+        std::fs::create_dir_all(dir)?;
+        let (tx, rx) = mpsc::channel();
+        let files = writer::Files::open(dir)?;
+        let thread = std::thread::Builder::new().name("awf-records".into()).spawn(move || writer::run(files, rx))?;
+        Ok(Recorder { dir: dir.to_path_buf(), attempt, tx: Mutex::new(Some(tx)), thread: Mutex::new(Some(thread)) })
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Appends an event to `events.jsonl` in the `{"v","type","at","attempt","data"}` envelope.
+    pub fn event<T: Serialize + ?Sized>(&self, ty: &str, data: &T) {
+        let env = Envelope { v: FORMAT_VERSION, ty, at: now_iso(), attempt: self.attempt, data };
+        self.line(Stream::Events, &env);
+    }
+
+    /// Appends one JSON line to a stream.
+    pub fn line<T: Serialize + ?Sized>(&self, stream: Stream, value: &T) {
+        let mut buf = match serde_json::to_vec(value) {
+            Ok(b) => b,
+            Err(e) => {
+                tracing::error!("cannot serialise a {stream:?} record: {e}");
+                return;
+            }
+        };
+        buf.push(b'\n');
+        self.send(Msg::Line(stream, buf));
+    }
+
+    /// Waits until every queued line is written; with `sync`, also until it is on stable storage.
+    pub fn flush(&self, sync: bool) {
+        let (ack_tx, ack_rx) = mpsc::channel();
+        if self.send(Msg::Flush { sync, ack: ack_tx }) {
+            // The writer answers every flush; a closed channel means it already stopped.
+            let _ = ack_rx.recv();
+        }
+    }
+
+    /// Writes a whole JSON document atomically (temp file, then rename).
+    pub fn write_document(&self, name: &str, value: &Value) -> io::Result<()> {
+        write_document(&self.dir.join(name), value)
+    }
+
+    /// Flushes, syncs and stops the writer. Later appends are dropped.
+    pub fn close(&self) {
+        self.flush(true);
+        self.lock_tx().take();
+        if let Some(t) = self.thread.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            let _ = t.join();
+        }
+    }
+
+    fn send(&self, msg: Msg) -> bool {
+        match &*self.lock_tx() {
+            Some(tx) => tx.send(msg).is_ok(),
+            None => false,
+        }
+    }
+
+    fn lock_tx(&self) -> std::sync::MutexGuard<'_, Option<mpsc::Sender<Msg>>> {
+        self.tx.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// Writes `value` as pretty JSON to `path` through a temporary file and a rename.
+pub fn write_document(path: &Path, value: &Value) -> io::Result<()> {
+    let tmp = path.with_extension("json.tmp");
+    let mut text = serde_json::to_vec_pretty(value).map_err(io::Error::other)?;
+    text.push(b'\n');
+    std::fs::write(&tmp, &text)?;
+    std::fs::File::open(&tmp)?.sync_data()?;
+    std::fs::rename(&tmp, path)
+}
+
+/// Reads a JSONL file, skipping a torn (unparseable) last line; a bad line elsewhere is an error.
+pub fn read_jsonl(path: &Path) -> io::Result<Vec<Value>> {
+    let file = match std::fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e),
+    };
+    let lines: Vec<String> = io::BufReader::new(file).lines().collect::<Result<_, _>>()?;
+    let last = lines.len().saturating_sub(1);
+    let mut out = Vec::with_capacity(lines.len());
+    for (i, line) in lines.iter().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        match serde_json::from_str(line) {
+            Ok(v) => out.push(v),
+            Err(_) if i == last => break,
+            Err(e) => {
+                return Err(io::Error::new(io::ErrorKind::InvalidData, format!("{}:{}: {e}", path.display(), i + 1)))
+            }
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn lines_arrive_whole_in_order_and_torn_tail_is_skipped() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let rec = Recorder::create(dir.path(), 1).expect("recorder");
+        for i in 0..1000 {
+            rec.event("tick", &json!({ "i": i }));
+        }
+        rec.flush(false);
+        let path = dir.path().join("events.jsonl");
+        let events = read_jsonl(&path).expect("read");
+        assert_eq!(events.len(), 1000);
+        assert_eq!(events[999]["data"]["i"], 999);
+        assert_eq!(events[0]["v"], 1);
+        assert_eq!(events[0]["attempt"], 1);
+        rec.close();
+        let mut text = std::fs::read_to_string(&path).expect("read");
+        text.push_str("{\"v\":1,\"ty");
+        std::fs::write(&path, text).expect("write");
+        assert_eq!(read_jsonl(&path).expect("torn tail tolerated").len(), 1000);
+    }
+
+    #[test]
+    fn run_ids_sort_by_time() {
+        let a = new_run_id();
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        let b = new_run_id();
+        assert!(a < b, "{a} {b}");
+        assert_eq!(a.len(), "20261129-154303123-abcdef".len());
+    }
+}

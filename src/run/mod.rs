@@ -1,0 +1,265 @@
+//! A run's life: its identity and folder, the root scope (cancellation and deadline), the stop
+//! cause, the scheduler, the agents, stages and the final result. The script host drives it.
+
+pub mod progress;
+pub mod scheduler;
+pub mod scope;
+pub mod stages;
+
+use crate::agent::op::Settled;
+use crate::agent::AgentBook;
+use crate::config::{Config, Price};
+use crate::control::schema::SchemaCache;
+use crate::harness::Responder;
+use crate::record::{self, Recorder, Stream};
+use serde_json::{json, Value};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
+
+pub use scheduler::Limits;
+
+/// Why a run ended before its script returned.
+#[derive(Debug, Clone, PartialEq)]
+pub enum StopCause {
+    /// `ctx.stop(reason)`: status `stopped`, exit 3.
+    Stopped(String),
+    /// Ctrl-C or `awf runs stop`: status `cancelled`, exit 4.
+    Cancelled(String),
+    /// The run's `--deadline` passed: status `cancelled`, exit 4.
+    Deadline,
+}
+
+/// Everything needed to start a run.
+pub struct RunSpec {
+    pub script: PathBuf,
+    pub script_sha256: String,
+    pub cwd: PathBuf,
+    pub runs_dir: PathBuf,
+    pub args: Value,
+    pub meta: Value,
+    pub config: Config,
+    pub limits: Limits,
+    pub deadline: Option<Duration>,
+    pub default_runtime: String,
+}
+
+type ResponderLoader = Box<dyn Fn(&Path) -> Result<Arc<dyn Responder>, String> + Send + Sync>;
+
+pub struct Run {
+    pub id: String,
+    pub attempt: u32,
+    pub cwd: PathBuf,
+    pub script: PathBuf,
+    pub config: Config,
+    pub default_runtime: String,
+    pub rt: tokio::runtime::Handle,
+    pub root: CancellationToken,
+    pub deadline: Option<Instant>,
+    pub deadline_unix_ms: Option<i64>,
+    pub records: Recorder,
+    pub scheduler: scheduler::Scheduler,
+    pub schemas: SchemaCache,
+    pub agents: AgentBook,
+    pub stages: stages::StageBook,
+    pub progress: progress::Progress,
+    pub started: Instant,
+    started_at: String,
+    run_doc: Mutex<Value>,
+    stop: Mutex<Option<StopCause>>,
+    usage_log: Mutex<Vec<Value>>,
+    simulated: AtomicBool,
+    budget_warned: AtomicBool,
+    responder_loader: ResponderLoader,
+    responders: Mutex<HashMap<PathBuf, Arc<dyn Responder>>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // Values behind these locks are replaced or appended whole; a poisoned lock is still usable.
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Run {
+    /// Creates the run folder, writes `run.json` and the `run-started` event.
+    pub fn start(
+        spec: RunSpec,
+        rt: tokio::runtime::Handle,
+        responder_loader: ResponderLoader,
+    ) -> std::io::Result<Arc<Run>> {
+        let id = record::new_run_id();
+        let dir = spec.runs_dir.join(&id);
+        let records = Recorder::create(&dir, 1)?;
+        let started_at = record::now_iso();
+        let run_doc = json!({
+            "v": record::FORMAT_VERSION, "id": id, "script": spec.script.display().to_string(),
+            "script_sha256": spec.script_sha256, "cwd": spec.cwd.display().to_string(),
+            "args": spec.args, "meta": spec.meta,
+            "attempts": [{ "n": 1, "started_at": started_at, "finished_at": null, "status": "running", "from_stage": null }],
+        });
+        records.write_document("run.json", &run_doc)?;
+        let deadline = spec.deadline.map(|d| Instant::now() + d);
+        let deadline_unix_ms = spec.deadline.map(|d| record::now_unix_ms() + d.as_millis() as i64);
+        records.event(
+            "run-started",
+            &json!({ "run_id": id, "script": spec.script.display().to_string(), "limits": format!("{:?}", spec.limits) }),
+        );
+        Ok(Arc::new(Run {
+            id,
+            attempt: 1,
+            cwd: spec.cwd,
+            script: spec.script,
+            config: spec.config,
+            default_runtime: spec.default_runtime,
+            rt,
+            root: CancellationToken::new(),
+            deadline,
+            deadline_unix_ms,
+            records,
+            scheduler: scheduler::Scheduler::new(spec.limits),
+            schemas: SchemaCache::default(),
+            agents: AgentBook::default(),
+            stages: stages::StageBook::default(),
+            progress: progress::Progress::default(),
+            started: Instant::now(),
+            started_at,
+            run_doc: Mutex::new(run_doc),
+            stop: Mutex::new(None),
+            usage_log: Mutex::new(Vec::new()),
+            simulated: AtomicBool::new(false),
+            budget_warned: AtomicBool::new(false),
+            responder_loader,
+            responders: Mutex::new(HashMap::new()),
+        }))
+    }
+
+    pub fn dir(&self) -> &Path {
+        self.records.dir()
+    }
+
+    /// Ends the run early; the first cause stands. Cancels every scope.
+    pub fn stop_with(&self, cause: StopCause) {
+        {
+            let mut stop = lock(&self.stop);
+            if stop.is_none() {
+                self.records.event("run-stopping", &json!({ "cause": format!("{cause:?}") }));
+                *stop = Some(cause);
+            }
+        }
+        self.root.cancel();
+    }
+
+    pub fn stop_cause(&self) -> Option<StopCause> {
+        lock(&self.stop).clone()
+    }
+
+    /// A short reason for work cut short by the run ending.
+    pub fn stop_reason(&self) -> String {
+        match self.stop_cause() {
+            Some(StopCause::Stopped(r)) => format!("run stopped: {r}"),
+            Some(StopCause::Cancelled(r)) => format!("run cancelled: {r}"),
+            Some(StopCause::Deadline) => "run deadline exceeded".into(),
+            None => "cancelled".into(),
+        }
+    }
+
+    pub fn simulated(&self) -> bool {
+        self.simulated.load(Ordering::Relaxed)
+    }
+
+    /// The price of a model: config `[prices]` first, then the built-in table.
+    pub fn price(&self, model: &str) -> Option<Price> {
+        self.config.prices.get(model).copied().or_else(|| crate::accounting::builtin_price(model))
+    }
+
+    /// A fake responder script, compiled once per run.
+    pub fn responder(&self, path: &Path) -> Result<Arc<dyn Responder>, String> {
+        let resolved = [self.script.parent().map(|d| d.join(path)), Some(self.cwd.join(path))]
+            .into_iter()
+            .flatten()
+            .find(|p| p.is_file())
+            .ok_or_else(|| {
+                format!(
+                    "fake responder {} not found (looked beside the script and in {})",
+                    path.display(),
+                    self.cwd.display()
+                )
+            })?;
+        if let Some(r) = lock(&self.responders).get(&resolved) {
+            return Ok(r.clone());
+        }
+        let r = (self.responder_loader)(&resolved)?;
+        lock(&self.responders).insert(resolved, r.clone());
+        Ok(r)
+    }
+
+    /// Logs once that the budget is exhausted.
+    pub fn budget_exhausted_once(&self, why: &str) {
+        if !self.budget_warned.swap(true, Ordering::SeqCst) {
+            self.log("warn", &format!("{why}; no new operation will start"), &Value::Null);
+            self.records.event("budget-exhausted", &json!({ "reason": why }));
+        }
+    }
+
+    /// A log line: recorded as an event and shown in the live view.
+    pub fn log(&self, level: &str, text: &str, fields: &Value) {
+        self.records.event("log", &json!({ "level": level, "text": text, "fields": fields }));
+        self.progress.line(level, text);
+    }
+
+    /// Records a settled operation everywhere it belongs.
+    pub fn settle(&self, s: &Settled<'_>) {
+        let line = s.turn_line();
+        self.records.line(Stream::Turns, &line);
+        if let Some(j) = s.journal_line() {
+            self.records.line(Stream::Journal, &j);
+        }
+        self.records.event(
+            "op-settled",
+            &json!({ "agent": s.agent.key, "op_id": s.outcome.op_id, "outcome": s.outcome.kind.as_str(),
+                     "reason": s.outcome.reason, "tokens": s.outcome.usage.tokens(), "cost_usd": s.outcome.usage.cost_usd }),
+        );
+        self.scheduler.record(&s.agent.key, s.stage, s.model, &s.outcome.usage);
+        if s.outcome.simulated {
+            self.simulated.store(true, Ordering::Relaxed);
+        }
+        self.progress.ops_settled.fetch_add(1, Ordering::Relaxed);
+        lock(&self.usage_log).push(line);
+    }
+
+    /// Every operation record so far (`ctx.usage()`).
+    pub fn usage(&self) -> Vec<Value> {
+        lock(&self.usage_log).clone()
+    }
+
+    /// Writes `result.json`, completes `run.json`, and closes the records.
+    pub fn finish(&self, status: &str, value: Option<&Value>, error: Option<&str>, ended_in: Option<&str>) -> Value {
+        let finished_at = record::now_iso();
+        let accounts = self.scheduler.accounts();
+        let result = json!({
+            "v": record::FORMAT_VERSION, "run_id": self.id, "status": status,
+            "value": value, "error": error, "ended_in": ended_in,
+            "stages": self.stages.summary(), "accounting": accounts,
+            "simulated": self.simulated(),
+            "started_at": self.started_at, "finished_at": finished_at,
+            "duration_ms": self.started.elapsed().as_millis() as u64,
+        });
+        self.records.event("run-finished", &json!({ "status": status, "error": error }));
+        self.records.flush(true);
+        if let Err(e) = self.records.write_document("result.json", &result) {
+            tracing::error!("cannot write result.json: {e}");
+        }
+        let mut doc = lock(&self.run_doc);
+        if let Some(a) = doc["attempts"].get_mut(0) {
+            a["finished_at"] = json!(finished_at);
+            a["status"] = json!(status);
+        }
+        if let Err(e) = self.records.write_document("run.json", &doc) {
+            tracing::error!("cannot write run.json: {e}");
+        }
+        self.records.close();
+        result
+    }
+}

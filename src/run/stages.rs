@@ -1,0 +1,75 @@
+//! Stage bookkeeping: each name once per run, the order stages ended in, and their records.
+
+use crate::record::{Recorder, Stream};
+use serde_json::{json, Value};
+use std::collections::HashSet;
+use std::sync::Mutex;
+
+#[derive(Default)]
+pub struct StageBook {
+    inner: Mutex<Inner>,
+}
+
+#[derive(Default)]
+struct Inner {
+    names: HashSet<String>,
+    ended: Vec<(String, String)>,
+    failed_in: Option<String>,
+}
+
+/// A stage's end, as `stages.jsonl` records it.
+pub struct StageEnd<'a> {
+    pub name: &'a str,
+    pub attempt: u32,
+    pub status: &'a str,
+    pub value: Option<&'a Value>,
+    pub summary: Option<&'a str>,
+    pub reason: Option<&'a str>,
+}
+
+impl StageBook {
+    /// Claims a name; a name is used once per run.
+    pub fn claim(&self, name: &str) -> Result<(), String> {
+        let mut inner = self.lock();
+        if !inner.names.insert(name.to_string()) {
+            return Err(format!("stage `{name}` was already used in this run; stage names are used once"));
+        }
+        Ok(())
+    }
+
+    /// Records a stage's end and flushes the records to disk.
+    pub fn end(&self, records: &Recorder, end: StageEnd<'_>) {
+        records.line(
+            Stream::Stages,
+            &json!({ "name": end.name, "attempt": end.attempt, "status": end.status,
+                     "value": end.value, "summary": end.summary, "reason": end.reason,
+                     "at": crate::record::now_iso() }),
+        );
+        records.event("stage-finished", &json!({ "name": end.name, "status": end.status, "reason": end.reason }));
+        self.lock().ended.push((end.name.to_string(), end.status.to_string()));
+        records.flush(true);
+    }
+
+    /// `[{name, status}]` in the order stages ended.
+    pub fn summary(&self) -> Value {
+        Value::Array(self.lock().ended.iter().map(|(n, s)| json!({ "name": n, "status": s })).collect())
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl StageBook {
+    /// Notes the first stage an error went through, for `result.json`'s `ended_in`.
+    pub fn note_failure(&self, name: &str) {
+        let mut inner = self.lock();
+        if inner.failed_in.is_none() {
+            inner.failed_in = Some(name.to_string());
+        }
+    }
+
+    pub fn failed_in(&self) -> Option<String> {
+        self.lock().failed_in.clone()
+    }
+}

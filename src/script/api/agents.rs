@@ -1,0 +1,230 @@
+//! `ctx.agents.open/get/stop` and the `Agent` handle: `run`, `ask`, `fork`, `set`, `compact`,
+//! `stop`, and its read-only facts. Script maps are parsed here into the agent module's types.
+
+use super::{script_err, terminated, AgentHandle, Agents, Fields, RResult};
+use crate::agent::op::{self, OpError, Turn};
+use crate::agent::supervise::Nudge;
+use crate::agent::{OpenRequest, Outcome, RuntimeChoice};
+use crate::config::RuntimeConfig;
+use crate::control::prompt::DEFAULT_NUDGE;
+use crate::run::scope;
+use crate::script::convert::{to_dynamic, to_json};
+use rhai::{Dynamic, Engine, Map, NativeCallContext, INT};
+use std::path::PathBuf;
+
+pub fn register(engine: &mut Engine) {
+    engine
+        .register_fn("open", open)
+        .register_fn("get", |a: &mut Agents, key: &str| match a.0.agents.get(key) {
+            Some(agent) => Dynamic::from(AgentHandle { run: a.0.clone(), agent }),
+            None => Dynamic::UNIT,
+        })
+        .register_fn("stop", |a: &mut Agents, key: &str| a.0.agents.stop(&a.0, key, "stopped by the workflow"))
+        .register_fn("stop", |a: &mut Agents, key: &str, reason: &str| a.0.agents.stop(&a.0, key, reason))
+        .register_get("key", |h: &mut AgentHandle| h.agent.key.clone())
+        .register_get("harness", |h: &mut AgentHandle| h.agent.harness().to_string())
+        .register_get("model", |h: &mut AgentHandle| h.agent.model())
+        .register_get("effort", |h: &mut AgentHandle| h.agent.effort().map(Dynamic::from).unwrap_or(Dynamic::UNIT))
+        .register_fn("run", run)
+        .register_fn("ask", |nc: NativeCallContext, h: &mut AgentHandle, prompt: &str| ask(&nc, h, prompt, None))
+        .register_fn("ask", |nc: NativeCallContext, h: &mut AgentHandle, prompt: &str, schema: Map| {
+            ask(&nc, h, prompt, Some(Dynamic::from_map(schema)))
+        })
+        .register_fn("stop", |h: &mut AgentHandle| h.run.agents.stop(&h.run, &h.agent.key, "stopped by the workflow"))
+        .register_fn("stop", |h: &mut AgentHandle, reason: &str| h.run.agents.stop(&h.run, &h.agent.key, reason))
+        .register_fn("fork", fork)
+        .register_fn("set", set)
+        .register_fn("compact", compact);
+}
+
+fn open(nc: NativeCallContext, a: &mut Agents, spec: Map) -> RResult<AgentHandle> {
+    let req = parse_spec(&spec).map_err(|e| script_err(&nc, format!("ctx.agents.open: {e}")))?;
+    let agent = a.0.agents.open(&a.0, req).map_err(|e| script_err(&nc, e))?;
+    Ok(AgentHandle { run: a.0.clone(), agent })
+}
+
+fn parse_spec(spec: &Map) -> Result<OpenRequest, String> {
+    let f = Fields { map: spec, what: "agent spec" };
+    f.check_known(&["key", "runtime", "instructions", "cwd", "sandbox", "labels", "timeout_ms", "deadline"])?;
+    let key = f.string("key")?.ok_or("agent spec needs `key` (a string unique in the run)")?;
+    let runtime = match f.get("runtime") {
+        None => RuntimeChoice::Default,
+        Some(v) if v.is_string() => RuntimeChoice::Alias { alias: v.to_string(), effort: None },
+        Some(v) if v.is_map() => parse_runtime_map(&v.clone().cast::<Map>())?,
+        Some(v) => return Err(format!("`runtime` must be an alias string or a map, got {}", v.type_name())),
+    };
+    let labels = match f.get("labels") {
+        None => serde_json::Value::Null,
+        Some(v) => to_json(v).map_err(|e| format!("`labels`: {e}"))?,
+    };
+    let sandbox = f.get("sandbox").map(to_json).transpose().map_err(|e| format!("`sandbox`: {e}"))?;
+    let (timeout_ms, deadline_ms) = f.timeout()?;
+    Ok(OpenRequest {
+        key,
+        runtime,
+        instructions: f.string("instructions")?,
+        cwd: f.string("cwd")?.map(PathBuf::from),
+        sandbox,
+        labels,
+        timeout_ms,
+        deadline_ms,
+    })
+}
+
+fn parse_runtime_map(m: &Map) -> Result<RuntimeChoice, String> {
+    let f = Fields { map: m, what: "runtime" };
+    f.check_known(&["alias", "harness", "model", "effort", "command", "responder", "base_url"])?;
+    if let Some(alias) = f.string("alias")? {
+        if f.get("harness").is_some() {
+            return Err("runtime: give `alias` or `harness`, not both".into());
+        }
+        return Ok(RuntimeChoice::Alias { alias, effort: f.string("effort")? });
+    }
+    let harness = f.string("harness")?.ok_or("runtime map needs `alias` or `harness`")?;
+    let command = match f.get("command") {
+        None => None,
+        Some(v) => Some(
+            v.clone()
+                .into_typed_array::<rhai::ImmutableString>()
+                .map_err(|_| "runtime: `command` must be an array of strings".to_string())?
+                .into_iter()
+                .map(|s| s.to_string())
+                .collect(),
+        ),
+    };
+    Ok(RuntimeChoice::Inline(RuntimeConfig {
+        harness,
+        model: f.string("model")?,
+        effort: f.string("effort")?,
+        command,
+        base_url: f.string("base_url")?,
+        responder: f.string("responder")?.map(PathBuf::from),
+    }))
+}
+
+fn parse_turn(h: &AgentHandle, turn: &Map) -> Result<Turn, String> {
+    let f = Fields { map: turn, what: "turn" };
+    f.check_known(&["prompt", "schema", "id", "label", "timeout_ms", "deadline", "nudge"])?;
+    let prompt = f.string("prompt")?.ok_or("turn needs `prompt` (a string)")?;
+    let schema_json = match f.get("schema") {
+        None => serde_json::json!({ "type": "string" }),
+        Some(v) => to_json(v).map_err(|e| format!("`schema`: {e}"))?,
+    };
+    let schema = h.run.schemas.compile(&schema_json).map_err(|e| format!("`schema` is {e}"))?;
+    let (timeout_ms, deadline_ms) = f.timeout()?;
+    let nudge = match f.get("nudge") {
+        None => Nudge { text: DEFAULT_NUDGE.into(), max: h.run.scheduler.limits.nudges },
+        Some(v) if v.as_bool() == Ok(false) => Nudge { text: DEFAULT_NUDGE.into(), max: 0 },
+        Some(v) if v.is_map() => {
+            let m = v.clone().cast::<Map>();
+            let nf = Fields { map: &m, what: "nudge" };
+            nf.check_known(&["prompt", "max"])?;
+            Nudge {
+                text: nf.string("prompt")?.unwrap_or_else(|| DEFAULT_NUDGE.into()),
+                max: nf.positive("max")?.map(|n| n as u32).unwrap_or(h.run.scheduler.limits.nudges),
+            }
+        }
+        Some(v) => return Err(format!("`nudge` must be false or #{{ prompt, max }}, got {}", v.type_name())),
+    };
+    Ok(Turn { prompt, schema, id: f.string("id")?, label: f.string("label")?, timeout_ms, deadline_ms, nudge })
+}
+
+fn do_run(nc: &NativeCallContext, h: &AgentHandle, turn: &Map) -> RResult<Outcome> {
+    let turn = parse_turn(h, turn).map_err(|e| script_err(nc, format!("{}.run: {e}", h.agent.key)))?;
+    let Some(frame) = scope::current() else {
+        return Err(script_err(nc, "agent operations can only run inside a run"));
+    };
+    op::run(&h.run, &h.agent, turn, &frame).map_err(|e| match e {
+        OpError::Invalid(m) => script_err(nc, m),
+        OpError::Terminated(r) => terminated(nc, r),
+    })
+}
+
+fn run(nc: NativeCallContext, h: &mut AgentHandle, turn: Map) -> RResult<Map> {
+    do_run(&nc, h, &turn).map(|o| outcome_map(&o))
+}
+
+fn ask(nc: &NativeCallContext, h: &mut AgentHandle, prompt: &str, schema: Option<Dynamic>) -> RResult<Dynamic> {
+    let mut turn = Map::new();
+    turn.insert("prompt".into(), prompt.into());
+    if let Some(s) = schema {
+        turn.insert("schema".into(), s);
+    }
+    let outcome = do_run(nc, h, &turn)?;
+    match &outcome.value {
+        Some(v) if outcome.kind == crate::agent::OutcomeKind::Answered => Ok(to_dynamic(v)),
+        _ => {
+            let mut err = Map::new();
+            let message = format!(
+                "agent {} did not answer ({}): {}",
+                h.agent.key,
+                outcome.kind.as_str(),
+                outcome.reason.as_deref().unwrap_or("no reason given")
+            );
+            err.insert("message".into(), message.into());
+            err.insert("kind".into(), outcome.kind.as_str().into());
+            err.insert("reason".into(), outcome.reason.clone().map(Dynamic::from).unwrap_or(Dynamic::UNIT));
+            err.insert("op_id".into(), outcome.op_id.clone().into());
+            err.insert("outcome".into(), Dynamic::from_map(outcome_map(&outcome)));
+            Err(rhai::EvalAltResult::ErrorRuntime(Dynamic::from_map(err), nc.call_position()).into())
+        }
+    }
+}
+
+/// The outcome map scripts get: `#{ kind, ok, value, reason, op_id, usage, simulated }`.
+pub fn outcome_map(o: &Outcome) -> Map {
+    let mut m = Map::new();
+    m.insert("kind".into(), o.kind.as_str().into());
+    m.insert("ok".into(), (o.kind == crate::agent::OutcomeKind::Answered).into());
+    m.insert("value".into(), o.value.as_ref().map(to_dynamic).unwrap_or(Dynamic::UNIT));
+    m.insert("reason".into(), o.reason.clone().map(Dynamic::from).unwrap_or(Dynamic::UNIT));
+    m.insert("op_id".into(), o.op_id.clone().into());
+    let mut u = Map::new();
+    u.insert("input_tokens".into(), (o.usage.input_tokens as INT).into());
+    u.insert("output_tokens".into(), (o.usage.output_tokens as INT).into());
+    u.insert("cache_read_tokens".into(), (o.usage.cache_read_tokens as INT).into());
+    u.insert("cache_write_tokens".into(), (o.usage.cache_write_tokens as INT).into());
+    u.insert("cost_usd".into(), o.usage.cost_usd.into());
+    u.insert("duration_ms".into(), (o.duration_ms as INT).into());
+    m.insert("usage".into(), u.into());
+    m.insert("simulated".into(), o.simulated.into());
+    m
+}
+
+fn fork(nc: NativeCallContext, h: &mut AgentHandle, opts: Map) -> RResult<AgentHandle> {
+    let f = Fields { map: &opts, what: "fork" };
+    let parsed = (|| -> Result<_, String> {
+        f.check_known(&["key", "instructions", "effort"])?;
+        let key = f.string("key")?.ok_or("fork needs `key`")?;
+        Ok((key, f.string("instructions")?, f.string("effort")?))
+    })();
+    let (key, instructions, effort) = parsed.map_err(|e| script_err(&nc, format!("{}.fork: {e}", h.agent.key)))?;
+    let agent = h.run.agents.fork(&h.run, &h.agent, key, instructions, effort).map_err(|e| script_err(&nc, e))?;
+    Ok(AgentHandle { run: h.run.clone(), agent })
+}
+
+fn set(nc: NativeCallContext, h: &mut AgentHandle, opts: Map) -> RResult<()> {
+    let f = Fields { map: &opts, what: "set" };
+    let parsed = (|| -> Result<_, String> {
+        f.check_known(&["model", "effort"])?;
+        Ok((f.string("model")?, f.string("effort")?))
+    })();
+    let (model, effort) = parsed.map_err(|e| script_err(&nc, format!("{}.set: {e}", h.agent.key)))?;
+    h.agent.set(&h.run, model, effort).map_err(|e| script_err(&nc, e))
+}
+
+fn compact(nc: NativeCallContext, h: &mut AgentHandle, opts: Map) -> RResult<String> {
+    let f = Fields { map: &opts, what: "compact" };
+    let prompt = (|| -> Result<_, String> {
+        f.check_known(&["prompt"])?;
+        Ok(f.string("prompt")?.unwrap_or_else(|| "Summarise the conversation so far.".into()))
+    })()
+    .map_err(|e| script_err(&nc, format!("{}.compact: {e}", h.agent.key)))?;
+    let Some(frame) = scope::current() else {
+        return Err(script_err(&nc, "agent operations can only run inside a run"));
+    };
+    h.agent.compact(&h.run, &prompt, &frame.cancel).map_err(|e| match e {
+        OpError::Invalid(m) => script_err(&nc, m),
+        OpError::Terminated(r) => terminated(&nc, r),
+    })
+}

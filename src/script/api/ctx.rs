@@ -1,0 +1,103 @@
+//! `ctx` facts and the small calls: `run_id`, `attempt`, `cwd`, `deadline`, `budget`, `log`,
+//! `warn`, `usage`, `spent`, `sleep`, `stop`, and `ctx.messages` (not built yet: it says so).
+
+use super::{script_err, terminated, Agents, Ctx, Messages, RResult};
+use crate::run::{scope, StopCause};
+use crate::script::convert::{to_dynamic, to_json};
+use rhai::{Dynamic, Engine, EvalAltResult, Map, NativeCallContext, INT};
+use std::time::Duration;
+
+pub fn register(engine: &mut Engine) {
+    engine
+        .register_get("run_id", |c: &mut Ctx| c.0.id.clone())
+        .register_get("attempt", |c: &mut Ctx| c.0.attempt as INT)
+        .register_get("cwd", |c: &mut Ctx| c.0.cwd.display().to_string())
+        .register_get("deadline", |c: &mut Ctx| match c.0.deadline_unix_ms {
+            Some(ms) => Dynamic::from(ms as INT),
+            None => Dynamic::UNIT,
+        })
+        .register_get("agents", |c: &mut Ctx| Agents(c.0.clone()))
+        .register_get("messages", |_c: &mut Ctx| Messages)
+        .register_get("budget", budget)
+        .register_fn("log", |c: &mut Ctx, text: &str| c.0.log("info", text, &serde_json::Value::Null))
+        .register_fn("log", |nc: NativeCallContext, c: &mut Ctx, text: &str, fields: Map| {
+            log_fields(&nc, c, "info", text, fields)
+        })
+        .register_fn("warn", |c: &mut Ctx, text: &str| c.0.log("warn", text, &serde_json::Value::Null))
+        .register_fn("warn", |nc: NativeCallContext, c: &mut Ctx, text: &str, fields: Map| {
+            log_fields(&nc, c, "warn", text, fields)
+        })
+        .register_fn("usage", |c: &mut Ctx| -> rhai::Array { c.0.usage().iter().map(to_dynamic).collect() })
+        .register_fn("spent", |c: &mut Ctx| {
+            let (tokens, usd) = c.0.scheduler.spent();
+            let mut m = Map::new();
+            m.insert("tokens".into(), (tokens as INT).into());
+            m.insert("cost_usd".into(), usd.into());
+            m
+        })
+        .register_fn("sleep", sleep)
+        .register_fn("stop", |nc: NativeCallContext, c: &mut Ctx, reason: &str| stop(&nc, c, reason))
+        .register_fn("stop", |nc: NativeCallContext, c: &mut Ctx| stop(&nc, c, "stopped by the workflow"))
+        .register_fn("allow", |nc: NativeCallContext, _m: &mut Messages, _route: Map| -> RResult<()> {
+            Err(script_err(&nc, "ctx.messages.allow: messaging between agents is not built in this version of awf yet"))
+        });
+}
+
+fn budget(c: &mut Ctx) -> Dynamic {
+    let limits = &c.0.scheduler.limits;
+    if limits.budget_usd.is_none() && limits.budget_tokens.is_none() {
+        return Dynamic::UNIT;
+    }
+    let (tokens, usd) = c.0.scheduler.spent();
+    let mut m = Map::new();
+    let opt_f = |v: Option<f64>| v.map(Dynamic::from).unwrap_or(Dynamic::UNIT);
+    let opt_i = |v: Option<u64>| v.map(|n| Dynamic::from(n as INT)).unwrap_or(Dynamic::UNIT);
+    m.insert("usd".into(), opt_f(limits.budget_usd));
+    m.insert("tokens".into(), opt_i(limits.budget_tokens));
+    m.insert("remaining_usd".into(), opt_f(limits.budget_usd.map(|b| (b - usd).max(0.0))));
+    m.insert("remaining_tokens".into(), opt_i(limits.budget_tokens.map(|b| b.saturating_sub(tokens))));
+    Dynamic::from_map(m)
+}
+
+fn log_fields(nc: &NativeCallContext, c: &mut Ctx, level: &str, text: &str, fields: Map) -> RResult<()> {
+    let fields =
+        to_json(&Dynamic::from_map(fields)).map_err(|e| script_err(nc, format!("ctx.{level}: fields: {e}")))?;
+    c.0.log(level, text, &fields);
+    Ok(())
+}
+
+fn sleep(nc: NativeCallContext, c: &mut Ctx, ms: INT) -> RResult<()> {
+    if ms < 0 {
+        return Err(script_err(&nc, format!("ctx.sleep: milliseconds must not be negative, got {ms}")));
+    }
+    let Some(frame) = scope::current() else {
+        return Err(script_err(&nc, "ctx.sleep called outside a run"));
+    };
+    let deadline = frame.deadline.as_ref().map(|d| d.at);
+    let woke = c.0.rt.block_on(async {
+        let until_deadline = async {
+            match deadline {
+                Some(at) => tokio::time::sleep_until(at.into()).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            biased;
+            _ = frame.cancel.cancelled() => false,
+            _ = until_deadline => false,
+            _ = tokio::time::sleep(Duration::from_millis(ms as u64)) => true,
+        }
+    });
+    if woke {
+        return Ok(());
+    }
+    let reason = crate::script::engine::interruption().map(|d| d.to_string()).unwrap_or_else(|| "cancelled".into());
+    Err(terminated(&nc, reason))
+}
+
+fn stop(nc: &NativeCallContext, c: &mut Ctx, reason: &str) -> RResult<()> {
+    c.0.stop_with(StopCause::Stopped(reason.to_string()));
+    let mut m = Map::new();
+    m.insert("stopped".into(), reason.into());
+    Err(EvalAltResult::ErrorTerminated(Dynamic::from_map(m), nc.call_position()).into())
+}

@@ -1,0 +1,105 @@
+//! The `ctx` API as scripts see it: host types (`Ctx`, `Agents`, `Agent`, `Messages`) and the
+//! registration of every method. One file per namespace; shared argument helpers live here.
+
+mod agents;
+mod ctx;
+mod parallel;
+mod stage;
+
+use crate::run::Run;
+use rhai::{Dynamic, Engine, EvalAltResult, Map, NativeCallContext};
+use std::sync::Arc;
+
+pub type RResult<T> = Result<T, Box<EvalAltResult>>;
+
+/// `ctx`: a cheap handle on the run, supplied by `on_var`, never stored in a scope.
+#[derive(Clone)]
+pub struct Ctx(pub Arc<Run>);
+
+/// `ctx.agents`.
+#[derive(Clone)]
+pub struct Agents(pub Arc<Run>);
+
+/// `ctx.messages`.
+#[derive(Clone)]
+pub struct Messages;
+
+/// An agent handle.
+#[derive(Clone)]
+pub struct AgentHandle {
+    pub run: Arc<Run>,
+    pub agent: Arc<crate::agent::Agent>,
+}
+
+pub fn register(engine: &mut Engine) {
+    engine
+        .register_type_with_name::<Ctx>("Ctx")
+        .register_type_with_name::<Agents>("Agents")
+        .register_type_with_name::<Messages>("Messages")
+        .register_type_with_name::<AgentHandle>("Agent");
+    ctx::register(engine);
+    agents::register(engine);
+    parallel::register(engine);
+    stage::register(engine);
+}
+
+/// A catchable script error at the call site.
+pub fn script_err(nc: &NativeCallContext, msg: impl Into<String>) -> Box<EvalAltResult> {
+    EvalAltResult::ErrorRuntime(Dynamic::from(msg.into()), nc.call_position()).into()
+}
+
+/// An uncatchable stop at the call site: cancellation, deadlines, `ctx.stop`.
+pub fn terminated(nc: &NativeCallContext, reason: impl Into<String>) -> Box<EvalAltResult> {
+    EvalAltResult::ErrorTerminated(Dynamic::from(reason.into()), nc.call_position()).into()
+}
+
+/// Reads optional typed fields out of an options map, naming the map and field in errors.
+pub struct Fields<'a> {
+    pub map: &'a Map,
+    pub what: &'a str,
+}
+
+impl Fields<'_> {
+    pub fn check_known(&self, known: &[&str]) -> Result<(), String> {
+        match self.map.keys().find(|k| !known.contains(&k.as_str())) {
+            Some(k) => Err(format!("{}: unknown field `{k}` (known: {})", self.what, known.join(", "))),
+            None => Ok(()),
+        }
+    }
+
+    pub fn get(&self, key: &str) -> Option<&Dynamic> {
+        self.map.get(key).filter(|v| !v.is_unit())
+    }
+
+    pub fn string(&self, key: &str) -> Result<Option<String>, String> {
+        match self.get(key) {
+            None => Ok(None),
+            Some(v) if v.is_string() => Ok(Some(v.to_string())),
+            Some(v) => Err(format!("{}: `{key}` must be a string, got {}", self.what, v.type_name())),
+        }
+    }
+
+    pub fn int(&self, key: &str) -> Result<Option<i64>, String> {
+        match self.get(key) {
+            None => Ok(None),
+            Some(v) => v.as_int().map(Some).map_err(|t| format!("{}: `{key}` must be an integer, got {t}", self.what)),
+        }
+    }
+
+    pub fn positive(&self, key: &str) -> Result<Option<u64>, String> {
+        match self.int(key)? {
+            Some(n) if n < 0 => Err(format!("{}: `{key}` must not be negative, got {n}", self.what)),
+            other => Ok(other.map(|n| n as u64)),
+        }
+    }
+
+    /// `timeout_ms` or `deadline`, not both.
+    pub fn timeout(&self) -> Result<(Option<u64>, Option<i64>), String> {
+        let t = self.positive("timeout_ms")?;
+        let d = self.int("deadline")?;
+        if t.is_some() && d.is_some() {
+            return Err(format!("{}: give `timeout_ms` or `deadline`, not both", self.what));
+        }
+        Ok((t, d))
+    }
+}

@@ -1,0 +1,220 @@
+//! `ctx.parallel` and `ctx.parallel_settled`: branches on scoped worker threads (each with a large
+//! stack and the group's scope), results in input order, the first error cancelling the siblings
+//! and their agents' turns, deadlines, labelled progress, and data races turned into advice.
+
+use super::{script_err, terminated, Ctx, Fields, RResult};
+use crate::run::scope::{self, DeadlineKind, Frame};
+use crate::run::Run;
+use crate::script::render;
+use rhai::{Array, Dynamic, EvalAltResult, FnPtr, Map, NativeCallContext, INT};
+use serde_json::json;
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// What one branch returned.
+type Branch = Result<Dynamic, Box<EvalAltResult>>;
+
+/// Stack for every script worker thread (RHAI-HOST.md pitfall 3).
+pub const WORKER_STACK: usize = 16 << 20;
+
+pub fn register(engine: &mut rhai::Engine) {
+    engine
+        .register_fn("parallel", |nc: NativeCallContext, c: &mut Ctx, items: Array, f: FnPtr| {
+            parallel(&nc, &c.0, items, f, Map::new(), false)
+        })
+        .register_fn("parallel", |nc: NativeCallContext, c: &mut Ctx, items: Array, f: FnPtr, opts: Map| {
+            parallel(&nc, &c.0, items, f, opts, false)
+        })
+        .register_fn("parallel_settled", |nc: NativeCallContext, c: &mut Ctx, items: Array, f: FnPtr| {
+            parallel(&nc, &c.0, items, f, Map::new(), true)
+        })
+        .register_fn("parallel_settled", |nc: NativeCallContext, c: &mut Ctx, items: Array, f: FnPtr, opts: Map| {
+            parallel(&nc, &c.0, items, f, opts, true)
+        });
+}
+
+struct Opts {
+    concurrency: Option<usize>,
+    label: Option<String>,
+    deadline: Option<std::time::Instant>,
+}
+
+fn parse_opts(opts: &Map) -> Result<Opts, String> {
+    let f = Fields { map: opts, what: "parallel options" };
+    f.check_known(&["concurrency", "label", "timeout_ms", "deadline"])?;
+    let concurrency = match f.int("concurrency")? {
+        Some(n) if n < 1 => return Err(format!("parallel options: `concurrency` must be at least 1, got {n}")),
+        other => other.map(|n| n as usize),
+    };
+    let (timeout_ms, deadline_ms) = f.timeout()?;
+    let deadline = timeout_ms
+        .map(|ms| std::time::Instant::now() + std::time::Duration::from_millis(ms))
+        .or(deadline_ms.map(crate::agent::op::instant_of));
+    Ok(Opts { concurrency, label: f.string("label")?, deadline })
+}
+
+/// Calls the branch closure with `(item, i)`, or `(item)` when it takes one parameter.
+fn call_branch(
+    nc: &NativeCallContext,
+    f: &FnPtr,
+    arity: &AtomicU8,
+    item: Dynamic,
+    i: usize,
+) -> Result<Dynamic, Box<EvalAltResult>> {
+    if arity.load(Ordering::Relaxed) == 1 {
+        return f.call_within_context::<Dynamic>(nc, (item,));
+    }
+    match f.call_within_context::<Dynamic>(nc, (item.clone(), i as INT)) {
+        Err(e) if matches!(&*e, EvalAltResult::ErrorFunctionNotFound(sig, _) if sig.starts_with(f.fn_name())) => {
+            arity.store(1, Ordering::Relaxed);
+            f.call_within_context::<Dynamic>(nc, (item,))
+        }
+        other => other,
+    }
+}
+
+fn has_data_race(e: &EvalAltResult) -> bool {
+    match e {
+        EvalAltResult::ErrorDataRace(..) => true,
+        EvalAltResult::ErrorInFunctionCall(_, _, inner, _) | EvalAltResult::ErrorInModule(_, inner, _) => {
+            has_data_race(inner)
+        }
+        _ => false,
+    }
+}
+
+const DATA_RACE_ADVICE: &str = "two parallel branches used the same captured variable at once (a captured agent handle is locked for the whole turn); open the agent inside the branch with ctx.agents.open, or fetch it there with ctx.agents.get(key): its turns then queue";
+
+fn parallel(
+    nc: &NativeCallContext,
+    run: &Arc<Run>,
+    items: Array,
+    f: FnPtr,
+    opts: Map,
+    settled: bool,
+) -> RResult<Array> {
+    let name = if settled { "ctx.parallel_settled" } else { "ctx.parallel" };
+    let opts = parse_opts(&opts).map_err(|e| script_err(nc, format!("{name}: {e}")))?;
+    let parent = scope::current().ok_or_else(|| script_err(nc, format!("{name} called outside a run")))?;
+    let n = items.len();
+    if n == 0 {
+        return Ok(Array::new());
+    }
+    let conc = opts.concurrency.unwrap_or(n).min(run.scheduler.limits.max_concurrency.max(1)).min(n);
+    let frame = Arc::new(Frame {
+        cancel: parent.cancel.child_token(),
+        deadline: parent.tighten(opts.deadline, DeadlineKind::Parallel(opts.label.clone())),
+        stage: parent.stage.clone(),
+        group: opts.label.as_deref().map(Arc::from).or(parent.group.clone()),
+    });
+    let group = opts.label.as_deref().map(|l| run.progress.group_started(l, n));
+    run.records.event(
+        "parallel-started",
+        &json!({ "label": opts.label, "items": n, "concurrency": conc, "stage": parent.stage.as_deref() }),
+    );
+
+    let results: Vec<Mutex<Option<Branch>>> = (0..n).map(|_| Mutex::new(None)).collect();
+    let first_error = Mutex::new(None::<usize>);
+    let next = AtomicUsize::new(0);
+    let arity = AtomicU8::new(0);
+    let worker = || {
+        let _in_scope = scope::enter(frame.clone());
+        loop {
+            let i = next.fetch_add(1, Ordering::SeqCst);
+            if i >= n || frame.cancel.is_cancelled() || frame.expired().is_some() {
+                break;
+            }
+            if let Some(g) = group {
+                run.progress.group_item(g, false);
+            }
+            let r = call_branch(nc, &f, &arity, items[i].clone(), i);
+            if let Some(g) = group {
+                run.progress.group_item(g, true);
+            }
+            if r.is_err() && !settled {
+                first_error.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert(i);
+                frame.cancel.cancel();
+            }
+            *results[i].lock().unwrap_or_else(|p| p.into_inner()) = Some(r);
+        }
+    };
+    let spawned = if conc <= 1 {
+        worker();
+        Ok(())
+    } else {
+        std::thread::scope(|s| {
+            for k in 0..conc {
+                std::thread::Builder::new()
+                    .name(format!("awf-branch-{k}"))
+                    .stack_size(WORKER_STACK)
+                    .spawn_scoped(s, worker)
+                    .map_err(|e| format!("cannot start a parallel worker thread: {e}"))?;
+            }
+            Ok::<(), String>(())
+        })
+    };
+    if let Some(g) = group {
+        run.progress.group_ended(g);
+    }
+    spawned.map_err(|e| script_err(nc, e))?;
+    let mut results: Vec<Option<Branch>> =
+        results.into_iter().map(|m| m.into_inner().unwrap_or_else(|p| p.into_inner())).collect();
+    let failed = results.iter().filter(|r| matches!(r, Some(Err(_)))).count();
+    run.records.event("parallel-finished", &json!({ "label": opts.label, "items": n, "failed": failed }));
+
+    if parent.cancel.is_cancelled() {
+        return Err(terminated(nc, run.stop_reason()));
+    }
+    if let Some(d) = parent.expired() {
+        let why = match d.kind {
+            DeadlineKind::Run => "run deadline exceeded",
+            DeadlineKind::Parallel(_) => "parallel deadline exceeded",
+        };
+        return Err(terminated(nc, why));
+    }
+    let past_deadline = frame.expired().is_some();
+    let deadline_msg = match &opts.label {
+        Some(l) => format!("parallel deadline exceeded ({l})"),
+        None => "parallel deadline exceeded".to_string(),
+    };
+    if !settled {
+        if let Some(i) = *first_error.lock().unwrap_or_else(|p| p.into_inner()) {
+            let terminated_by_deadline = matches!(results.get(i), Some(Some(Err(e))) if matches!(**e, EvalAltResult::ErrorTerminated(..)))
+                && past_deadline;
+            if !terminated_by_deadline {
+                if let Some(Some(Err(e))) = results.get_mut(i).map(Option::take) {
+                    if has_data_race(&e) {
+                        return Err(script_err(nc, DATA_RACE_ADVICE));
+                    }
+                    return Err(e);
+                }
+            }
+        }
+        if past_deadline && results.iter().any(|r| !matches!(r, Some(Ok(_)))) {
+            return Err(script_err(nc, deadline_msg));
+        }
+    }
+    Ok(results
+        .into_iter()
+        .map(|r| match (r, settled) {
+            (Some(Ok(v)), false) => v,
+            (Some(Ok(v)), true) => settled_entry(true, v, Dynamic::UNIT),
+            (Some(Err(e)), _) if matches!(*e, EvalAltResult::ErrorTerminated(..)) && past_deadline => {
+                settled_entry(false, Dynamic::UNIT, deadline_msg.clone().into())
+            }
+            (Some(Err(e)), _) => {
+                let msg = if has_data_race(&e) { DATA_RACE_ADVICE.to_string() } else { render::message(&e) };
+                settled_entry(false, Dynamic::UNIT, msg.into())
+            }
+            (None, _) => settled_entry(false, Dynamic::UNIT, deadline_msg.clone().into()),
+        })
+        .collect())
+}
+
+fn settled_entry(ok: bool, value: Dynamic, error: Dynamic) -> Dynamic {
+    let mut m = Map::new();
+    m.insert("ok".into(), ok.into());
+    m.insert("value".into(), value);
+    m.insert("error".into(), error);
+    Dynamic::from_map(m)
+}

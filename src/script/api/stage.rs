@@ -1,0 +1,111 @@
+//! `ctx.stage(name, fn)` and `ctx.stage(name, #{ result, summary }, fn)`: one use of a name per
+//! run, no nesting, the value validated and recorded, failures recorded with their message.
+
+use super::{script_err, Ctx, Fields, RResult};
+use crate::run::scope::{self, Frame};
+use crate::run::stages::StageEnd;
+use crate::run::{Run, StopCause};
+use crate::script::convert::to_json;
+use crate::script::render;
+use rhai::{Dynamic, FnPtr, Map, NativeCallContext};
+use serde_json::json;
+use std::sync::Arc;
+
+pub fn register(engine: &mut rhai::Engine) {
+    engine
+        .register_fn("stage", |nc: NativeCallContext, c: &mut Ctx, name: &str, f: FnPtr| {
+            stage(&nc, &c.0, name, Map::new(), f)
+        })
+        .register_fn("stage", |nc: NativeCallContext, c: &mut Ctx, name: &str, opts: Map, f: FnPtr| {
+            stage(&nc, &c.0, name, opts, f)
+        });
+}
+
+fn stage(nc: &NativeCallContext, run: &Arc<Run>, name: &str, opts: Map, f: FnPtr) -> RResult<Dynamic> {
+    let fields = Fields { map: &opts, what: "stage options" };
+    fields.check_known(&["result", "summary"]).map_err(|e| script_err(nc, format!("ctx.stage(\"{name}\"): {e}")))?;
+    let schema = match fields.get("result") {
+        None => None,
+        Some(v) => {
+            let json = to_json(v).map_err(|e| script_err(nc, format!("ctx.stage(\"{name}\"): `result`: {e}")))?;
+            Some(
+                run.schemas
+                    .compile(&json)
+                    .map_err(|e| script_err(nc, format!("ctx.stage(\"{name}\"): `result` is {e}")))?,
+            )
+        }
+    };
+    let summary = match fields.get("summary") {
+        None => None,
+        Some(v) => Some(v.clone().try_cast::<FnPtr>().ok_or_else(|| {
+            script_err(nc, format!("ctx.stage(\"{name}\"): `summary` must be a closure |value| \"...\""))
+        })?),
+    };
+    let parent = scope::current().ok_or_else(|| script_err(nc, "ctx.stage called outside a run"))?;
+    if let Some(outer) = &parent.stage {
+        return Err(script_err(nc, format!("stage `{name}` cannot start inside stage `{outer}`: stages do not nest")));
+    }
+    run.stages.claim(name).map_err(|e| script_err(nc, e))?;
+    run.records.event("stage-started", &json!({ "name": name }));
+    run.progress.stage_started(name);
+    let frame = Arc::new(Frame {
+        cancel: parent.cancel.child_token(),
+        deadline: parent.deadline.clone(),
+        stage: Some(Arc::from(name)),
+        group: parent.group.clone(),
+    });
+    let result = {
+        let _in_stage = scope::enter(frame.clone());
+        f.call_within_context::<Dynamic>(nc, ())
+    };
+    run.progress.stage_ended(name);
+    let end = |status: &str, value: Option<&serde_json::Value>, summary: Option<&str>, reason: Option<&str>| {
+        run.stages.end(&run.records, StageEnd { name, attempt: run.attempt, status, value, summary, reason });
+    };
+    let value = match result {
+        Ok(v) => v,
+        Err(e) => {
+            frame.cancel.cancel();
+            let status = match run.stop_cause() {
+                Some(StopCause::Stopped(_)) => "stopped",
+                _ => "failed",
+            };
+            run.stages.note_failure(name);
+            end(status, None, None, Some(&render::message(&e)));
+            return Err(e);
+        }
+    };
+    let fail = |why: String| {
+        run.stages.note_failure(name);
+        end("failed", None, None, Some(&why));
+        script_err(nc, why)
+    };
+    let Some(schema) = schema else {
+        if !value.is_unit() {
+            return Err(fail(format!(
+                "stage `{name}` returned a value but has no result schema: give it #{{ result: schema }} to record the value, or end it with ()"
+            )));
+        }
+        end("succeeded", None, None, None);
+        return Ok(Dynamic::UNIT);
+    };
+    let json = to_json(&value).map_err(|e| fail(format!("stage `{name}` returned a value that is not JSON: {e}")))?;
+    let violations = schema.violations(&json);
+    if !violations.is_empty() {
+        let list: Vec<String> = violations.iter().map(|v| v.to_string()).collect();
+        return Err(fail(format!(
+            "stage `{name}` returned a value that does not match its result schema: {}",
+            list.join("; ")
+        )));
+    }
+    let summary_text = match summary {
+        None => None,
+        Some(s) => Some(
+            s.call_within_context::<Dynamic>(nc, (value.clone(),))
+                .map_err(|e| fail(format!("stage `{name}`: summary failed: {}", render::message(&e))))?
+                .to_string(),
+        ),
+    };
+    end("succeeded", Some(&json), summary_text.as_deref(), None);
+    Ok(value)
+}

@@ -1,0 +1,84 @@
+//! Static checks run after parsing and before anything runs: calls to functions that exist
+//! nowhere (host, standard library, the script's own or its closures) are compile errors.
+
+use rhai::{ASTNode, Engine, Expr, Position, Stmt, AST};
+use std::collections::HashSet;
+
+/// Names the engine handles itself rather than through registered functions.
+const KEYWORDS: &[&str] =
+    &["print", "debug", "type_of", "Fn", "call", "curry", "is_shared", "is_def_var", "is_def_fn", "this", "global"];
+
+/// An unknown function, with where it is called and a likely intended name.
+pub struct Unknown {
+    pub name: String,
+    pub pos: Position,
+    pub suggestion: Option<String>,
+}
+
+/// Every call in `ast` to a function that is not defined anywhere.
+pub fn unknown_functions(engine: &Engine, ast: &AST) -> Vec<Unknown> {
+    let mut known: HashSet<String> = engine
+        .gen_fn_signatures(true)
+        .into_iter()
+        .filter_map(|s| s.split('(').next().map(|n| n.trim().to_string()))
+        .collect();
+    known.extend(KEYWORDS.iter().map(|k| k.to_string()));
+    for f in ast.iter_functions() {
+        known.insert(f.name.to_string());
+        // A parameter may hold a function pointer and be called like a function.
+        known.extend(f.params.iter().map(|p| p.to_string()));
+    }
+    let mut calls = Vec::new();
+    ast.walk(&mut |path: &[ASTNode]| {
+        match path.last() {
+            Some(ASTNode::Expr(Expr::FnCall(f, pos))) if f.namespace.is_empty() && f.op_token.is_none() => {
+                calls.push((f.name.to_string(), *pos, false))
+            }
+            Some(ASTNode::Expr(Expr::MethodCall(f, pos))) => calls.push((f.name.to_string(), *pos, true)),
+            Some(ASTNode::Stmt(Stmt::Var(x, ..))) => {
+                known.insert(x.0.name.to_string());
+            }
+            Some(ASTNode::Expr(Expr::Map(m, _))) => {
+                // A map may carry a closure called as a method: `obj.act(x)`.
+                known.extend(m.0.iter().map(|(k, _)| k.name.to_string()));
+            }
+            Some(ASTNode::Expr(Expr::Property(p, _))) => {
+                known.insert(p.2.to_string());
+            }
+            _ => {}
+        }
+        true
+    });
+    let mut seen = HashSet::new();
+    calls
+        .into_iter()
+        .filter(|(name, _, _)| !known.contains(name) && !name.contains('$'))
+        .filter(|(name, pos, _)| seen.insert((name.clone(), *pos)))
+        .map(|(name, pos, _)| Unknown { suggestion: closest(&name, &known), name, pos })
+        .collect()
+}
+
+fn closest(name: &str, known: &HashSet<String>) -> Option<String> {
+    known
+        .iter()
+        .filter(|k| !k.contains('$'))
+        .map(|k| (distance(name, k), k))
+        .filter(|(d, k)| *d <= 2.max(name.len() / 4) && *d < k.len())
+        .min()
+        .map(|(_, k)| k.clone())
+}
+
+/// Levenshtein distance, for suggestions.
+fn distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut cur = vec![i + 1];
+        for (j, cb) in b.iter().enumerate() {
+            let cost = usize::from(ca != *cb);
+            cur.push((prev[j] + cost).min(prev[j + 1] + 1).min(cur[j] + 1));
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}

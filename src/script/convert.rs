@@ -1,0 +1,63 @@
+//! The one place `Dynamic` and JSON meet. Values that are not JSON (functions, host handles) are
+//! refused with a message naming their type instead of being serialised as type names.
+
+use rhai::{Dynamic, Map};
+use serde_json::Value;
+
+/// Converts a script value to JSON, refusing functions and host objects.
+pub fn to_json(value: &Dynamic) -> Result<Value, String> {
+    if let Some(bad) = non_json(value) {
+        return Err(format!("a {bad} is not JSON and cannot be returned, recorded or sent to an agent"));
+    }
+    rhai::serde::from_dynamic::<Value>(value).map_err(|e| e.to_string())
+}
+
+fn non_json(value: &Dynamic) -> Option<String> {
+    if value.is_map() {
+        let map = value.read_lock::<Map>()?;
+        return map.values().find_map(non_json);
+    }
+    if value.is_array() {
+        let arr = value.read_lock::<rhai::Array>()?;
+        return arr.iter().find_map(non_json);
+    }
+    if value.is_unit()
+        || value.is_bool()
+        || value.is_int()
+        || value.is_float()
+        || value.is_string()
+        || value.is_char()
+        || value.is_timestamp()
+    {
+        return None;
+    }
+    if value.is_blob() {
+        return None;
+    }
+    Some(match value.type_name() {
+        "Fn" => "function pointer (closure)".to_string(),
+        other => format!("value of type {}", other.rsplit("::").next().unwrap_or(other)),
+    })
+}
+
+/// Converts JSON to a script value (objects become maps, arrays become arrays).
+pub fn to_dynamic(value: &Value) -> Dynamic {
+    // Conversion from serde_json::Value cannot fail: every JSON value has a Dynamic form.
+    rhai::serde::to_dynamic(value).unwrap_or(Dynamic::UNIT)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn round_trip_and_refusal() {
+        let v = json!({"a": [1, 2.5, "x", null, true], "b": {"c": "d"}});
+        assert_eq!(to_json(&to_dynamic(&v)).expect("json"), v);
+        let mut m = Map::new();
+        m.insert("f".into(), Dynamic::from(rhai::FnPtr::new("x").expect("fnptr")));
+        let err = to_json(&Dynamic::from_map(m)).expect_err("closure refused");
+        assert!(err.contains("function pointer"), "{err}");
+    }
+}

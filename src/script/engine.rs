@@ -1,0 +1,116 @@
+//! The one engine builder. Every engine gets the same limits, no `eval`, a `sleep` that says to
+//! use `ctx.sleep`, `print`/`debug` to the run log, `ctx` and `args` from the host (never scope
+//! variables), a progress hook that stops tight loops, and the folder-limited module resolver.
+
+use super::api;
+use super::resolver::Resolver;
+use crate::run::{scope, Run};
+use rhai::packages::{Package, StandardPackage};
+use rhai::{Dynamic, Engine, EvalAltResult, NativeCallContext, OptimizationLevel, Scope};
+use std::sync::{Arc, OnceLock};
+
+/// Operations a single script thread (or one parallel branch) may make: a CPU guard against
+/// runaway loops, not a budget. The deadline bounds wall-clock time.
+pub const MAX_OPERATIONS: u64 = 50_000_000;
+pub const MAX_CALL_LEVELS: usize = 48;
+/// Size limits cost a walk of the container on every mutation (RHAI-HOST.md section 6), so they
+/// stay generous; they exist to stop a doubling string or array from eating the machine.
+pub const MAX_STRING_SIZE: usize = 16 << 20;
+pub const MAX_ARRAY_SIZE: usize = 1_000_000;
+pub const MAX_MAP_SIZE: usize = 100_000;
+
+fn std_package() -> rhai::Shared<rhai::Module> {
+    static STD: OnceLock<rhai::Shared<rhai::Module>> = OnceLock::new();
+    STD.get_or_init(|| StandardPackage::new().as_shared_module()).clone()
+}
+
+/// The scope scripts are compiled with: `ctx` and `args` declared (not constant, so the optimizer
+/// does not fold them), so that strict variables accept them; at run time `on_var` supplies them.
+pub fn compile_scope() -> Scope<'static> {
+    let mut scope = Scope::new();
+    scope.push("ctx", ());
+    scope.push("args", ());
+    scope
+}
+
+/// Builds an engine. With a run, `ctx` resolves to it and its cancellation reaches loops; without
+/// one (checking, responders), `ctx` is absent.
+pub fn build(run: Option<Arc<Run>>, resolver: Option<Resolver>, args: Option<Dynamic>) -> Engine {
+    let mut engine = Engine::new_raw();
+    engine.register_global_module(std_package());
+    engine
+        .set_optimization_level(OptimizationLevel::Simple)
+        .set_max_operations(MAX_OPERATIONS)
+        .set_max_call_levels(MAX_CALL_LEVELS)
+        .set_max_expr_depths(128, 96)
+        .set_max_string_size(MAX_STRING_SIZE)
+        .set_max_array_size(MAX_ARRAY_SIZE)
+        .set_max_map_size(MAX_MAP_SIZE)
+        .set_max_variables(1_000)
+        .set_max_functions(1_000)
+        .set_max_modules(64)
+        .set_strict_variables(true);
+    engine.disable_symbol("eval");
+    engine.register_fn("sleep", |nc: NativeCallContext, _ms: rhai::INT| -> Result<(), Box<EvalAltResult>> {
+        Err(EvalAltResult::ErrorRuntime(
+            "sleep is not available in awf scripts: use ctx.sleep(ms), which a stop can interrupt".into(),
+            nc.call_position(),
+        )
+        .into())
+    });
+    engine.register_fn("sleep", |nc: NativeCallContext, _ms: rhai::FLOAT| -> Result<(), Box<EvalAltResult>> {
+        Err(EvalAltResult::ErrorRuntime(
+            "sleep is not available in awf scripts: use ctx.sleep(ms), which a stop can interrupt".into(),
+            nc.call_position(),
+        )
+        .into())
+    });
+    if let Some(resolver) = resolver {
+        engine.set_module_resolver(resolver);
+    }
+    api::register(&mut engine);
+    if let Some(run) = run {
+        let r = run.clone();
+        engine.on_print(move |s| r.log("print", s, &serde_json::Value::Null));
+        let r = run.clone();
+        engine.on_debug(move |s, src, pos| {
+            let at = match (src, pos.line()) {
+                (Some(src), Some(l)) => format!("{src}:{l}: "),
+                (None, Some(l)) => format!("line {l}: "),
+                _ => String::new(),
+            };
+            r.log("debug", &format!("{at}{s}"), &serde_json::Value::Null)
+        });
+        engine.on_progress(move |ops| {
+            if ops & 0x3ff != 0 {
+                return None;
+            }
+            interruption()
+        });
+        let ctx = api::Ctx(run);
+        #[allow(deprecated)] // on_var is marked volatile, not deprecated (RHAI-HOST.md pitfall 1)
+        engine.on_var(move |name, _, _| {
+            Ok(match name {
+                "ctx" => Some(Dynamic::from(ctx.clone())),
+                "args" => args.clone(),
+                _ => None,
+            })
+        });
+    } else {
+        engine.on_print(|_| {});
+        engine.on_debug(|_, _, _| {});
+    }
+    engine
+}
+
+/// The reason the current thread's scope must stop, if it must: cancelled or past its deadline.
+pub fn interruption() -> Option<Dynamic> {
+    let frame = scope::current()?;
+    if frame.cancel.is_cancelled() {
+        return Some(Dynamic::from("cancelled"));
+    }
+    frame.expired().map(|d| match &d.kind {
+        scope::DeadlineKind::Run => Dynamic::from("run deadline exceeded"),
+        scope::DeadlineKind::Parallel(_) => Dynamic::from("parallel deadline exceeded"),
+    })
+}

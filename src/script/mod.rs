@@ -1,0 +1,144 @@
+//! The script host, and the only module that names rhai: loading (compile once, imports embedded,
+//! static checks, META read without running), running a script on a thread of its own, and fake
+//! responder scripts. Everything outside sees JSON values and rendered error texts.
+
+mod api;
+mod check;
+mod convert;
+mod engine;
+mod render;
+mod resolver;
+mod responder;
+
+use crate::run::{scope, Run};
+use resolver::Resolver;
+use rhai::{CallFnOptions, EvalAltResult, Scope, AST};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+pub use responder::load_responder;
+
+/// Stack size of the thread a script runs on (RHAI-HOST.md pitfall 3).
+const SCRIPT_STACK: usize = 16 << 20;
+
+/// A compiled script with its imports embedded: later edits to imports do not affect it.
+pub struct Program {
+    pub path: PathBuf,
+    /// The path as shown in errors (relative to the working folder when under it).
+    pub display: String,
+    pub source: String,
+    pub sha256: String,
+    pub meta: Value,
+    pub has_run_fn: bool,
+    cwd: PathBuf,
+    ast: Arc<AST>,
+}
+
+/// How a script ended.
+pub enum ScriptEnd {
+    Value(Value),
+    Failed(Failure),
+}
+
+pub struct Failure {
+    /// The rustc-style text: message, position, source line, call chain.
+    pub rendered: String,
+    /// The message alone.
+    pub message: String,
+    /// A stop, cancellation or deadline rather than an error.
+    pub terminated: bool,
+}
+
+fn display_path(path: &Path, cwd: &Path) -> String {
+    path.strip_prefix(cwd).unwrap_or(path).display().to_string()
+}
+
+fn resolver_for(path: &Path, cwd: &Path) -> Resolver {
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    Resolver::new(dir, cwd, engine::compile_scope())
+}
+
+/// Reads, compiles and checks a script without running any of it. The error is rendered text.
+pub fn load(path: &Path, cwd: &Path) -> Result<Program, String> {
+    let path = if path.is_absolute() { path.to_path_buf() } else { cwd.join(path) };
+    let display = display_path(&path, cwd);
+    let source = std::fs::read_to_string(&path).map_err(|e| format!("error: cannot read script {display}: {e}"))?;
+    let engine = engine::build(None, Some(resolver_for(&path, cwd)), None);
+    let mut sources = render::Sources::new(&display, &source, cwd);
+    let mut ast = engine
+        .compile_into_self_contained(&engine::compile_scope(), &source)
+        .map_err(|e| render::render(&e, &mut sources))?;
+    ast.set_source(display.clone());
+    if let Some(u) = check::unknown_functions(&engine, &ast).into_iter().next() {
+        let hint = u.suggestion.map(|s| format!(" (did you mean `{s}`?)")).unwrap_or_default();
+        let err = EvalAltResult::ErrorRuntime(format!("unknown function `{}`{hint}", u.name).into(), u.pos);
+        return Err(render::render(&err, &mut sources));
+    }
+    let meta = ast
+        .iter_literal_variables(true, false)
+        .find(|(name, _, _)| *name == "META")
+        .map(|(_, _, v)| convert::to_json(&v))
+        .transpose()
+        .map_err(|e| format!("error: {display}: META: {e}"))?
+        .unwrap_or(Value::Null);
+    if !meta.is_null() && !meta.is_object() {
+        return Err(format!("error: {display}: META must be a map literal"));
+    }
+    let has_run_fn = ast.iter_functions().any(|f| f.name == "run" && f.params.len() == 1);
+    let sha256 = {
+        use sha2::{Digest, Sha256};
+        Sha256::digest(source.as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
+    };
+    Ok(Program { path, display, source, sha256, meta, has_run_fn, cwd: cwd.to_path_buf(), ast: Arc::new(ast) })
+}
+
+/// Runs `program` on a thread of its own; the receiver gets how it ended.
+pub fn spawn(
+    run: Arc<Run>,
+    program: &Program,
+    args: Value,
+) -> std::io::Result<tokio::sync::oneshot::Receiver<ScriptEnd>> {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let ast = program.ast.clone();
+    let has_run_fn = program.has_run_fn;
+    let resolver = resolver_for(&program.path, &program.cwd);
+    let (display, source, cwd) = (program.display.clone(), program.source.clone(), program.cwd.clone());
+    std::thread::Builder::new().name("awf-script".into()).stack_size(SCRIPT_STACK).spawn(move || {
+        let args = convert::to_dynamic(&args);
+        let engine = engine::build(Some(run.clone()), Some(resolver), Some(args.clone()));
+        let _root = scope::enter(Arc::new(scope::Frame::root(run.root.clone(), run.deadline)));
+        let mut scope = Scope::new();
+        let result = if has_run_fn {
+            engine.call_fn_with_options::<rhai::Dynamic>(
+                CallFnOptions::new().eval_ast(true),
+                &mut scope,
+                &ast,
+                "run",
+                (args,),
+            )
+        } else {
+            engine.eval_ast_with_scope::<rhai::Dynamic>(&mut scope, &ast)
+        };
+        let end = match result {
+            Ok(v) => match convert::to_json(&v) {
+                Ok(json) => ScriptEnd::Value(json),
+                Err(e) => ScriptEnd::Failed(Failure {
+                    rendered: format!("error: the script's result is not JSON: {e}"),
+                    message: format!("the script's result is not JSON: {e}"),
+                    terminated: false,
+                }),
+            },
+            Err(e) => {
+                let mut sources = render::Sources::new(&display, &source, &cwd);
+                ScriptEnd::Failed(Failure {
+                    rendered: render::render(&e, &mut sources),
+                    message: render::message(&e),
+                    terminated: matches!(e.unwrap_inner(), EvalAltResult::ErrorTerminated(..)),
+                })
+            }
+        };
+        let _ = tx.send(end);
+    })?;
+    Ok(rx)
+}

@@ -1,0 +1,76 @@
+//! The module resolver: `import "x/y"` finds `x/y.rhai` in the script's own folder, then the
+//! project's `scripts/`, then its `stdlib/`. No `..`, no absolute paths, no other folders.
+
+use rhai::{Engine, EvalAltResult, Module, ModuleResolver, Position, Scope, AST};
+use std::path::{Component, Path, PathBuf};
+
+pub struct Resolver {
+    roots: Vec<PathBuf>,
+    /// Compiled with the same scope as the main script, so strict variables agree.
+    scope: Scope<'static>,
+}
+
+impl Resolver {
+    pub fn new(script_dir: &Path, cwd: &Path, scope: Scope<'static>) -> Resolver {
+        let mut roots = Vec::new();
+        for root in [script_dir.to_path_buf(), cwd.join("scripts"), cwd.join("stdlib")] {
+            let root = root.canonicalize().unwrap_or(root);
+            if !roots.contains(&root) {
+                roots.push(root);
+            }
+        }
+        Resolver { roots, scope }
+    }
+
+    /// The file an import path names, or why it cannot be imported.
+    pub fn locate(&self, path: &str) -> Result<PathBuf, String> {
+        let rel = Path::new(path);
+        if path.is_empty() || !rel.components().all(|c| matches!(c, Component::Normal(_))) {
+            return Err(format!(
+                "import \"{path}\" is not allowed: imports name a file under the script's folder, scripts/ or stdlib/, without `..` or an absolute path"
+            ));
+        }
+        let rel = if rel.extension().is_some() { rel.to_path_buf() } else { rel.with_extension("rhai") };
+        self.roots.iter().map(|root| root.join(&rel)).find(|p| p.is_file()).ok_or_else(|| {
+            let places: Vec<String> = self.roots.iter().map(|r| r.display().to_string()).collect();
+            format!("module \"{path}\" not found (looked in {})", places.join(", "))
+        })
+    }
+
+    fn compile(&self, engine: &Engine, path: &str, pos: Position) -> Result<(AST, String), Box<EvalAltResult>> {
+        let file = self.locate(path).map_err(|e| EvalAltResult::ErrorRuntime(e.into(), pos))?;
+        let name = file.display().to_string();
+        let text = std::fs::read_to_string(&file)
+            .map_err(|e| EvalAltResult::ErrorRuntime(format!("cannot read {name}: {e}").into(), pos))?;
+        let mut ast = engine
+            .compile_with_scope(&self.scope, text)
+            .map_err(|e| EvalAltResult::ErrorInModule(name.clone(), e.into(), pos))?;
+        ast.set_source(name.clone());
+        Ok((ast, name))
+    }
+}
+
+impl ModuleResolver for Resolver {
+    fn resolve(
+        &self,
+        engine: &Engine,
+        _source: Option<&str>,
+        path: &str,
+        pos: Position,
+    ) -> Result<rhai::Shared<rhai::Module>, Box<EvalAltResult>> {
+        let (ast, name) = self.compile(engine, path, pos)?;
+        let module = Module::eval_ast_as_new(Scope::new(), &ast, engine)
+            .map_err(|e| EvalAltResult::ErrorInModule(name, e, pos))?;
+        Ok(module.into())
+    }
+
+    fn resolve_ast(
+        &self,
+        engine: &Engine,
+        _source: Option<&str>,
+        path: &str,
+        pos: Position,
+    ) -> Option<Result<AST, Box<EvalAltResult>>> {
+        Some(self.compile(engine, path, pos).map(|(ast, _)| ast))
+    }
+}
