@@ -1,4 +1,84 @@
-//! awf runs multi-agent workflows written in Rhai.
+//! awf runs multi-agent LLM workflows written in Rhai.
+//!
+//! # Bird's-eye view
+//!
+//! A workflow is a Rhai script. It opens agents, gives them turns whose answers must match a JSON
+//! Schema, runs branches in parallel and groups work into recorded stages. Scripts only
+//! orchestrate: every effect (an agent turn, a log line, a stage record) is a host call into the
+//! Rust core, which owns scheduling, deadlines, cancellation, validation, records and accounting.
+//!
+//! A run goes: `cli::script` loads the config and the script (`script::load`: compile once with
+//! imports embedded, static checks, META read without running), checks the arguments against
+//! `META.args`, creates the run (`run::Run::start`: folder, `run.json`), and starts the script on
+//! a thread of its own (`script::spawn`). Host calls block that thread on the tokio runtime; the
+//! CLI's async side waits for the script, Ctrl-C and the deadline, then writes `result.json`.
+//!
+//! # Code map
+//!
+//! - `cli/`: argument definitions and one call per command; the only place that prints and uses
+//!   anyhow. `script.rs` (`script run|check`), `init.rs`, `live.rs` (the terminal view).
+//! - `script/`: the script host, **the only module that names rhai**. `engine.rs` (the one engine
+//!   builder: limits, no `eval`, `sleep` replaced, print/debug to the run log, `ctx`/`args` via
+//!   `on_var`, the progress hook), `resolver.rs` (imports limited to the script's folder, `scripts/`,
+//!   `stdlib/`), `check.rs` (unknown functions), `render.rs` (rustc-style errors), `convert.rs`
+//!   (the one place `Dynamic` meets JSON), `responder.rs` (fake responder scripts), `api/` (one file
+//!   per `ctx` namespace: `ctx.rs`, `agents.rs`, `parallel.rs`, `stage.rs`).
+//! - `run/`: a run's life. `mod.rs` (identity, stop cause, settle and finish), `scope.rs` (the
+//!   per-thread scope: cancellation token, deadline, stage, group), `scheduler.rs` (the one gate
+//!   for every operation: concurrency, agents, budgets), `stages.rs`, `progress.rs`.
+//! - `agent/`: logical agents. `mod.rs` (open with the compatibility rules, stop, fork, set,
+//!   compact), `op.rs` (one operation from call to record), `supervise.rs` (nudges).
+//! - `harness/`: the `Session` trait and one file per harness (`fake.rs`).
+//! - `control/`: the answer channel every harness shares: `schema.rs` (validators cached by schema
+//!   text, violations with JSON pointers, example values), `slot.rs` (result slots, rejection
+//!   text), `prompt.rs` (the answer instructions and the nudge).
+//! - `record/`: the run folder, **the only module that writes it**: the JSONL envelope, the writer
+//!   thread, atomic JSON documents, readers tolerant of a torn last line.
+//! - `accounting.rs`: usage, the price table, folds by agent, stage and model.
+//! - `config.rs`: `awf.toml`, runtime aliases.
+//!
+//! # Invariants
+//!
+//! - `ctx` is never a scope variable: `on_var` supplies it, so closures that use it never capture
+//!   it and `ctx.parallel` never meets a data race on it (RHAI-HOST.md pitfall 1).
+//! - Every agent operation goes through `agent::op::run`, and so through the scheduler: budgets,
+//!   the concurrency limit, deadlines and cancellation apply to all of them alike.
+//! - An agent runs its operations one at a time, in call order (a FIFO lock on its session).
+//! - Every answer, from any harness, enters through a `ResultSlot`: validated against the op's
+//!   schema; the first accepted answer wins.
+//! - Scopes nest: a parallel group or stage gets a child cancellation token, so cancelling a scope
+//!   cancels everything started under it, and the deadline of a scope is never later than its
+//!   parent's. Every script thread and worker carries its scope in a thread-local, which the
+//!   progress hook (tight loops) and every blocking host call (turns, `ctx.sleep`) consult.
+//! - Termination (stop, cancel, deadline) is raised as Rhai's uncatchable `ErrorTerminated`;
+//!   workflow errors are catchable.
+//! - Records only grow: each line is written whole by one writer thread; `stages.jsonl` and the
+//!   rest are synced to disk at every stage end and at the run's end.
+//! - No unwrap outside tests; locks recover from poisoning because their values are replaced whole.
+//!
+//! # Glossary
+//!
+//! run, attempt, stage, agent, operation (op), outcome, harness, runtime, result slot, launcher,
+//! route, strategy, roster, team, persona: as in DESIGN.md. **scope** (here): the cancellation
+//! token, deadline, stage and progress group a piece of script runs under.
+//!
+//! # The run folder
+//!
+//! ```text
+//! .awf/runs/<run-id>/        ids are UTC time to the millisecond plus a random suffix: they sort by time
+//!   run.json       id, script path and sha256, cwd, args, META, attempts [{n, started_at, finished_at, status, from_stage}]
+//!   events.jsonl   {"v":1,"type":T,"at":ISO-8601,"attempt":N,"data":{...}}; types: run-started, agent-opened,
+//!                  agent-stopped, agent-closed, agent-set, agent-compacted, op-started, op-nudged, op-settled,
+//!                  stage-started, stage-finished, parallel-started, parallel-finished, log, budget-exhausted,
+//!                  run-stopping, run-finished. Readers skip types they do not know.
+//!   turns.jsonl    one line per settled operation: agent, op_id, outcome, reason, stage, label, harness, model,
+//!                  tokens by kind, cost_usd, cost_source, simulated, rejections, delivered_at, settled_at
+//!   stages.jsonl   one line per stage end: name, attempt, status (succeeded|failed|stopped), value, summary, reason
+//!   journal.jsonl  one line per answered operation: agent, op_id, turn_hash, outcome
+//!   result.json    run_id, status (succeeded|failed|stopped|cancelled), value, error, ended_in, stages,
+//!                  accounting {by_agent, by_stage, by_model, totals}, simulated, started_at, finished_at
+//! ```
+
 pub mod accounting;
 pub mod agent;
 pub mod cli;

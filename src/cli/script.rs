@@ -257,7 +257,12 @@ async fn wait(
 }
 
 fn report(run: &Run, end: Option<ScriptEnd>, args: &RunArgs) -> i32 {
-    let cause = run.stop_cause();
+    // The progress hook can see the run deadline pass before the timer in `wait` records it.
+    let past_deadline = run.deadline.is_some_and(|d| std::time::Instant::now() >= d);
+    let cause = match &end {
+        Some(ScriptEnd::Failed(f)) if f.terminated && past_deadline => run.stop_cause().or(Some(StopCause::Deadline)),
+        _ => run.stop_cause(),
+    };
     let (status, value, error, rendered, code) = match (end, cause) {
         (Some(ScriptEnd::Value(v)), _) => ("succeeded", Some(v), None, None, EXIT_OK),
         (Some(ScriptEnd::Failed(f)), Some(StopCause::Stopped(r))) => {

@@ -7,6 +7,7 @@ use crate::run::scope::{self, DeadlineKind, Frame};
 use crate::run::Run;
 use crate::script::render;
 use rhai::{Array, Dynamic, EvalAltResult, FnPtr, Map, NativeCallContext, INT};
+use std::ops::{Range as ExclusiveRange, RangeInclusive as InclusiveRange};
 use serde_json::json;
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -31,6 +32,27 @@ pub fn register(engine: &mut rhai::Engine) {
         .register_fn("parallel_settled", |nc: NativeCallContext, c: &mut Ctx, items: Array, f: FnPtr, opts: Map| {
             parallel(&nc, &c.0, items, f, opts, true)
         });
+    // Ranges (`0..n`, `1..=n`) are accepted wherever an array of items is.
+    for settled in [false, true] {
+        let name = if settled { "parallel_settled" } else { "parallel" };
+        engine
+            .register_fn(name, move |nc: NativeCallContext, c: &mut Ctx, r: ExclusiveRange<INT>, f: FnPtr| {
+                parallel(&nc, &c.0, range_items(r), f, Map::new(), settled)
+            })
+            .register_fn(name, move |nc: NativeCallContext, c: &mut Ctx, r: ExclusiveRange<INT>, f: FnPtr, opts: Map| {
+                parallel(&nc, &c.0, range_items(r), f, opts, settled)
+            })
+            .register_fn(name, move |nc: NativeCallContext, c: &mut Ctx, r: InclusiveRange<INT>, f: FnPtr| {
+                parallel(&nc, &c.0, range_items(r), f, Map::new(), settled)
+            })
+            .register_fn(name, move |nc: NativeCallContext, c: &mut Ctx, r: InclusiveRange<INT>, f: FnPtr, opts: Map| {
+                parallel(&nc, &c.0, range_items(r), f, opts, settled)
+            });
+    }
+}
+
+fn range_items(r: impl Iterator<Item = INT>) -> Array {
+    r.map(Dynamic::from).collect()
 }
 
 struct Opts {

@@ -83,7 +83,8 @@ fn stage(nc: &NativeCallContext, run: &Arc<Run>, name: &str, opts: Map, f: FnPtr
     let Some(schema) = schema else {
         if !value.is_unit() {
             return Err(fail(format!(
-                "stage `{name}` returned a value but has no result schema: give it #{{ result: schema }} to record the value, or end it with ()"
+                "stage `{name}` returned a value ({}) but has no result schema: give it #{{ result: schema }} to record and return the value, or end its closure with () (in Rhai a block's last statement is its value, even after a semicolon)",
+                value.type_name()
             )));
         }
         end("succeeded", None, None, None);
