@@ -6,6 +6,7 @@ pub mod supervise;
 
 use crate::accounting::{CostSource, Usage};
 use crate::config::RuntimeConfig;
+use crate::control::server::Endpoint;
 use crate::harness::{self, AgentInfo, Session};
 use crate::run::Run;
 use serde::Serialize;
@@ -76,6 +77,8 @@ pub struct OpenRequest {
 
 pub struct Agent {
     pub key: String,
+    /// The control socket and launcher, for harnesses that answer through one.
+    pub endpoint: Option<Arc<crate::control::server::Endpoint>>,
     pub runtime: RuntimeConfig,
     pub request: OpenRequest,
     info: Mutex<AgentInfo>,
@@ -127,10 +130,14 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// A harness session and, for harnesses that answer through one, its control endpoint.
+type SessionParts = (Box<dyn Session>, Option<Arc<Endpoint>>);
+
 /// The agents of one run, by key, and the keys that were stopped.
 #[derive(Default)]
 pub struct AgentBook {
     open: Mutex<HashMap<String, Arc<Agent>>>,
+    slugs: Mutex<std::collections::HashSet<String>>,
     stopped: Mutex<HashMap<String, String>>,
 }
 
@@ -189,9 +196,10 @@ impl AgentBook {
             Some(path) => Some(run.responder(path)?),
             None => None,
         };
-        let session: Box<dyn Session> = Box::new(harness::fake::FakeSession::new(info.clone(), responder));
+        let (session, endpoint) = self.session_for(run, &req, &runtime, &info, responder)?;
         let agent = Arc::new(Agent {
             key: req.key.clone(),
+            endpoint,
             runtime,
             request: req,
             info: Mutex::new(info),
@@ -211,6 +219,62 @@ impl AgentBook {
             }),
         );
         Ok(agent)
+    }
+
+    /// Starts the harness session (and for `command`, the control socket and launcher).
+    fn session_for(
+        &self,
+        run: &Arc<Run>,
+        req: &OpenRequest,
+        runtime: &RuntimeConfig,
+        info: &AgentInfo,
+        responder: Option<Arc<dyn harness::Responder>>,
+    ) -> Result<SessionParts, String> {
+        if runtime.harness != "command" {
+            return Ok((Box::new(harness::fake::FakeSession::new(info.clone(), responder)), None));
+        }
+        let argv = runtime.command.clone().unwrap_or_default();
+        let slug = {
+            let mut slugs = lock(&self.slugs);
+            let base = crate::record::agent_files::slug(&req.key);
+            let mut s = base.clone();
+            let mut k = 2;
+            while !slugs.insert(s.clone()) {
+                s = format!("{base}-{k}");
+                k += 1;
+            }
+            s
+        };
+        let dir = crate::record::agent_files::agent_dir(run.dir(), &slug);
+        let awf =
+            std::env::current_exe().map_err(|e| format!("cannot find the awf executable for the launcher: {e}"))?;
+        let weak = Arc::downgrade(run);
+        let events: crate::control::server::EventSink = Arc::new(move |ty: &str, data: Value| {
+            if let Some(r) = weak.upgrade() {
+                r.records.event(ty, &data);
+            }
+        });
+        let endpoint = {
+            let _rt = run.rt.enter();
+            Endpoint::open(&dir, &req.key, &awf, events)
+                .map_err(|e| format!("agent {}: cannot open its control socket in {}: {e}", req.key, dir.display()))?
+        };
+        let endpoint = Arc::new(endpoint);
+        let cwd = match &req.cwd {
+            Some(c) if c.is_absolute() => c.clone(),
+            Some(c) => run.cwd.join(c),
+            None => run.cwd.clone(),
+        };
+        let session = harness::command::CommandSession::new(
+            info.clone(),
+            argv,
+            cwd,
+            dir,
+            endpoint.clone(),
+            run.scheduler.limits.stall_timeout,
+        )
+        .map_err(|e| format!("agent {}: {e}", req.key))?;
+        Ok((Box::new(session), Some(endpoint)))
     }
 
     /// Ends an agent; its key is never opened again in this run. False when it was not open.
@@ -258,6 +322,7 @@ impl AgentBook {
         request.instructions = info.instructions.clone();
         let agent = Arc::new(Agent {
             key: key.clone(),
+            endpoint: None,
             runtime: parent.runtime.clone(),
             request,
             info: Mutex::new(info),

@@ -105,6 +105,12 @@ pub fn run(run: &Arc<Run>, agent: &Arc<Agent>, turn: Turn, frame: &Frame) -> Res
         ),
     );
     let scope_deadline = frame.deadline.as_ref().map(|d| d.at);
+    let deadline_unix_ms = earliest(own_deadline, scope_deadline)
+        .map(|at| crate::record::now_unix_ms() + at.saturating_duration_since(Instant::now()).as_millis() as i64);
+    let launcher = match &agent.endpoint {
+        Some(e) => e.launcher.display().to_string(),
+        None => IN_PROCESS_LAUNCHER.to_string(),
+    };
 
     enum End {
         Done(super::supervise::Supervised),
@@ -126,9 +132,10 @@ pub fn run(run: &Arc<Run>, agent: &Arc<Agent>, turn: Turn, frame: &Frame) -> Res
                 agent: &agent.key,
                 prompt: &turn.prompt,
                 n,
-                launcher: IN_PROCESS_LAUNCHER,
+                launcher: &launcher,
                 nudge: &turn.nudge,
                 slot: slot.clone(),
+                deadline_unix_ms,
             };
             let done = supervise(&mut **session, plan, &run.records).await;
             run.progress.agent_working(false);
@@ -183,6 +190,9 @@ pub fn run(run: &Arc<Run>, agent: &Arc<Agent>, turn: Turn, frame: &Frame) -> Res
     };
     if kind != OutcomeKind::Answered {
         slot.close(reason.clone().unwrap_or_default());
+    }
+    if let Some(e) = &agent.endpoint {
+        e.settle_op(&op_id, kind.as_str());
     }
     if cost_source != CostSource::Harness && !simulated {
         match crate::accounting::price_tokens(run.price(&model), &usage) {

@@ -37,6 +37,7 @@ pub struct OpPlan<'a> {
     pub launcher: &'a str,
     pub nudge: &'a Nudge,
     pub slot: Arc<ResultSlot>,
+    pub deadline_unix_ms: Option<i64>,
 }
 
 /// Drives turns until the slot holds an answer, the harness fails, or the nudges run out.
@@ -64,6 +65,7 @@ pub async fn supervise(session: &mut dyn Session, plan: OpPlan<'_>, records: &Re
                 nudge: k,
                 n: plan.n,
                 slot: plan.slot.clone(),
+                deadline_unix_ms: plan.deadline_unix_ms,
             })
             .await;
         out.usage.add(&report.usage);

@@ -5,6 +5,7 @@
 mod init;
 mod live;
 mod script;
+mod wf;
 
 use clap::{Parser, Subcommand};
 
@@ -28,6 +29,8 @@ enum Command {
     Script(script::ScriptCommand),
     /// Write an awf.toml and an example workflow into the current folder
     Init(init::InitArgs),
+    /// The agent side: what agents run (through their launcher) to answer and report
+    Wf(wf::WfArgs),
 }
 
 /// Parses the command line and runs it; returns the process exit code.
@@ -48,6 +51,7 @@ pub fn main() -> i32 {
     let result = match cli.command {
         Command::Script(cmd) => script::exec(cmd),
         Command::Init(args) => init::exec(args),
+        Command::Wf(args) => return wf::exec(args),
     };
     match result {
         Ok(code) => code,

@@ -46,7 +46,7 @@ pub fn rejection_text(errors: &[Violation]) -> String {
 }
 
 enum State {
-    Open { rejections: u32 },
+    Open,
     Answered(Value),
     Closed(String),
 }
@@ -56,11 +56,17 @@ pub struct ResultSlot {
     op_id: String,
     schema: Schema,
     state: Mutex<State>,
+    rejections: std::sync::atomic::AtomicU32,
 }
 
 impl ResultSlot {
     pub fn new(op_id: impl Into<String>, schema: Schema) -> Self {
-        ResultSlot { op_id: op_id.into(), schema, state: Mutex::new(State::Open { rejections: 0 }) }
+        ResultSlot {
+            op_id: op_id.into(),
+            schema,
+            state: Mutex::new(State::Open),
+            rejections: std::sync::atomic::AtomicU32::new(0),
+        }
     }
 
     pub fn schema(&self) -> &Schema {
@@ -86,7 +92,7 @@ impl ResultSlot {
                     ))
                 }
                 State::Closed(why) => return Submission::Closed(format!("op {} is closed: {why}", self.op_id)),
-                State::Open { .. } => {}
+                State::Open => {}
             }
         }
         let errors = self.schema.violations(&value);
@@ -95,7 +101,7 @@ impl ResultSlot {
         }
         let mut state = self.lock();
         match &*state {
-            State::Open { .. } => {
+            State::Open => {
                 *state = State::Answered(value);
                 Submission::Accepted
             }
@@ -108,9 +114,7 @@ impl ResultSlot {
     }
 
     fn reject(&self, errors: Vec<Violation>) -> Submission {
-        if let State::Open { rejections } = &mut *self.lock() {
-            *rejections += 1;
-        }
+        self.rejections.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Submission::Rejected(errors)
     }
 
@@ -122,17 +126,15 @@ impl ResultSlot {
         }
     }
 
+    /// How many submissions were rejected, before or after an answer was accepted.
     pub fn rejections(&self) -> u32 {
-        match &*self.lock() {
-            State::Open { rejections } => *rejections,
-            _ => 0,
-        }
+        self.rejections.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Settles the slot without an answer; later submissions get `why`.
     pub fn close(&self, why: impl Into<String>) {
         let mut state = self.lock();
-        if let State::Open { .. } = &*state {
+        if let State::Open = &*state {
             *state = State::Closed(why.into());
         }
     }

@@ -1,6 +1,7 @@
 //! The harness boundary: what a turn is given, what it reports, and the sessions each harness
 //! keeps per agent. One file per harness; only `fake` is built so far.
 
+pub mod command;
 pub mod fake;
 
 use crate::accounting::{CostSource, Usage};
@@ -34,6 +35,8 @@ pub struct TurnInput {
     /// The agent's n-th `run` (1-based).
     pub n: u64,
     pub slot: Arc<ResultSlot>,
+    /// When the operation must settle, if it has a deadline.
+    pub deadline_unix_ms: Option<i64>,
 }
 
 /// How a turn ended, judged by the harness's events.
@@ -79,7 +82,7 @@ pub trait Responder: Send + Sync {
 /// Harness names the design knows, and whether this build drives them.
 pub const KNOWN_HARNESSES: &[(&str, bool)] = &[
     ("fake", true),
-    ("command", false),
+    ("command", true),
     ("claude", false),
     ("codex", false),
     ("pi", false),
@@ -92,7 +95,7 @@ pub fn check_available(harness: &str) -> Result<(), String> {
     match KNOWN_HARNESSES.iter().find(|(name, _)| *name == harness) {
         Some((_, true)) => Ok(()),
         Some((_, false)) => {
-            Err(format!("harness `{harness}` is not built in this version of awf yet; the available harness is `fake`"))
+            Err(format!("harness `{harness}` is not built in this version of awf yet; the available harnesses are `fake` and `command`"))
         }
         None => Err(format!(
             "unknown harness `{harness}` (known: {})",

@@ -7,8 +7,8 @@ use crate::run::scope::{self, DeadlineKind, Frame};
 use crate::run::Run;
 use crate::script::render;
 use rhai::{Array, Dynamic, EvalAltResult, FnPtr, Map, NativeCallContext, INT};
-use std::ops::{Range as ExclusiveRange, RangeInclusive as InclusiveRange};
 use serde_json::json;
+use std::ops::{Range as ExclusiveRange, RangeInclusive as InclusiveRange};
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -39,15 +39,21 @@ pub fn register(engine: &mut rhai::Engine) {
             .register_fn(name, move |nc: NativeCallContext, c: &mut Ctx, r: ExclusiveRange<INT>, f: FnPtr| {
                 parallel(&nc, &c.0, range_items(r), f, Map::new(), settled)
             })
-            .register_fn(name, move |nc: NativeCallContext, c: &mut Ctx, r: ExclusiveRange<INT>, f: FnPtr, opts: Map| {
-                parallel(&nc, &c.0, range_items(r), f, opts, settled)
-            })
+            .register_fn(
+                name,
+                move |nc: NativeCallContext, c: &mut Ctx, r: ExclusiveRange<INT>, f: FnPtr, opts: Map| {
+                    parallel(&nc, &c.0, range_items(r), f, opts, settled)
+                },
+            )
             .register_fn(name, move |nc: NativeCallContext, c: &mut Ctx, r: InclusiveRange<INT>, f: FnPtr| {
                 parallel(&nc, &c.0, range_items(r), f, Map::new(), settled)
             })
-            .register_fn(name, move |nc: NativeCallContext, c: &mut Ctx, r: InclusiveRange<INT>, f: FnPtr, opts: Map| {
-                parallel(&nc, &c.0, range_items(r), f, opts, settled)
-            });
+            .register_fn(
+                name,
+                move |nc: NativeCallContext, c: &mut Ctx, r: InclusiveRange<INT>, f: FnPtr, opts: Map| {
+                    parallel(&nc, &c.0, range_items(r), f, opts, settled)
+                },
+            );
     }
 }
 

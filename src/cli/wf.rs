@@ -1,0 +1,100 @@
+//! `awf wf`: the agent side of the protocol. Agents run it through their launcher, which passes
+//! `--socket`; it sends one frame, prints the engine's answer and exits with its code.
+
+use crate::config::parse_duration;
+use crate::control::protocol::{exit, Command, Response};
+use crate::control::server::request_line;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::net::UnixStream;
+use std::path::PathBuf;
+
+#[derive(clap::Args)]
+pub struct WfArgs {
+    /// The agent's control socket (the launcher passes it; else $AWF_SOCKET)
+    #[arg(long, env = "AWF_SOCKET")]
+    socket: PathBuf,
+    #[command(subcommand)]
+    cmd: WfCommand,
+}
+
+#[derive(clap::Subcommand)]
+enum WfCommand {
+    /// Submit the answer to OP (JSON on stdin)
+    Result { op: String },
+    /// Acknowledge a wait: no check-in before it ends; the deadline stands
+    Waiting {
+        op: String,
+        #[arg(long)]
+        reason: String,
+        /// How long, e.g. 90s or 2m (default 10m)
+        #[arg(long)]
+        timeout: Option<String>,
+    },
+    /// Send a message (text on stdin) over a granted route
+    Send { to: String },
+    /// Ask over a granted route (text on stdin) and print the reply
+    Ask { to: String },
+    /// Answer message N (text on stdin)
+    Reply { n: u64 },
+    /// The messages held for this agent
+    Inbox {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Report what this turn spent
+    Usage {
+        #[arg(long)]
+        input: u64,
+        #[arg(long)]
+        output: u64,
+        #[arg(long)]
+        cost: Option<f64>,
+    },
+}
+
+fn stdin_text() -> Result<String, String> {
+    let mut s = String::new();
+    std::io::stdin().read_to_string(&mut s).map_err(|e| format!("cannot read stdin: {e}"))?;
+    Ok(s)
+}
+
+fn command(cmd: WfCommand) -> Result<Command, String> {
+    Ok(match cmd {
+        WfCommand::Result { op } => Command::Result { op, json: stdin_text()? },
+        WfCommand::Waiting { op, reason, timeout } => Command::Waiting {
+            op,
+            reason,
+            timeout_ms: timeout.map(|t| parse_duration(&t).map(|d| d.as_millis() as u64)).transpose()?,
+        },
+        WfCommand::Send { to } => Command::Send { to, text: stdin_text()? },
+        WfCommand::Ask { to } => Command::Ask { to, text: stdin_text()? },
+        WfCommand::Reply { n } => Command::Reply { n, text: stdin_text()? },
+        WfCommand::Inbox { json } => Command::Inbox { json },
+        WfCommand::Usage { input, output, cost } => Command::Usage { input, output, cost_usd: cost },
+    })
+}
+
+fn send(socket: &PathBuf, line: &str) -> Result<Response, String> {
+    let mut stream =
+        UnixStream::connect(socket).map_err(|e| format!("cannot reach the engine at {}: {e}", socket.display()))?;
+    stream.write_all(line.as_bytes()).map_err(|e| format!("cannot send to the engine: {e}"))?;
+    let mut answer = String::new();
+    BufReader::new(stream).read_line(&mut answer).map_err(|e| format!("no answer from the engine: {e}"))?;
+    serde_json::from_str(&answer).map_err(|e| format!("the engine's answer is malformed ({e}): {answer}"))
+}
+
+pub fn exec(args: WfArgs) -> i32 {
+    let result = command(args.cmd).and_then(|cmd| send(&args.socket, &request_line(cmd)));
+    match result {
+        Ok(r) => {
+            if !r.text.is_empty() {
+                println!("{}", r.text);
+            }
+            r.exit
+        }
+        Err(e) => {
+            eprintln!("awf wf: {e}");
+            exit::ERROR
+        }
+    }
+}

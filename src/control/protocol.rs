@@ -1,0 +1,102 @@
+//! The control-plane wire format between `awf wf` and the engine: one JSON object per line, each
+//! with a version. Types only: this module does no I/O.
+
+use serde::{Deserialize, Serialize};
+
+/// The protocol version every frame carries.
+pub const VERSION: u32 = 1;
+
+/// What an agent asks of the engine.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "cmd", rename_all = "kebab-case")]
+pub enum Command {
+    /// Submits the answer to an operation; `json` is the text the agent piped in.
+    Result {
+        op: String,
+        json: String,
+    },
+    /// Acknowledges a wait: no nudge before `timeout_ms` passes; the deadline stands.
+    Waiting {
+        op: String,
+        reason: String,
+        timeout_ms: Option<u64>,
+    },
+    Send {
+        to: String,
+        text: String,
+    },
+    Ask {
+        to: String,
+        text: String,
+    },
+    Reply {
+        n: u64,
+        text: String,
+    },
+    Inbox {
+        json: bool,
+    },
+    /// What the agent's current turn spent.
+    Usage {
+        input: u64,
+        output: u64,
+        cost_usd: Option<f64>,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Request {
+    pub v: u32,
+    #[serde(flatten)]
+    pub cmd: Command,
+}
+
+/// The engine's answer: the text to print and the exit code `awf wf` ends with.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Response {
+    pub v: u32,
+    pub exit: i32,
+    pub text: String,
+}
+
+impl Response {
+    pub fn new(exit: i32, text: impl Into<String>) -> Response {
+        Response { v: VERSION, exit, text: text.into() }
+    }
+}
+
+/// Exit codes of `awf wf`.
+pub mod exit {
+    pub const OK: i32 = 0;
+    /// The engine could not be reached or the frame was malformed.
+    pub const ERROR: i32 = 1;
+    pub const REJECTED: i32 = 2;
+    /// An unknown or settled operation, or a refused route.
+    pub const REFUSED: i32 = 3;
+}
+
+/// Parses a request line, refusing other versions with a message the agent can act on.
+pub fn parse_request(line: &str) -> Result<Request, String> {
+    let value: serde_json::Value = serde_json::from_str(line).map_err(|e| format!("malformed frame: {e}"))?;
+    match value.get("v").and_then(|v| v.as_u64()) {
+        Some(v) if v == VERSION as u64 => {}
+        Some(v) => return Err(format!("protocol version {v} is not supported (this engine speaks {VERSION})")),
+        None => return Err("malformed frame: missing `v`".into()),
+    }
+    serde_json::from_value(value).map_err(|e| format!("malformed frame: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_round_trip_and_versions_are_checked() {
+        let req = Request { v: VERSION, cmd: Command::Result { op: "a#1".into(), json: "{}".into() } };
+        let line = serde_json::to_string(&req).expect("serialise");
+        assert_eq!(line, r#"{"v":1,"cmd":"result","op":"a#1","json":"{}"}"#);
+        assert_eq!(parse_request(&line).expect("parse"), req);
+        assert!(parse_request(r#"{"v":2,"cmd":"inbox","json":false}"#).expect_err("v2").contains("version 2"));
+        assert!(parse_request(r#"{"cmd":"inbox"}"#).is_err());
+    }
+}

@@ -1,0 +1,226 @@
+//! The `command` harness: any executable as an agent. The prompt goes to its stdin; it answers by
+//! running the launcher (`$AWF_LAUNCHER result $AWF_OP`). Each turn runs in a process group of its
+//! own, killed when the turn is cancelled, times out, stalls, or outlives its answer's grace.
+
+use super::{AgentInfo, BoxFuture, Session, TurnEnd, TurnInput, TurnReport};
+use crate::accounting::CostSource;
+use crate::control::server::Endpoint;
+use crate::record::agent_files::{Capture, OpLog};
+use serde_json::json;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+
+/// How long a turn may keep running after its answer was accepted.
+pub const ANSWER_GRACE: Duration = Duration::from_secs(10);
+
+pub struct CommandSession {
+    info: AgentInfo,
+    argv: Vec<String>,
+    cwd: PathBuf,
+    agent_dir: PathBuf,
+    state_dir: PathBuf,
+    endpoint: Arc<Endpoint>,
+    stall: Duration,
+}
+
+impl CommandSession {
+    pub fn new(
+        info: AgentInfo,
+        argv: Vec<String>,
+        cwd: PathBuf,
+        agent_dir: PathBuf,
+        endpoint: Arc<Endpoint>,
+        stall: Duration,
+    ) -> Result<Self, String> {
+        if argv.is_empty() || argv[0].is_empty() {
+            return Err("the `command` harness needs `command` (an array: program, then arguments)".into());
+        }
+        let state_dir = agent_dir.join("state");
+        std::fs::create_dir_all(&state_dir).map_err(|e| format!("cannot create {}: {e}", state_dir.display()))?;
+        Ok(CommandSession { info, argv, cwd, agent_dir, state_dir, endpoint, stall })
+    }
+}
+
+/// Kills a whole process group when dropped: nothing a turn started outlives it.
+struct Group(Option<i32>);
+
+impl Group {
+    fn kill(&mut self) -> bool {
+        match self.0.take() {
+            Some(pgid) => {
+                nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pgid), nix::sys::signal::Signal::SIGKILL).is_ok()
+            }
+            None => false,
+        }
+    }
+}
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Copies a child's stream into a bounded capture, noting when output last arrived.
+fn pump(
+    mut from: impl AsyncRead + Unpin + Send + 'static,
+    to: Arc<Mutex<Capture>>,
+    activity: Arc<Mutex<Instant>>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut buf = vec![0u8; 16 * 1024];
+        while let Ok(n) = from.read(&mut buf).await {
+            if n == 0 {
+                break;
+            }
+            to.lock().unwrap_or_else(|p| p.into_inner()).push(&buf[..n]);
+            *activity.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
+        }
+    })
+}
+
+impl Session for CommandSession {
+    fn turn(&mut self, input: TurnInput) -> BoxFuture<'_, TurnReport> {
+        Box::pin(async move {
+            let mut log = OpLog::open(&self.agent_dir, &input.op_id);
+            let deadline_text = match input.deadline_unix_ms {
+                Some(ms) => format!("deadline in {} s", (ms - crate::record::now_unix_ms()).max(0) / 1000),
+                None => "no deadline".into(),
+            };
+            let op = self.endpoint.open_op(&input.op_id, input.slot.clone(), deadline_text);
+            let prompt = match &self.info.instructions {
+                Some(i) => format!("{i}\n\n{}", input.shown),
+                None => input.shown.clone(),
+            };
+            let report = |end, usage: crate::accounting::Usage| TurnReport {
+                cost_source: if usage.cost_usd > 0.0 { CostSource::Harness } else { CostSource::Priced },
+                end,
+                usage,
+                simulated: false,
+            };
+            let mut cmd = tokio::process::Command::new(&self.argv[0]);
+            cmd.args(&self.argv[1..])
+                .current_dir(&self.cwd)
+                .env("AWF_LAUNCHER", &self.endpoint.launcher)
+                .env("AWF_OP", &input.op_id)
+                .env("AWF_AGENT", &self.info.key)
+                .env("AWF_SCHEMA", input.slot.schema().text.as_ref())
+                .env("AWF_STATE_DIR", &self.state_dir)
+                .env("AWF_NUDGE", input.nudge.to_string())
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .process_group(0)
+                .kill_on_drop(true);
+            let mut child = match cmd.spawn() {
+                Ok(c) => c,
+                Err(e) => {
+                    let why = format!("cannot start `{}`: {e}", self.argv[0]);
+                    log.event("spawn-failed", json!({ "error": why }));
+                    return report(TurnEnd::Failed(why), op.usage());
+                }
+            };
+            let mut group = Group(child.id().map(|p| p as i32));
+            log.event("spawned", json!({ "pid": child.id(), "nudge": input.nudge, "argv": self.argv }));
+            let activity = Arc::new(Mutex::new(Instant::now()));
+            let stdout = Arc::new(Mutex::new(Capture::open(&self.agent_dir, &input.op_id, "stdout")));
+            let stderr = Arc::new(Mutex::new(Capture::open(&self.agent_dir, &input.op_id, "stderr")));
+            let mut pumps = Vec::new();
+            if let Some(out) = child.stdout.take() {
+                pumps.push(pump(out, stdout.clone(), activity.clone()));
+            }
+            if let Some(err) = child.stderr.take() {
+                pumps.push(pump(err, stderr.clone(), activity.clone()));
+            }
+            if let Some(mut stdin) = child.stdin.take() {
+                // Written in the background: a program that never reads its stdin must not block the turn.
+                tokio::spawn(async move {
+                    let _ = stdin.write_all(prompt.as_bytes()).await;
+                });
+            }
+            let last_activity =
+                || (*activity.lock().unwrap_or_else(|p| p.into_inner())).max(self.endpoint.last_activity());
+            let mut answered_at: Option<Instant> = None;
+            let status = loop {
+                let stall_at = last_activity() + self.stall;
+                let grace = async {
+                    match answered_at {
+                        Some(at) => tokio::time::sleep_until((at + ANSWER_GRACE).into()).await,
+                        None => std::future::pending().await,
+                    }
+                };
+                tokio::select! {
+                    status = child.wait() => break status.ok(),
+                    _ = op.answered.notified(), if answered_at.is_none() => {
+                        answered_at = Some(Instant::now());
+                        log.event("answered", json!({}));
+                    }
+                    _ = grace => {
+                        log.event("released", json!({ "after_ms": ANSWER_GRACE.as_millis() as u64 }));
+                        group.kill();
+                        break None;
+                    }
+                    _ = tokio::time::sleep_until(stall_at.into()), if answered_at.is_none() => {
+                        if last_activity() + self.stall <= Instant::now() {
+                            group.kill();
+                            log.event("stalled", json!({ "stall_ms": self.stall.as_millis() as u64 }));
+                            return report(TurnEnd::Failed(format!("stalled: no output or event for {} s", self.stall.as_secs())), op.usage());
+                        }
+                    }
+                }
+            };
+            log.event("exited", json!({ "status": status.map(|s| s.to_string()) }));
+            // An acknowledged wait keeps the turn's processes alive until it ends or an answer comes.
+            if input.slot.answer().is_none() {
+                if let Some(until) = op.waiting_until() {
+                    log.event(
+                        "waiting",
+                        json!({ "until_ms": until.saturating_duration_since(Instant::now()).as_millis() as u64 }),
+                    );
+                    tokio::select! {
+                        _ = op.answered.notified() => {}
+                        _ = tokio::time::sleep_until(until.into()) => {}
+                    }
+                }
+            }
+            if group.kill() {
+                log.event("group-killed", json!({}));
+            }
+            for p in pumps {
+                let _ = tokio::time::timeout(Duration::from_secs(2), p).await;
+            }
+            let end = match status {
+                _ if input.slot.answer().is_some() => TurnEnd::Ended,
+                Some(s) if s.success() => TurnEnd::Ended,
+                None => TurnEnd::Ended,
+                Some(s) => {
+                    let tail = stderr.lock().unwrap_or_else(|p| p.into_inner()).tail();
+                    let tail = if tail.is_empty() { "(no stderr)".to_string() } else { tail };
+                    TurnEnd::Failed(format!("`{}` exited with {s}: {tail}", self.argv[0]))
+                }
+            };
+            report(end, op.usage())
+        })
+    }
+
+    fn fork(&self, _info: AgentInfo) -> Result<Box<dyn Session>, String> {
+        Err("a `command` agent's session is its program's own state; awf cannot copy it".into())
+    }
+
+    fn compact(&mut self, _prompt: &str) -> BoxFuture<'_, Result<String, String>> {
+        Box::pin(async { Err("the `command` harness cannot compact: its program keeps its own history".to_string()) })
+    }
+
+    fn set(&mut self, model: Option<&str>, effort: Option<&str>) -> Result<(), String> {
+        if let Some(m) = model {
+            self.info.model = m.to_string();
+        }
+        if let Some(e) = effort {
+            self.info.effort = Some(e.to_string());
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,333 @@
+//! Helpers shared by the integration tests: a temporary working folder, running the real `awf`
+//! binary in it with a timeout, and reading the run folder's records.
+#![allow(dead_code)]
+
+use serde_json::Value;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// The longest any single `awf` invocation may take before the test kills it and fails.
+pub const TIMEOUT: Duration = Duration::from_secs(20);
+
+/// The path of the binary under test.
+pub fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_awf")
+}
+
+/// What one `awf` invocation left behind.
+#[derive(Debug)]
+pub struct Out {
+    /// The exit code; `None` when the process was killed by a signal.
+    pub code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Out {
+    fn from_output(o: Output) -> Out {
+        Out {
+            code: o.status.code(),
+            stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+        }
+    }
+
+    /// Asserts the exit code, showing both streams when it differs.
+    #[track_caller]
+    pub fn expect_code(&self, code: i32) -> &Out {
+        assert_eq!(
+            self.code,
+            Some(code),
+            "unexpected exit code\n--- stdout:\n{}\n--- stderr:\n{}",
+            self.stdout,
+            self.stderr
+        );
+        self
+    }
+
+    /// stdout parsed as JSON.
+    #[track_caller]
+    pub fn json(&self) -> Value {
+        serde_json::from_str(&self.stdout).unwrap_or_else(|e| {
+            panic!("stdout is not JSON ({e})\n--- stdout:\n{}\n--- stderr:\n{}", self.stdout, self.stderr)
+        })
+    }
+
+    #[track_caller]
+    pub fn stderr_has(&self, needle: &str) -> &Out {
+        assert!(
+            self.stderr.contains(needle),
+            "stderr lacks {needle:?}\n--- stderr:\n{}\n--- stdout:\n{}",
+            self.stderr,
+            self.stdout
+        );
+        self
+    }
+
+    #[track_caller]
+    pub fn stdout_has(&self, needle: &str) -> &Out {
+        assert!(
+            self.stdout.contains(needle),
+            "stdout lacks {needle:?}\n--- stdout:\n{}\n--- stderr:\n{}",
+            self.stdout,
+            self.stderr
+        );
+        self
+    }
+}
+
+/// A command for the binary with the environment isolated from the machine's: no user config, no
+/// `AWF_RUNTIME`, no colour.
+pub fn command(dir: &Path, args: &[&str]) -> Command {
+    let mut cmd = Command::new(bin());
+    cmd.args(args)
+        .current_dir(dir)
+        .env("XDG_CONFIG_HOME", dir.join(".xdg-config"))
+        .env("NO_COLOR", "1")
+        .env_remove("AWF_RUNTIME")
+        .env_remove("AWF_LOG")
+        .stdin(Stdio::null());
+    cmd
+}
+
+/// Sends `signal` (e.g. "-INT", "-KILL") to `pid` through kill(1).
+pub fn signal(pid: u32, signal: &str) {
+    let status = Command::new("kill").args([signal, &pid.to_string()]).status().expect("run kill");
+    assert!(status.success() || signal == "-KILL", "kill {signal} {pid} failed");
+}
+
+/// Waits for `child` to exit, killing it and failing the test after `TIMEOUT`.
+pub fn wait_with_timeout(child: Child) -> Out {
+    let pid = child.id();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    match rx.recv_timeout(TIMEOUT) {
+        Ok(out) => Out::from_output(out.expect("wait for awf")),
+        Err(_) => {
+            signal(pid, "-KILL");
+            let out = rx.recv().ok().and_then(Result::ok).map(Out::from_output);
+            panic!("awf did not finish within {TIMEOUT:?}; killed it. Output so far: {out:#?}");
+        }
+    }
+}
+
+/// Runs `awf ARGS` in `dir` and waits (bounded) for it.
+pub fn awf(dir: &Path, args: &[&str]) -> Out {
+    let child = command(dir, args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn awf");
+    wait_with_timeout(child)
+}
+
+/// Reads a JSONL file into values; every line must parse.
+pub fn read_jsonl(path: &Path) -> Vec<Value> {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
+    text.lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{}: bad line {l:?}: {e}", path.display())))
+        .collect()
+}
+
+/// Reads a JSON document.
+pub fn read_json(path: &Path) -> Value {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{} is not JSON: {e}", path.display()))
+}
+
+/// A temporary working folder for one test.
+pub struct Env {
+    pub dir: tempfile::TempDir,
+}
+
+impl Default for Env {
+    fn default() -> Self {
+        Env::new()
+    }
+}
+
+impl Env {
+    pub fn new() -> Env {
+        Env { dir: tempfile::tempdir().expect("create a temp dir") }
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Writes `text` to `rel` (creating folders) and returns the absolute path.
+    pub fn write(&self, rel: &str, text: &str) -> PathBuf {
+        let path = self.path().join(rel);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).expect("create folders");
+        }
+        std::fs::write(&path, text).expect("write file");
+        path
+    }
+
+    /// Writes `awf.toml` with a `scripted` default runtime answered by `responder.rhai`, and the
+    /// responder itself.
+    pub fn with_responder(&self, responder: &str) -> &Env {
+        self.write(
+            "awf.toml",
+            "default_runtime = \"scripted\"\n\n[runtimes.scripted]\nharness = \"fake\"\nmodel = \"fake\"\nresponder = \"responder.rhai\"\n",
+        );
+        self.write("responder.rhai", responder);
+        self
+    }
+
+    pub fn awf(&self, args: &[&str]) -> Out {
+        awf(self.path(), args)
+    }
+
+    /// Writes `wf.rhai` and runs it with `extra` flags.
+    pub fn run(&self, script: &str, extra: &[&str]) -> Out {
+        self.write("wf.rhai", script);
+        let mut args = vec!["script", "run", "wf.rhai"];
+        args.extend_from_slice(extra);
+        self.awf(&args)
+    }
+
+    /// The folder holding run folders.
+    pub fn runs_root(&self) -> PathBuf {
+        self.path().join(".awf").join("runs")
+    }
+
+    /// Every run folder, sorted.
+    pub fn run_dirs(&self) -> Vec<PathBuf> {
+        let Ok(entries) = std::fs::read_dir(self.runs_root()) else {
+            return Vec::new();
+        };
+        let mut dirs: Vec<PathBuf> = entries.filter_map(Result::ok).map(|e| e.path()).filter(|p| p.is_dir()).collect();
+        dirs.sort();
+        dirs
+    }
+
+    /// The single run folder; fails when there is none or more than one.
+    #[track_caller]
+    pub fn run_dir(&self) -> PathBuf {
+        let dirs = self.run_dirs();
+        assert_eq!(dirs.len(), 1, "expected exactly one run folder, found {dirs:?}");
+        dirs.into_iter().next().expect("one run folder")
+    }
+
+    /// A JSONL record of the single run (`turns`, `events`, `stages`, `journal`).
+    pub fn jsonl(&self, name: &str) -> Vec<Value> {
+        let path = self.run_dir().join(format!("{name}.jsonl"));
+        if !path.exists() {
+            return Vec::new();
+        }
+        read_jsonl(&path)
+    }
+
+    pub fn turns(&self) -> Vec<Value> {
+        self.jsonl("turns")
+    }
+
+    pub fn stages(&self) -> Vec<Value> {
+        self.jsonl("stages")
+    }
+
+    pub fn events(&self) -> Vec<Value> {
+        self.jsonl("events")
+    }
+
+    /// Events of one type.
+    pub fn events_of(&self, ty: &str) -> Vec<Value> {
+        self.events().into_iter().filter(|e| e["type"] == ty).collect()
+    }
+
+    pub fn result(&self) -> Value {
+        read_json(&self.run_dir().join("result.json"))
+    }
+
+    pub fn run_json(&self) -> Value {
+        read_json(&self.run_dir().join("run.json"))
+    }
+
+    /// The turns.jsonl line for `op_id`.
+    #[track_caller]
+    pub fn turn(&self, op_id: &str) -> Value {
+        let turns = self.turns();
+        turns
+            .iter()
+            .find(|t| t["op_id"] == op_id)
+            .cloned()
+            .unwrap_or_else(|| panic!("no turn {op_id} in turns.jsonl: {turns:#?}"))
+    }
+}
+
+/// A running `awf` whose stderr is read line by line, for tests that must act mid-run.
+pub struct Running {
+    pub child: Option<Child>,
+    pub pid: u32,
+    lines: mpsc::Receiver<String>,
+    pub seen: Vec<String>,
+    rest: Option<std::thread::JoinHandle<String>>,
+}
+
+impl Running {
+    /// Starts `awf ARGS` in `dir` with stderr read by a thread.
+    pub fn start(dir: &Path, args: &[&str]) -> Running {
+        let mut child = command(dir, args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn awf");
+        let pid = child.id();
+        let stderr = child.stderr.take().expect("stderr piped");
+        let (tx, rx) = mpsc::channel();
+        let rest = std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                let _ = tx.send(line);
+            }
+            String::new()
+        });
+        Running { child: Some(child), pid, lines: rx, seen: Vec::new(), rest: Some(rest) }
+    }
+
+    /// Waits (bounded) for a stderr line equal to `line` (trimmed).
+    #[track_caller]
+    pub fn wait_for_line(&mut self, line: &str) {
+        let until = Instant::now() + TIMEOUT;
+        loop {
+            let left = until.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(l) => {
+                    let hit = l.trim() == line;
+                    self.seen.push(l);
+                    if hit {
+                        return;
+                    }
+                }
+                Err(_) => {
+                    signal(self.pid, "-KILL");
+                    panic!("no stderr line {line:?} within {TIMEOUT:?}; saw {:#?}", self.seen);
+                }
+            }
+        }
+    }
+
+    /// Waits (bounded) for the process to end; returns its output with all of stderr.
+    pub fn finish(mut self) -> Out {
+        let child = self.child.take().expect("child");
+        let mut out = wait_with_timeout(child);
+        if let Some(t) = self.rest.take() {
+            let _ = t.join();
+        }
+        let mut stderr: Vec<String> = std::mem::take(&mut self.seen);
+        while let Ok(l) = self.lines.try_recv() {
+            stderr.push(l);
+        }
+        out.stderr = stderr.join("\n");
+        out
+    }
+}
+
+/// Polls (bounded) until `path` exists.
+pub fn wait_for_file(path: &Path) {
+    let until = Instant::now() + TIMEOUT;
+    while !path.exists() {
+        assert!(Instant::now() < until, "{} did not appear within {TIMEOUT:?}", path.display());
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
