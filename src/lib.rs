@@ -16,7 +16,8 @@
 //! # Code map
 //!
 //! - `cli/`: argument definitions and one call per command; the only place that prints and uses
-//!   anyhow. `script.rs` (`script run|check`), `init.rs`, `live.rs` (the terminal view).
+//!   anyhow. `script.rs` (`script run|check`), `init.rs`, `live.rs` (the terminal view), `wf.rs`
+//!   (`awf wf`, the agent side of the protocol).
 //! - `script/`: the script host, **the only module that names rhai**. `engine.rs` (the one engine
 //!   builder: limits, no `eval`, `sleep` replaced, print/debug to the run log, `ctx`/`args` via
 //!   `on_var`, the progress hook), `resolver.rs` (imports limited to the script's folder, `scripts/`,
@@ -28,10 +29,11 @@
 //!   for every operation: concurrency, agents, budgets), `stages.rs`, `progress.rs`.
 //! - `agent/`: logical agents. `mod.rs` (open with the compatibility rules, stop, fork, set,
 //!   compact), `op.rs` (one operation from call to record), `supervise.rs` (nudges).
-//! - `harness/`: the `Session` trait and one file per harness (`fake.rs`).
+//! - `harness/`: the `Session` trait and one file per harness (`fake.rs`, `command.rs`).
 //! - `control/`: the answer channel every harness shares: `schema.rs` (validators cached by schema
 //!   text, violations with JSON pointers, example values), `slot.rs` (result slots, rejection
-//!   text), `prompt.rs` (the answer instructions and the nudge).
+//!   text), `prompt.rs` (the answer instructions and the nudge), `protocol.rs` (the control-plane
+//!   frames; **no I/O**), `server.rs` (one agent's socket, launcher and open operations).
 //! - `record/`: the run folder, **the only module that writes it**: the JSONL envelope, the writer
 //!   thread, atomic JSON documents, readers tolerant of a torn last line.
 //! - `accounting.rs`: usage, the price table, folds by agent, stage and model.
@@ -52,6 +54,10 @@
 //!   progress hook (tight loops) and every blocking host call (turns, `ctx.sleep`) consult.
 //! - Termination (stop, cancel, deadline) is raised as Rhai's uncatchable `ErrorTerminated`;
 //!   workflow errors are catchable.
+//! - An agent's control socket reaches only that agent's own operations; a frame for anything
+//!   else is refused and recorded as a `control-refused` event.
+//! - A `command` turn runs in its own process group, and the group is killed when the turn ends
+//!   (after an acknowledged wait or the answer's grace) or is cancelled, timed out or stalled.
 //! - Records only grow: each line is written whole by one writer thread; `stages.jsonl` and the
 //!   rest are synced to disk at every stage end and at the run's end.
 //! - No unwrap outside tests; locks recover from poisoning because their values are replaced whole.
@@ -70,11 +76,14 @@
 //!   events.jsonl   {"v":1,"type":T,"at":ISO-8601,"attempt":N,"data":{...}}; types: run-started, agent-opened,
 //!                  agent-stopped, agent-closed, agent-set, agent-compacted, op-started, op-nudged, op-settled,
 //!                  stage-started, stage-finished, parallel-started, parallel-finished, log, budget-exhausted,
+//!                  op-submission, op-waiting, control-refused,
 //!                  run-stopping, run-finished. Readers skip types they do not know.
 //!   turns.jsonl    one line per settled operation: agent, op_id, outcome, reason, stage, label, harness, model,
 //!                  tokens by kind, cost_usd, cost_source, simulated, rejections, delivered_at, settled_at
 //!   stages.jsonl   one line per stage end: name, attempt, status (succeeded|failed|stopped), value, summary, reason
 //!   journal.jsonl  one line per answered operation: agent, op_id, turn_hash, outcome
+//!   agents/<slug>/ (mode 0700, command agents) wf.sock, wf (the launcher), state/, ops/<op-id>.jsonl
+//!                  (liveness), ops/<op-id>.stdout|.stderr (first MiB each)
 //!   result.json    run_id, status (succeeded|failed|stopped|cancelled), value, error, ended_in, stages,
 //!                  accounting {by_agent, by_stage, by_model, totals}, simulated, started_at, finished_at
 //! ```
