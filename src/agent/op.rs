@@ -152,13 +152,14 @@ pub fn run(run: &Arc<Run>, agent: &Arc<Agent>, turn: Turn, frame: &Frame) -> Res
 
     let mut usage = Usage::default();
     let mut cost_source = CostSource::Simulated;
-    let mut simulated = false;
+    // A fake turn spends nothing real, however it ends.
+    let mut simulated = agent.harness() == "fake";
     let mut terminated = None;
     let (kind, value, reason) = match end {
         End::Done(s) => {
             usage = s.usage;
             cost_source = s.cost_source;
-            simulated = s.simulated;
+            simulated |= s.simulated;
             match s.settle {
                 Settle::Answered(v) => (OutcomeKind::Answered, Some(v), None),
                 Settle::Unanswered(r) => (OutcomeKind::Unanswered, None, Some(r)),

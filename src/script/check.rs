@@ -34,6 +34,9 @@ pub fn unknown_functions(engine: &Engine, ast: &AST) -> Vec<Unknown> {
             Some(ASTNode::Expr(Expr::FnCall(f, pos))) if f.namespace.is_empty() && f.op_token.is_none() => {
                 calls.push((f.name.to_string(), *pos, false))
             }
+            Some(ASTNode::Stmt(Stmt::FnCall(f, pos))) if f.namespace.is_empty() && f.op_token.is_none() => {
+                calls.push((f.name.to_string(), *pos, false))
+            }
             Some(ASTNode::Expr(Expr::MethodCall(f, pos))) => calls.push((f.name.to_string(), *pos, true)),
             Some(ASTNode::Stmt(Stmt::Var(x, ..))) => {
                 known.insert(x.0.name.to_string());

@@ -159,7 +159,11 @@ fn parallel(
             if let Some(g) = group {
                 run.progress.group_item(g, true);
             }
-            if r.is_err() && !settled {
+            // A branch stopped by the group's own deadline cancels nobody: its siblings meet the
+            // same deadline and settle `timed-out` rather than `cancelled`.
+            let by_deadline =
+                frame.expired().is_some() && matches!(&r, Err(e) if matches!(**e, EvalAltResult::ErrorTerminated(..)));
+            if r.is_err() && !settled && !by_deadline {
                 first_error.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert(i);
                 frame.cancel.cancel();
             }
