@@ -94,6 +94,7 @@ pub mod cli;
 pub mod config;
 pub mod control;
 pub mod harness;
+pub mod messaging;
 pub mod record;
 pub mod run;
 pub mod script;

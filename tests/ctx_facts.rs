@@ -159,7 +159,9 @@ fn sleep_is_cut_short_by_the_run_deadline() {
 }
 
 #[test]
-fn messages_allow_says_it_is_not_built() {
+fn messages_allow_refuses_keys_instead_of_handles() {
     let env = Env::new();
-    env.run(r#"ctx.messages.allow(#{ from: "a", to: "b" })"#, &[]).expect_code(1).stderr_has("not built");
+    env.run(r#"ctx.messages.allow(#{ from: "a", to: "b", purpose: "p" })"#, &[])
+        .expect_code(1)
+        .stderr_has("`from` must be an agent handle");
 }

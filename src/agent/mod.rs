@@ -1,6 +1,7 @@
 //! Logical agents: opening with the compatibility rules, the per-agent operation queue, outcomes,
 //! deterministic op ids, and closing. `op` runs one operation; `supervise` nudges it to an answer.
 
+pub mod message_op;
 pub mod op;
 pub mod supervise;
 
@@ -84,11 +85,58 @@ pub struct Agent {
     info: Mutex<AgentInfo>,
     session: tokio::sync::Mutex<Box<dyn Session>>,
     runs: AtomicU64,
+    message_ops: AtomicU64,
+    /// Operations running or queued on this agent: a message to it is held while this is non-zero.
+    busy: std::sync::atomic::AtomicUsize,
     ops: Mutex<HashMap<String, (String, Outcome)>>,
     closed: Mutex<Option<String>>,
+    messenger: Arc<crate::messaging::AgentMessenger>,
 }
 
 impl Agent {
+    pub fn busy(&self) -> usize {
+        self.busy.load(Ordering::SeqCst)
+    }
+
+    /// Counts an operation as started on this agent.
+    pub fn enter(&self) {
+        self.busy.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// Counts an operation as ended; messages held for an agent that is now idle wake it.
+    pub fn leave(self: &Arc<Self>, run: &Arc<Run>) {
+        if self.busy.fetch_sub(1, Ordering::SeqCst) == 1 && self.closed().is_none() && !run.root.is_cancelled() {
+            if let Some(stage) = run.router.held_stage(&self.key) {
+                run.router.waking(&stage);
+                message_op::wake(run.clone(), self.clone(), stage);
+            }
+        }
+    }
+
+    fn next_message_op(&self) -> u64 {
+        self.message_ops.fetch_add(1, Ordering::SeqCst) + 1
+    }
+
+    /// The launcher path shown in prompts (`wf` for in-process agents, which need none).
+    pub fn launcher(&self) -> String {
+        match &self.endpoint {
+            Some(e) => e.launcher.display().to_string(),
+            None => "wf".to_string(),
+        }
+    }
+
+    pub fn messenger(&self) -> Arc<dyn crate::control::messenger::Messenger> {
+        self.messenger.clone()
+    }
+
+    /// Closes the agent because an operation failed; asks to it fail with the reason.
+    pub fn close_with(&self, run: &Run, why: &str) {
+        if self.close(why) {
+            run.progress.agents_closed.fetch_add(1, Ordering::Relaxed);
+            run.records.event("agent-closed", &serde_json::json!({ "agent": self.key, "reason": why }));
+        }
+        run.router.fail_asks_to(run, &self.key, &format!("{} closed: {why}", self.key), true);
+    }
     pub fn harness(&self) -> &str {
         &self.runtime.harness
     }
@@ -197,6 +245,7 @@ impl AgentBook {
             None => None,
         };
         let (session, endpoint) = self.session_for(run, &req, &runtime, &info, responder)?;
+        let key = req.key.clone();
         let agent = Arc::new(Agent {
             key: req.key.clone(),
             endpoint,
@@ -205,8 +254,11 @@ impl AgentBook {
             info: Mutex::new(info),
             session: tokio::sync::Mutex::new(session),
             runs: AtomicU64::new(0),
+            message_ops: AtomicU64::new(0),
+            busy: Default::default(),
             ops: Mutex::new(HashMap::new()),
             closed: Mutex::new(None),
+            messenger: Arc::new(crate::messaging::AgentMessenger { run: Arc::downgrade(run), key: key.clone() }),
         });
         open.insert(agent.key.clone(), agent.clone());
         drop(open);
@@ -256,7 +308,9 @@ impl AgentBook {
         });
         let endpoint = {
             let _rt = run.rt.enter();
-            Endpoint::open(&dir, &req.key, &awf, events)
+            let messenger: Arc<dyn crate::control::messenger::Messenger> =
+                Arc::new(crate::messaging::AgentMessenger { run: Arc::downgrade(run), key: req.key.clone() });
+            Endpoint::open(&dir, &req.key, &awf, events, messenger)
                 .map_err(|e| format!("agent {}: cannot open its control socket in {}: {e}", req.key, dir.display()))?
         };
         let endpoint = Arc::new(endpoint);
@@ -284,6 +338,7 @@ impl AgentBook {
         };
         lock(&self.stopped).insert(key.to_string(), reason.to_string());
         agent.close(&format!("stopped: {reason}"));
+        run.router.fail_asks_to(run, key, &format!("{key} stopped: {reason}"), true);
         run.progress.agents_closed.fetch_add(1, Ordering::Relaxed);
         run.records.event("agent-stopped", &serde_json::json!({ "agent": key, "reason": reason }));
         true
@@ -328,8 +383,11 @@ impl AgentBook {
             info: Mutex::new(info),
             session: tokio::sync::Mutex::new(session),
             runs: AtomicU64::new(0),
+            message_ops: AtomicU64::new(0),
+            busy: Default::default(),
             ops: Mutex::new(HashMap::new()),
             closed: Mutex::new(None),
+            messenger: Arc::new(crate::messaging::AgentMessenger { run: Arc::downgrade(run), key: key.clone() }),
         });
         lock(&self.open).insert(key.clone(), agent.clone());
         run.progress.agents_open.fetch_add(1, Ordering::Relaxed);

@@ -34,9 +34,6 @@ pub enum OpError {
     Terminated(String),
 }
 
-/// The launcher text shown in prompts of in-process agents, which answer without one.
-const IN_PROCESS_LAUNCHER: &str = "wf";
-
 fn turn_hash(turn: &Turn) -> String {
     let mut h = Sha256::new();
     h.update(turn.prompt.as_bytes());
@@ -89,6 +86,7 @@ pub fn run(run: &Arc<Run>, agent: &Arc<Agent>, turn: Turn, frame: &Frame) -> Res
     if frame.cancel.is_cancelled() {
         return Err(OpError::Terminated(run.stop_reason()));
     }
+    agent.enter();
     let started = Instant::now();
     let started_at = now_iso();
     let model = agent.model();
@@ -107,10 +105,7 @@ pub fn run(run: &Arc<Run>, agent: &Arc<Agent>, turn: Turn, frame: &Frame) -> Res
     let scope_deadline = frame.deadline.as_ref().map(|d| d.at);
     let deadline_unix_ms = earliest(own_deadline, scope_deadline)
         .map(|at| crate::record::now_unix_ms() + at.saturating_duration_since(Instant::now()).as_millis() as i64);
-    let launcher = match &agent.endpoint {
-        Some(e) => e.launcher.display().to_string(),
-        None => IN_PROCESS_LAUNCHER.to_string(),
-    };
+    let launcher = agent.launcher();
 
     enum End {
         Done(super::supervise::Supervised),
@@ -129,7 +124,7 @@ pub fn run(run: &Arc<Run>, agent: &Arc<Agent>, turn: Turn, frame: &Frame) -> Res
             run.progress.agent_working(true);
             let plan = OpPlan {
                 op_id: &op_id,
-                agent: &agent.key,
+                agent,
                 prompt: &turn.prompt,
                 n,
                 launcher: &launcher,
@@ -137,7 +132,7 @@ pub fn run(run: &Arc<Run>, agent: &Arc<Agent>, turn: Turn, frame: &Frame) -> Res
                 slot: slot.clone(),
                 deadline_unix_ms,
             };
-            let done = supervise(&mut **session, plan, &run.records).await;
+            let done = supervise(&mut **session, plan, run).await;
             run.progress.agent_working(false);
             End::Done(done)
         };
@@ -195,6 +190,8 @@ pub fn run(run: &Arc<Run>, agent: &Arc<Agent>, turn: Turn, frame: &Frame) -> Res
     if let Some(e) = &agent.endpoint {
         e.settle_op(&op_id, kind.as_str());
     }
+    // Asks this agent was shown during the operation and left unanswered fail now.
+    run.router.fail_asks_to(run, &agent.key, &format!("{} ended its turn without replying", agent.key), false);
     if cost_source != CostSource::Harness && !simulated {
         match crate::accounting::price_tokens(run.price(&model), &usage) {
             Some(cost) => {
@@ -223,16 +220,15 @@ pub fn run(run: &Arc<Run>, agent: &Arc<Agent>, turn: Turn, frame: &Frame) -> Res
         model: &model,
         started_at: &started_at,
         rejections: slot.rejections(),
+        kind: "turn",
     };
     run.settle(&settled);
     if matches!(kind, OutcomeKind::Failed | OutcomeKind::TimedOut) {
         let why = format!("its operation {op_id} {}: {}", kind.as_str(), outcome.reason.as_deref().unwrap_or(""));
-        if agent.close(&why) {
-            run.progress.agents_closed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            run.records.event("agent-closed", &json!({ "agent": agent.key, "reason": why }));
-        }
+        agent.close_with(run, &why);
     }
     lock(&agent.ops).insert(op_id, (hash, outcome.clone()));
+    agent.leave(run);
     match terminated {
         Some(why) => Err(OpError::Terminated(why)),
         None => Ok(outcome),
@@ -249,6 +245,8 @@ pub struct Settled<'a> {
     pub model: &'a str,
     pub started_at: &'a str,
     pub rejections: u32,
+    /// `turn` for a `run`, `message` for a message operation.
+    pub kind: &'a str,
 }
 
 impl Settled<'_> {
@@ -256,7 +254,7 @@ impl Settled<'_> {
     pub fn turn_line(&self) -> serde_json::Value {
         let (a, o, u) = (self.agent, self.outcome, &self.outcome.usage);
         json!({
-            "agent": a.key, "op_id": o.op_id, "kind": "turn", "outcome": o.kind.as_str(),
+            "agent": a.key, "op_id": o.op_id, "kind": self.kind, "outcome": o.kind.as_str(),
             "reason": o.reason, "stage": self.stage, "label": self.label, "harness": a.harness(),
             "model": self.model, "input_tokens": u.input_tokens, "output_tokens": u.output_tokens,
             "cache_read_tokens": u.cache_read_tokens, "cache_write_tokens": u.cache_write_tokens,

@@ -5,7 +5,7 @@ use crate::accounting::{CostSource, Usage};
 use crate::control::prompt;
 use crate::control::slot::ResultSlot;
 use crate::harness::{Session, TurnEnd, TurnInput};
-use crate::record::Recorder;
+use crate::run::Run;
 use serde_json::{json, Value};
 use std::sync::Arc;
 
@@ -31,7 +31,7 @@ pub struct Nudge {
 
 pub struct OpPlan<'a> {
     pub op_id: &'a str,
-    pub agent: &'a str,
+    pub agent: &'a std::sync::Arc<crate::agent::Agent>,
     pub prompt: &'a str,
     pub n: u64,
     pub launcher: &'a str,
@@ -42,7 +42,7 @@ pub struct OpPlan<'a> {
 
 /// Drives turns until the slot holds an answer, the harness fails, or the nudges run out.
 /// Cancel safety: dropping the future drops the running turn, which the harness cleans up.
-pub async fn supervise(session: &mut dyn Session, plan: OpPlan<'_>, records: &Recorder) -> Supervised {
+pub async fn supervise(session: &mut dyn Session, plan: OpPlan<'_>, run: &std::sync::Arc<Run>) -> Supervised {
     let schema_text = plan.slot.schema().text.clone();
     let mut out = Supervised {
         settle: Settle::Unanswered(String::new()),
@@ -51,12 +51,17 @@ pub async fn supervise(session: &mut dyn Session, plan: OpPlan<'_>, records: &Re
         simulated: false,
     };
     for k in 0..=plan.nudge.max {
-        let shown = if k == 0 {
+        let key = &plan.agent.key;
+        let body = if k == 0 {
             prompt::with_answer_instructions(plan.prompt, plan.launcher, plan.op_id, &schema_text)
         } else {
-            records.event("op-nudged", &json!({ "agent": plan.agent, "op_id": plan.op_id, "nudge": k }));
+            run.records.event("op-nudged", &json!({ "agent": key, "op_id": plan.op_id, "nudge": k }));
             prompt::nudge_text(&plan.nudge.text, plan.launcher, plan.op_id, &schema_text)
         };
+        // Routes and held messages are shown with every turn, check-ins included.
+        let held = run.router.take_held(run, key);
+        let context = crate::messaging::context_text(plan.launcher, &run.router.routes_of(key), key, &held);
+        let shown = if context.is_empty() { body } else { format!("{context}{body}") };
         let report = session
             .turn(TurnInput {
                 op_id: plan.op_id.to_string(),
@@ -66,6 +71,9 @@ pub async fn supervise(session: &mut dyn Session, plan: OpPlan<'_>, records: &Re
                 n: plan.n,
                 slot: plan.slot.clone(),
                 deadline_unix_ms: plan.deadline_unix_ms,
+                kind: crate::harness::TurnKind::Turn,
+                messages: held,
+                messenger: Some(plan.agent.messenger()),
             })
             .await;
         out.usage.add(&report.usage);

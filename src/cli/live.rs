@@ -61,13 +61,14 @@ impl Live {
         let s = p.snapshot();
         let (tokens, usd) = self.run.scheduler.spent();
         let mut lines = vec![format!(
-            "{} {:.1}s · agents {} open, {} working, {} closed · {} ops · {} tokens · ${:.4}",
+            "{} {:.1}s · agents {} open, {} working, {} closed · {} ops · {} messages · {} tokens · ${:.4}",
             self.paint("36", "awf"),
             self.run.started.elapsed().as_secs_f64(),
             p.agents_open.load(Ordering::Relaxed),
             p.agents_working.load(Ordering::Relaxed),
             p.agents_closed.load(Ordering::Relaxed),
             p.ops_settled.load(Ordering::Relaxed),
+            p.messages_sent.load(Ordering::Relaxed),
             tokens,
             usd
         )];

@@ -2,6 +2,7 @@
 //! and the agent's open operations. The socket is the agent's authority: it reaches only its own
 //! operations; anything else is refused and logged.
 
+use super::messenger::Messenger;
 use super::protocol::{exit, parse_request, Command, Response, VERSION};
 use super::slot::{ResultSlot, Submission};
 use crate::accounting::Usage;
@@ -32,6 +33,7 @@ pub struct OpControl {
     waiting: Mutex<Option<(Instant, String)>>,
     usage: Mutex<Usage>,
     deadline_text: String,
+    deadline: Option<Instant>,
 }
 
 impl OpControl {
@@ -52,6 +54,7 @@ struct State {
     current: Mutex<Option<String>>,
     activity: Mutex<Instant>,
     events: EventSink,
+    messenger: Arc<dyn Messenger>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -92,7 +95,13 @@ fn quote(p: &Path) -> String {
 impl Endpoint {
     /// Opens the control folder `dir` (mode 0700) for agent `key`, binds its socket and writes the
     /// launcher. Must be called inside the tokio runtime's context.
-    pub fn open(dir: &Path, key: &str, awf: &Path, events: EventSink) -> std::io::Result<Endpoint> {
+    pub fn open(
+        dir: &Path,
+        key: &str,
+        awf: &Path,
+        events: EventSink,
+        messenger: Arc<dyn Messenger>,
+    ) -> std::io::Result<Endpoint> {
         private_dir(dir)?;
         let mut socket = dir.join("wf.sock");
         let mut short_dir = None;
@@ -115,6 +124,7 @@ impl Endpoint {
             current: Mutex::new(None),
             activity: Mutex::new(Instant::now()),
             events,
+            messenger,
         });
         let s = state.clone();
         let task = tokio::spawn(async move {
@@ -127,13 +137,20 @@ impl Endpoint {
     }
 
     /// Opens an operation on this socket; it stays reachable until `settle_op`.
-    pub fn open_op(&self, op_id: &str, slot: Arc<ResultSlot>, deadline_text: String) -> Arc<OpControl> {
+    pub fn open_op(
+        &self,
+        op_id: &str,
+        slot: Arc<ResultSlot>,
+        deadline_text: String,
+        deadline: Option<Instant>,
+    ) -> Arc<OpControl> {
         let op = Arc::new(OpControl {
             slot,
             answered: Notify::new(),
             waiting: Mutex::new(None),
             usage: Mutex::new(Usage::default()),
             deadline_text,
+            deadline,
         });
         lock(&self.state.ops).insert(op_id.to_string(), op.clone());
         *lock(&self.state.current) = Some(op_id.to_string());
@@ -162,7 +179,7 @@ async fn serve(stream: UnixStream, state: Arc<State>) {
     let mut reader = BufReader::new(read.take(MAX_FRAME));
     let response = match reader.read_line(&mut line).await {
         Ok(0) => return,
-        Ok(_) => handle(&state, &line),
+        Ok(_) => handle(&state, &line).await,
         Err(e) => Response::new(exit::ERROR, format!("cannot read the frame: {e}")),
     };
     *lock(&state.activity) = Instant::now();
@@ -194,7 +211,7 @@ fn op_of(state: &State, op: &str) -> Result<Arc<OpControl>, Response> {
     ))
 }
 
-fn handle(state: &State, line: &str) -> Response {
+async fn handle(state: &State, line: &str) -> Response {
     let req = match parse_request(line) {
         Ok(r) => r,
         Err(e) => return Response::new(exit::ERROR, e),
@@ -253,15 +270,45 @@ fn handle(state: &State, line: &str) -> Response {
                 }
             }
         }
-        Command::Send { to, .. } | Command::Ask { to, .. } => refuse(
-            state,
-            format!("refused: no route to {to}: messaging between agents is not built in this version of awf"),
-            json!({ "to": to }),
-        ),
-        Command::Reply { n, .. } => {
-            refuse(state, format!("refused: there is no message {n} to reply to"), json!({ "n": n }))
+        Command::Send { to, text } => match state.messenger.send(&to, &text) {
+            Ok(n) => Response::new(exit::OK, format!("sent #{n}")),
+            Err(why) => refuse(state, why, json!({ "cmd": "send", "to": to })),
+        },
+        Command::Ask { to, text } => {
+            let deadline =
+                lock(&state.current).clone().and_then(|op| lock(&state.ops).get(&op).cloned()).and_then(|o| o.deadline);
+            match state.messenger.ask(&to, &text, deadline).await {
+                Ok(reply) => Response::new(exit::OK, reply),
+                Err(why) if why.starts_with("refused") => refuse(state, why, json!({ "cmd": "ask", "to": to })),
+                Err(why) => Response::new(exit::REFUSED, format!("ask failed: {why}")),
+            }
         }
-        Command::Inbox { .. } => Response::new(exit::OK, ""),
+        Command::Reply { n, text } => match state.messenger.reply(n, &text) {
+            Ok(()) => Response::new(exit::OK, format!("replied to #{n}")),
+            Err(why) => refuse(state, why, json!({ "cmd": "reply", "n": n })),
+        },
+        Command::Inbox { json } => {
+            let held = state.messenger.inbox();
+            let text = if json {
+                held.iter().filter_map(|m| serde_json::to_string(m).ok()).collect::<Vec<_>>().join("\n")
+            } else if held.is_empty() {
+                "no messages".to_string()
+            } else {
+                held.iter()
+                    .map(|m| {
+                        format!(
+                            "#{} from {}{}:\n{}",
+                            m.n,
+                            m.from,
+                            if m.asks { " (asks for a reply)" } else { "" },
+                            m.text
+                        )
+                    })
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            };
+            Response::new(exit::OK, text)
+        }
     }
 }
 

@@ -90,7 +90,8 @@ impl Session for CommandSession {
                 Some(ms) => format!("deadline in {} s", (ms - crate::record::now_unix_ms()).max(0) / 1000),
                 None => "no deadline".into(),
             };
-            let op = self.endpoint.open_op(&input.op_id, input.slot.clone(), deadline_text);
+            let deadline = input.deadline_unix_ms.map(crate::agent::op::instant_of);
+            let op = self.endpoint.open_op(&input.op_id, input.slot.clone(), deadline_text, deadline);
             let prompt = match &self.info.instructions {
                 Some(i) => format!("{i}\n\n{}", input.shown),
                 None => input.shown.clone(),

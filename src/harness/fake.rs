@@ -25,7 +25,7 @@ impl FakeSession {
         FakeSession { info, responder, history: Vec::new() }
     }
 
-    fn turn_info(&self, input: &TurnInput, rejection: Option<&str>) -> Value {
+    fn turn_info(&self, input: &TurnInput, rejection: Option<&str>, replies: &[Value]) -> Value {
         json!({
             "agent": self.info.key,
             "op_id": input.op_id,
@@ -40,7 +40,53 @@ impl FakeSession {
             "nudge": input.nudge,
             "rejection": rejection,
             "history": self.history.len(),
+            "kind": match input.kind { super::TurnKind::Turn => "turn", super::TurnKind::Message => "message" },
+            "messages": input.messages,
+            "replies": replies,
         })
+    }
+
+    /// Carries out a reply's `send`, `reply` and `ask` lists, noting each result in `replies`.
+    /// True when asks were made: the responder is then called again to see their replies.
+    async fn messages(&self, input: &TurnInput, reply: &Value, replies: &mut Vec<Value>) -> Result<bool, String> {
+        let list = |key: &str| -> Vec<Value> {
+            match reply.get(key) {
+                Some(Value::Array(a)) => a.clone(),
+                Some(v @ Value::Object(_)) => vec![v.clone()],
+                _ => Vec::new(),
+            }
+        };
+        let (sends, asks, answers) = (list("send"), list("ask"), list("reply"));
+        if sends.is_empty() && asks.is_empty() && answers.is_empty() {
+            return Ok(false);
+        }
+        let Some(m) = &input.messenger else {
+            return Err("this turn cannot send messages".into());
+        };
+        let text = |v: &Value, k: &str| v.get(k).map(|t| t.as_str().map(String::from).unwrap_or_else(|| t.to_string()));
+        for s in &sends {
+            let (Some(to), Some(body)) = (text(s, "to"), text(s, "text")) else {
+                return Err(format!("send entries need `to` and `text`, got {s}"));
+            };
+            let r = m.send(&to, &body);
+            replies.push(json!({ "send": to, "ok": r.is_ok(), "n": r.as_ref().ok(), "error": r.err() }));
+        }
+        for a in &answers {
+            let (Some(n), Some(body)) = (a.get("n").and_then(Value::as_u64), text(a, "text")) else {
+                return Err(format!("reply entries need `n` and `text`, got {a}"));
+            };
+            let r = m.reply(n, &body);
+            replies.push(json!({ "reply": n, "ok": r.is_ok(), "error": r.err() }));
+        }
+        let deadline = input.deadline_unix_ms.map(crate::agent::op::instant_of);
+        for a in &asks {
+            let (Some(to), Some(body)) = (text(a, "to"), text(a, "text")) else {
+                return Err(format!("ask entries need `to` and `text`, got {a}"));
+            };
+            let r = m.ask(&to, &body, deadline).await;
+            replies.push(json!({ "ask": to, "ok": r.is_ok(), "text": r.as_ref().ok(), "error": r.err() }));
+        }
+        Ok(!asks.is_empty())
     }
 
     fn default_answer(&self, input: &TurnInput) -> Value {
@@ -69,7 +115,7 @@ fn parse_reply(reply: &Value) -> Result<(Option<Action>, u64, Usage), String> {
             "respond() must return a map such as #{{ answer: value }}, #{{ json: text }}, #{{ silent: true }}, #{{ fail: reason }}, #{{ blocked: reason }}, #{{ hang: true }}, or () for the default answer; it returned {reply}"
         ));
     };
-    let known = ["answer", "json", "silent", "fail", "blocked", "hang", "delay_ms", "usage"];
+    let known = ["answer", "json", "silent", "fail", "blocked", "hang", "delay_ms", "usage", "send", "ask", "reply"];
     if let Some(bad) = map.keys().find(|k| !known.contains(&k.as_str())) {
         return Err(format!("respond() returned an unknown key `{bad}` (known: {})", known.join(", ")));
     }
@@ -112,12 +158,24 @@ impl Session for FakeSession {
         Box::pin(async move {
             let mut usage = Usage::default();
             let mut rejection: Option<String> = None;
+            let mut replies: Vec<Value> = Vec::new();
             let report = |end, usage| TurnReport { end, usage, cost_source: CostSource::Simulated, simulated: true };
             for _ in 0..=MAX_RESUBMITS {
                 let (action, delay, used) = match &self.responder {
                     None => (None, 0, Usage::default()),
                     Some(r) => {
-                        match r.respond(&self.turn_info(&input, rejection.as_deref())).and_then(|v| parse_reply(&v)) {
+                        let reply = match r.respond(&self.turn_info(&input, rejection.as_deref(), &replies)) {
+                            Ok(v) => v,
+                            Err(e) => return report(TurnEnd::Failed(format!("fake responder: {e}")), usage),
+                        };
+                        // Sends and replies go out first; asks wait for their replies, and then the
+                        // responder is called again to see them in `turn.replies`.
+                        match self.messages(&input, &reply, &mut replies).await {
+                            Ok(true) => continue,
+                            Ok(false) => {}
+                            Err(e) => return report(TurnEnd::Failed(format!("fake responder: {e}")), usage),
+                        }
+                        match parse_reply(&reply) {
                             Ok(parsed) => parsed,
                             Err(e) => return report(TurnEnd::Failed(format!("fake responder: {e}")), usage),
                         }
@@ -128,6 +186,8 @@ impl Session for FakeSession {
                     tokio::time::sleep(Duration::from_millis(delay)).await;
                 }
                 let submission = match action {
+                    // A message operation needs no result: the default is to read and end.
+                    None if input.kind == super::TurnKind::Message => return report(TurnEnd::Ended, usage),
                     None => {
                         let answer = self.default_answer(&input);
                         if used == Usage::default() {

@@ -37,6 +37,18 @@ pub struct TurnInput {
     pub slot: Arc<ResultSlot>,
     /// When the operation must settle, if it has a deadline.
     pub deadline_unix_ms: Option<i64>,
+    pub kind: TurnKind,
+    /// Messages from other agents shown in this turn (already in `shown`).
+    pub messages: Vec<crate::control::messenger::Held>,
+    /// How this agent sends, asks and replies.
+    pub messenger: Option<Arc<dyn crate::control::messenger::Messenger>>,
+}
+
+/// Whether a turn serves an operation with a result, or wakes an agent for its messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TurnKind {
+    Turn,
+    Message,
 }
 
 /// How a turn ended, judged by the harness's events.

@@ -65,6 +65,7 @@ pub struct Run {
     pub schemas: SchemaCache,
     pub agents: AgentBook,
     pub stages: stages::StageBook,
+    pub router: crate::messaging::Router,
     pub progress: progress::Progress,
     pub started: Instant,
     started_at: String,
@@ -122,6 +123,7 @@ impl Run {
             schemas: SchemaCache::default(),
             agents: AgentBook::default(),
             stages: stages::StageBook::default(),
+            router: crate::messaging::Router::default(),
             progress: progress::Progress::default(),
             started: Instant::now(),
             started_at,
@@ -246,6 +248,7 @@ impl Run {
             "started_at": self.started_at, "finished_at": finished_at,
             "duration_ms": self.started.elapsed().as_millis() as u64,
         });
+        self.router.finish(self);
         self.records.event("run-finished", &json!({ "status": status, "error": error }));
         self.records.flush(true);
         if let Err(e) = self.records.write_document("result.json", &result) {

@@ -24,6 +24,7 @@ pub struct Progress {
     pub agents_working: AtomicUsize,
     pub agents_closed: AtomicUsize,
     pub ops_settled: AtomicUsize,
+    pub messages_sent: AtomicUsize,
     state: Mutex<State>,
     sink: Mutex<Option<Arc<dyn Sink>>>,
 }

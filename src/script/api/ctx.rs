@@ -1,7 +1,7 @@
 //! `ctx` facts and the small calls: `run_id`, `attempt`, `cwd`, `deadline`, `budget`, `log`,
 //! `warn`, `usage`, `spent`, `sleep`, `stop`, and `ctx.messages` (not built yet: it says so).
 
-use super::{script_err, terminated, Agents, Ctx, Messages, RResult};
+use super::{script_err, terminated, AgentHandle, Agents, Ctx, Messages, RResult};
 use crate::run::{scope, StopCause};
 use crate::script::convert::{to_dynamic, to_json};
 use rhai::{Dynamic, Engine, EvalAltResult, Map, NativeCallContext, INT};
@@ -17,7 +17,7 @@ pub fn register(engine: &mut Engine) {
             None => Dynamic::UNIT,
         })
         .register_get("agents", |c: &mut Ctx| Agents(c.0.clone()))
-        .register_get("messages", |_c: &mut Ctx| Messages)
+        .register_get("messages", |c: &mut Ctx| Messages(c.0.clone()))
         .register_get("budget", budget)
         .register_fn("log", |c: &mut Ctx, text: &str| c.0.log("info", text, &serde_json::Value::Null))
         .register_fn("log", |nc: NativeCallContext, c: &mut Ctx, text: &str, fields: Map| {
@@ -38,9 +38,62 @@ pub fn register(engine: &mut Engine) {
         .register_fn("sleep", sleep)
         .register_fn("stop", |nc: NativeCallContext, c: &mut Ctx, reason: &str| stop(&nc, c, reason))
         .register_fn("stop", |nc: NativeCallContext, c: &mut Ctx| stop(&nc, c, "stopped by the workflow"))
-        .register_fn("allow", |nc: NativeCallContext, _m: &mut Messages, _route: Map| -> RResult<()> {
-            Err(script_err(&nc, "ctx.messages.allow: messaging between agents is not built in this version of awf yet"))
-        });
+        .register_fn("allow", allow);
+}
+
+/// An agent handle of this run, or why the value is not one.
+fn route_end(run: &std::sync::Arc<crate::run::Run>, v: &Dynamic, field: &str) -> Result<String, String> {
+    let Some(h) = v.clone().try_cast::<AgentHandle>() else {
+        return Err(format!(
+            "`{field}` must be an agent handle (the value ctx.agents.open returned), not a {}",
+            v.type_name().rsplit("::").next().unwrap_or("value")
+        ));
+    };
+    if !std::sync::Arc::ptr_eq(&h.run, run) {
+        return Err(format!("`{field}`: agent {} belongs to another run", h.agent.key));
+    }
+    match run.agents.get(&h.agent.key) {
+        Some(a) if std::sync::Arc::ptr_eq(&a, &h.agent) && a.closed().is_none() => Ok(h.agent.key.clone()),
+        _ => Err(format!("`{field}`: agent {} is not open in this run (stopped or closed)", h.agent.key)),
+    }
+}
+
+/// `ctx.messages.allow(#{ from, to, purpose, max_messages })` or `#{ between: [a, b], ... }`.
+fn allow(nc: NativeCallContext, m: &mut Messages, route: Map) -> RResult<INT> {
+    let run = &m.0;
+    let f = super::Fields { map: &route, what: "route" };
+    let parsed = (|| -> Result<crate::messaging::Route, String> {
+        f.check_known(&["from", "to", "between", "purpose", "max_messages"])?;
+        let purpose = f
+            .string("purpose")?
+            .filter(|p| !p.trim().is_empty())
+            .ok_or("a route needs a `purpose` (shown to the agents)")?;
+        let max = match f.int("max_messages")? {
+            Some(n) if n < 1 => return Err(format!("`max_messages` must be at least 1, got {n}")),
+            other => other.map(|n| n as u32),
+        };
+        let (a, b, both) = match (f.get("between"), f.get("from"), f.get("to")) {
+            (Some(pair), None, None) => {
+                let pair = pair
+                    .clone()
+                    .into_array()
+                    .map_err(|_| "`between` must be an array of two agent handles".to_string())?;
+                if pair.len() != 2 {
+                    return Err(format!("`between` must name two agents, got {}", pair.len()));
+                }
+                (route_end(run, &pair[0], "between[0]")?, route_end(run, &pair[1], "between[1]")?, true)
+            }
+            (None, Some(from), Some(to)) => (route_end(run, from, "from")?, route_end(run, to, "to")?, false),
+            _ => return Err("give `from` and `to`, or `between: [a, b]`".into()),
+        };
+        if a == b {
+            return Err(format!("a route needs two different agents, got {a} twice"));
+        }
+        let stage = scope::current().and_then(|fr| fr.stage.clone());
+        Ok(crate::messaging::Route { id: 0, a, b, both, purpose, max, sent: 0, stage, open: true })
+    })();
+    let route = parsed.map_err(|e| script_err(&nc, format!("ctx.messages.allow: {e}")))?;
+    Ok(run.router.allow(run, route) as INT)
 }
 
 fn budget(c: &mut Ctx) -> Dynamic {

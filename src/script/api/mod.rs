@@ -22,7 +22,7 @@ pub struct Agents(pub Arc<Run>);
 
 /// `ctx.messages`.
 #[derive(Clone)]
-pub struct Messages;
+pub struct Messages(pub Arc<Run>);
 
 /// An agent handle.
 #[derive(Clone)]

@@ -21,6 +21,26 @@ pub fn register(engine: &mut rhai::Engine) {
         });
 }
 
+/// Waits for the stage's routes to fall quiet, unless the stage is cancelled or its deadline passes.
+fn settle_routes(run: &Arc<Run>, name: &str, frame: &Frame) -> Result<(), String> {
+    let stage: Option<Arc<str>> = Some(Arc::from(name));
+    let deadline = frame.deadline.as_ref().map(|d| d.at);
+    run.rt.block_on(async {
+        let until = async {
+            match deadline {
+                Some(at) => tokio::time::sleep_until(at.into()).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            biased;
+            _ = frame.cancel.cancelled() => Err(run.stop_reason()),
+            _ = until => Err("deadline exceeded while the stage's messages settled".to_string()),
+            _ = run.router.settle(&stage) => Ok(()),
+        }
+    })
+}
+
 fn stage(nc: &NativeCallContext, run: &Arc<Run>, name: &str, opts: Map, f: FnPtr) -> RResult<Dynamic> {
     let fields = Fields { map: &opts, what: "stage options" };
     fields.check_known(&["result", "summary"]).map_err(|e| script_err(nc, format!("ctx.stage(\"{name}\"): {e}")))?;
@@ -58,6 +78,13 @@ fn stage(nc: &NativeCallContext, run: &Arc<Run>, name: &str, opts: Map, f: FnPtr
         let _in_stage = scope::enter(frame.clone());
         f.call_within_context::<Dynamic>(nc, ())
     };
+    // A stage ends only when its routes carry nothing more: message operations settled, every
+    // answer owed given or failed. Then its routes close.
+    let result = match result {
+        Ok(v) => settle_routes(run, name, &frame).map(|_| v).map_err(|why| super::terminated(nc, why)),
+        Err(e) => Err(e),
+    };
+    run.router.close_stage(run, name);
     run.progress.stage_ended(name);
     let end = |status: &str, value: Option<&serde_json::Value>, summary: Option<&str>, reason: Option<&str>| {
         run.stages.end(&run.records, StageEnd { name, attempt: run.attempt, status, value, summary, reason });

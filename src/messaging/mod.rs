@@ -1,0 +1,339 @@
+//! Messages between agents: routes granted by the workflow, messages held for working agents and
+//! shown with their next turn, idle agents woken in a message operation, asks waiting for replies,
+//! and stages that end only when their routes carry nothing more.
+
+mod prompt;
+
+pub use prompt::context_text;
+
+use crate::control::messenger::{Held, Messenger};
+use crate::harness::BoxFuture;
+use crate::run::Run;
+use serde_json::json;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Instant;
+use tokio::sync::{oneshot, Notify};
+
+/// A permission for agents to message each other.
+#[derive(Debug, Clone)]
+pub struct Route {
+    pub id: u64,
+    /// The ends: messages go from `a` to `b`, and back too when `both` is set.
+    pub a: String,
+    pub b: String,
+    pub both: bool,
+    pub purpose: String,
+    pub max: Option<u32>,
+    pub sent: u32,
+    pub stage: Option<Arc<str>>,
+    pub open: bool,
+}
+
+impl Route {
+    fn carries(&self, from: &str, to: &str) -> bool {
+        self.open && ((self.a == from && self.b == to) || (self.both && self.b == from && self.a == to))
+    }
+
+    /// The other end for `me`, if `me` may send on this route.
+    pub fn peer_of(&self, me: &str) -> Option<&str> {
+        if !self.open {
+            return None;
+        }
+        if self.a == me {
+            Some(&self.b)
+        } else if self.both && self.b == me {
+            Some(&self.a)
+        } else {
+            None
+        }
+    }
+
+    pub fn remaining(&self) -> Option<u32> {
+        self.max.map(|m| m.saturating_sub(self.sent))
+    }
+}
+
+struct Message {
+    n: u64,
+    route: u64,
+    from: String,
+    to: String,
+    text: String,
+    asks: bool,
+    stage: Option<Arc<str>>,
+}
+
+struct Owed {
+    asker: String,
+    to: String,
+    stage: Option<Arc<str>>,
+    reply: oneshot::Sender<Result<String, String>>,
+    /// Set once the asked agent has been shown the question.
+    shown: bool,
+}
+
+#[derive(Default)]
+struct Inner {
+    routes: Vec<Route>,
+    next_n: u64,
+    held: HashMap<String, Vec<Message>>,
+    owed: HashMap<u64, Owed>,
+    /// Message operations in flight, by owning stage (`None`: the run).
+    waking: HashMap<Option<Arc<str>>, usize>,
+}
+
+/// The run's message router.
+#[derive(Default)]
+pub struct Router {
+    inner: Mutex<Inner>,
+    quiet: Notify,
+}
+
+fn lock(m: &Mutex<Inner>) -> std::sync::MutexGuard<'_, Inner> {
+    // Every update below is completed before the lock is released; a poisoned lock is consistent.
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Router {
+    /// Grants a route; `stage` is the stage it was granted in (it closes with it).
+    pub fn allow(&self, run: &Run, mut route: Route) -> u64 {
+        let mut inner = lock(&self.inner);
+        route.id = inner.routes.len() as u64 + 1;
+        let id = route.id;
+        run.records.event(
+            "route-granted",
+            &json!({ "route": id, "from": route.a, "to": route.b, "both": route.both, "purpose": route.purpose,
+                     "max_messages": route.max, "stage": route.stage.as_deref() }),
+        );
+        inner.routes.push(route);
+        id
+    }
+
+    /// The routes `key` may send on, for its prompt.
+    pub fn routes_of(&self, key: &str) -> Vec<Route> {
+        lock(&self.inner).routes.iter().filter(|r| r.peer_of(key).is_some()).cloned().collect()
+    }
+
+    /// Takes the messages held for `key`, marking them delivered.
+    pub fn take_held(&self, run: &Run, key: &str) -> Vec<Held> {
+        let mut inner = lock(&self.inner);
+        let msgs = inner.held.remove(key).unwrap_or_default();
+        for m in &msgs {
+            if let Some(o) = inner.owed.get_mut(&m.n) {
+                o.shown = true;
+            }
+            run.records.event(
+                "message-delivered",
+                &json!({ "n": m.n, "route": m.route, "from": m.from, "to": m.to, "bytes": m.text.len() }),
+            );
+        }
+        msgs.into_iter().map(|m| Held { n: m.n, from: m.from, text: m.text, asks: m.asks }).collect()
+    }
+
+    pub fn has_held(&self, key: &str) -> bool {
+        lock(&self.inner).held.get(key).is_some_and(|v| !v.is_empty())
+    }
+
+    /// The stage owning the oldest message held for `key`, when any is held.
+    pub fn held_stage(&self, key: &str) -> Option<Option<Arc<str>>> {
+        lock(&self.inner).held.get(key).and_then(|v| v.first()).map(|m| m.stage.clone())
+    }
+
+    fn send(
+        &self,
+        run: &Arc<Run>,
+        from: &str,
+        to: &str,
+        text: &str,
+        ask: Option<oneshot::Sender<Result<String, String>>>,
+    ) -> Result<u64, String> {
+        let agent = run.agents.get(to);
+        let mut inner = lock(&self.inner);
+        let Some(route) = inner.routes.iter_mut().find(|r| r.carries(from, to)) else {
+            let mine: Vec<String> = inner.routes.iter().filter_map(|r| r.peer_of(from).map(String::from)).collect();
+            let have = if mine.is_empty() { "none".to_string() } else { mine.join(", ") };
+            return Err(format!("refused: no route from {from} to {to} (your routes go to: {have})"));
+        };
+        if route.remaining() == Some(0) {
+            return Err(format!(
+                "refused: the route from {from} to {to} allows {} messages and all were sent",
+                route.max.unwrap_or(0)
+            ));
+        }
+        let Some(agent) = agent.filter(|a| a.closed().is_none()) else {
+            return Err(format!("refused: {to} is not open (stopped or closed)"));
+        };
+        route.sent += 1;
+        let (route_id, stage) = (route.id, route.stage.clone());
+        inner.next_n += 1;
+        let n = inner.next_n;
+        run.records.event(
+            "message-sent",
+            &json!({ "n": n, "route": route_id, "from": from, "to": to, "bytes": text.len(), "asks": ask.is_some() }),
+        );
+        let asks = ask.is_some();
+        if let Some(reply) = ask {
+            inner.owed.insert(n, Owed { asker: from.into(), to: to.into(), stage: stage.clone(), reply, shown: false });
+        }
+        inner.held.entry(to.to_string()).or_default().push(Message {
+            n,
+            route: route_id,
+            from: from.into(),
+            to: to.into(),
+            text: text.into(),
+            asks,
+            stage: stage.clone(),
+        });
+        run.progress.messages_sent.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let idle = agent.busy() == 0;
+        if idle {
+            *inner.waking.entry(stage.clone()).or_default() += 1;
+        }
+        drop(inner);
+        if idle {
+            crate::agent::message_op::wake(run.clone(), agent, stage);
+        }
+        Ok(n)
+    }
+
+    /// A message operation owned by `stage` ended.
+    pub fn woke(&self, stage: &Option<Arc<str>>) {
+        let mut inner = lock(&self.inner);
+        if let Some(c) = inner.waking.get_mut(stage) {
+            *c = c.saturating_sub(1);
+        }
+        drop(inner);
+        self.quiet.notify_waiters();
+    }
+
+    /// Counts a message operation started for held messages (not by a send).
+    pub fn waking(&self, stage: &Option<Arc<str>>) {
+        *lock(&self.inner).waking.entry(stage.clone()).or_default() += 1;
+    }
+
+    fn reply(&self, run: &Run, from: &str, n: u64, text: &str) -> Result<(), String> {
+        let mut inner = lock(&self.inner);
+        match inner.owed.get(&n) {
+            Some(o) if o.to == from => {}
+            Some(_) => return Err(format!("refused: message {n} did not ask you")),
+            None => return Err(format!("refused: message {n} is not waiting for a reply")),
+        }
+        let Some(owed) = inner.owed.remove(&n) else {
+            return Err(format!("refused: message {n} is not waiting for a reply"));
+        };
+        run.records.event("message-replied", &json!({ "n": n, "from": from, "to": owed.asker, "bytes": text.len() }));
+        let _ = owed.reply.send(Ok(text.to_string()));
+        drop(inner);
+        self.quiet.notify_waiters();
+        Ok(())
+    }
+
+    /// Fails every ask `key` was shown and has not answered (its turn ended), or all asks to it
+    /// when `all` (it stopped or failed).
+    pub fn fail_asks_to(&self, run: &Run, key: &str, why: &str, all: bool) {
+        let mut inner = lock(&self.inner);
+        let ns: Vec<u64> =
+            inner.owed.iter().filter(|(_, o)| o.to == key && (all || o.shown)).map(|(n, _)| *n).collect();
+        for n in ns {
+            if let Some(o) = inner.owed.remove(&n) {
+                run.records.event("message-ask-failed", &json!({ "n": n, "to": key, "asker": o.asker, "why": why }));
+                let _ = o.reply.send(Err(why.to_string()));
+            }
+        }
+        drop(inner);
+        self.quiet.notify_waiters();
+    }
+
+    /// Whether the routes of `stage` still carry something: a message operation running or an
+    /// answer owed.
+    fn busy(&self, stage: &Option<Arc<str>>) -> bool {
+        let inner = lock(&self.inner);
+        inner.waking.get(stage).copied().unwrap_or(0) > 0 || inner.owed.values().any(|o| &o.stage == stage)
+    }
+
+    /// Waits until `stage`'s routes carry nothing more. Cancel safety: dropping it waits no more.
+    pub async fn settle(&self, stage: &Option<Arc<str>>) {
+        loop {
+            let notified = self.quiet.notified();
+            if !self.busy(stage) {
+                return;
+            }
+            notified.await;
+        }
+    }
+
+    /// Closes the routes granted in `stage`.
+    pub fn close_stage(&self, run: &Run, stage: &str) {
+        let mut inner = lock(&self.inner);
+        for r in inner.routes.iter_mut().filter(|r| r.open && r.stage.as_deref() == Some(stage)) {
+            r.open = false;
+            run.records.event("route-closed", &json!({ "route": r.id, "stage": stage }));
+        }
+    }
+
+    /// At the run's end: records what was never delivered and fails the asks still owed.
+    pub fn finish(&self, run: &Run) {
+        let mut inner = lock(&self.inner);
+        for (_, msgs) in inner.held.drain() {
+            for m in msgs {
+                run.records.event(
+                    "message-undelivered",
+                    &json!({ "n": m.n, "from": m.from, "to": m.to, "bytes": m.text.len() }),
+                );
+            }
+        }
+        for (n, o) in inner.owed.drain() {
+            let _ = o.reply.send(Err(format!("the run ended before {} replied to message {n}", o.to)));
+        }
+    }
+}
+
+/// One agent's view of the router, for its control socket and its harness.
+pub struct AgentMessenger {
+    pub run: Weak<Run>,
+    pub key: String,
+}
+
+impl Messenger for AgentMessenger {
+    fn send(&self, to: &str, text: &str) -> Result<u64, String> {
+        let run = self.run.upgrade().ok_or("refused: the run has ended")?;
+        run.router.send(&run, &self.key, to, text, None)
+    }
+
+    fn ask(&self, to: &str, text: &str, deadline: Option<Instant>) -> BoxFuture<'static, Result<String, String>> {
+        let (tx, rx) = oneshot::channel();
+        let sent = self
+            .run
+            .upgrade()
+            .ok_or_else(|| "refused: the run has ended".to_string())
+            .and_then(|run| run.router.send(&run, &self.key, to, text, Some(tx)).map(|n| (n, run.root.clone())));
+        let to = to.to_string();
+        Box::pin(async move {
+            let (n, stop) = sent?;
+            let until = async {
+                match deadline {
+                    Some(at) => tokio::time::sleep_until(at.into()).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                r = rx => r.unwrap_or_else(|_| Err(format!("{to} never replied to message {n}"))),
+                _ = until => Err(format!("no reply from {to} to message {n} before your operation's deadline")),
+                _ = stop.cancelled() => Err("the run was stopped".into()),
+            }
+        })
+    }
+
+    fn reply(&self, n: u64, text: &str) -> Result<(), String> {
+        let run = self.run.upgrade().ok_or("refused: the run has ended")?;
+        run.router.reply(&run, &self.key, n, text)
+    }
+
+    fn inbox(&self) -> Vec<Held> {
+        match self.run.upgrade() {
+            Some(run) => run.router.take_held(&run, &self.key),
+            None => Vec::new(),
+        }
+    }
+}

@@ -1,0 +1,40 @@
+//! The part of a prompt that tells an agent about its routes and the messages held for it.
+
+use super::Route;
+use crate::control::messenger::Held;
+
+/// The routes an agent has and the messages it is shown, as prompt text; empty when it has none.
+pub fn context_text(launcher: &str, routes: &[Route], me: &str, held: &[Held]) -> String {
+    let mut out = String::new();
+    if !held.is_empty() {
+        out.push_str("Messages for you:\n");
+        for m in held {
+            out.push_str(&format!(
+                "- #{} from {}{}:\n{}\n",
+                m.n,
+                m.from,
+                if m.asks { " (asks for a reply)" } else { "" },
+                m.text
+            ));
+            if m.asks {
+                out.push_str(&format!("  Reply with: {launcher} reply {} <<'WF_MSG'\n<your reply>\nWF_MSG\n", m.n));
+            }
+        }
+        out.push('\n');
+    }
+    if !routes.is_empty() {
+        out.push_str("You may message other agents:\n");
+        for r in routes {
+            let Some(peer) = r.peer_of(me) else { continue };
+            let left = match r.remaining() {
+                Some(n) => format!("{n} messages left"),
+                None => "no message limit".into(),
+            };
+            out.push_str(&format!("- {peer}: {} ({left})\n", r.purpose));
+        }
+        out.push_str(&format!(
+            "Send with: {launcher} send <agent> <<'WF_MSG'\n<text>\nWF_MSG\nAsk and wait for the reply with: {launcher} ask <agent> <<'WF_MSG'\n<question>\nWF_MSG\nSee held messages with: {launcher} inbox\n\n"
+        ));
+    }
+    out
+}
