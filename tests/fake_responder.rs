@@ -378,7 +378,7 @@ fn a_responder_that_errors_or_returns_nonsense_fails_the_turn() {
     env.with_responder(
         r#"fn respond(turn) {
             if turn.agent == "throws" { throw "responder bug"; }
-            if turn.agent == "oddkey" { return #{ reply: "x" }; }
+            if turn.agent == "oddkey" { return #{ answr: "x" }; }
             if turn.agent == "notmap" { return 42; }
             ()
         }"#,
@@ -389,7 +389,7 @@ fn a_responder_that_errors_or_returns_nonsense_fails_the_turn() {
     let out = env.run(script, &[]);
     out.expect_code(0);
     let v = out.json();
-    for (i, needle) in ["responder bug", "unknown key `reply`", "must return a map"].iter().enumerate() {
+    for (i, needle) in ["responder bug", "unknown key `answr`", "must return a map"].iter().enumerate() {
         assert_eq!(v[i]["kind"], "failed", "{v}");
         assert!(v[i]["reason"].as_str().expect("reason").contains(needle), "{needle}: {v}");
     }

@@ -49,14 +49,15 @@ impl FakeSession {
     /// Carries out a reply's `send`, `reply` and `ask` lists, noting each result in `replies`.
     /// True when asks were made: the responder is then called again to see their replies.
     async fn messages(&self, input: &TurnInput, reply: &Value, replies: &mut Vec<Value>) -> Result<bool, String> {
-        let list = |key: &str| -> Vec<Value> {
+        let list = |key: &str| -> Result<Vec<Value>, String> {
             match reply.get(key) {
-                Some(Value::Array(a)) => a.clone(),
-                Some(v @ Value::Object(_)) => vec![v.clone()],
-                _ => Vec::new(),
+                None | Some(Value::Null) => Ok(Vec::new()),
+                Some(Value::Array(a)) => Ok(a.clone()),
+                Some(v @ Value::Object(_)) => Ok(vec![v.clone()]),
+                Some(v) => Err(format!("`{key}` must be a map or an array of maps, got {v}")),
             }
         };
-        let (sends, asks, answers) = (list("send"), list("ask"), list("reply"));
+        let (sends, asks, answers) = (list("send")?, list("ask")?, list("reply")?);
         if sends.is_empty() && asks.is_empty() && answers.is_empty() {
             return Ok(false);
         }
