@@ -33,7 +33,10 @@ async fn message_turns(run: &Arc<Run>, agent: &Arc<Agent>, stage: &Option<Arc<st
             run.router.fail_asks_to(run, &agent.key, &why, true);
             return;
         }
-        let _permit = run.scheduler.acquire().await;
+        // An asker keeps its operation slot while it waits for the reply: a message operation
+        // that answers an ask runs on that slot, else with every slot held by askers (always, with
+        // --max-concurrency 1) no reply could ever come.
+        let _permit = if run.router.holds_ask(&agent.key) { None } else { Some(run.scheduler.acquire().await) };
         let k = agent.next_message_op();
         let op_id = format!("{}#m{k}", agent.key);
         let started = Instant::now();

@@ -227,7 +227,11 @@ pub fn run(run: &Arc<Run>, agent: &Arc<Agent>, turn: Turn, frame: &Frame) -> Res
         let why = format!("its operation {op_id} {}: {}", kind.as_str(), outcome.reason.as_deref().unwrap_or(""));
         agent.close_with(run, &why);
     }
-    lock(&agent.ops).insert(op_id, (hash, outcome.clone()));
+    // Only explicit ids can recur within a run (default ids count up), so only they are kept for
+    // the same-id-same-outcome rule.
+    if turn.id.is_some() {
+        lock(&agent.ops).insert(op_id, (hash, outcome.clone()));
+    }
     agent.leave(run);
     match terminated {
         Some(why) => Err(OpError::Terminated(why)),

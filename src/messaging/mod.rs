@@ -135,6 +135,11 @@ impl Router {
         lock(&self.inner).held.get(key).is_some_and(|v| !v.is_empty())
     }
 
+    /// Whether a message held for `key` asks for a reply.
+    pub fn holds_ask(&self, key: &str) -> bool {
+        lock(&self.inner).held.get(key).is_some_and(|v| v.iter().any(|m| m.asks))
+    }
+
     /// The stage owning the oldest message held for `key`, when any is held.
     pub fn held_stage(&self, key: &str) -> Option<Option<Arc<str>>> {
         lock(&self.inner).held.get(key).and_then(|v| v.first()).map(|m| m.stage.clone())
@@ -156,9 +161,10 @@ impl Router {
             return Err(format!("refused: no route from {from} to {to} (your routes go to: {have})"));
         };
         if route.remaining() == Some(0) {
+            let max = route.max.unwrap_or(0);
+            let plural = if max == 1 { "" } else { "s" };
             return Err(format!(
-                "refused: the route from {from} to {to} allows {} messages and all were sent",
-                route.max.unwrap_or(0)
+                "refused: the route from {from} to {to} allows {max} message{plural} and all were sent"
             ));
         }
         let Some(agent) = agent.filter(|a| a.closed().is_none()) else {

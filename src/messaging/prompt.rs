@@ -27,6 +27,7 @@ pub fn context_text(launcher: &str, routes: &[Route], me: &str, held: &[Held]) -
         for r in routes {
             let Some(peer) = r.peer_of(me) else { continue };
             let left = match r.remaining() {
+                Some(1) => "1 message left".into(),
                 Some(n) => format!("{n} messages left"),
                 None => "no message limit".into(),
             };

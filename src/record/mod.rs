@@ -23,7 +23,7 @@ pub const FORMAT_VERSION: u32 = 1;
 pub struct Recorder {
     dir: PathBuf,
     attempt: u32,
-    tx: Mutex<Option<mpsc::Sender<Msg>>>,
+    tx: mpsc::Sender<Msg>,
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
 
@@ -62,7 +62,7 @@ impl Recorder {
         let (tx, rx) = mpsc::channel();
         let files = writer::Files::open(dir)?;
         let thread = std::thread::Builder::new().name("awf-records".into()).spawn(move || writer::run(files, rx))?;
-        Ok(Recorder { dir: dir.to_path_buf(), attempt, tx: Mutex::new(Some(tx)), thread: Mutex::new(Some(thread)) })
+        Ok(Recorder { dir: dir.to_path_buf(), attempt, tx, thread: Mutex::new(Some(thread)) })
     }
 
     pub fn dir(&self) -> &Path {
@@ -105,21 +105,14 @@ impl Recorder {
     /// Flushes, syncs and stops the writer. Later appends are dropped.
     pub fn close(&self) {
         self.flush(true);
-        self.lock_tx().take();
+        self.send(Msg::Close);
         if let Some(t) = self.thread.lock().unwrap_or_else(|p| p.into_inner()).take() {
             let _ = t.join();
         }
     }
 
     fn send(&self, msg: Msg) -> bool {
-        match &*self.lock_tx() {
-            Some(tx) => tx.send(msg).is_ok(),
-            None => false,
-        }
-    }
-
-    fn lock_tx(&self) -> std::sync::MutexGuard<'_, Option<mpsc::Sender<Msg>>> {
-        self.tx.lock().unwrap_or_else(|p| p.into_inner())
+        self.tx.send(msg).is_ok()
     }
 }
 

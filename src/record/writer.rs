@@ -5,6 +5,7 @@ use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::path::Path;
 use std::sync::mpsc;
+use std::time::{Duration, Instant};
 
 /// The append-only files of a run folder.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -24,7 +25,12 @@ const STREAMS: [(Stream, &str); 4] = [
 
 pub enum Msg {
     Line(Stream, Vec<u8>),
-    Flush { sync: bool, ack: mpsc::Sender<()> },
+    Flush {
+        sync: bool,
+        ack: mpsc::Sender<()>,
+    },
+    /// Write what is queued and stop.
+    Close,
 }
 
 pub struct Files {
@@ -67,10 +73,17 @@ impl Files {
     }
 }
 
-/// Runs until every sender is gone, writing what is queued in batches.
+/// How long the writer gathers lines after the first one before writing them: a busy run makes
+/// one write per file per window instead of one per line; a quiet one waits at most this long.
+const WINDOW: Duration = Duration::from_millis(2);
+
+/// Runs until closed (or every sender is gone), writing what is queued in batches.
 pub fn run(mut files: Files, rx: mpsc::Receiver<Msg>) {
     const BATCH_BYTES: usize = 256 * 1024;
-    while let Ok(first) = rx.recv() {
+    let mut open = true;
+    while open {
+        let Ok(first) = rx.recv() else { break };
+        let window_ends = Instant::now() + WINDOW;
         let mut acks = Vec::new();
         let mut queued = 0usize;
         let mut next = Some(first);
@@ -81,11 +94,13 @@ pub fn run(mut files: Files, rx: mpsc::Receiver<Msg>) {
                     files.pending[Files::index(stream)].extend_from_slice(&bytes);
                 }
                 Msg::Flush { sync, ack } => acks.push((sync, ack)),
+                Msg::Close => open = false,
             }
-            if queued >= BATCH_BYTES || !acks.is_empty() {
+            if queued >= BATCH_BYTES || !acks.is_empty() || !open {
                 break;
             }
-            next = rx.try_recv().ok();
+            let left = window_ends.saturating_duration_since(Instant::now());
+            next = rx.recv_timeout(left).ok();
         }
         files.write_pending();
         if acks.iter().any(|(sync, _)| *sync) {

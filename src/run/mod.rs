@@ -71,10 +71,13 @@ pub struct Run {
     started_at: String,
     run_doc: Mutex<Value>,
     stop: Mutex<Option<StopCause>>,
-    usage_log: Mutex<Vec<Value>>,
+    /// Every settled operation's `turns.jsonl` line, kept as text (smaller than parsed JSON).
+    usage_log: Mutex<Vec<String>>,
     simulated: AtomicBool,
     budget_warned: AtomicBool,
     responder_loader: ResponderLoader,
+    /// The script host's engine for this run (held weakly: the engine holds the run).
+    pub script_engine: std::sync::OnceLock<std::sync::Weak<dyn std::any::Any + Send + Sync>>,
     responders: Mutex<HashMap<PathBuf, Arc<dyn Responder>>>,
 }
 
@@ -133,6 +136,7 @@ impl Run {
             simulated: AtomicBool::new(false),
             budget_warned: AtomicBool::new(false),
             responder_loader,
+            script_engine: std::sync::OnceLock::new(),
             responders: Mutex::new(HashMap::new()),
         }))
     }
@@ -228,12 +232,12 @@ impl Run {
             self.simulated.store(true, Ordering::Relaxed);
         }
         self.progress.ops_settled.fetch_add(1, Ordering::Relaxed);
-        lock(&self.usage_log).push(line);
+        lock(&self.usage_log).push(line.to_string());
     }
 
     /// Every operation record so far (`ctx.usage()`).
     pub fn usage(&self) -> Vec<Value> {
-        lock(&self.usage_log).clone()
+        lock(&self.usage_log).iter().filter_map(|l| serde_json::from_str(l).ok()).collect()
     }
 
     /// Writes `result.json`, completes `run.json`, and closes the records.

@@ -6,6 +6,7 @@ mod api;
 mod check;
 mod convert;
 mod engine;
+mod pool;
 mod render;
 mod resolver;
 mod responder;
@@ -106,7 +107,9 @@ pub fn spawn(
     let (display, source, cwd) = (program.display.clone(), program.source.clone(), program.cwd.clone());
     std::thread::Builder::new().name("awf-script".into()).stack_size(SCRIPT_STACK).spawn(move || {
         let args = convert::to_dynamic(&args);
-        let engine = engine::build(Some(run.clone()), Some(resolver), Some(args.clone()));
+        let engine = Arc::new(engine::build(Some(run.clone()), Some(resolver), Some(args.clone())));
+        let any: Arc<dyn std::any::Any + Send + Sync> = engine.clone();
+        let _ = run.script_engine.set(Arc::downgrade(&any));
         let _root = scope::enter(Arc::new(scope::Frame::root(run.root.clone(), run.deadline)));
         let mut scope = Scope::new();
         let result = if has_run_fn {

@@ -4,6 +4,8 @@
 mod agents;
 mod ctx;
 mod parallel;
+
+pub use parallel::WORKER_STACK;
 mod stage;
 
 use crate::run::Run;

@@ -5,6 +5,7 @@
 use super::{script_err, terminated, Ctx, Fields, RResult};
 use crate::run::scope::{self, DeadlineKind, Frame};
 use crate::run::Run;
+use crate::script::pool;
 use crate::script::render;
 use rhai::{Array, Dynamic, EvalAltResult, FnPtr, Map, NativeCallContext, INT};
 use serde_json::json;
@@ -14,6 +15,56 @@ use std::sync::{Arc, Mutex};
 
 /// What one branch returned.
 type Branch = Result<Dynamic, Box<EvalAltResult>>;
+
+/// What every worker of one `ctx.parallel` call shares. Owned, so that workers can be pooled
+/// threads rather than scoped ones.
+struct Shared {
+    engine: Arc<rhai::Engine>,
+    #[allow(deprecated)] // NativeCallContextStore is marked volatile, not deprecated
+    call: rhai::NativeCallContextStore,
+    f: FnPtr,
+    items: Array,
+    frame: Arc<Frame>,
+    results: Vec<Mutex<Option<Branch>>>,
+    first_error: Mutex<Option<usize>>,
+    next: AtomicUsize,
+    arity: AtomicU8,
+    group: Option<u64>,
+    settled: bool,
+    run: Arc<Run>,
+}
+
+impl Shared {
+    /// One worker: takes items in order until none are left or the group is cancelled.
+    fn work(&self) {
+        #[allow(deprecated)] // create_context is marked volatile, not deprecated
+        let nc = self.call.create_context(&self.engine);
+        let _in_scope = scope::enter(self.frame.clone());
+        let n = self.items.len();
+        loop {
+            let i = self.next.fetch_add(1, Ordering::SeqCst);
+            if i >= n || self.frame.cancel.is_cancelled() || self.frame.expired().is_some() {
+                break;
+            }
+            if let Some(g) = self.group {
+                self.run.progress.group_item(g, false);
+            }
+            let r = call_branch(&nc, &self.f, &self.arity, self.items[i].clone(), i);
+            if let Some(g) = self.group {
+                self.run.progress.group_item(g, true);
+            }
+            // A branch stopped by the group's own deadline cancels nobody: its siblings meet the
+            // same deadline and settle `timed-out` rather than `cancelled`.
+            let by_deadline = self.frame.expired().is_some()
+                && matches!(&r, Err(e) if matches!(**e, EvalAltResult::ErrorTerminated(..)));
+            if r.is_err() && !self.settled && !by_deadline {
+                self.first_error.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert(i);
+                self.frame.cancel.cancel();
+            }
+            *self.results[i].lock().unwrap_or_else(|p| p.into_inner()) = Some(r);
+        }
+    }
+}
 
 /// Stack for every script worker thread (RHAI-HOST.md pitfall 3).
 pub const WORKER_STACK: usize = 16 << 20;
@@ -141,50 +192,60 @@ fn parallel(
         &json!({ "label": opts.label, "items": n, "concurrency": conc, "stage": parent.stage.as_deref() }),
     );
 
-    let results: Vec<Mutex<Option<Branch>>> = (0..n).map(|_| Mutex::new(None)).collect();
-    let first_error = Mutex::new(None::<usize>);
-    let next = AtomicUsize::new(0);
-    let arity = AtomicU8::new(0);
-    let worker = || {
-        let _in_scope = scope::enter(frame.clone());
-        loop {
-            let i = next.fetch_add(1, Ordering::SeqCst);
-            if i >= n || frame.cancel.is_cancelled() || frame.expired().is_some() {
+    let engine = run
+        .script_engine
+        .get()
+        .and_then(|w| w.upgrade())
+        .and_then(|a| a.downcast::<rhai::Engine>().ok())
+        .ok_or_else(|| script_err(nc, format!("{name}: the script engine is gone")))?;
+    #[allow(deprecated)] // store_data is marked volatile, not deprecated
+    let shared = Arc::new(Shared {
+        engine,
+        call: nc.store_data(),
+        f,
+        items,
+        frame: frame.clone(),
+        results: (0..n).map(|_| Mutex::new(None)).collect(),
+        first_error: Mutex::new(None),
+        next: AtomicUsize::new(0),
+        arity: AtomicU8::new(0),
+        group,
+        settled,
+        run: run.clone(),
+    });
+    let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+    let mut started = 0;
+    let mut spawn_error = None;
+    for _ in 0..conc {
+        let (job, done) = (shared.clone(), done_tx.clone());
+        match pool::spawn(Box::new(move || {
+            job.work();
+            // Released before reporting, so the caller can take the results back whole.
+            drop(job);
+            let _ = done.send(());
+        })) {
+            Ok(()) => started += 1,
+            Err(e) => {
+                spawn_error = Some(e);
+                shared.frame.cancel.cancel();
                 break;
             }
-            if let Some(g) = group {
-                run.progress.group_item(g, false);
-            }
-            let r = call_branch(nc, &f, &arity, items[i].clone(), i);
-            if let Some(g) = group {
-                run.progress.group_item(g, true);
-            }
-            // A branch stopped by the group's own deadline cancels nobody: its siblings meet the
-            // same deadline and settle `timed-out` rather than `cancelled`.
-            let by_deadline =
-                frame.expired().is_some() && matches!(&r, Err(e) if matches!(**e, EvalAltResult::ErrorTerminated(..)));
-            if r.is_err() && !settled && !by_deadline {
-                first_error.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert(i);
-                frame.cancel.cancel();
-            }
-            *results[i].lock().unwrap_or_else(|p| p.into_inner()) = Some(r);
         }
+    }
+    drop(done_tx);
+    for _ in 0..started {
+        // A worker that panicked drops its sender without sending; the others still report.
+        if done_rx.recv().is_err() {
+            break;
+        }
+    }
+    let spawned = match spawn_error {
+        Some(e) => Err(e),
+        None => Ok(()),
     };
-    let spawned = if conc <= 1 {
-        worker();
-        Ok(())
-    } else {
-        std::thread::scope(|s| {
-            for k in 0..conc {
-                std::thread::Builder::new()
-                    .name(format!("awf-branch-{k}"))
-                    .stack_size(WORKER_STACK)
-                    .spawn_scoped(s, worker)
-                    .map_err(|e| format!("cannot start a parallel worker thread: {e}"))?;
-            }
-            Ok::<(), String>(())
-        })
-    };
+    let shared = Arc::try_unwrap(shared).map_err(|_| script_err(nc, format!("{name}: a branch outlived its group")))?;
+    let first_error = shared.first_error;
+    let results = shared.results;
     if let Some(g) = group {
         run.progress.group_ended(g);
     }
