@@ -31,6 +31,8 @@ async fn message_turns(run: &Arc<Run>, agent: &Arc<Agent>, stage: &Option<Arc<st
         if let Some(why) = run.scheduler.budget_exhausted() {
             run.budget_exhausted_once(&why);
             run.router.fail_asks_to(run, &agent.key, &why, true);
+            // No operation can start again: the held messages would wake the agent forever.
+            run.router.drop_held(run, &agent.key, &why);
             return;
         }
         // An asker keeps its operation slot while it waits for the reply: a message operation

@@ -10,7 +10,6 @@ use crate::record::now_iso;
 use crate::run::scope::{DeadlineKind, Frame};
 use crate::run::Run;
 use serde_json::json;
-use sha2::{Digest, Sha256};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -34,16 +33,17 @@ pub enum OpError {
     Terminated(String),
 }
 
+/// A stable fingerprint of what a turn asks (prompt, schema, nudge): an op id used again must
+/// ask the same; resume matches journal entries by it. xxh3-128: fast, and stable across versions.
 fn turn_hash(turn: &Turn) -> String {
-    let mut h = Sha256::new();
+    let mut h = xxhash_rust::xxh3::Xxh3::new();
     h.update(turn.prompt.as_bytes());
-    h.update([0]);
+    h.update(&[0]);
     h.update(turn.schema.text.as_bytes());
-    h.update([0]);
+    h.update(&[0]);
     h.update(turn.nudge.text.as_bytes());
-    h.update(turn.nudge.max.to_le_bytes());
-    let digest = h.finalize();
-    digest.iter().take(16).map(|b| format!("{b:02x}")).collect()
+    h.update(&turn.nudge.max.to_le_bytes());
+    format!("{:032x}", h.digest128())
 }
 
 /// Converts a unix-ms deadline to an `Instant` (already passed deadlines become now).
@@ -190,8 +190,7 @@ pub fn run(run: &Arc<Run>, agent: &Arc<Agent>, turn: Turn, frame: &Frame) -> Res
     if let Some(e) = &agent.endpoint {
         e.settle_op(&op_id, kind.as_str());
     }
-    // Asks this agent was shown during the operation and left unanswered fail now.
-    run.router.fail_asks_to(run, &agent.key, &format!("{} ended its turn without replying", agent.key), false);
+
     if cost_source != CostSource::Harness && !simulated {
         match crate::accounting::price_tokens(run.price(&model), &usage) {
             Some(cost) => {
@@ -227,6 +226,9 @@ pub fn run(run: &Arc<Run>, agent: &Arc<Agent>, turn: Turn, frame: &Frame) -> Res
         let why = format!("its operation {op_id} {}: {}", kind.as_str(), outcome.reason.as_deref().unwrap_or(""));
         agent.close_with(run, &why);
     }
+    // Asks this agent was shown during the operation and left unanswered fail now (after a
+    // failure closed the agent, they already failed with its reason).
+    run.router.fail_asks_to(run, &agent.key, &format!("{} ended its turn without replying", agent.key), false);
     // Only explicit ids can recur within a run (default ids count up), so only they are kept for
     // the same-id-same-outcome rule.
     if turn.id.is_some() {
@@ -255,23 +257,81 @@ pub struct Settled<'a> {
 
 impl Settled<'_> {
     /// The `turns.jsonl` line.
-    pub fn turn_line(&self) -> serde_json::Value {
+    pub fn turn_line(&self) -> String {
         let (a, o, u) = (self.agent, self.outcome, &self.outcome.usage);
-        json!({
-            "agent": a.key, "op_id": o.op_id, "kind": self.kind, "outcome": o.kind.as_str(),
-            "reason": o.reason, "stage": self.stage, "label": self.label, "harness": a.harness(),
-            "model": self.model, "input_tokens": u.input_tokens, "output_tokens": u.output_tokens,
-            "cache_read_tokens": u.cache_read_tokens, "cache_write_tokens": u.cache_write_tokens,
-            "tokens": u.tokens(), "cost_usd": u.cost_usd, "cost_source": o.cost_source,
-            "simulated": o.simulated, "rejections": self.rejections, "duration_ms": o.duration_ms,
-            "delivered_at": self.started_at, "settled_at": now_iso(), "sessions": [],
-        })
+        let line = TurnLine {
+            agent: &a.key,
+            op_id: &o.op_id,
+            kind: self.kind,
+            outcome: o.kind.as_str(),
+            reason: o.reason.as_deref(),
+            stage: self.stage,
+            label: self.label,
+            harness: a.harness(),
+            model: self.model,
+            input_tokens: u.input_tokens,
+            output_tokens: u.output_tokens,
+            cache_read_tokens: u.cache_read_tokens,
+            cache_write_tokens: u.cache_write_tokens,
+            tokens: u.tokens(),
+            cost_usd: u.cost_usd,
+            cost_source: o.cost_source,
+            simulated: o.simulated,
+            rejections: self.rejections,
+            duration_ms: o.duration_ms,
+            delivered_at: self.started_at,
+            settled_at: &now_iso(),
+            sessions: &[],
+        };
+        serde_json::to_string(&line).unwrap_or_default()
     }
 
     /// The `journal.jsonl` line, for answered operations only.
-    pub fn journal_line(&self) -> Option<serde_json::Value> {
+    pub fn journal_line(&self) -> Option<String> {
         (self.outcome.kind == OutcomeKind::Answered).then(|| {
-            json!({ "agent": self.agent.key, "op_id": self.outcome.op_id, "turn_hash": self.turn_hash, "outcome": self.outcome })
+            let line = JournalLine {
+                agent: &self.agent.key,
+                op_id: &self.outcome.op_id,
+                turn_hash: self.turn_hash,
+                outcome: self.outcome,
+            };
+            serde_json::to_string(&line).unwrap_or_default()
         })
     }
+}
+
+/// One `turns.jsonl` line. Serialised straight from borrowed fields: no JSON tree is built.
+#[derive(serde::Serialize)]
+struct TurnLine<'a> {
+    agent: &'a str,
+    op_id: &'a str,
+    kind: &'a str,
+    outcome: &'a str,
+    reason: Option<&'a str>,
+    stage: Option<&'a str>,
+    label: Option<&'a str>,
+    harness: &'a str,
+    model: &'a str,
+    input_tokens: u64,
+    output_tokens: u64,
+    cache_read_tokens: u64,
+    cache_write_tokens: u64,
+    tokens: u64,
+    cost_usd: f64,
+    cost_source: CostSource,
+    simulated: bool,
+    rejections: u32,
+    duration_ms: u64,
+    delivered_at: &'a str,
+    settled_at: &'a str,
+    sessions: &'a [String],
+}
+
+/// One `journal.jsonl` line.
+#[derive(serde::Serialize)]
+struct JournalLine<'a> {
+    agent: &'a str,
+    op_id: &'a str,
+    turn_hash: &'a str,
+    outcome: &'a Outcome,
 }

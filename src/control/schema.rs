@@ -45,6 +45,9 @@ impl Schema {
 #[derive(Default)]
 pub struct SchemaCache {
     compiled: Mutex<HashMap<String, Schema>>,
+    /// The same schemas by a fingerprint of the caller's own representation, so that a schema
+    /// passed again need not be converted to JSON again to be found.
+    by_fingerprint: Mutex<HashMap<u128, Schema>>,
 }
 
 impl SchemaCache {
@@ -65,6 +68,20 @@ impl SchemaCache {
         let schema =
             Schema { value: Arc::new(value.clone()), text: text.clone().into(), validator: Arc::new(validator) };
         self.lock().insert(text, schema.clone());
+        Ok(schema)
+    }
+
+    /// Looks a schema up by `fingerprint`, converting and compiling it (`make`) on a miss.
+    pub fn by_fingerprint(
+        &self,
+        fingerprint: u128,
+        make: impl FnOnce() -> Result<Value, String>,
+    ) -> Result<Schema, String> {
+        if let Some(s) = self.by_fingerprint.lock().unwrap_or_else(|p| p.into_inner()).get(&fingerprint) {
+            return Ok(s.clone());
+        }
+        let schema = self.compile(&make()?)?;
+        self.by_fingerprint.lock().unwrap_or_else(|p| p.into_inner()).insert(fingerprint, schema.clone());
         Ok(schema)
     }
 

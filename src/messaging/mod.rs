@@ -131,6 +131,18 @@ impl Router {
         msgs.into_iter().map(|m| Held { n: m.n, from: m.from, text: m.text, asks: m.asks }).collect()
     }
 
+    /// Drops the messages held for `key`, which it can never be shown (`why`), recording each as
+    /// undelivered. Left held, they would wake it again as soon as its operation ended.
+    pub fn drop_held(&self, run: &Run, key: &str, why: &str) {
+        let msgs = lock(&self.inner).held.remove(key).unwrap_or_default();
+        for m in msgs {
+            run.records.event(
+                "message-undelivered",
+                &json!({ "n": m.n, "from": m.from, "to": m.to, "bytes": m.text.len(), "reason": why }),
+            );
+        }
+    }
+
     pub fn has_held(&self, key: &str) -> bool {
         lock(&self.inner).held.get(key).is_some_and(|v| !v.is_empty())
     }

@@ -88,6 +88,14 @@ impl Recorder {
         self.send(Msg::Line(stream, buf));
     }
 
+    /// Appends one line already serialised as JSON (without its newline).
+    pub fn raw_line(&self, stream: Stream, line: &str) {
+        let mut buf = Vec::with_capacity(line.len() + 1);
+        buf.extend_from_slice(line.as_bytes());
+        buf.push(b'\n');
+        self.send(Msg::Line(stream, buf));
+    }
+
     /// Waits until every queued line is written; with `sync`, also until it is on stable storage.
     pub fn flush(&self, sync: bool) {
         let (ack_tx, ack_rx) = mpsc::channel();

@@ -218,21 +218,37 @@ impl Run {
     /// Records a settled operation everywhere it belongs.
     pub fn settle(&self, s: &Settled<'_>) {
         let line = s.turn_line();
-        self.records.line(Stream::Turns, &line);
+        self.records.raw_line(Stream::Turns, &line);
         if let Some(j) = s.journal_line() {
-            self.records.line(Stream::Journal, &j);
+            self.records.raw_line(Stream::Journal, &j);
         }
+        #[derive(serde::Serialize)]
+        struct OpSettled<'a> {
+            agent: &'a str,
+            op_id: &'a str,
+            outcome: &'a str,
+            reason: Option<&'a str>,
+            tokens: u64,
+            cost_usd: f64,
+        }
+        let o = s.outcome;
         self.records.event(
             "op-settled",
-            &json!({ "agent": s.agent.key, "op_id": s.outcome.op_id, "outcome": s.outcome.kind.as_str(),
-                     "reason": s.outcome.reason, "tokens": s.outcome.usage.tokens(), "cost_usd": s.outcome.usage.cost_usd }),
+            &OpSettled {
+                agent: &s.agent.key,
+                op_id: &o.op_id,
+                outcome: o.kind.as_str(),
+                reason: o.reason.as_deref(),
+                tokens: o.usage.tokens(),
+                cost_usd: o.usage.cost_usd,
+            },
         );
         self.scheduler.record(&s.agent.key, s.stage, s.model, &s.outcome.usage);
         if s.outcome.simulated {
             self.simulated.store(true, Ordering::Relaxed);
         }
         self.progress.ops_settled.fetch_add(1, Ordering::Relaxed);
-        lock(&self.usage_log).push(line.to_string());
+        lock(&self.usage_log).push(line);
     }
 
     /// Every operation record so far (`ctx.usage()`).

@@ -15,13 +15,42 @@ pub struct Unknown {
     pub suggestion: Option<String>,
 }
 
-/// Every call in `ast` to a function that is not defined anywhere.
-pub fn unknown_functions(engine: &Engine, ast: &AST) -> Vec<Unknown> {
-    let mut known: HashSet<String> = engine
+fn native_names(engine: &Engine) -> HashSet<String> {
+    engine
         .gen_fn_signatures(true)
         .into_iter()
         .filter_map(|s| s.split('(').next().map(|n| n.trim().to_string()))
-        .collect();
+        .collect()
+}
+
+/// A method call that Rhai would send to the script's own function of the same name and arity
+/// instead of the host's method (`a.run(turn)` in a script that defines `fn run(args)`).
+pub struct Shadowed {
+    pub name: String,
+    pub pos: Position,
+}
+
+/// Method calls that a script function shadows: Rhai calls a script function as a method, with
+/// `this` bound, whenever name and arity match, before any host method of that name.
+pub fn shadowed_methods(engine: &Engine, ast: &AST) -> Vec<Shadowed> {
+    let natives = native_names(engine);
+    let script: HashSet<(String, usize)> = ast.iter_functions().map(|f| (f.name.to_string(), f.params.len())).collect();
+    let mut found = Vec::new();
+    ast.walk(&mut |path: &[ASTNode]| {
+        if let Some(ASTNode::Expr(Expr::MethodCall(f, pos))) = path.last() {
+            let name = f.name.to_string();
+            if natives.contains(&name) && script.contains(&(name.clone(), f.args.len())) {
+                found.push(Shadowed { name, pos: *pos });
+            }
+        }
+        true
+    });
+    found
+}
+
+/// Every call in `ast` to a function that is not defined anywhere.
+pub fn unknown_functions(engine: &Engine, ast: &AST) -> Vec<Unknown> {
+    let mut known = native_names(engine);
     known.extend(KEYWORDS.iter().map(|k| k.to_string()));
     for f in ast.iter_functions() {
         known.insert(f.name.to_string());
@@ -84,4 +113,22 @@ fn distance(a: &str, b: &str) -> usize {
         prev = cur;
     }
     prev[b.len()]
+}
+
+/// The first shadowed method call in `ast`, as an error at its position.
+pub fn first_problem(_engine: &Engine, ast: &AST) -> Option<rhai::EvalAltResult> {
+    let s = shadowed_methods(_engine, ast).into_iter().next()?;
+    let advice = if s.name == "run" {
+        "write `run(agent, turn)` or `agent.turn(turn)` to call the agent's run".to_string()
+    } else {
+        format!("call the host's `{0}` as `{0}(value, ...)`, or rename the script function", s.name)
+    };
+    Some(rhai::EvalAltResult::ErrorRuntime(
+        format!(
+            "`.{}(...)` here would call this script's own `fn {}`, not the host method: Rhai calls a script function as a method when name and arity match; {advice}",
+            s.name, s.name
+        )
+        .into(),
+        s.pos,
+    ))
 }

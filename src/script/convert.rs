@@ -40,6 +40,37 @@ fn non_json(value: &Dynamic) -> Option<String> {
     })
 }
 
+/// A fingerprint of a JSON-like script value: equal values give equal fingerprints.
+pub fn fingerprint(value: &Dynamic) -> u128 {
+    let mut h = xxhash_rust::xxh3::Xxh3::new();
+    feed(&mut h, value);
+    h.digest128()
+}
+
+fn feed(h: &mut xxhash_rust::xxh3::Xxh3, v: &Dynamic) {
+    if let Some(map) = v.read_lock::<Map>() {
+        h.update(b"{");
+        for (k, v) in map.iter() {
+            h.update(k.as_bytes());
+            h.update(b":");
+            feed(h, v);
+        }
+        h.update(b"}");
+    } else if let Some(arr) = v.read_lock::<rhai::Array>() {
+        h.update(b"[");
+        for v in arr.iter() {
+            feed(h, v);
+            h.update(b",");
+        }
+        h.update(b"]");
+    } else {
+        h.update(v.type_name().as_bytes());
+        h.update(b"=");
+        h.update(v.to_string().as_bytes());
+        h.update(b";");
+    }
+}
+
 /// Converts JSON to a script value (objects become maps, arrays become arrays).
 pub fn to_dynamic(value: &Value) -> Dynamic {
     // Conversion from serde_json::Value cannot fail: every JSON value has a Dynamic form.

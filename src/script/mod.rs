@@ -71,6 +71,9 @@ pub fn load(path: &Path, cwd: &Path) -> Result<Program, String> {
         .compile_into_self_contained(&engine::compile_scope(), &source)
         .map_err(|e| render::render(&e, &mut sources))?;
     ast.set_source(display.clone());
+    if let Some(err) = check::first_problem(&engine, &ast) {
+        return Err(render::render(&err, &mut sources));
+    }
     if let Some(u) = check::unknown_functions(&engine, &ast).into_iter().next() {
         let hint = u.suggestion.map(|s| format!(" (did you mean `{s}`?)")).unwrap_or_default();
         let err = EvalAltResult::ErrorRuntime(format!("unknown function `{}`{hint}", u.name).into(), u.pos);
@@ -123,6 +126,15 @@ pub fn spawn(
         } else {
             engine.eval_ast_with_scope::<rhai::Dynamic>(&mut scope, &ast)
         };
+        // Routes granted outside any stage live until the run ends: let them fall quiet first.
+        let result = result.inspect(|_| {
+            run.rt.block_on(async {
+                tokio::select! {
+                    _ = run.root.cancelled() => {}
+                    _ = run.router.settle(&None) => {}
+                }
+            })
+        });
         let end = match result {
             Ok(v) => match convert::to_json(&v) {
                 Ok(json) => ScriptEnd::Value(json),

@@ -46,6 +46,15 @@ impl Resolver {
             .compile_with_scope(&self.scope, text)
             .map_err(|e| EvalAltResult::ErrorInModule(name.clone(), e.into(), pos))?;
         ast.set_source(name.clone());
+        // Modules get the same static checks as workflows.
+        if let Some(err) = super::check::first_problem(engine, &ast) {
+            return Err(EvalAltResult::ErrorInModule(name, err.into(), pos).into());
+        }
+        if let Some(u) = super::check::unknown_functions(engine, &ast).into_iter().next() {
+            let hint = u.suggestion.map(|s| format!(" (did you mean `{s}`?)")).unwrap_or_default();
+            let err = EvalAltResult::ErrorRuntime(format!("unknown function `{}`{hint}", u.name).into(), u.pos);
+            return Err(EvalAltResult::ErrorInModule(name, err.into(), pos).into());
+        }
         Ok((ast, name))
     }
 }

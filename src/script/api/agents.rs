@@ -26,6 +26,8 @@ pub fn register(engine: &mut Engine) {
         .register_get("model", |h: &mut AgentHandle| h.agent.model())
         .register_get("effort", |h: &mut AgentHandle| h.agent.effort().map(Dynamic::from).unwrap_or(Dynamic::UNIT))
         .register_fn("run", run)
+        // `turn` is `run` under a name no workflow's `fn run(args)` shadows.
+        .register_fn("turn", run)
         .register_fn("ask", |nc: NativeCallContext, h: &mut AgentHandle, prompt: &str| ask(&nc, h, prompt, None))
         .register_fn("ask", |nc: NativeCallContext, h: &mut AgentHandle, prompt: &str, schema: Map| {
             ask(&nc, h, prompt, Some(Dynamic::from_map(schema)))
@@ -106,11 +108,13 @@ fn parse_turn(h: &AgentHandle, turn: &Map) -> Result<Turn, String> {
     let f = Fields { map: turn, what: "turn" };
     f.check_known(&["prompt", "schema", "id", "label", "timeout_ms", "deadline", "nudge"])?;
     let prompt = f.string("prompt")?.ok_or("turn needs `prompt` (a string)")?;
-    let schema_json = match f.get("schema") {
-        None => serde_json::json!({ "type": "string" }),
-        Some(v) => to_json(v).map_err(|e| format!("`schema`: {e}"))?,
-    };
-    let schema = h.run.schemas.compile(&schema_json).map_err(|e| format!("`schema` is {e}"))?;
+    let schema = match f.get("schema") {
+        None => h.run.schemas.compile(&serde_json::json!({ "type": "string" })),
+        Some(v) => h.run.schemas.by_fingerprint(crate::script::convert::fingerprint(v), || {
+            to_json(v).map_err(|e| format!("`schema`: {e}"))
+        }),
+    }
+    .map_err(|e| if e.starts_with("`schema`") { e } else { format!("`schema` is {e}") })?;
     let (timeout_ms, deadline_ms) = f.timeout()?;
     let nudge = match f.get("nudge") {
         None => Nudge { text: DEFAULT_NUDGE.into(), max: h.run.scheduler.limits.nudges },

@@ -216,7 +216,8 @@ fn parallel(
     let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
     let mut started = 0;
     let mut spawn_error = None;
-    for _ in 0..conc {
+    // The calling thread is the last worker: it would only wait otherwise.
+    for _ in 1..conc {
         let (job, done) = (shared.clone(), done_tx.clone());
         match pool::spawn(Box::new(move || {
             job.work();
@@ -233,6 +234,9 @@ fn parallel(
         }
     }
     drop(done_tx);
+    if spawn_error.is_none() {
+        shared.work();
+    }
     for _ in 0..started {
         // A worker that panicked drops its sender without sending; the others still report.
         if done_rx.recv().is_err() {

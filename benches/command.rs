@@ -1,0 +1,155 @@
+//! `cargo bench --bench command`: `command` turns per second through awf at concurrency 2, against
+//! the floor of spawning the same two process images (`sh`, then `awf`) bare.
+//!
+//! awf: a workflow opens N `command` agents and makes one turn each through `ctx.parallel` at
+//! concurrency 2; each turn is `sh -c` reading its prompt and answering through `$AWF_LAUNCHER`.
+//! The whole `awf script run` is timed; it counts only if it exits 0 and `turns.jsonl` holds N
+//! answered turns.
+//!
+//! Floor: two threads spawn, N times in all, `sh -c "cat >/dev/null; echo '{..}' | awf --version"`
+//! with the prompt on stdin and stdout and stderr piped, and wait for it: the same processes, none
+//! of the engine's or the protocol's work.
+//!
+//! Each measurement runs `REPS` times, the two alternating; the best of each counts. The run folders
+//! go where `TMPDIR` points (default `/tmp`).
+
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+const AWF: &str = env!("CARGO_BIN_EXE_awf");
+/// Turns per measurement.
+const N: usize = 200;
+/// Turns running at once, in awf and in the floor.
+const CONCURRENCY: usize = 2;
+/// Runs per measurement; the best counts.
+const REPS: usize = 3;
+/// awf's throughput must reach this share of the floor's.
+const TARGET: f64 = 0.8;
+
+/// The workflow: N agents, one turn each, two at a time. `N` is replaced before writing.
+const WORKFLOW: &str = r##"
+let items = ctx.parallel(0..N, |i| {
+    let a = ctx.agents.open(#{
+        key: `c-${i}`,
+        runtime: #{
+            harness: "command",
+            command: ["sh", "-c", "cat >/dev/null; echo '{\"ok\":true}' | \"$AWF_LAUNCHER\" result \"$AWF_OP\""],
+        },
+    });
+    a.ask("go", #{ type: "object" })
+}, #{ concurrency: 2 });
+items.len()
+"##;
+
+/// One timed run of the workflow through the release binary. The run's folder is returned, to be
+/// removed only when every measurement is done: on a file system that holds back recently freed
+/// inodes (ext4 without a journal), removing it would slow the next run's file creation.
+fn awf_once() -> (Duration, tempfile::TempDir) {
+    let dir = tempfile::tempdir().expect("a temporary folder for the run");
+    let root = dir.path();
+    let script = root.join("bench.rhai");
+    fs::write(&script, WORKFLOW.replace("0..N", &format!("0..{N}"))).expect("the workflow written");
+    let out = fs::File::create(root.join("stdout")).expect("a file for awf's stdout");
+    let err = fs::File::create(root.join("stderr")).expect("a file for awf's stderr");
+    let mut cmd = Command::new(AWF);
+    cmd.current_dir(root)
+        .env("XDG_CONFIG_HOME", root) // no user config
+        .env_remove("AWF_RUNTIME")
+        .args(["script", "run"])
+        .arg(&script)
+        .args(["-q", "--max-concurrency", &CONCURRENCY.to_string(), "--max-agents", &(N + 10).to_string()])
+        .stdin(Stdio::null())
+        .stdout(out)
+        .stderr(err);
+    let start = Instant::now();
+    let status = cmd.status().expect("awf started");
+    let wall = start.elapsed();
+    if !status.success() {
+        let stderr = fs::read_to_string(root.join("stderr")).unwrap_or_default();
+        panic!("awf exited with {status}\n{stderr}");
+    }
+    check_turns(&only_run(&root.join(".awf/runs")));
+    (wall, dir)
+}
+
+/// `turns.jsonl` must hold N lines, every one answered.
+fn check_turns(run_dir: &Path) {
+    let path = run_dir.join("turns.jsonl");
+    let text = fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), N, "turns.jsonl has {} lines, expected {N}", lines.len());
+    for line in lines {
+        let turn: serde_json::Value = serde_json::from_str(line).expect("turns.jsonl lines are JSON");
+        assert_eq!(turn["outcome"], "answered", "a turn was not answered: {line}");
+    }
+}
+
+fn only_run(runs: &Path) -> PathBuf {
+    let dirs: Vec<PathBuf> = fs::read_dir(runs)
+        .unwrap_or_else(|e| panic!("{}: {e}", runs.display()))
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.is_dir())
+        .collect();
+    assert_eq!(dirs.len(), 1, "expected one run folder in {}", runs.display());
+    dirs.into_iter().next().expect("one run folder")
+}
+
+/// One bare turn: `sh` reads the prompt, pipes an answer into a second process image (`awf`).
+fn bare_turn() {
+    let line = format!("cat >/dev/null; echo '{{\"ok\":true}}' | '{AWF}' --version >/dev/null");
+    let mut child = Command::new("sh")
+        .args(["-c", &line])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("sh started");
+    let mut stdin = child.stdin.take().expect("the child's stdin");
+    // As awf does: a write error (the program did not read) is the program's business.
+    let _ = stdin.write_all(b"go");
+    drop(stdin);
+    let out = child.wait_with_output().expect("sh waited for");
+    assert!(out.status.success(), "the bare turn exited with {}", out.status);
+}
+
+/// N bare turns on CONCURRENCY threads, timed.
+fn floor_once() -> Duration {
+    let next = AtomicUsize::new(0);
+    let start = Instant::now();
+    std::thread::scope(|s| {
+        for _ in 0..CONCURRENCY {
+            s.spawn(|| {
+                while next.fetch_add(1, Ordering::Relaxed) < N {
+                    bare_turn();
+                }
+            });
+        }
+    });
+    start.elapsed()
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; this harness takes no arguments.
+    // The two measurements alternate, so that a busy moment on the machine weighs on both alike.
+    let (mut floor, mut awf) = (Duration::MAX, Duration::MAX);
+    let mut folders = Vec::new();
+    for _ in 0..REPS {
+        floor = floor.min(floor_once());
+        let (wall, folder) = awf_once();
+        awf = awf.min(wall);
+        folders.push(folder);
+    }
+    let per_s = |d: Duration| N as f64 / d.as_secs_f64();
+    let per_turn_ms = |d: Duration| d.as_secs_f64() * 1e3 / N as f64;
+    let ratio = per_s(awf) / per_s(floor);
+    println!("awf command bench: N={N} turns, concurrency {CONCURRENCY}, best of {REPS}");
+    println!("  awf    {:>8.1} turns/s  {:>7.2} ms/turn", per_s(awf), per_turn_ms(awf));
+    println!("  floor  {:>8.1} turns/s  {:>7.2} ms/turn", per_s(floor), per_turn_ms(floor));
+    let verdict = if ratio >= TARGET { "met" } else { "MISSED" };
+    println!("  ratio  {:>8.1} %  (target >= {:.0} %)  {verdict}", ratio * 100.0, TARGET * 100.0);
+    drop(folders);
+}
