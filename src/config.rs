@@ -170,7 +170,8 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         .map_err(|e| format!("`{text}` is not a duration ({e}); write it like 30s, 10m or 1h"))
 }
 
-fn xdg_config_home() -> Option<PathBuf> {
+/// `$XDG_CONFIG_HOME`, else `~/.config`.
+pub fn xdg_config_home() -> Option<PathBuf> {
     std::env::var_os("XDG_CONFIG_HOME")
         .filter(|s| !s.is_empty())
         .map(PathBuf::from)

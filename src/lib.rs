@@ -98,3 +98,4 @@ pub mod messaging;
 pub mod record;
 pub mod run;
 pub mod script;
+pub mod stdlib;

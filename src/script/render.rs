@@ -21,7 +21,8 @@ impl Sources {
 
     fn line(&mut self, name: &str, line: usize) -> Option<String> {
         if !self.texts.contains_key(name) {
-            let text = std::fs::read_to_string(name).ok()?;
+            let embedded = name.strip_prefix("<embedded>/stdlib/").and_then(crate::stdlib::file).map(String::from);
+            let text = embedded.or_else(|| std::fs::read_to_string(name).ok())?;
             self.texts.insert(name.to_string(), text);
         }
         self.texts.get(name)?.lines().nth(line.checked_sub(1)?).map(String::from)

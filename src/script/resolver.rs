@@ -1,11 +1,20 @@
 //! The module resolver: `import "x/y"` finds `x/y.rhai` in the script's own folder, then the
-//! project's `scripts/`, then its `stdlib/`. No `..`, no absolute paths, no other folders.
+//! project's `scripts/`, then its `stdlib/`, then `$XDG_CONFIG_HOME/awf/strategies/` (where
+//! `council/` is left out: `strategies/magi.rhai` overrides `council/magi`), then the stdlib
+//! embedded in the binary. No `..`, no absolute paths, no other folders.
 
 use rhai::{Engine, EvalAltResult, Module, ModuleResolver, Position, Scope, AST};
 use std::path::{Component, Path, PathBuf};
 
+/// Where an import was found.
+pub enum Found {
+    File(PathBuf),
+    Embedded { rel: String, text: &'static str },
+}
+
 pub struct Resolver {
     roots: Vec<PathBuf>,
+    strategies: Option<PathBuf>,
     /// Compiled with the same scope as the main script, so strict variables agree.
     scope: Scope<'static>,
 }
@@ -19,11 +28,12 @@ impl Resolver {
                 roots.push(root);
             }
         }
-        Resolver { roots, scope }
+        let strategies = crate::config::xdg_config_home().map(|d| d.join("awf").join("strategies"));
+        Resolver { roots, strategies, scope }
     }
 
-    /// The file an import path names, or why it cannot be imported.
-    pub fn locate(&self, path: &str) -> Result<PathBuf, String> {
+    /// Where an import path is found, or why it cannot be imported.
+    pub fn locate(&self, path: &str) -> Result<Found, String> {
         let rel = Path::new(path);
         if path.is_empty() || !rel.components().all(|c| matches!(c, Component::Normal(_))) {
             return Err(format!(
@@ -31,17 +41,39 @@ impl Resolver {
             ));
         }
         let rel = if rel.extension().is_some() { rel.to_path_buf() } else { rel.with_extension("rhai") };
-        self.roots.iter().map(|root| root.join(&rel)).find(|p| p.is_file()).ok_or_else(|| {
-            let places: Vec<String> = self.roots.iter().map(|r| r.display().to_string()).collect();
-            format!("module \"{path}\" not found (looked in {})", places.join(", "))
-        })
+        if let Some(p) = self.roots.iter().map(|root| root.join(&rel)).find(|p| p.is_file()) {
+            return Ok(Found::File(p));
+        }
+        if let Some(dir) = &self.strategies {
+            let short = rel.strip_prefix("council").unwrap_or(&rel);
+            let p = dir.join(short);
+            if p.is_file() {
+                return Ok(Found::File(p));
+            }
+        }
+        let rel_text = rel.to_string_lossy().replace('\\', "/");
+        if let Some(text) = crate::stdlib::file(&rel_text) {
+            return Ok(Found::Embedded { rel: rel_text, text });
+        }
+        let mut places: Vec<String> = self.roots.iter().map(|r| r.display().to_string()).collect();
+        if let Some(d) = &self.strategies {
+            places.push(d.display().to_string());
+        }
+        places.push("the stdlib built into awf".into());
+        Err(format!("module \"{path}\" not found (looked in {})", places.join(", ")))
     }
 
     fn compile(&self, engine: &Engine, path: &str, pos: Position) -> Result<(AST, String), Box<EvalAltResult>> {
-        let file = self.locate(path).map_err(|e| EvalAltResult::ErrorRuntime(e.into(), pos))?;
-        let name = file.display().to_string();
-        let text = std::fs::read_to_string(&file)
-            .map_err(|e| EvalAltResult::ErrorRuntime(format!("cannot read {name}: {e}").into(), pos))?;
+        let found = self.locate(path).map_err(|e| EvalAltResult::ErrorRuntime(e.into(), pos))?;
+        let (name, text) = match found {
+            Found::File(file) => {
+                let name = file.display().to_string();
+                let text = std::fs::read_to_string(&file)
+                    .map_err(|e| EvalAltResult::ErrorRuntime(format!("cannot read {name}: {e}").into(), pos))?;
+                (name, text)
+            }
+            Found::Embedded { rel, text } => (crate::stdlib::source_name(&rel), text.to_string()),
+        };
         let mut ast = engine
             .compile_with_scope(&self.scope, text)
             .map_err(|e| EvalAltResult::ErrorInModule(name.clone(), e.into(), pos))?;
