@@ -2,6 +2,7 @@
 //! and that uses anyhow. Exit codes: 0 succeeded, 1 failed, 2 bad usage/script/config, 3 stopped
 //! by `ctx.stop`, 4 cancelled or past its deadline.
 
+mod council;
 mod init;
 mod live;
 mod script;
@@ -27,6 +28,9 @@ enum Command {
     /// Run or check workflow scripts
     #[command(subcommand)]
     Script(script::ScriptCommand),
+    /// List, show and run council strategies
+    #[command(subcommand)]
+    Council(council::CouncilCommand),
     /// Write an awf.toml and an example workflow into the current folder
     Init(init::InitArgs),
     /// The agent side: what agents run (through their launcher) to answer and report
@@ -51,6 +55,7 @@ pub fn main() -> i32 {
     let result = match cli.command {
         Command::Script(cmd) => script::exec(cmd),
         Command::Init(args) => init::exec(args),
+        Command::Council(cmd) => council::exec(cmd),
         Command::Wf(args) => return wf::exec(args),
     };
     match result {

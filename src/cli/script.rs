@@ -33,33 +33,44 @@ pub struct RunArgs {
     /// One argument, KEY=VALUE (VALUE is read as JSON when it parses, else as a string); repeatable
     #[arg(long = "arg", value_name = "KEY=VALUE")]
     arg: Vec<String>,
+    /// Run again whenever the script or a module it can import changes (a run in flight finishes
+    /// on the version it started with; Ctrl-C between runs exits)
+    #[arg(long)]
+    watch: bool,
+    #[command(flatten)]
+    pub flags: RunFlags,
+}
+
+/// The flags every command that starts a run takes.
+#[derive(clap::Args, Clone)]
+pub struct RunFlags {
     /// The runtime alias agents use when their spec names none
     #[arg(long)]
-    runtime: Option<String>,
+    pub runtime: Option<String>,
     /// Print result.json instead of the value
     #[arg(long)]
-    json: bool,
+    pub json: bool,
     /// Where run folders go (default: .awf/runs)
     #[arg(long)]
-    runs_dir: Option<PathBuf>,
+    pub runs_dir: Option<PathBuf>,
     /// Stop starting operations once this many USD are spent
     #[arg(long)]
-    budget_usd: Option<f64>,
+    pub budget_usd: Option<f64>,
     /// Stop starting operations once this many tokens are spent
     #[arg(long)]
-    budget_tokens: Option<u64>,
+    pub budget_tokens: Option<u64>,
     /// Most agents the run may open (default 1000)
     #[arg(long)]
-    max_agents: Option<usize>,
+    pub max_agents: Option<usize>,
     /// Most operations at once (default 16)
     #[arg(long)]
-    max_concurrency: Option<usize>,
+    pub max_concurrency: Option<usize>,
     /// Wall-clock limit for the run, e.g. 30s, 10m
     #[arg(long)]
-    deadline: Option<String>,
+    pub deadline: Option<String>,
     /// Print no progress or log lines on stderr
     #[arg(long, short)]
-    quiet: bool,
+    pub quiet: bool,
 }
 
 pub fn exec(cmd: ScriptCommand) -> Result<i32> {
@@ -131,7 +142,7 @@ fn parse_args(args: &RunArgs, cwd: &Path) -> Result<Value> {
     Ok(value)
 }
 
-fn limits(args: &RunArgs, config: &Config) -> Result<Limits> {
+fn limits(args: &RunFlags, config: &Config) -> Result<Limits> {
     let d = Limits::default();
     let l = &config.limits;
     let limits = Limits {
@@ -152,8 +163,52 @@ fn limits(args: &RunArgs, config: &Config) -> Result<Limits> {
 }
 
 fn run(args: RunArgs) -> Result<i32> {
+    if args.watch {
+        return watch(&args);
+    }
+    run_once(&args)
+}
+
+/// `--watch`: run, then wait for a change to the script or an import, and run again. Changes made
+/// while a run is in flight start the next run as soon as it ends.
+fn watch(args: &RunArgs) -> Result<i32> {
     let cwd = cwd()?;
-    let config = Config::load(&cwd)?;
+    let script = if args.file.is_absolute() { args.file.clone() } else { cwd.join(&args.file) };
+    let (tx, rx) = std::sync::mpsc::channel();
+    let _watcher = crate::watch::watch(&crate::watch::script_dirs(&script, &cwd), tx)
+        .context("cannot watch the script's folders")?;
+    let waiter =
+        tokio::runtime::Builder::new_current_thread().enable_all().build().context("cannot start the async runtime")?;
+    let (change_tx, mut change_rx) = tokio::sync::mpsc::unbounded_channel();
+    std::thread::Builder::new().name("awf-watch".into()).spawn(move || {
+        while let Some(changed) = crate::watch::next_change(&rx) {
+            if change_tx.send(changed).is_err() {
+                break;
+            }
+        }
+    })?;
+    loop {
+        let code = run_once(args)?;
+        eprintln!("awf: run ended (exit {code}); watching for changes (Ctrl-C to stop)");
+        let next = waiter.block_on(async {
+            tokio::select! {
+                changed = change_rx.recv() => changed,
+                _ = tokio::signal::ctrl_c() => None,
+            }
+        });
+        let Some(mut changed) = next else { return Ok(code) };
+        // Changes queued while the run was in flight are part of this rerun too.
+        while let Ok(more) = change_rx.try_recv() {
+            changed.extend(more);
+        }
+        let names: Vec<String> =
+            changed.iter().map(|p| p.strip_prefix(&cwd).unwrap_or(p).display().to_string()).collect();
+        eprintln!("awf: changed: {}; running again", names.join(", "));
+    }
+}
+
+fn run_once(args: &RunArgs) -> Result<i32> {
+    let cwd = cwd()?;
     let program = match script::load(&args.file, &cwd) {
         Ok(p) => p,
         Err(rendered) => {
@@ -165,7 +220,7 @@ fn run(args: RunArgs) -> Result<i32> {
         eprintln!("{e}");
         return Ok(EXIT_USAGE);
     }
-    let script_args = parse_args(&args, &cwd)?;
+    let script_args = parse_args(args, &cwd)?;
     if let Some(schema) = program.meta.get("args") {
         let schema = SchemaCache::default().compile(schema).map_err(|e| anyhow!(e))?;
         let errors = schema.violations(&script_args);
@@ -177,14 +232,30 @@ fn run(args: RunArgs) -> Result<i32> {
             return Ok(EXIT_USAGE);
         }
     }
-    let limits = limits(&args, &config)?;
-    let deadline = match &args.deadline {
+    execute(&program, script_args, &args.flags, Output::Value)
+}
+
+/// What a finished run prints on stdout (unless `--json`).
+#[derive(Clone, Copy, PartialEq)]
+pub enum Output {
+    /// The script's value: a string as is, anything else as JSON.
+    Value,
+    /// A strategy's result: its `output` text; `ok: false` makes the exit code 1.
+    Strategy,
+}
+
+/// Runs a loaded program to its end with the given flags; returns the exit code.
+pub fn execute(program: &Program, script_args: Value, flags: &RunFlags, output: Output) -> Result<i32> {
+    let cwd = cwd()?;
+    let config = Config::load(&cwd)?;
+    let limits = limits(flags, &config)?;
+    let deadline = match &flags.deadline {
         Some(d) => Some(parse_duration(d).map_err(|e| anyhow!("--deadline: {e}"))?),
         None => config.deadline()?,
     };
-    let default_runtime = args.runtime.clone().unwrap_or_else(|| config.default_alias());
+    let default_runtime = flags.runtime.clone().unwrap_or_else(|| config.default_alias());
     config.runtime(&default_runtime)?;
-    let runs_dir = args.runs_dir.clone().or(config.runs_dir.clone()).unwrap_or_else(|| PathBuf::from(".awf/runs"));
+    let runs_dir = flags.runs_dir.clone().or(config.runs_dir.clone()).unwrap_or_else(|| PathBuf::from(".awf/runs"));
     let runs_dir = if runs_dir.is_absolute() { runs_dir } else { cwd.join(runs_dir) };
 
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -206,11 +277,11 @@ fn run(args: RunArgs) -> Result<i32> {
     };
     let run = Run::start(spec, rt.handle().clone(), Box::new(script::load_responder))
         .context("cannot create the run folder")?;
-    let live = Live::start(run.clone(), std::io::stderr().is_terminal(), args.quiet);
-    let rx = script::spawn(run.clone(), &program, script_args).context("cannot start the script thread")?;
+    let live = Live::start(run.clone(), std::io::stderr().is_terminal(), flags.quiet);
+    let rx = script::spawn(run.clone(), program, script_args).context("cannot start the script thread")?;
     let end = rt.block_on(wait(&run, rx, deadline));
     live.finish();
-    Ok(report(&run, end, &args))
+    Ok(report(&run, end, flags, output))
 }
 
 /// Waits for the script while handling Ctrl-C (stop, then a 5 s grace; a second one kills) and the
@@ -256,7 +327,7 @@ async fn wait(
     }
 }
 
-fn report(run: &Run, end: Option<ScriptEnd>, args: &RunArgs) -> i32 {
+fn report(run: &Run, end: Option<ScriptEnd>, args: &RunFlags, output: Output) -> i32 {
     // The progress hook can see the run deadline pass before the timer in `wait` records it.
     let past_deadline = run.deadline.is_some_and(|d| std::time::Instant::now() >= d);
     let cause = match &end {
@@ -285,12 +356,23 @@ fn report(run: &Run, end: Option<ScriptEnd>, args: &RunArgs) -> i32 {
     };
     let ended_in = if status == "succeeded" { None } else { run.stages.failed_in() };
     let result = run.finish(status, value.as_ref(), error.as_deref(), ended_in.as_deref());
+    let mut code = code;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&result).unwrap_or_default());
     } else if let Some(v) = &value {
-        match v {
-            Value::String(s) => println!("{s}"),
-            other => println!("{}", serde_json::to_string_pretty(other).unwrap_or_default()),
+        match (v, output) {
+            (v, Output::Strategy) if v.get("output").is_some() => {
+                println!("{}", v["output"].as_str().map(String::from).unwrap_or_else(|| v["output"].to_string()));
+            }
+            (Value::String(s), _) => println!("{s}"),
+            (other, _) => println!("{}", serde_json::to_string_pretty(other).unwrap_or_default()),
+        }
+    }
+    if let (Some(v), Output::Strategy) = (&value, output) {
+        if v.get("ok") == Some(&Value::Bool(false)) {
+            let why = v.get("error").and_then(Value::as_str).unwrap_or("the strategy did not succeed");
+            eprintln!("awf: {why}");
+            code = EXIT_FAILED;
         }
     }
     if let Some(r) = rendered {

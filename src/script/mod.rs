@@ -65,6 +65,11 @@ pub fn load(path: &Path, cwd: &Path) -> Result<Program, String> {
     let path = if path.is_absolute() { path.to_path_buf() } else { cwd.join(path) };
     let display = display_path(&path, cwd);
     let source = std::fs::read_to_string(&path).map_err(|e| format!("error: cannot read script {display}: {e}"))?;
+    load_source(path, display, source, cwd)
+}
+
+/// Compiles and checks script text as if it were the file `path` (imports resolve beside it).
+pub fn load_source(path: PathBuf, display: String, source: String, cwd: &Path) -> Result<Program, String> {
     let engine = engine::build(None, Some(resolver_for(&path, cwd)), None);
     let mut sources = render::Sources::new(&display, &source, cwd);
     let mut ast = engine
@@ -79,13 +84,7 @@ pub fn load(path: &Path, cwd: &Path) -> Result<Program, String> {
         let err = EvalAltResult::ErrorRuntime(format!("unknown function `{}`{hint}", u.name).into(), u.pos);
         return Err(render::render(&err, &mut sources));
     }
-    let meta = ast
-        .iter_literal_variables(true, false)
-        .find(|(name, _, _)| *name == "META")
-        .map(|(_, _, v)| convert::to_json(&v))
-        .transpose()
-        .map_err(|e| format!("error: {display}: META: {e}"))?
-        .unwrap_or(Value::Null);
+    let meta = literals_of(&ast).remove("META").unwrap_or(Value::Null);
     if !meta.is_null() && !meta.is_object() {
         return Err(format!("error: {display}: META must be a map literal"));
     }
@@ -95,6 +94,26 @@ pub fn load(path: &Path, cwd: &Path) -> Result<Program, String> {
         Sha256::digest(source.as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
     };
     Ok(Program { path, display, source, sha256, meta, has_run_fn, cwd: cwd.to_path_buf(), ast: Arc::new(ast) })
+}
+
+/// The literal constants of a compiled script (`export const X = <literal>`), as JSON; constants
+/// whose values are not JSON are left out.
+fn literals_of(ast: &AST) -> serde_json::Map<String, Value> {
+    ast.iter_literal_variables(true, false)
+        .filter_map(|(name, _, v)| convert::to_json(&v).ok().map(|j| (name.to_string(), j)))
+        .collect()
+}
+
+/// Reads a file's literal constants (META, TEAMS, ...) without running anything or resolving its
+/// imports. The error is rendered text.
+pub fn read_literals(name: &str, text: &str) -> Result<serde_json::Map<String, Value>, String> {
+    let mut engine = engine::build(None, None, None);
+    engine.set_strict_variables(false);
+    let ast = engine.compile(text).map_err(|e| {
+        let mut sources = render::Sources::new(name, text, Path::new("/"));
+        render::render(&e.into(), &mut sources)
+    })?;
+    Ok(literals_of(&ast))
 }
 
 /// Runs `program` on a thread of its own; the receiver gets how it ended.

@@ -1,0 +1,132 @@
+//! `awf council list|show|run`: the strategy catalog and strategy calls.
+
+use super::script::{execute, Output, RunFlags};
+use super::{EXIT_OK, EXIT_USAGE};
+use crate::council::{self, registry::Registry};
+use anyhow::{Context, Result};
+use serde_json::{json, Map, Value};
+
+#[derive(clap::Subcommand)]
+pub enum CouncilCommand {
+    /// One line per installed strategy, from its META
+    List,
+    /// A strategy's META and its default team
+    Show { name: String },
+    /// Run a strategy on a task
+    Run(Box<CouncilRun>),
+}
+
+#[derive(clap::Args)]
+pub struct CouncilRun {
+    /// The strategy: magi, map, pair, pipeline, synthesize, or one of your own
+    name: String,
+    /// The task, question or goal
+    #[arg(long)]
+    task: String,
+    /// A named team from stdlib/teams.rhai (default: the strategy's own)
+    #[arg(long, conflicts_with = "roster")]
+    team: Option<String>,
+    /// Members by name, comma-separated (personas from stdlib/teams.rhai where they exist)
+    #[arg(long, value_delimiter = ',')]
+    roster: Vec<String>,
+    /// A param, KEY=VALUE (VALUE is read as JSON when it parses, else as a string); repeatable
+    #[arg(long = "param", value_name = "KEY=VALUE")]
+    params: Vec<String>,
+    /// Most agents the strategy may open (0: no limit beyond --max-agents)
+    #[arg(long, default_value_t = 0)]
+    max_children: u64,
+    #[command(flatten)]
+    flags: RunFlags,
+}
+
+pub fn exec(cmd: CouncilCommand) -> Result<i32> {
+    let cwd = std::env::current_dir().context("cannot read the current folder")?;
+    match cmd {
+        CouncilCommand::List => {
+            for s in council::discover(&cwd) {
+                println!("{}", council::catalog_line(&s));
+            }
+            Ok(EXIT_OK)
+        }
+        CouncilCommand::Show { name } => {
+            let s = match council::find(&cwd, &name) {
+                Ok(s) => s,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return Ok(EXIT_USAGE);
+                }
+            };
+            println!("{} ({})", s.name, s.origin);
+            println!("{}", serde_json::to_string_pretty(&s.meta).unwrap_or_default());
+            let (teams, personas) = council::teams(&cwd);
+            if let Some(team) = s.meta.get("team").and_then(Value::as_str) {
+                println!("\ndefault team {team}:");
+                for m in teams.get(team).and_then(Value::as_array).into_iter().flatten() {
+                    let name =
+                        m.as_str().map(String::from).unwrap_or_else(|| m["name"].as_str().unwrap_or("?").to_string());
+                    let p = personas.get(&name).cloned().unwrap_or_else(|| m.clone());
+                    let label = p.get("label").and_then(Value::as_str).unwrap_or(&name);
+                    let instructions = p.get("instructions").and_then(Value::as_str).unwrap_or("");
+                    println!("- {label}: {instructions}");
+                }
+            }
+            Ok(EXIT_OK)
+        }
+        CouncilCommand::Run(args) => run(&cwd, *args),
+    }
+}
+
+fn run(cwd: &std::path::Path, args: CouncilRun) -> Result<i32> {
+    let strategy = match council::find(cwd, &args.name) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Ok(EXIT_USAGE);
+        }
+    };
+    let mut params = Map::new();
+    for kv in &args.params {
+        let Some((k, v)) = kv.split_once('=') else {
+            eprintln!("error: --param {kv}: write it as KEY=VALUE");
+            return Ok(EXIT_USAGE);
+        };
+        params.insert(k.to_string(), serde_json::from_str(v).unwrap_or_else(|_| Value::String(v.to_string())));
+    }
+    // Refused before any agent, record or progress row exists.
+    if let Err(e) = council::check_required(&strategy, &params) {
+        eprintln!("error: {e}");
+        return Ok(EXIT_USAGE);
+    }
+    if let Some(team) = &args.team {
+        let (teams, _) = council::teams(cwd);
+        if !teams.contains_key(team) {
+            let known: Vec<&String> = teams.keys().collect();
+            eprintln!("error: unknown team \"{team}\" (known: {known:?})");
+            return Ok(EXIT_USAGE);
+        }
+    }
+    let registry = Registry::load(cwd);
+    let program = match (registry.get(&strategy.name), registry.entry(&strategy.name).and_then(|e| e.error)) {
+        (_, Some(error)) => {
+            eprintln!("{error}");
+            return Ok(EXIT_USAGE);
+        }
+        (Some(p), None) => p,
+        (None, None) => {
+            eprintln!("error: strategy {} did not compile", strategy.name);
+            return Ok(EXIT_USAGE);
+        }
+    };
+    let mut input = json!({
+        "task": args.task,
+        "params": params,
+        "limits": { "budget_tokens": args.flags.budget_tokens.unwrap_or(0), "max_children": args.max_children },
+    });
+    if let Some(team) = args.team {
+        input["team"] = json!(team);
+    }
+    if !args.roster.is_empty() {
+        input["roster"] = json!(args.roster);
+    }
+    execute(&program, input, &args.flags, Output::Strategy)
+}
