@@ -97,7 +97,8 @@ pub async fn supervise(session: &mut dyn Session, plan: OpPlan<'_>, run: &std::s
     }
     let rejected = plan.slot.rejections();
     out.settle = Settle::Unanswered(if rejected > 0 {
-        format!("no accepted answer after {} nudges ({rejected} answers rejected)", plan.nudge.max)
+        let last = plan.slot.last_rejection().unwrap_or_default();
+        format!("no accepted answer after {} nudges ({rejected} answers rejected; the last: {last})", plan.nudge.max)
     } else {
         format!("no answer after {} nudges", plan.nudge.max)
     });

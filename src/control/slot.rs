@@ -57,6 +57,7 @@ pub struct ResultSlot {
     schema: Schema,
     state: Mutex<State>,
     rejections: std::sync::atomic::AtomicU32,
+    last_rejection: Mutex<Option<String>>,
 }
 
 impl ResultSlot {
@@ -66,6 +67,7 @@ impl ResultSlot {
             schema,
             state: Mutex::new(State::Open),
             rejections: std::sync::atomic::AtomicU32::new(0),
+            last_rejection: Mutex::new(None),
         }
     }
 
@@ -115,6 +117,8 @@ impl ResultSlot {
 
     fn reject(&self, errors: Vec<Violation>) -> Submission {
         self.rejections.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let summary: Vec<String> = errors.iter().map(|e| e.to_string()).collect();
+        *self.last_rejection.lock().unwrap_or_else(|p| p.into_inner()) = Some(summary.join("; "));
         Submission::Rejected(errors)
     }
 
@@ -129,6 +133,11 @@ impl ResultSlot {
     /// How many submissions were rejected, before or after an answer was accepted.
     pub fn rejections(&self) -> u32 {
         self.rejections.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// The errors of the last rejected submission, on one line.
+    pub fn last_rejection(&self) -> Option<String> {
+        self.last_rejection.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     /// Settles the slot without an answer; later submissions get `why`.
