@@ -50,6 +50,16 @@ pub struct RuntimeConfig {
     pub base_url: Option<String>,
     /// `fake` only: a Rhai file defining `fn respond(turn)`.
     pub responder: Option<PathBuf>,
+    /// HTTP harnesses: the environment variable holding the API key.
+    pub api_key_env: Option<String>,
+    /// `openai` only: `tools` (answers through `wf_result`) or `structured` (`response_format`).
+    pub answer: Option<String>,
+    /// HTTP harnesses: the most tokens one reply may use.
+    pub max_tokens: Option<u64>,
+    /// Extra environment for a CLI harness, or settings such as `OPENAI_BASE_URL` for HTTP ones.
+    pub env: Option<BTreeMap<String, String>>,
+    /// Extra command-line flags for a CLI harness.
+    pub args: Option<Vec<String>>,
 }
 
 /// One `[harnesses.NAME]` table.

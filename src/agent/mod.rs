@@ -60,7 +60,7 @@ pub struct Outcome {
 pub enum RuntimeChoice {
     Default,
     Alias { alias: String, effort: Option<String> },
-    Inline(RuntimeConfig),
+    Inline(Box<RuntimeConfig>),
 }
 
 /// `ctx.agents.open(spec)`, parsed.
@@ -236,7 +236,7 @@ impl AgentBook {
         let info = AgentInfo {
             key: req.key.clone(),
             instructions: req.instructions.clone(),
-            model: runtime.model.clone().unwrap_or_else(|| runtime.harness.clone()),
+            model: runtime.model.clone().unwrap_or_else(|| harness::default_model(&runtime.harness)),
             effort: runtime.effort.clone(),
             labels: req.labels.clone(),
         };
@@ -282,10 +282,9 @@ impl AgentBook {
         info: &AgentInfo,
         responder: Option<Arc<dyn harness::Responder>>,
     ) -> Result<SessionParts, String> {
-        if runtime.harness != "command" {
+        if runtime.harness == "fake" {
             return Ok((Box::new(harness::fake::FakeSession::new(info.clone(), responder)), None));
         }
-        let argv = runtime.command.clone().unwrap_or_default();
         let slug = {
             let mut slugs = lock(&self.slugs);
             let base = crate::record::agent_files::slug(&req.key);
@@ -306,6 +305,13 @@ impl AgentBook {
                 r.records.event(ty, &data);
             }
         });
+        if matches!(runtime.harness.as_str(), "openai" | "anthropic") {
+            let cfg = http_config(run, &req.key, runtime)?;
+            let session = harness::http::HttpSession::new(info.clone(), cfg, dir.join("history.json"), events)
+                .map_err(|e| format!("agent {}: {e}", req.key))?;
+            return Ok((Box::new(session), None));
+        }
+        let argv = runtime.command.clone().unwrap_or_default();
         let endpoint = {
             let _rt = run.rt.enter();
             let messenger: Arc<dyn crate::control::messenger::Messenger> =
@@ -396,9 +402,63 @@ impl AgentBook {
     }
 }
 
+/// An HTTP harness's settings: base URL (runtime, then its `env`, then the process environment,
+/// then the public API), the API key (from the environment only), the answer mode.
+fn http_config(run: &Run, key: &str, runtime: &RuntimeConfig) -> Result<harness::http::HttpConfig, String> {
+    use harness::http::{Api, HttpConfig};
+    let (api, url_var, key_var, default_url, default_model) = match runtime.harness.as_str() {
+        "anthropic" => (
+            Api::Anthropic,
+            "ANTHROPIC_BASE_URL",
+            "ANTHROPIC_API_KEY",
+            "https://api.anthropic.com",
+            "claude-sonnet-4-5",
+        ),
+        _ => (Api::OpenAi, "OPENAI_BASE_URL", "OPENAI_API_KEY", "https://api.openai.com/v1", "gpt-5-mini"),
+    };
+    let from_env = |var: &str| {
+        runtime
+            .env
+            .as_ref()
+            .and_then(|e| e.get(var).cloned())
+            .or_else(|| std::env::var(var).ok())
+            .filter(|v| !v.is_empty())
+    };
+    let base_url = runtime.base_url.clone().or_else(|| from_env(url_var)).unwrap_or_else(|| default_url.to_string());
+    let key_var = runtime.api_key_env.clone().unwrap_or_else(|| key_var.to_string());
+    let api_key = std::env::var(&key_var).ok().filter(|v| !v.is_empty());
+    let local = ["://127.0.0.1", "://localhost", "://[::1]"].iter().any(|h| base_url.contains(h));
+    if api_key.is_none() && !local {
+        return Err(format!(
+            "agent {key}: the {} harness needs an API key in ${key_var} for {base_url} (set it, or name another variable with api_key_env)",
+            runtime.harness
+        ));
+    }
+    let structured = match runtime.answer.as_deref() {
+        None | Some("tools") => false,
+        Some("structured") if api == Api::OpenAi => true,
+        Some("structured") => {
+            return Err(format!(
+                "agent {key}: answer = \"structured\" is for the openai harness; anthropic answers with tools"
+            ))
+        }
+        Some(other) => return Err(format!("agent {key}: answer must be \"tools\" or \"structured\", not \"{other}\"")),
+    };
+    Ok(HttpConfig {
+        api,
+        base_url,
+        model: runtime.model.clone().unwrap_or_else(|| default_model.to_string()),
+        effort: runtime.effort.clone(),
+        api_key,
+        structured,
+        max_tokens: runtime.max_tokens.unwrap_or(4096),
+        stall: run.scheduler.limits.stall_timeout,
+    })
+}
+
 fn resolve_runtime(run: &Run, choice: &RuntimeChoice) -> Result<RuntimeConfig, String> {
     let (alias, effort) = match choice {
-        RuntimeChoice::Inline(r) => return Ok(r.clone()),
+        RuntimeChoice::Inline(r) => return Ok((**r).clone()),
         RuntimeChoice::Default => (run.default_runtime.clone(), None),
         RuntimeChoice::Alias { alias, effort } => (alias.clone(), effort.clone()),
     };

@@ -3,6 +3,7 @@
 
 pub mod command;
 pub mod fake;
+pub mod http;
 
 use crate::accounting::{CostSource, Usage};
 use crate::control::slot::ResultSlot;
@@ -98,8 +99,8 @@ pub const KNOWN_HARNESSES: &[(&str, bool)] = &[
     ("claude", false),
     ("codex", false),
     ("pi", false),
-    ("openai", false),
-    ("anthropic", false),
+    ("openai", true),
+    ("anthropic", true),
 ];
 
 /// Refuses harnesses this build does not drive, saying so plainly.
@@ -107,11 +108,23 @@ pub fn check_available(harness: &str) -> Result<(), String> {
     match KNOWN_HARNESSES.iter().find(|(name, _)| *name == harness) {
         Some((_, true)) => Ok(()),
         Some((_, false)) => {
-            Err(format!("harness `{harness}` is not built in this version of awf yet; the available harnesses are `fake` and `command`"))
+            Err(format!("harness `{harness}` is not built in this version of awf yet; the available harnesses are `fake`, `command`, `openai` and `anthropic`"))
         }
         None => Err(format!(
             "unknown harness `{harness}` (known: {})",
             KNOWN_HARNESSES.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ")
         )),
     }
+}
+
+/// The model a harness uses when its runtime names none.
+pub fn default_model(harness: &str) -> String {
+    match harness {
+        "openai" => "gpt-5-mini",
+        "anthropic" | "claude" => "claude-sonnet-4-5",
+        "codex" => "gpt-5-codex",
+        "fake" => "fake",
+        other => other,
+    }
+    .to_string()
 }

@@ -75,33 +75,15 @@ fn parse_spec(spec: &Map) -> Result<OpenRequest, String> {
 
 fn parse_runtime_map(m: &Map) -> Result<RuntimeChoice, String> {
     let f = Fields { map: m, what: "runtime" };
-    f.check_known(&["alias", "harness", "model", "effort", "command", "responder", "base_url"])?;
     if let Some(alias) = f.string("alias")? {
-        if f.get("harness").is_some() {
-            return Err("runtime: give `alias` or `harness`, not both".into());
-        }
+        f.check_known(&["alias", "effort"]).map_err(|e| format!("{e}; an alias takes only `effort` beside it"))?;
         return Ok(RuntimeChoice::Alias { alias, effort: f.string("effort")? });
     }
-    let harness = f.string("harness")?.ok_or("runtime map needs `alias` or `harness`")?;
-    let command = match f.get("command") {
-        None => None,
-        Some(v) => Some(
-            v.clone()
-                .into_typed_array::<rhai::ImmutableString>()
-                .map_err(|_| "runtime: `command` must be an array of strings".to_string())?
-                .into_iter()
-                .map(|s| s.to_string())
-                .collect(),
-        ),
-    };
-    Ok(RuntimeChoice::Inline(RuntimeConfig {
-        harness,
-        model: f.string("model")?,
-        effort: f.string("effort")?,
-        command,
-        base_url: f.string("base_url")?,
-        responder: f.string("responder")?.map(PathBuf::from),
-    }))
+    if f.get("harness").is_none() {
+        return Err("runtime map needs `alias` or `harness`".into());
+    }
+    let json = to_json(&Dynamic::from_map(m.clone()))?;
+    serde_json::from_value::<RuntimeConfig>(json).map(|r| RuntimeChoice::Inline(Box::new(r))).map_err(|e| format!("runtime: {e}"))
 }
 
 fn parse_turn(h: &AgentHandle, turn: &Map) -> Result<Turn, String> {

@@ -1,0 +1,193 @@
+//! The `openai` and `anthropic` harnesses against a fake model server on 127.0.0.1: tool-call
+//! answers, rejections, nudges, rate limits, server errors, slow and dropped streams, sessions that
+//! carry their history into the next turn, and structured answers.
+
+mod common;
+#[path = "common/fake_model.rs"]
+mod fake_model;
+
+use common::{read_jsonl, Env};
+use fake_model::{FakeModel, Reply};
+use serde_json::{json, Value};
+
+const APIS: [&str; 2] = ["openai", "anthropic"];
+
+fn setup(api: &str, script: Vec<Reply>, extra: &str) -> (Env, FakeModel) {
+    let server = FakeModel::start(script);
+    let env = Env::new();
+    let (model, base) = match api {
+        "openai" => ("gpt-5-mini", format!("{}/v1", server.base())),
+        _ => ("claude-sonnet-4-5", server.base()),
+    };
+    env.write(
+        "awf.toml",
+        &format!("default_runtime = \"m\"\n[runtimes.m]\nharness = \"{api}\"\nmodel = \"{model}\"\nbase_url = \"{base}\"\n{extra}\n[limits]\nstall_timeout = \"1s\"\n"),
+    );
+    (env, server)
+}
+
+const ONE_TURN: &str = r#"
+let a = ctx.agents.open(#{ key: "a", instructions: "You judge." });
+let o = a.turn(#{ prompt: "Give a verdict.", schema: #{ type: "object", properties: #{ verdict: #{ type: "string" } }, required: ["verdict"] } });
+#{ kind: o.kind, value: o.value, reason: o.reason, input: o.usage.input_tokens, output: o.usage.output_tokens, cost: o.usage.cost_usd }
+"#;
+
+fn events(env: &Env, ty: &str) -> Vec<Value> {
+    read_jsonl(&env.run_dir().join("events.jsonl")).into_iter().filter(|e| e["type"] == ty).collect()
+}
+
+#[test]
+fn a_tool_call_answers_and_usage_is_priced() {
+    for api in APIS {
+        let (env, server) = setup(api, vec![Reply::result(json!({ "verdict": "ok" }))], "");
+        let out = env.run(ONE_TURN, &[]);
+        out.expect_code(0);
+        let v = out.json();
+        assert_eq!(v["kind"], "answered", "{api}: {v}");
+        assert_eq!(v["value"]["verdict"], "ok");
+        assert_eq!(v["output"], 20, "{api}: {v}");
+        assert!(v["cost"].as_f64().unwrap_or(0.0) > 0.0, "{api}: priced from the built-in table: {v}");
+        let turns = read_jsonl(&env.run_dir().join("turns.jsonl"));
+        assert_eq!(turns[0]["cost_source"], "priced");
+        assert_eq!(turns[0]["harness"], api);
+        let body = &server.bodies()[0];
+        let tools = body["tools"].as_array().expect("tools offered");
+        assert!(tools.iter().any(|t| t.to_string().contains("wf_result")), "{api}: {body}");
+        assert!(body.to_string().contains("You judge."), "{api}: the instructions are the system prompt");
+        assert!(env.run_dir().join("agents/a/history.json").is_file(), "{api}: history kept in the run folder");
+    }
+}
+
+#[test]
+fn an_invalid_result_is_rejected_and_the_fix_accepted() {
+    for api in APIS {
+        let (env, server) =
+            setup(api, vec![Reply::result(json!({ "verdict": 3 })), Reply::result(json!({ "verdict": "fixed" }))], "");
+        let out = env.run(ONE_TURN, &[]);
+        out.expect_code(0);
+        assert_eq!(out.json()["value"]["verdict"], "fixed", "{api}");
+        let second = server.bodies()[1].to_string();
+        assert!(
+            second.contains("rejected:") && second.contains("/verdict"),
+            "{api}: the rejection went back: {second}"
+        );
+        let turns = read_jsonl(&env.run_dir().join("turns.jsonl"));
+        assert_eq!(turns[0]["rejections"], 1);
+    }
+}
+
+#[test]
+fn a_turn_without_a_result_is_nudged() {
+    for api in APIS {
+        let (env, _server) =
+            setup(api, vec![Reply::text("Let me think."), Reply::result(json!({ "verdict": "late" }))], "");
+        let out = env.run(ONE_TURN, &[]);
+        out.expect_code(0);
+        assert_eq!(out.json()["value"]["verdict"], "late", "{api}");
+        assert_eq!(events(&env, "op-nudged").len(), 1, "{api}");
+    }
+}
+
+#[test]
+fn a_rate_limit_is_retried_after_its_retry_after() {
+    for api in APIS {
+        let limited = Reply::Status { code: 429, retry_after: Some(0), body: "{\"error\":\"rate limited\"}".into() };
+        let (env, _server) = setup(api, vec![limited, Reply::result(json!({ "verdict": "ok" }))], "");
+        let out = env.run(ONE_TURN, &[]);
+        out.expect_code(0);
+        assert_eq!(out.json()["kind"], "answered", "{api}");
+        let retries = events(&env, "http-retry");
+        assert_eq!(retries.len(), 1, "{api}");
+        assert!(retries[0]["data"]["why"].as_str().unwrap_or("").contains("429"));
+    }
+}
+
+#[test]
+fn a_server_error_fails_the_turn_with_its_message() {
+    for api in APIS {
+        let (env, _server) = setup(
+            api,
+            vec![Reply::Status { code: 500, retry_after: None, body: "{\"error\":\"boom inside\"}".into() }],
+            "",
+        );
+        let out = env.run(ONE_TURN, &[]);
+        out.expect_code(0);
+        let v = out.json();
+        assert_eq!(v["kind"], "failed", "{api}: {v}");
+        let reason = v["reason"].as_str().unwrap_or("");
+        assert!(reason.contains("500") && reason.contains("boom inside"), "{api}: {reason}");
+    }
+}
+
+#[test]
+fn a_slow_stream_is_waited_for_but_a_stalled_one_fails() {
+    for api in APIS {
+        let slow = Reply::Slow { pause_ms: 200, then: Box::new(Reply::result(json!({ "verdict": "slow" }))) };
+        let (env, _server) = setup(api, vec![slow], "");
+        let out = env.run(ONE_TURN, &[]);
+        out.expect_code(0);
+        assert_eq!(out.json()["value"]["verdict"], "slow", "{api}");
+
+        let stalled = Reply::Slow { pause_ms: 2000, then: Box::new(Reply::result(json!({ "verdict": "late" }))) };
+        let (env, _server) = setup(api, vec![stalled], "");
+        let out = env.run(ONE_TURN, &[]);
+        out.expect_code(0);
+        let v = out.json();
+        assert_eq!(v["kind"], "failed", "{api}: {v}");
+        assert!(v["reason"].as_str().unwrap_or("").starts_with("stalled"), "{api}: {v}");
+    }
+}
+
+#[test]
+fn a_dropped_connection_fails_the_turn() {
+    for api in APIS {
+        let (env, _server) = setup(api, vec![Reply::Drop], "");
+        let out = env.run(ONE_TURN, &[]);
+        out.expect_code(0);
+        let v = out.json();
+        assert_eq!(v["kind"], "failed", "{api}: {v}");
+        assert!(v["reason"].as_str().unwrap_or("").contains("closed before the reply ended"), "{api}: {v}");
+    }
+}
+
+#[test]
+fn the_second_turn_carries_the_first_in_its_history() {
+    for api in APIS {
+        let (env, server) = setup(
+            api,
+            vec![Reply::result(json!({ "value": "first" })), Reply::result(json!({ "value": "second" }))],
+            "",
+        );
+        let out = env.run(r#"let a = ctx.agents.open(#{ key: "a" }); [a.ask("One?"), a.ask("Two?")]"#, &[]);
+        out.expect_code(0);
+        assert_eq!(out.json(), json!(["first", "second"]), "{api}");
+        let second = server.bodies()[1].to_string();
+        assert!(second.contains("One?") && second.contains("first") && second.contains("Two?"), "{api}: {second}");
+    }
+}
+
+#[test]
+fn structured_mode_takes_the_reply_as_the_answer_and_refuses_a_cut_one() {
+    let (env, server) = setup("openai", vec![Reply::text("{\"verdict\":\"structured\"}")], "answer = \"structured\"");
+    let out = env.run(ONE_TURN, &[]);
+    out.expect_code(0);
+    assert_eq!(out.json()["value"]["verdict"], "structured");
+    let body = &server.bodies()[0];
+    assert_eq!(body["response_format"]["type"], "json_schema", "{body}");
+    assert!(body.get("tools").is_none(), "structured mode offers no tools: {body}");
+
+    let (env, _server) = setup("openai", vec![Reply::Cut("{\"verdict\":\"tru".into())], "answer = \"structured\"");
+    let v = env.run(ONE_TURN, &[]).json();
+    assert_eq!(v["kind"], "failed", "{v}");
+    assert!(v["reason"].as_str().unwrap_or("").contains("finish_reason: length"), "{v}");
+}
+
+#[test]
+fn a_remote_api_without_a_key_is_refused_naming_the_variable() {
+    let env = Env::new();
+    env.write("awf.toml", "[runtimes.m]\nharness = \"anthropic\"\napi_key_env = \"AWF_TEST_NO_SUCH_KEY\"\n");
+    let out = env.run(r#"ctx.agents.open(#{ key: "a", runtime: "m" })"#, &[]);
+    out.expect_code(1);
+    out.stderr_has("$AWF_TEST_NO_SUCH_KEY");
+    out.stderr_has("https://api.anthropic.com");
+}
