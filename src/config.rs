@@ -14,6 +14,8 @@ pub enum ConfigError {
     Parse { path: PathBuf, message: String },
     #[error("unknown runtime alias `{alias}` (looked in {place}; known: {known})")]
     UnknownRuntime { alias: String, place: String, known: String },
+    #[error("unknown sandbox `{name}` (looked in {place}; known: {known}); define [sandboxes.{name}] or give an inline policy map")]
+    UnknownSandbox { name: String, place: String, known: String },
     #[error("bad value for {field} in {place}: {message}")]
     BadValue { field: String, place: String, message: String },
 }
@@ -32,7 +34,7 @@ pub struct Config {
     #[serde(default)]
     pub prices: BTreeMap<String, Price>,
     #[serde(default)]
-    pub sandboxes: BTreeMap<String, toml::Value>,
+    pub sandboxes: BTreeMap<String, crate::sandbox::Policy>,
     pub runs_dir: Option<PathBuf>,
     /// Where this configuration was read from; `None` when no file exists.
     #[serde(skip)]
@@ -151,6 +153,15 @@ impl Config {
         let mut known: Vec<&str> = self.runtimes.keys().map(String::as_str).collect();
         known.push("fake");
         Err(ConfigError::UnknownRuntime { alias: alias.into(), place: self.place(), known: known.join(", ") })
+    }
+
+    /// A `[sandboxes.NAME]` policy, as written (paths not yet resolved).
+    pub fn sandbox(&self, name: &str) -> Result<crate::sandbox::Policy, ConfigError> {
+        self.sandboxes.get(name).cloned().ok_or_else(|| {
+            let known: Vec<&str> = self.sandboxes.keys().map(String::as_str).collect();
+            let known = if known.is_empty() { "none".to_string() } else { known.join(", ") };
+            ConfigError::UnknownSandbox { name: name.into(), place: self.place(), known }
+        })
     }
 
     pub fn stall_timeout(&self) -> Result<Option<Duration>, ConfigError> {

@@ -17,7 +17,8 @@
 //!
 //! - `cli/`: argument definitions and one call per command; the only place that prints and uses
 //!   anyhow. `script.rs` (`script run|check`), `init.rs`, `live.rs` (the terminal view), `wf.rs`
-//!   (`awf wf`, the agent side of the protocol).
+//!   (`awf wf`, the agent side of the protocol), `doctor.rs` (`awf doctor`: a list of checks, each
+//!   a name, an ok flag and a detail).
 //! - `script/`: the script host, **the only module that names rhai**. `engine.rs` (the one engine
 //!   builder: limits, no `eval`, `sleep` replaced, print/debug to the run log, `ctx`/`args` via
 //!   `on_var`, the progress hook), `resolver.rs` (imports limited to the script's folder, `scripts/`,
@@ -29,11 +30,20 @@
 //!   for every operation: concurrency, agents, budgets), `stages.rs`, `progress.rs`.
 //! - `agent/`: logical agents. `mod.rs` (open with the compatibility rules, stop, fork, set,
 //!   compact), `op.rs` (one operation from call to record), `supervise.rs` (nudges).
-//! - `harness/`: the `Session` trait and one file per harness (`fake.rs`, `command.rs`).
+//! - `harness/`: the `Session` trait and one file per harness (`fake.rs`, `command.rs`); `http/`
+//!   (`openai`, `anthropic`); `cli/` (`claude.rs`, `codex.rs`, `pi.rs`: agent CLIs run per turn in a
+//!   process group, a home per agent, judged by their JSONL events; `mod.rs` holds what they share,
+//!   the pinned versions and `doctor_checks`).
 //! - `control/`: the answer channel every harness shares: `schema.rs` (validators cached by schema
 //!   text, violations with JSON pointers, example values), `slot.rs` (result slots, rejection
 //!   text), `prompt.rs` (the answer instructions and the nudge), `protocol.rs` (the control-plane
 //!   frames; **no I/O**), `server.rs` (one agent's socket, launcher and open operations).
+//! - `sandbox/`: where a program agent runs confined. `mod.rs` (choosing an agent's sandbox: a
+//!   `[sandboxes]` name, an inline policy or the run-level `--sandbox`; seating; the run's record of
+//!   sandboxes), `policy.rs` (the policy as data, **no I/O**), `seat.rs` (an agent's concrete paths:
+//!   workspace, own home, control folder, hidden home folders and what the program needs from
+//!   them), `bwrap.rs` (**the one pure function** policy + seat → bwrap argv, mount order explained),
+//!   `provider.rs` (bwrap on PATH, probed once).
 //! - `record/`: the run folder, **the only module that writes it**: the JSONL envelope, the writer
 //!   thread, atomic JSON documents, readers tolerant of a torn last line.
 //! - `accounting.rs`: usage, the price table, folds by agent, stage and model.
@@ -58,6 +68,9 @@
 //!   else is refused and recorded as a `control-refused` event.
 //! - A `command` turn runs in its own process group, and the group is killed when the turn ends
 //!   (after an acknowledged wait or the answer's grace) or is cancelled, timed out or stalled.
+//! - An agent that asked for a sandbox (or runs under `--sandbox`) never runs without it: when the
+//!   sandbox cannot be made the agent is refused as it opens, and a harness that cannot wrap its
+//!   program refuses sandboxed agents.
 //! - Records only grow: each line is written whole by one writer thread; `stages.jsonl` and the
 //!   rest are synced to disk at every stage end and at the run's end.
 //! - No unwrap outside tests; locks recover from poisoning because their values are replaced whole.
@@ -76,16 +89,18 @@
 //!   events.jsonl   {"v":1,"type":T,"at":ISO-8601,"attempt":N,"data":{...}}; types: run-started, agent-opened,
 //!                  agent-stopped, agent-closed, agent-set, agent-compacted, op-started, op-nudged, op-settled,
 //!                  stage-started, stage-finished, parallel-started, parallel-finished, log, budget-exhausted,
-//!                  op-submission, op-waiting, control-refused,
+//!                  op-submission, op-waiting, control-refused, sandbox-opened, sandbox-seated,
 //!                  run-stopping, run-finished. Readers skip types they do not know.
 //!   turns.jsonl    one line per settled operation: agent, op_id, outcome, reason, stage, label, harness, model,
 //!                  tokens by kind, cost_usd, cost_source, simulated, rejections, delivered_at, settled_at
 //!   stages.jsonl   one line per stage end: name, attempt, status (succeeded|failed|stopped), value, summary, reason
 //!   journal.jsonl  one line per answered operation: agent, op_id, turn_hash, outcome
-//!   agents/<slug>/ (mode 0700, command agents) wf.sock, wf (the launcher), state/, ops/<op-id>.jsonl
-//!                  (liveness), ops/<op-id>.stdout|.stderr (first MiB each)
+//!   agents/<slug>/ (mode 0700, command and CLI agents) wf.sock, wf (the launcher), state/, ops/<op-id>.jsonl
+//!                  (liveness), ops/<op-id>.stdout|.stderr (first MiB each); home/ (sandboxed agents' HOME;
+//!                  a CLI agent's CLAUDE_CONFIG_DIR, CODEX_HOME or PI_CODING_AGENT_DIR)
 //!   result.json    run_id, status (succeeded|failed|stopped|cancelled), value, error, ended_in, stages,
-//!                  accounting {by_agent, by_stage, by_model, totals}, simulated, started_at, finished_at
+//!                  accounting {by_agent, by_stage, by_model, totals}, simulated, started_at, finished_at,
+//!                  sandboxes [{name, scope, provider, bwrap, policy, agents [{agent, harness, confined, seat}]}]
 //! ```
 
 pub mod accounting;
@@ -98,6 +113,7 @@ pub mod harness;
 pub mod messaging;
 pub mod record;
 pub mod run;
+pub mod sandbox;
 pub mod script;
 pub mod stdlib;
 pub mod watch;

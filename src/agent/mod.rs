@@ -10,6 +10,7 @@ use crate::config::RuntimeConfig;
 use crate::control::server::Endpoint;
 use crate::harness::{self, AgentInfo, Session};
 use crate::run::Run;
+use crate::sandbox::Confinement;
 use serde::Serialize;
 use serde_json::Value;
 use std::collections::HashMap;
@@ -206,12 +207,6 @@ impl AgentBook {
         if let Some(why) = lock(&self.stopped).get(&req.key) {
             return Err(format!("agent {} was stopped ({why}); its key cannot be opened again in this run", req.key));
         }
-        if req.sandbox.is_some() {
-            return Err(format!(
-                "agent {}: sandboxes are not built in this version of awf yet; remove `sandbox` to run it unsandboxed",
-                req.key
-            ));
-        }
         let runtime = resolve_runtime(run, &req.runtime)?;
         let mut open = lock(&self.open);
         if let Some(existing) = open.get(&req.key) {
@@ -232,6 +227,10 @@ impl AgentBook {
             };
         }
         harness::check_available(&runtime.harness).map_err(|e| format!("agent {}: {e}", req.key))?;
+        let sandbox = run
+            .sandboxes
+            .choose(run, &req.key, req.sandbox.as_ref(), &runtime.harness)
+            .map_err(|e| format!("agent {}: {e}", req.key))?;
         run.scheduler.admit_agent()?;
         let info = AgentInfo {
             key: req.key.clone(),
@@ -244,7 +243,10 @@ impl AgentBook {
             Some(path) => Some(run.responder(path)?),
             None => None,
         };
-        let (session, endpoint) = self.session_for(run, &req, &runtime, &info, responder)?;
+        let (session, endpoint) = self.session_for(run, &req, &runtime, &info, responder, sandbox.as_ref())?;
+        if let Some(s) = sandbox.filter(|_| crate::sandbox::confinement(&runtime.harness) != Confinement::Wrapped) {
+            run.sandboxes.seated_in_process(run, &s, &req.key, &runtime.harness);
+        }
         let key = req.key.clone();
         let agent = Arc::new(Agent {
             key: req.key.clone(),
@@ -281,6 +283,7 @@ impl AgentBook {
         runtime: &RuntimeConfig,
         info: &AgentInfo,
         responder: Option<Arc<dyn harness::Responder>>,
+        sandbox: Option<&crate::sandbox::Chosen>,
     ) -> Result<SessionParts, String> {
         if runtime.harness == "fake" {
             return Ok((Box::new(harness::fake::FakeSession::new(info.clone(), responder)), None));
@@ -325,6 +328,36 @@ impl AgentBook {
             Some(c) => run.cwd.join(c),
             None => run.cwd.clone(),
         };
+        if harness::cli::is_cli(&runtime.harness) {
+            if let Some(chosen) = sandbox {
+                return Err(format!(
+                    "agent {}: the {} harness cannot run inside sandbox `{}` yet",
+                    req.key, runtime.harness, chosen.name
+                ));
+            }
+            let program = run.config.harnesses.get(&runtime.harness).and_then(|h| h.command.clone());
+            let cfg = harness::cli::CliConfig::from_runtime(runtime, program, run.scheduler.limits.stall_timeout);
+            let opener = cli_endpoint_opener(run, awf);
+            let session =
+                harness::cli::CliSession::open(&runtime.harness, info.clone(), cfg, cwd, dir, endpoint.clone(), opener)
+                    .map_err(|e| format!("agent {}: {e}", req.key))?;
+            return Ok((Box::new(session), Some(endpoint)));
+        }
+        let sandbox = match sandbox {
+            Some(chosen) => {
+                let place = crate::sandbox::seat::Placement {
+                    program: &argv,
+                    cwd: &cwd,
+                    workspace: &cwd,
+                    control: &dir,
+                    socket: &endpoint.socket,
+                    run_dir: run.dir(),
+                    awf: &awf,
+                };
+                Some(run.sandboxes.seat(run, chosen, place).map_err(|e| format!("agent {}: {e}", req.key))?)
+            }
+            None => None,
+        };
         let session = harness::command::CommandSession::new(
             info.clone(),
             argv,
@@ -334,7 +367,10 @@ impl AgentBook {
             run.scheduler.limits.stall_timeout,
         )
         .map_err(|e| format!("agent {}: {e}", req.key))?;
-        Ok((Box::new(session), Some(endpoint)))
+        if let Some(s) = &sandbox {
+            run.sandboxes.seated(run, s, &req.key, &runtime.harness);
+        }
+        Ok((Box::new(session.sandboxed(sandbox)), Some(endpoint)))
     }
 
     /// Ends an agent; its key is never opened again in this run. False when it was not open.
@@ -378,12 +414,13 @@ impl AgentBook {
                 .map_err(|_| format!("cannot fork {} while it is running an operation", parent.key))?;
             guard.fork(info.clone()).map_err(|e| format!("harness {} cannot fork: {e}", parent.harness()))?
         };
+        let endpoint = session.endpoint();
         let mut request = parent.request.clone();
         request.key = key.clone();
         request.instructions = info.instructions.clone();
         let agent = Arc::new(Agent {
             key: key.clone(),
-            endpoint: None,
+            endpoint,
             runtime: parent.runtime.clone(),
             request,
             info: Mutex::new(info),
@@ -513,4 +550,37 @@ impl Agent {
         run.records.event("agent-compacted", &serde_json::json!({ "agent": self.key, "summary_chars": summary.len() }));
         Ok(summary)
     }
+}
+
+/// Opens the control folder and socket of an agent forked from a CLI agent (a fork answers
+/// through a launcher of its own).
+fn cli_endpoint_opener(run: &Arc<Run>, awf: PathBuf) -> harness::cli::EndpointOpener {
+    let weak = Arc::downgrade(run);
+    Arc::new(move |key: &str| {
+        let run = weak.upgrade().ok_or("the run has ended")?;
+        let slug = {
+            let mut slugs = lock(&run.agents.slugs);
+            let base = crate::record::agent_files::slug(key);
+            let mut s = base.clone();
+            let mut k = 2;
+            while !slugs.insert(s.clone()) {
+                s = format!("{base}-{k}");
+                k += 1;
+            }
+            s
+        };
+        let dir = crate::record::agent_files::agent_dir(run.dir(), &slug);
+        let events_run = Arc::downgrade(&run);
+        let events: crate::control::server::EventSink = Arc::new(move |ty: &str, data: Value| {
+            if let Some(r) = events_run.upgrade() {
+                r.records.event(ty, &data);
+            }
+        });
+        let messenger: Arc<dyn crate::control::messenger::Messenger> =
+            Arc::new(crate::messaging::AgentMessenger { run: Arc::downgrade(&run), key: key.to_string() });
+        let _rt = run.rt.enter();
+        let endpoint = Endpoint::open(&dir, key, &awf, events, messenger)
+            .map_err(|e| format!("agent {key}: cannot open its control socket in {}: {e}", dir.display()))?;
+        Ok((dir, Arc::new(endpoint)))
+    })
 }

@@ -84,6 +84,10 @@ fn run(cwd: &std::path::Path, args: CouncilRun) -> Result<i32> {
             return Ok(EXIT_USAGE);
         }
     };
+    if let Some(error) = &strategy.error {
+        eprintln!("{error}");
+        return Ok(EXIT_USAGE);
+    }
     let mut params = Map::new();
     for kv in &args.params {
         let Some((k, v)) = kv.split_once('=') else {

@@ -3,6 +3,7 @@
 //! by `ctx.stop`, 4 cancelled or past its deadline.
 
 mod council;
+mod doctor;
 mod init;
 mod live;
 mod script;
@@ -33,8 +34,28 @@ enum Command {
     Council(council::CouncilCommand),
     /// Write an awf.toml and an example workflow into the current folder
     Init(init::InitArgs),
+    /// Report what works on this machine: sandboxes, harnesses
+    Doctor(doctor::DoctorArgs),
     /// The agent side: what agents run (through their launcher) to answer and report
     Wf(wf::WfArgs),
+}
+
+/// Invoked through an agent's launcher (a symlink named `wf`), awf is `awf wf --socket <the socket
+/// beside it>`: the socket is `wf.sock` in the launcher's folder, or the path `wf.target` names.
+fn launcher_args(args: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
+    let Some(first) = args.first() else { return args };
+    let path = std::path::Path::new(first);
+    if path.file_name().is_none_or(|n| n != "wf") {
+        return args;
+    }
+    let dir = path.parent().map(std::path::Path::to_path_buf).unwrap_or_default();
+    let socket = match std::fs::read_to_string(dir.join("wf.target")) {
+        Ok(target) => std::path::PathBuf::from(target.trim()),
+        Err(_) => dir.join("wf.sock"),
+    };
+    let mut out: Vec<std::ffi::OsString> = vec!["awf".into(), "wf".into(), "--socket".into(), socket.into()];
+    out.extend(args.into_iter().skip(1));
+    out
 }
 
 /// Parses the command line and runs it; returns the process exit code.
@@ -45,7 +66,7 @@ pub fn main() -> i32 {
             .with_writer(std::io::stderr)
             .try_init();
     }
-    let cli = match Cli::try_parse() {
+    let cli = match Cli::try_parse_from(launcher_args(std::env::args_os().collect())) {
         Ok(c) => c,
         Err(e) => {
             let _ = e.print();
@@ -55,6 +76,7 @@ pub fn main() -> i32 {
     let result = match cli.command {
         Command::Script(cmd) => script::exec(cmd),
         Command::Init(args) => init::exec(args),
+        Command::Doctor(args) => doctor::exec(args),
         Command::Council(cmd) => council::exec(cmd),
         Command::Wf(args) => return wf::exec(args),
     };

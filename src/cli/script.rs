@@ -15,7 +15,7 @@ use std::time::Duration;
 #[derive(clap::Subcommand)]
 pub enum ScriptCommand {
     /// Run a workflow script
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Compile scripts and check their META without running them
     Check {
         #[arg(required = true)]
@@ -71,11 +71,14 @@ pub struct RunFlags {
     /// Print no progress or log lines on stderr
     #[arg(long, short)]
     pub quiet: bool,
+    /// Seat every agent in the sandbox [sandboxes.NAME] of awf.toml (one shared workspace)
+    #[arg(long, value_name = "NAME")]
+    pub sandbox: Option<String>,
 }
 
 pub fn exec(cmd: ScriptCommand) -> Result<i32> {
     match cmd {
-        ScriptCommand::Run(args) => run(args),
+        ScriptCommand::Run(args) => run(*args),
         ScriptCommand::Check { files } => check(&files),
     }
 }
@@ -257,6 +260,14 @@ pub fn execute(program: &Program, script_args: Value, flags: &RunFlags, output: 
     config.runtime(&default_runtime)?;
     let runs_dir = flags.runs_dir.clone().or(config.runs_dir.clone()).unwrap_or_else(|| PathBuf::from(".awf/runs"));
     let runs_dir = if runs_dir.is_absolute() { runs_dir } else { cwd.join(runs_dir) };
+    let sandbox = match &flags.sandbox {
+        Some(name) => {
+            let policy = config.sandbox(name)?;
+            policy.check().map_err(|e| anyhow!("--sandbox {name}: {e}"))?;
+            Some(crate::sandbox::Named { name: name.clone(), policy })
+        }
+        None => None,
+    };
 
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -274,6 +285,7 @@ pub fn execute(program: &Program, script_args: Value, flags: &RunFlags, output: 
         limits,
         deadline,
         default_runtime,
+        sandbox,
     };
     let run = Run::start(spec, rt.handle().clone(), Box::new(script::load_responder))
         .context("cannot create the run folder")?;
@@ -354,9 +366,19 @@ fn report(run: &Run, end: Option<ScriptEnd>, args: &RunFlags, output: Output) ->
             EXIT_CANCELLED,
         ),
     };
+    // A strategy that returned ok: false failed, though its script ran to the end.
+    let strategy_error = match (&value, output) {
+        (Some(v), Output::Strategy) if v.get("ok") == Some(&Value::Bool(false)) => {
+            Some(v.get("error").and_then(Value::as_str).unwrap_or("the strategy did not succeed").to_string())
+        }
+        _ => None,
+    };
+    let (status, error, code) = match &strategy_error {
+        Some(e) => ("failed", Some(e.clone()), EXIT_FAILED),
+        None => (status, error, code),
+    };
     let ended_in = if status == "succeeded" { None } else { run.stages.failed_in() };
     let result = run.finish(status, value.as_ref(), error.as_deref(), ended_in.as_deref());
-    let mut code = code;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&result).unwrap_or_default());
     } else if let Some(v) = &value {
@@ -368,12 +390,8 @@ fn report(run: &Run, end: Option<ScriptEnd>, args: &RunFlags, output: Output) ->
             (other, _) => println!("{}", serde_json::to_string_pretty(other).unwrap_or_default()),
         }
     }
-    if let (Some(v), Output::Strategy) = (&value, output) {
-        if v.get("ok") == Some(&Value::Bool(false)) {
-            let why = v.get("error").and_then(Value::as_str).unwrap_or("the strategy did not succeed");
-            eprintln!("awf: {why}");
-            code = EXIT_FAILED;
-        }
+    if let Some(why) = &strategy_error {
+        eprintln!("awf: {why}");
     }
     if let Some(r) = rendered {
         if status == "failed" {

@@ -88,10 +88,6 @@ pub fn private_dir(dir: &Path) -> std::io::Result<()> {
     std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
 }
 
-fn quote(p: &Path) -> String {
-    format!("'{}'", p.display().to_string().replace('\'', r"'\''"))
-}
-
 impl Endpoint {
     /// Opens the control folder `dir` (mode 0700) for agent `key`, binds its socket and writes the
     /// launcher. Must be called inside the tokio runtime's context.
@@ -113,10 +109,15 @@ impl Endpoint {
         }
         let _ = std::fs::remove_file(&socket);
         let listener = UnixListener::bind(&socket)?;
+        // The launcher is a symlink to the awf binary: run as `wf`, awf acts as `awf wf` with the
+        // socket beside it (or the one `wf.target` names, when that path was too long). No shell
+        // starts per command, and it needs no environment.
         let launcher = dir.join("wf");
-        let script = format!("#!/bin/sh\nexec {} wf --socket {} \"$@\"\n", quote(awf), quote(&socket));
-        std::fs::write(&launcher, script)?;
-        std::fs::set_permissions(&launcher, std::fs::Permissions::from_mode(0o700))?;
+        let _ = std::fs::remove_file(&launcher);
+        std::os::unix::fs::symlink(awf, &launcher)?;
+        if short_dir.is_some() {
+            std::fs::write(dir.join("wf.target"), socket.display().to_string())?;
+        }
         let state = Arc::new(State {
             key: key.to_string(),
             ops: Mutex::new(HashMap::new()),

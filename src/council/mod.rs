@@ -14,6 +14,8 @@ pub struct Strategy {
     /// Where it was found: a file path, or `built in`.
     pub origin: String,
     pub meta: Value,
+    /// Why the file could not be read (it does not parse): it is listed, and refused when called.
+    pub error: Option<String>,
 }
 
 /// Where a stdlib file may come from, most specific first.
@@ -72,8 +74,20 @@ pub fn discover(cwd: &Path) -> Vec<Strategy> {
         .into_iter()
         .filter_map(|name| {
             let (text, origin) = stdlib_text(cwd, &format!("council/{name}.rhai"))?;
-            let meta = crate::script::read_literals(&origin, &text).ok()?.remove("META")?;
-            (meta.get("kind").and_then(Value::as_str) == Some("strategy")).then_some(Strategy { name, origin, meta })
+            match crate::script::read_literals(&origin, &text) {
+                // A file that does not parse is still listed, with its error, so that it does not
+                // silently vanish (a broken override would otherwise hide the built-in one too).
+                Err(error) => Some(Strategy { name, origin, meta: Value::Null, error: Some(error) }),
+                Ok(mut lits) => {
+                    let meta = lits.remove("META")?;
+                    (meta.get("kind").and_then(Value::as_str) == Some("strategy")).then_some(Strategy {
+                        name,
+                        origin,
+                        meta,
+                        error: None,
+                    })
+                }
+            }
         })
         .collect()
 }
@@ -121,6 +135,10 @@ fn required(meta: &Value) -> Vec<String> {
 /// `- name(param, required*) — when; roster: positions; default team X.` The team is left out
 /// when it is magi, the fallback every call already gets.
 pub fn catalog_line(s: &Strategy) -> String {
+    if let Some(e) = &s.error {
+        let first = e.lines().next().unwrap_or("").trim_start_matches("error: ");
+        return format!("- {} — does not compile ({}): {first}", s.name, s.origin);
+    }
     let req = required(&s.meta);
     let params: Vec<String> = s
         .meta
@@ -168,7 +186,7 @@ mod tests {
     use serde_json::json;
 
     fn strategy(meta: Value) -> Strategy {
-        Strategy { name: "demo".into(), origin: "test".into(), meta }
+        Strategy { name: "demo".into(), origin: "test".into(), meta, error: None }
     }
 
     #[test]

@@ -38,7 +38,7 @@ pub fn wrapper(name: &str) -> String {
 /// Compiles strategy `name` as it stands now.
 pub fn compile(cwd: &Path, name: &str) -> Result<Program, String> {
     let path = cwd.join(format!("council:{name}.rhai"));
-    script::load_source(path, format!("council:{name}"), wrapper(name), cwd)
+    script::load_strategy(path, format!("council:{name}"), wrapper(name), cwd)
 }
 
 impl Registry {
@@ -66,7 +66,10 @@ impl Registry {
     pub fn reload_all(&self) -> Vec<Reload> {
         let mut out = Vec::new();
         for s in discover(&self.cwd) {
-            let compiled = compile(&self.cwd, &s.name);
+            let compiled = match &s.error {
+                Some(e) => Err(e.clone()),
+                None => compile(&self.cwd, &s.name),
+            };
             let mut entries = self.entries.write().unwrap_or_else(|p| p.into_inner());
             let entry = entries.entry(s.name.clone()).or_insert(Entry { program: None, error: None });
             match compiled {

@@ -24,6 +24,8 @@ pub struct CommandSession {
     state_dir: PathBuf,
     endpoint: Arc<Endpoint>,
     stall: Duration,
+    /// When set, every turn's program runs inside this sandbox, never outside it.
+    sandbox: Option<crate::sandbox::Sandbox>,
 }
 
 impl CommandSession {
@@ -40,15 +42,20 @@ impl CommandSession {
         }
         let state_dir = agent_dir.join("state");
         std::fs::create_dir_all(&state_dir).map_err(|e| format!("cannot create {}: {e}", state_dir.display()))?;
-        Ok(CommandSession { info, argv, cwd, agent_dir, state_dir, endpoint, stall })
+        Ok(CommandSession { info, argv, cwd, agent_dir, state_dir, endpoint, stall, sandbox: None })
+    }
+
+    /// Runs every turn's program inside `sandbox` (the agent's seat in it).
+    pub fn sandboxed(self, sandbox: Option<crate::sandbox::Sandbox>) -> Self {
+        CommandSession { sandbox, ..self }
     }
 }
 
 /// Kills a whole process group when dropped: nothing a turn started outlives it.
-struct Group(Option<i32>);
+pub(crate) struct Group(pub(crate) Option<i32>);
 
 impl Group {
-    fn kill(&mut self) -> bool {
+    pub(crate) fn kill(&mut self) -> bool {
         match self.0.take() {
             Some(pgid) => {
                 nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pgid), nix::sys::signal::Signal::SIGKILL).is_ok()
@@ -65,7 +72,7 @@ impl Drop for Group {
 }
 
 /// Copies a child's stream into a bounded capture, noting when output last arrived.
-fn pump(
+pub(crate) fn pump(
     mut from: impl AsyncRead + Unpin + Send + 'static,
     to: Arc<Mutex<Capture>>,
     activity: Arc<Mutex<Instant>>,
@@ -102,15 +109,25 @@ impl Session for CommandSession {
                 usage,
                 simulated: false,
             };
-            let mut cmd = tokio::process::Command::new(&self.argv[0]);
-            cmd.args(&self.argv[1..])
+            let vars: Vec<(String, String)> = [
+                ("AWF_LAUNCHER", self.endpoint.launcher.display().to_string()),
+                ("AWF_OP", input.op_id.clone()),
+                ("AWF_AGENT", self.info.key.clone()),
+                ("AWF_SCHEMA", input.slot.schema().text.to_string()),
+                ("AWF_STATE_DIR", self.state_dir.display().to_string()),
+                ("AWF_NUDGE", input.nudge.to_string()),
+            ]
+            .map(|(k, v)| (k.to_string(), v))
+            .into();
+            // A sandboxed program runs as bwrap's child, with only the sandbox's environment.
+            let argv = match &self.sandbox {
+                Some(s) => s.wrap(&self.argv, &vars),
+                None => self.argv.clone(),
+            };
+            let mut cmd = tokio::process::Command::new(&argv[0]);
+            cmd.args(&argv[1..])
                 .current_dir(&self.cwd)
-                .env("AWF_LAUNCHER", &self.endpoint.launcher)
-                .env("AWF_OP", &input.op_id)
-                .env("AWF_AGENT", &self.info.key)
-                .env("AWF_SCHEMA", input.slot.schema().text.as_ref())
-                .env("AWF_STATE_DIR", &self.state_dir)
-                .env("AWF_NUDGE", input.nudge.to_string())
+                .envs(vars)
                 .stdin(Stdio::piped())
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped())
@@ -125,7 +142,11 @@ impl Session for CommandSession {
                 }
             };
             let mut group = Group(child.id().map(|p| p as i32));
-            log.event("spawned", json!({ "pid": child.id(), "nudge": input.nudge, "argv": self.argv }));
+            let sandbox = self.sandbox.as_ref().map(|s| &s.name);
+            log.event(
+                "spawned",
+                json!({ "pid": child.id(), "nudge": input.nudge, "argv": self.argv, "sandbox": sandbox }),
+            );
             let activity = Arc::new(Mutex::new(Instant::now()));
             let stdout = Arc::new(Mutex::new(Capture::open(&self.agent_dir, &input.op_id, "stdout")));
             let stderr = Arc::new(Mutex::new(Capture::open(&self.agent_dir, &input.op_id, "stderr")));

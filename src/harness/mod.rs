@@ -1,6 +1,7 @@
 //! The harness boundary: what a turn is given, what it reports, and the sessions each harness
-//! keeps per agent. One file per harness; only `fake` is built so far.
+//! keeps per agent. One file per harness (`cli/` and `http/` hold the CLI and HTTP ones).
 
+pub mod cli;
 pub mod command;
 pub mod fake;
 pub mod http;
@@ -84,6 +85,12 @@ pub trait Session: Send {
 
     /// Changes the model or effort for later turns.
     fn set(&mut self, model: Option<&str>, effort: Option<&str>) -> Result<(), String>;
+
+    /// The control endpoint this session answers through, when it has one of its own (a forked
+    /// CLI session gets a new one).
+    fn endpoint(&self) -> Option<Arc<crate::control::server::Endpoint>> {
+        None
+    }
 }
 
 /// Answers a fake agent's turns from a user script. Implemented by the script host, so that this
@@ -96,9 +103,9 @@ pub trait Responder: Send + Sync {
 pub const KNOWN_HARNESSES: &[(&str, bool)] = &[
     ("fake", true),
     ("command", true),
-    ("claude", false),
-    ("codex", false),
-    ("pi", false),
+    ("claude", true),
+    ("codex", true),
+    ("pi", true),
     ("openai", true),
     ("anthropic", true),
 ];
@@ -108,7 +115,11 @@ pub fn check_available(harness: &str) -> Result<(), String> {
     match KNOWN_HARNESSES.iter().find(|(name, _)| *name == harness) {
         Some((_, true)) => Ok(()),
         Some((_, false)) => {
-            Err(format!("harness `{harness}` is not built in this version of awf yet; the available harnesses are `fake`, `command`, `openai` and `anthropic`"))
+            let built: Vec<&str> = KNOWN_HARNESSES.iter().filter(|(_, b)| *b).map(|(n, _)| *n).collect();
+            Err(format!(
+                "harness `{harness}` is not built in this version of awf yet; the available harnesses are {}",
+                built.join(", ")
+            ))
         }
         None => Err(format!(
             "unknown harness `{harness}` (known: {})",

@@ -55,6 +55,7 @@ impl OpLog {
 
 /// One captured output stream: the first `CAPTURE_LIMIT` bytes on disk, a tail in memory.
 pub struct Capture {
+    path: PathBuf,
     file: Option<File>,
     written: u64,
     pub total: u64,
@@ -62,15 +63,23 @@ pub struct Capture {
 }
 
 impl Capture {
+    /// A capture for `ops/<op-id>.<stream>`; the file is created with the first output, so that a
+    /// quiet program costs no file.
     pub fn open(agent_dir: &Path, op_id: &str, stream: &str) -> Capture {
         let path = agent_dir.join("ops").join(format!("{}.{stream}", slug(op_id)));
-        let file = std::fs::create_dir_all(agent_dir.join("ops"))
-            .and_then(|_| OpenOptions::new().create(true).append(true).open(path))
-            .ok();
-        Capture { file, written: 0, total: 0, tail: VecDeque::new() }
+        Capture { path, file: None, written: 0, total: 0, tail: VecDeque::new() }
     }
 
     pub fn push(&mut self, bytes: &[u8]) {
+        if self.file.is_none() && self.written == 0 && !bytes.is_empty() {
+            self.file = self
+                .path
+                .parent()
+                .map(std::fs::create_dir_all)
+                .unwrap_or(Ok(()))
+                .and_then(|_| OpenOptions::new().create(true).append(true).open(&self.path))
+                .ok();
+        }
         self.total += bytes.len() as u64;
         let room = CAPTURE_LIMIT.saturating_sub(self.written) as usize;
         if room > 0 {

@@ -45,6 +45,8 @@ pub struct RunSpec {
     pub limits: Limits,
     pub deadline: Option<Duration>,
     pub default_runtime: String,
+    /// `--sandbox NAME`: the sandbox every agent of the run is seated in.
+    pub sandbox: Option<crate::sandbox::Named>,
 }
 
 type ResponderLoader = Box<dyn Fn(&Path) -> Result<Arc<dyn Responder>, String> + Send + Sync>;
@@ -64,6 +66,7 @@ pub struct Run {
     pub scheduler: scheduler::Scheduler,
     pub schemas: SchemaCache,
     pub agents: AgentBook,
+    pub sandboxes: crate::sandbox::SandboxBook,
     pub stages: stages::StageBook,
     pub router: crate::messaging::Router,
     pub progress: progress::Progress,
@@ -125,6 +128,7 @@ impl Run {
             scheduler: scheduler::Scheduler::new(spec.limits),
             schemas: SchemaCache::default(),
             agents: AgentBook::default(),
+            sandboxes: crate::sandbox::SandboxBook::new(spec.sandbox),
             stages: stages::StageBook::default(),
             router: crate::messaging::Router::default(),
             progress: progress::Progress::default(),
@@ -264,7 +268,7 @@ impl Run {
             "v": record::FORMAT_VERSION, "run_id": self.id, "status": status,
             "value": value, "error": error, "ended_in": ended_in,
             "stages": self.stages.summary(), "accounting": accounts,
-            "simulated": self.simulated(),
+            "simulated": self.simulated(), "sandboxes": self.sandboxes.summary(),
             "started_at": self.started_at, "finished_at": finished_at,
             "duration_ms": self.started.elapsed().as_millis() as u64,
         });

@@ -32,6 +32,8 @@ pub struct Program {
     pub sha256: String,
     pub meta: Value,
     pub has_run_fn: bool,
+    /// Imports resolve in the strategy folders only (a council call).
+    strategy: bool,
     cwd: PathBuf,
     ast: Arc<AST>,
 }
@@ -70,7 +72,19 @@ pub fn load(path: &Path, cwd: &Path) -> Result<Program, String> {
 
 /// Compiles and checks script text as if it were the file `path` (imports resolve beside it).
 pub fn load_source(path: PathBuf, display: String, source: String, cwd: &Path) -> Result<Program, String> {
-    let engine = engine::build(None, Some(resolver_for(&path, cwd)), None);
+    load_with(path, display, source, cwd, false)
+}
+
+/// Compiles the workflow that runs a council strategy: its imports resolve in the strategy
+/// folders only (stdlib/, the user's strategies, the embedded stdlib), as the catalog lists them.
+pub fn load_strategy(path: PathBuf, display: String, source: String, cwd: &Path) -> Result<Program, String> {
+    load_with(path, display, source, cwd, true)
+}
+
+fn load_with(path: PathBuf, display: String, source: String, cwd: &Path, strategy: bool) -> Result<Program, String> {
+    let resolver =
+        if strategy { Resolver::for_strategies(cwd, engine::compile_scope()) } else { resolver_for(&path, cwd) };
+    let engine = engine::build(None, Some(resolver), None);
     let mut sources = render::Sources::new(&display, &source, cwd);
     let mut ast = engine
         .compile_into_self_contained(&engine::compile_scope(), &source)
@@ -93,7 +107,17 @@ pub fn load_source(path: PathBuf, display: String, source: String, cwd: &Path) -
         use sha2::{Digest, Sha256};
         Sha256::digest(source.as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
     };
-    Ok(Program { path, display, source, sha256, meta, has_run_fn, cwd: cwd.to_path_buf(), ast: Arc::new(ast) })
+    Ok(Program {
+        path,
+        display,
+        source,
+        sha256,
+        meta,
+        has_run_fn,
+        strategy,
+        cwd: cwd.to_path_buf(),
+        ast: Arc::new(ast),
+    })
 }
 
 /// The literal constants of a compiled script (`export const X = <literal>`), as JSON; constants
@@ -125,7 +149,11 @@ pub fn spawn(
     let (tx, rx) = tokio::sync::oneshot::channel();
     let ast = program.ast.clone();
     let has_run_fn = program.has_run_fn;
-    let resolver = resolver_for(&program.path, &program.cwd);
+    let resolver = if program.strategy {
+        Resolver::for_strategies(&program.cwd, engine::compile_scope())
+    } else {
+        resolver_for(&program.path, &program.cwd)
+    };
     let (display, source, cwd) = (program.display.clone(), program.source.clone(), program.cwd.clone());
     std::thread::Builder::new().name("awf-script".into()).stack_size(SCRIPT_STACK).spawn(move || {
         let args = convert::to_dynamic(&args);

@@ -7,7 +7,7 @@ use std::sync::mpsc::{self, RecvTimeoutError, Sender};
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
-type Job = Box<dyn FnOnce() + Send + 'static>;
+pub type Job = Box<dyn FnOnce() + Send + 'static>;
 
 /// How long an idle worker waits for work before it exits.
 const IDLE: Duration = Duration::from_secs(30);
@@ -76,6 +76,85 @@ fn worker(id: u64, first: Job) {
             }
         };
     }
+}
+
+/// Work handed to the pool only if the caller is still busy after a short grace: a parallel group
+/// whose branches finish within it (instant fake agents) runs on its caller alone, with no thread
+/// handoff, while a group whose first branch blocks gets its helpers a moment later.
+pub struct Deferred {
+    pending: Mutex<Vec<(u64, std::time::Instant, Vec<Job>)>>,
+    wake: std::sync::Condvar,
+    next: Mutex<u64>,
+}
+
+/// How long a caller works alone before helpers join it.
+pub const HELPERS_AFTER: Duration = Duration::from_micros(300);
+
+fn deferred() -> &'static Deferred {
+    static D: OnceLock<Deferred> = OnceLock::new();
+    D.get_or_init(|| {
+        let d = Deferred { pending: Mutex::new(Vec::new()), wake: std::sync::Condvar::new(), next: Mutex::new(0) };
+        let started = std::thread::Builder::new().name("awf-helpers".into()).spawn(|| deferred().run());
+        if let Err(e) = started {
+            tracing::error!("cannot start the helper timer: {e}; parallel helpers start at once");
+        }
+        d
+    })
+}
+
+impl Deferred {
+    fn run(&self) {
+        let mut pending = lock(&self.pending);
+        loop {
+            let now = std::time::Instant::now();
+            let mut due = Vec::new();
+            pending.retain_mut(|(_, at, jobs)| {
+                if *at <= now {
+                    due.append(jobs);
+                    false
+                } else {
+                    true
+                }
+            });
+            if !due.is_empty() {
+                drop(pending);
+                for job in due {
+                    if let Err(e) = spawn(job) {
+                        tracing::error!("{e}");
+                    }
+                }
+                pending = lock(&self.pending);
+                continue;
+            }
+            let wait = pending.iter().map(|(_, at, _)| at.saturating_duration_since(now)).min();
+            pending = match wait {
+                Some(w) => self.wake.wait_timeout(pending, w).map(|(g, _)| g).unwrap_or_else(|p| p.into_inner().0),
+                None => self.wake.wait(pending).unwrap_or_else(|p| p.into_inner()),
+            };
+        }
+    }
+}
+
+/// Schedules `jobs` to start on pool threads after `HELPERS_AFTER`, unless `cancel_deferred` takes
+/// them back first. Returns a ticket for that.
+pub fn defer(jobs: Vec<Job>) -> u64 {
+    let d = deferred();
+    let id = {
+        let mut n = lock(&d.next);
+        *n += 1;
+        *n
+    };
+    lock(&d.pending).push((id, std::time::Instant::now() + HELPERS_AFTER, jobs));
+    d.wake.notify_one();
+    id
+}
+
+/// Takes back jobs not started yet; true when they were still pending.
+pub fn cancel_deferred(ticket: u64) -> bool {
+    let mut pending = lock(&deferred().pending);
+    let before = pending.len();
+    pending.retain(|(id, _, _)| *id != ticket);
+    pending.len() < before
 }
 
 #[cfg(test)]

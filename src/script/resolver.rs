@@ -32,6 +32,15 @@ impl Resolver {
         Resolver { roots, strategies, scope }
     }
 
+    /// A resolver for council strategies: the project's `stdlib/`, then the user's strategies
+    /// folder, then the embedded stdlib (the same order the catalog lists them in).
+    pub fn for_strategies(cwd: &Path, scope: Scope<'static>) -> Resolver {
+        let root = cwd.join("stdlib");
+        let root = root.canonicalize().unwrap_or(root);
+        let strategies = crate::config::xdg_config_home().map(|d| d.join("awf").join("strategies"));
+        Resolver { roots: vec![root], strategies, scope }
+    }
+
     /// Where an import path is found, or why it cannot be imported.
     pub fn locate(&self, path: &str) -> Result<Found, String> {
         let rel = Path::new(path);

@@ -1,12 +1,21 @@
-//! A fake model server for the HTTP harness tests: speaks OpenAI chat-completions SSE and
-//! Anthropic Messages SSE on 127.0.0.1, answering each request with the next scripted reply, and
-//! keeps every request body for assertions.
+//! A fake model server for the harness tests: speaks OpenAI chat-completions SSE, Anthropic
+//! Messages SSE and OpenAI Responses SSE on 127.0.0.1, answering each request with the next
+//! scripted reply, and keeps every request body for assertions.
+//!
+//! In CLI mode (`start_cli`), made for the agent CLIs (Claude Code, Codex, pi), a request whose
+//! last message is a tool result is answered with the text "done" without taking from the script:
+//! the CLI ran its shell tool and now ends its turn. Any other request takes the next scripted
+//! reply, else the command of the prompt's last `FAKE_RUN: <command>` line, else "done".
+//! A `Reply::Shell` becomes a call of the client's own shell tool (`Bash` {command}, `bash`
+//! {command}, `exec_command` {cmd}), with `{launcher}` and `{op}` taken from the answer
+//! instructions of the request's last prompt.
 #![allow(dead_code)]
 
 use serde_json::{json, Value};
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -25,6 +34,9 @@ pub enum Reply {
     Slow { pause_ms: u64, then: Box<Reply> },
     /// The headers and part of the stream, then the connection closes.
     Drop,
+    /// A call of the client's own shell tool running this command; `{launcher}` and `{op}` are
+    /// replaced from the answer instructions in the request.
+    Shell(String),
 }
 
 impl Reply {
@@ -37,6 +49,30 @@ impl Reply {
     pub fn text(t: &str) -> Reply {
         Reply::Text(t.into())
     }
+    pub fn shell(cmd: &str) -> Reply {
+        Reply::Shell(cmd.into())
+    }
+    /// A shell call that pipes `answer` into the launcher for the prompt's operation.
+    pub fn answer(answer: Value) -> Reply {
+        Reply::Shell(answer_command(&answer))
+    }
+}
+
+/// `printf '%s' '<json>' | {launcher} result {op}`.
+pub fn answer_command(answer: &Value) -> String {
+    format!("printf '%s' {} | {{launcher}} result {{op}}", shell_quote(&answer.to_string()))
+}
+
+pub fn shell_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+/// Which wire format a request speaks, by its path.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Wire {
+    Chat,
+    Anthropic,
+    Responses,
 }
 
 #[derive(Clone)]
@@ -44,15 +80,31 @@ pub struct FakeModel {
     pub port: u16,
     script: Arc<Mutex<VecDeque<Reply>>>,
     pub requests: Arc<Mutex<Vec<(String, Value)>>>,
+    cli: bool,
+    ids: Arc<AtomicU64>,
 }
 
 impl FakeModel {
     /// Starts the server with a script; after the script runs out every request gets "done".
     pub fn start(script: Vec<Reply>) -> FakeModel {
+        Self::start_with(script, false)
+    }
+
+    /// Starts the server in CLI mode (see the module's documentation).
+    pub fn start_cli(script: Vec<Reply>) -> FakeModel {
+        Self::start_with(script, true)
+    }
+
+    fn start_with(script: Vec<Reply>, cli: bool) -> FakeModel {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1");
         let port = listener.local_addr().expect("addr").port();
-        let server =
-            FakeModel { port, script: Arc::new(Mutex::new(script.into())), requests: Arc::new(Mutex::new(Vec::new())) };
+        let server = FakeModel {
+            port,
+            script: Arc::new(Mutex::new(script.into())),
+            requests: Arc::new(Mutex::new(Vec::new())),
+            cli,
+            ids: Arc::new(AtomicU64::new(0)),
+        };
         let s = server.clone();
         std::thread::spawn(move || {
             for stream in listener.incoming().flatten() {
@@ -67,8 +119,14 @@ impl FakeModel {
         format!("http://127.0.0.1:{}", self.port)
     }
 
+    /// The bodies of the model requests (POSTs) received so far, in order.
     pub fn bodies(&self) -> Vec<Value> {
         self.requests.lock().expect("lock").iter().map(|(_, b)| b.clone()).collect()
+    }
+
+    /// Adds replies to the end of the script.
+    pub fn push(&self, replies: Vec<Reply>) {
+        self.script.lock().expect("lock").extend(replies);
     }
 
     fn serve(&self, mut stream: TcpStream) {
@@ -78,108 +136,372 @@ impl FakeModel {
         if reader.read_line(&mut line).is_err() {
             return;
         }
-        let path = line.split_whitespace().nth(1).unwrap_or("/").to_string();
+        let mut parts = line.split_whitespace();
+        let method = parts.next().unwrap_or("").to_string();
+        let path = parts.next().unwrap_or("/").to_string();
         let mut len = 0usize;
+        let mut chunked = false;
         loop {
             let mut h = String::new();
             if reader.read_line(&mut h).is_err() || h.trim().is_empty() {
                 break;
             }
-            if let Some(v) = h.to_ascii_lowercase().strip_prefix("content-length:") {
+            let lower = h.to_ascii_lowercase();
+            if let Some(v) = lower.strip_prefix("content-length:") {
                 len = v.trim().parse().unwrap_or(0);
             }
+            if lower.starts_with("transfer-encoding:") && lower.contains("chunked") {
+                chunked = true;
+            }
         }
-        let mut body = vec![0u8; len];
-        if reader.read_exact(&mut body).is_err() {
+        if method != "POST" {
+            // Connectivity probes (Claude Code sends `HEAD /`) and anything else: an empty 200.
+            let _ = stream.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
             return;
         }
+        let body = if chunked {
+            let mut body = Vec::new();
+            loop {
+                let mut size = String::new();
+                if reader.read_line(&mut size).is_err() {
+                    return;
+                }
+                let n = usize::from_str_radix(size.trim().split(';').next().unwrap_or("0"), 16).unwrap_or(0);
+                let mut chunk = vec![0u8; n + 2];
+                if reader.read_exact(&mut chunk).is_err() {
+                    return;
+                }
+                if n == 0 {
+                    break;
+                }
+                body.extend_from_slice(&chunk[..n]);
+            }
+            body
+        } else {
+            let mut body = vec![0u8; len];
+            if reader.read_exact(&mut body).is_err() {
+                return;
+            }
+            body
+        };
         let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-        self.requests.lock().expect("lock").push((path.clone(), body));
-        let reply = self.script.lock().expect("lock").pop_front().unwrap_or(Reply::Text("done".into()));
-        let anthropic = path.contains("/v1/messages");
-        write_reply(&mut stream, &reply, anthropic);
+        let wire = if path.contains("/messages") {
+            Wire::Anthropic
+        } else if path.contains("/responses") {
+            Wire::Responses
+        } else {
+            Wire::Chat
+        };
+        self.requests.lock().expect("lock").push((path.clone(), body.clone()));
+        let reply = if self.cli && last_is_tool_result(wire, &body) {
+            Reply::Text("done".into())
+        } else {
+            let scripted = self.script.lock().expect("lock").pop_front();
+            match scripted {
+                Some(r) => r,
+                None if self.cli => match fake_run(wire, &body) {
+                    Some(cmd) => Reply::Shell(cmd),
+                    None => Reply::Text("done".into()),
+                },
+                None => Reply::Text("done".into()),
+            }
+        };
+        let reply = resolve(reply, wire, &body);
+        let id = self.ids.fetch_add(1, Ordering::SeqCst) + 1;
+        write_reply(&mut stream, &reply, wire, id);
     }
+}
+
+/// The conversation items of a request: `messages`, or the Responses `input`.
+fn items(wire: Wire, body: &Value) -> Vec<Value> {
+    let key = if wire == Wire::Responses { "input" } else { "messages" };
+    match &body[key] {
+        Value::Array(a) => a.clone(),
+        Value::String(s) => vec![json!({ "role": "user", "content": s })],
+        _ => Vec::new(),
+    }
+}
+
+/// Whether the conversation ends with a tool's result (the client ran a tool and waits for the
+/// model's next step). Claude Code may put a `system` message last: it is skipped.
+pub fn last_is_tool_result(wire: Wire, body: &Value) -> bool {
+    let items = items(wire, body);
+    let last = items.iter().rev().find(|m| m["role"] != "system" && m["role"] != "developer");
+    let Some(last) = last else { return false };
+    match wire {
+        Wire::Chat => last["role"] == "tool",
+        // A tool result, unless a new instruction follows it in the same message (Claude Code's
+        // compaction appends its request there); system reminders are not instructions.
+        Wire::Anthropic => {
+            let blocks = last["content"].as_array().cloned().unwrap_or_default();
+            let instruction = |b: &Value| {
+                b["type"] == "text" && !b["text"].as_str().unwrap_or("").trim_start().starts_with("<system-reminder>")
+            };
+            last["role"] == "user"
+                && blocks.iter().any(|b| b["type"] == "tool_result")
+                && !blocks.iter().any(instruction)
+        }
+        Wire::Responses => {
+            matches!(last["type"].as_str(), Some("function_call_output" | "custom_tool_call_output"))
+        }
+    }
+}
+
+/// Every string in `v`, in order.
+fn strings<'a>(v: &'a Value, out: &mut Vec<&'a str>) {
+    match v {
+        Value::String(s) => out.push(s),
+        Value::Array(a) => a.iter().for_each(|x| strings(x, out)),
+        Value::Object(o) => o.values().for_each(|x| strings(x, out)),
+        _ => {}
+    }
+}
+
+/// The texts of the conversation, in order.
+fn texts(wire: Wire, body: &Value) -> Vec<String> {
+    let items = items(wire, body);
+    let mut out = Vec::new();
+    for item in &items {
+        strings(item, &mut out);
+    }
+    out.into_iter().map(String::from).collect()
+}
+
+/// The launcher and op id of the last answer instructions in the conversation.
+pub fn instructions(wire: Wire, body: &Value) -> Option<(String, String)> {
+    let mut found = None;
+    for text in texts(wire, body) {
+        for line in text.lines() {
+            let Some(rest) = line.trim().strip_suffix("<<'WF_JSON'") else { continue };
+            let words: Vec<&str> = rest.split_whitespace().collect();
+            if words.len() == 3 && words[1] == "result" {
+                found = Some((words[0].to_string(), words[2].to_string()));
+            }
+        }
+    }
+    found
+}
+
+/// The command of the conversation's last `FAKE_RUN: <command>` line.
+fn fake_run(wire: Wire, body: &Value) -> Option<String> {
+    let mut found = None;
+    for text in texts(wire, body) {
+        for line in text.lines() {
+            if let Some(cmd) = line.trim().strip_prefix("FAKE_RUN:") {
+                found = Some(cmd.trim().to_string());
+            }
+        }
+    }
+    found
+}
+
+/// The names of the tools a request offers.
+fn tool_names(body: &Value) -> Vec<String> {
+    body["tools"]
+        .as_array()
+        .map(|tools| {
+            tools
+                .iter()
+                .filter_map(|t| t["name"].as_str().or_else(|| t["function"]["name"].as_str()))
+                .map(String::from)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Turns a `Shell` reply into a call of the client's own shell tool.
+fn resolve(reply: Reply, wire: Wire, body: &Value) -> Reply {
+    let Reply::Shell(cmd) = reply else { return reply };
+    let cmd = match instructions(wire, body) {
+        Some((launcher, op)) => cmd.replace("{launcher}", &launcher).replace("{op}", &op),
+        None => cmd,
+    };
+    let names = tool_names(body);
+    let name = ["Bash", "bash", "exec_command", "shell"]
+        .iter()
+        .find(|n| names.iter().any(|x| x == *n))
+        .map(|n| n.to_string())
+        .unwrap_or_else(|| if wire == Wire::Responses { "exec_command".into() } else { "bash".into() });
+    let args = if name == "exec_command" { json!({ "cmd": cmd }) } else { json!({ "command": cmd }) };
+    Reply::Tool { name, args }
 }
 
 fn head(stream: &mut TcpStream) {
     let _ = stream.write_all(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n");
 }
 
-fn events(reply: &Reply, anthropic: bool) -> Vec<String> {
-    let sse = |event: Option<&str>, data: Value| match event {
+fn sse(event: Option<&str>, data: Value) -> String {
+    match event {
         Some(e) => format!("event: {e}\ndata: {data}\n\n"),
         None => format!("data: {data}\n\n"),
-    };
-    if anthropic {
-        let mut out = vec![sse(
-            Some("message_start"),
-            json!({ "type": "message_start", "message": { "id": "m1", "role": "assistant", "content": [], "usage": { "input_tokens": 100, "output_tokens": 1 } } }),
-        )];
-        let stop = match reply {
-            Reply::Tool { name, args } => {
-                out.push(sse(Some("content_block_start"), json!({ "type": "content_block_start", "index": 0, "content_block": { "type": "tool_use", "id": "toolu_1", "name": name, "input": {} } })));
-                out.push(sse(Some("content_block_delta"), json!({ "type": "content_block_delta", "index": 0, "delta": { "type": "input_json_delta", "partial_json": args.to_string() } })));
-                out.push(sse(Some("content_block_stop"), json!({ "type": "content_block_stop", "index": 0 })));
-                "tool_use"
-            }
-            Reply::Text(t) | Reply::Cut(t) => {
-                out.push(sse(Some("content_block_start"), json!({ "type": "content_block_start", "index": 0, "content_block": { "type": "text", "text": "" } })));
-                out.push(sse(
-                    Some("content_block_delta"),
-                    json!({ "type": "content_block_delta", "index": 0, "delta": { "type": "text_delta", "text": t } }),
-                ));
-                out.push(sse(Some("content_block_stop"), json!({ "type": "content_block_stop", "index": 0 })));
-                if matches!(reply, Reply::Cut(_)) {
-                    "max_tokens"
-                } else {
-                    "end_turn"
-                }
-            }
-            _ => "end_turn",
-        };
-        out.push(sse(
-            Some("message_delta"),
-            json!({ "type": "message_delta", "delta": { "stop_reason": stop }, "usage": { "output_tokens": 20 } }),
-        ));
-        out.push(sse(Some("message_stop"), json!({ "type": "message_stop" })));
-        out
-    } else {
-        let chunk = |delta: Value, finish: Value| {
-            sse(
-                None,
-                json!({ "id": "c1", "object": "chat.completion.chunk", "choices": [{ "index": 0, "delta": delta, "finish_reason": finish }] }),
-            )
-        };
-        let mut out = vec![chunk(json!({ "role": "assistant" }), Value::Null)];
-        match reply {
-            Reply::Tool { name, args } => {
-                out.push(chunk(json!({ "tool_calls": [{ "index": 0, "id": "call_1", "type": "function", "function": { "name": name, "arguments": "" } }] }), Value::Null));
-                out.push(chunk(
-                    json!({ "tool_calls": [{ "index": 0, "function": { "arguments": args.to_string() } }] }),
-                    Value::Null,
-                ));
-                out.push(chunk(json!({}), json!("tool_calls")));
-            }
-            Reply::Text(t) => {
-                out.push(chunk(json!({ "content": t }), Value::Null));
-                out.push(chunk(json!({}), json!("stop")));
-            }
-            Reply::Cut(t) => {
-                out.push(chunk(json!({ "content": t }), Value::Null));
-                out.push(chunk(json!({}), json!("length")));
-            }
-            _ => {}
-        }
-        out.push(sse(
-            None,
-            json!({ "id": "c1", "choices": [], "usage": { "prompt_tokens": 100, "completion_tokens": 20 } }),
-        ));
-        out.push("data: [DONE]\n\n".into());
-        out
     }
 }
 
-fn write_reply(stream: &mut TcpStream, reply: &Reply, anthropic: bool) {
+fn anthropic_events(reply: &Reply, id: u64) -> Vec<String> {
+    let mut out = vec![sse(
+        Some("message_start"),
+        json!({ "type": "message_start", "message": { "id": format!("msg_{id}"), "type": "message", "role": "assistant", "model": "fake-model", "content": [], "stop_reason": null, "usage": { "input_tokens": 100, "output_tokens": 1 } } }),
+    )];
+    out.push(sse(Some("ping"), json!({ "type": "ping" })));
+    let stop = match reply {
+        Reply::Tool { name, args } => {
+            out.push(sse(Some("content_block_start"), json!({ "type": "content_block_start", "index": 0, "content_block": { "type": "tool_use", "id": format!("toolu_{id}"), "name": name, "input": {} } })));
+            out.push(sse(Some("content_block_delta"), json!({ "type": "content_block_delta", "index": 0, "delta": { "type": "input_json_delta", "partial_json": args.to_string() } })));
+            out.push(sse(Some("content_block_stop"), json!({ "type": "content_block_stop", "index": 0 })));
+            "tool_use"
+        }
+        Reply::Text(t) | Reply::Cut(t) => {
+            out.push(sse(
+                Some("content_block_start"),
+                json!({ "type": "content_block_start", "index": 0, "content_block": { "type": "text", "text": "" } }),
+            ));
+            out.push(sse(
+                Some("content_block_delta"),
+                json!({ "type": "content_block_delta", "index": 0, "delta": { "type": "text_delta", "text": t } }),
+            ));
+            out.push(sse(Some("content_block_stop"), json!({ "type": "content_block_stop", "index": 0 })));
+            if matches!(reply, Reply::Cut(_)) {
+                "max_tokens"
+            } else {
+                "end_turn"
+            }
+        }
+        _ => "end_turn",
+    };
+    out.push(sse(
+        Some("message_delta"),
+        json!({ "type": "message_delta", "delta": { "stop_reason": stop, "stop_sequence": null }, "usage": { "output_tokens": 20 } }),
+    ));
+    out.push(sse(Some("message_stop"), json!({ "type": "message_stop" })));
+    out
+}
+
+fn chat_events(reply: &Reply, id: u64) -> Vec<String> {
+    let cid = format!("chatcmpl-{id}");
+    let chunk = |delta: Value, finish: Value| {
+        sse(
+            None,
+            json!({ "id": cid, "object": "chat.completion.chunk", "created": 0, "model": "fake-model", "choices": [{ "index": 0, "delta": delta, "finish_reason": finish }] }),
+        )
+    };
+    let mut out = vec![chunk(json!({ "role": "assistant", "content": "" }), Value::Null)];
+    match reply {
+        Reply::Tool { name, args } => {
+            out.push(chunk(json!({ "tool_calls": [{ "index": 0, "id": format!("call_{id}"), "type": "function", "function": { "name": name, "arguments": "" } }] }), Value::Null));
+            out.push(chunk(
+                json!({ "tool_calls": [{ "index": 0, "function": { "arguments": args.to_string() } }] }),
+                Value::Null,
+            ));
+            out.push(chunk(json!({}), json!("tool_calls")));
+        }
+        Reply::Text(t) => {
+            out.push(chunk(json!({ "content": t }), Value::Null));
+            out.push(chunk(json!({}), json!("stop")));
+        }
+        Reply::Cut(t) => {
+            out.push(chunk(json!({ "content": t }), Value::Null));
+            out.push(chunk(json!({}), json!("length")));
+        }
+        _ => {}
+    }
+    out.push(sse(
+        None,
+        json!({ "id": cid, "object": "chat.completion.chunk", "choices": [], "usage": { "prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120 } }),
+    ));
+    out.push("data: [DONE]\n\n".into());
+    out
+}
+
+fn responses_events(reply: &Reply, id: u64) -> Vec<String> {
+    let rid = format!("resp_{id}");
+    let mut seq = 0u64;
+    let mut ev = |ty: &str, mut data: Value| {
+        data["type"] = json!(ty);
+        data["sequence_number"] = json!(seq);
+        seq += 1;
+        sse(Some(ty), data)
+    };
+    let response = |status: &str, output: Value| json!({ "id": rid, "object": "response", "created_at": 0, "status": status, "model": "fake-model", "output": output });
+    let mut out = vec![
+        ev("response.created", json!({ "response": response("in_progress", json!([])) })),
+        ev("response.in_progress", json!({ "response": response("in_progress", json!([])) })),
+    ];
+    let mut final_status = "completed";
+    let item = match reply {
+        Reply::Tool { name, args } => {
+            let fid = format!("fc_{id}");
+            let call_id = format!("call_{id}");
+            let args = args.to_string();
+            let added = json!({ "type": "function_call", "id": fid, "call_id": call_id, "name": name, "arguments": "", "status": "in_progress" });
+            out.push(ev("response.output_item.added", json!({ "output_index": 0, "item": added })));
+            out.push(ev(
+                "response.function_call_arguments.delta",
+                json!({ "item_id": fid, "output_index": 0, "delta": args }),
+            ));
+            out.push(ev(
+                "response.function_call_arguments.done",
+                json!({ "item_id": fid, "output_index": 0, "arguments": args }),
+            ));
+            let done = json!({ "type": "function_call", "id": fid, "call_id": call_id, "name": name, "arguments": args, "status": "completed" });
+            out.push(ev("response.output_item.done", json!({ "output_index": 0, "item": done })));
+            done
+        }
+        Reply::Text(t) | Reply::Cut(t) => {
+            if matches!(reply, Reply::Cut(_)) {
+                final_status = "incomplete";
+            }
+            let mid = format!("msg_{id}");
+            let added =
+                json!({ "type": "message", "id": mid, "role": "assistant", "status": "in_progress", "content": [] });
+            out.push(ev("response.output_item.added", json!({ "output_index": 0, "item": added })));
+            out.push(ev(
+                "response.content_part.added",
+                json!({ "item_id": mid, "output_index": 0, "content_index": 0, "part": { "type": "output_text", "text": "", "annotations": [] } }),
+            ));
+            out.push(ev(
+                "response.output_text.delta",
+                json!({ "item_id": mid, "output_index": 0, "content_index": 0, "delta": t }),
+            ));
+            out.push(ev(
+                "response.output_text.done",
+                json!({ "item_id": mid, "output_index": 0, "content_index": 0, "text": t }),
+            ));
+            let part = json!({ "type": "output_text", "text": t, "annotations": [] });
+            out.push(ev(
+                "response.content_part.done",
+                json!({ "item_id": mid, "output_index": 0, "content_index": 0, "part": part }),
+            ));
+            let done =
+                json!({ "type": "message", "id": mid, "role": "assistant", "status": "completed", "content": [part] });
+            out.push(ev("response.output_item.done", json!({ "output_index": 0, "item": done })));
+            done
+        }
+        _ => Value::Null,
+    };
+    let output = if item.is_null() { json!([]) } else { json!([item]) };
+    let mut done = response(final_status, output);
+    done["usage"] = json!({
+        "input_tokens": 100, "input_tokens_details": { "cached_tokens": 0 },
+        "output_tokens": 20, "output_tokens_details": { "reasoning_tokens": 0 }, "total_tokens": 120
+    });
+    if final_status == "incomplete" {
+        done["incomplete_details"] = json!({ "reason": "max_output_tokens" });
+        out.push(ev("response.incomplete", json!({ "response": done })));
+    } else {
+        out.push(ev("response.completed", json!({ "response": done })));
+    }
+    out
+}
+
+fn events(reply: &Reply, wire: Wire, id: u64) -> Vec<String> {
+    match wire {
+        Wire::Anthropic => anthropic_events(reply, id),
+        Wire::Chat => chat_events(reply, id),
+        Wire::Responses => responses_events(reply, id),
+    }
+}
+
+fn write_reply(stream: &mut TcpStream, reply: &Reply, wire: Wire, id: u64) {
     match reply {
         Reply::Status { code, retry_after, body } => {
             let extra = retry_after.map(|s| format!("retry-after: {s}\r\n")).unwrap_or_default();
@@ -187,7 +509,7 @@ fn write_reply(stream: &mut TcpStream, reply: &Reply, anthropic: bool) {
         }
         Reply::Slow { pause_ms, then } => {
             head(stream);
-            let evs = events(then, anthropic);
+            let evs = events(then, wire, id);
             let _ = stream.write_all(evs[0].as_bytes());
             let _ = stream.flush();
             std::thread::sleep(Duration::from_millis(*pause_ms));
@@ -197,13 +519,13 @@ fn write_reply(stream: &mut TcpStream, reply: &Reply, anthropic: bool) {
         }
         Reply::Drop => {
             head(stream);
-            let evs = events(&Reply::Text("partial".into()), anthropic);
+            let evs = events(&Reply::Text("partial".into()), wire, id);
             let _ = stream.write_all(evs[0].as_bytes());
             let _ = stream.flush();
         }
         other => {
             head(stream);
-            for e in events(other, anthropic) {
+            for e in events(other, wire, id) {
                 let _ = stream.write_all(e.as_bytes());
             }
         }

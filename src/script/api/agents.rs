@@ -83,7 +83,9 @@ fn parse_runtime_map(m: &Map) -> Result<RuntimeChoice, String> {
         return Err("runtime map needs `alias` or `harness`".into());
     }
     let json = to_json(&Dynamic::from_map(m.clone()))?;
-    serde_json::from_value::<RuntimeConfig>(json).map(|r| RuntimeChoice::Inline(Box::new(r))).map_err(|e| format!("runtime: {e}"))
+    serde_json::from_value::<RuntimeConfig>(json)
+        .map(|r| RuntimeChoice::Inline(Box::new(r)))
+        .map_err(|e| format!("runtime: {e}"))
 }
 
 fn parse_turn(h: &AgentHandle, turn: &Map) -> Result<Turn, String> {

@@ -32,6 +32,8 @@ struct Shared {
     group: Option<u64>,
     settled: bool,
     run: Arc<Run>,
+    state: Mutex<Flow>,
+    changed: std::sync::Condvar,
 }
 
 impl Shared {
@@ -42,10 +44,21 @@ impl Shared {
         let _in_scope = scope::enter(self.frame.clone());
         let n = self.items.len();
         loop {
-            let i = self.next.fetch_add(1, Ordering::SeqCst);
-            if i >= n || self.frame.cancel.is_cancelled() || self.frame.expired().is_some() {
-                break;
-            }
+            let i = {
+                let mut st = self.lock_state();
+                if st.exhausted {
+                    break;
+                }
+                let i = self.next.fetch_add(1, Ordering::SeqCst);
+                if i >= n || self.frame.cancel.is_cancelled() || self.frame.expired().is_some() {
+                    st.exhausted = true;
+                    self.changed.notify_all();
+                    break;
+                }
+                st.in_flight += 1;
+                i
+            };
+            let _item = InFlight(self);
             if let Some(g) = self.group {
                 self.run.progress.group_item(g, false);
             }
@@ -63,6 +76,37 @@ impl Shared {
             }
             *self.results[i].lock().unwrap_or_else(|p| p.into_inner()) = Some(r);
         }
+    }
+
+    /// Waits until no item will be taken any more and none is running. The caller waits for the
+    /// items, not for the workers: a worker woken after the items ran out costs the caller nothing.
+    fn wait_settled(&self) {
+        let mut st = self.lock_state();
+        while !(st.exhausted && st.in_flight == 0) {
+            st = self.changed.wait(st).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+
+    fn lock_state(&self) -> std::sync::MutexGuard<'_, Flow> {
+        // Two counters updated together under the lock: a poisoned lock still holds them whole.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// Items running, and whether the queue is done handing them out.
+#[derive(Default)]
+struct Flow {
+    in_flight: usize,
+    exhausted: bool,
+}
+
+/// Counts an item as finished when dropped, even if its branch panicked.
+struct InFlight<'a>(&'a Shared);
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.lock_state().in_flight -= 1;
+        self.0.changed.notify_all();
     }
 }
 
@@ -212,50 +256,32 @@ fn parallel(
         group,
         settled,
         run: run.clone(),
+        state: Mutex::new(Flow::default()),
+        changed: std::sync::Condvar::new(),
     });
-    let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
-    let mut started = 0;
-    let mut spawn_error = None;
-    // The calling thread is the last worker: it would only wait otherwise.
-    for _ in 1..conc {
-        let (job, done) = (shared.clone(), done_tx.clone());
-        match pool::spawn(Box::new(move || {
-            job.work();
-            // Released before reporting, so the caller can take the results back whole.
-            drop(job);
-            let _ = done.send(());
-        })) {
-            Ok(()) => started += 1,
-            Err(e) => {
-                spawn_error = Some(e);
-                shared.frame.cancel.cancel();
-                break;
-            }
-        }
+    // The calling thread is one of the workers; the others join it after a short grace, so a
+    // group of instant branches runs without a single thread handoff.
+    let helpers: Vec<pool::Job> = (1..conc)
+        .map(|_| {
+            let job = shared.clone();
+            Box::new(move || job.work()) as pool::Job
+        })
+        .collect();
+    let ticket = (!helpers.is_empty()).then(|| pool::defer(helpers));
+    shared.work();
+    if let Some(t) = ticket {
+        pool::cancel_deferred(t);
     }
-    drop(done_tx);
-    if spawn_error.is_none() {
-        shared.work();
-    }
-    for _ in 0..started {
-        // A worker that panicked drops its sender without sending; the others still report.
-        if done_rx.recv().is_err() {
-            break;
-        }
-    }
-    let spawned = match spawn_error {
-        Some(e) => Err(e),
-        None => Ok(()),
-    };
-    let shared = Arc::try_unwrap(shared).map_err(|_| script_err(nc, format!("{name}: a branch outlived its group")))?;
-    let first_error = shared.first_error;
-    let results = shared.results;
+    shared.wait_settled();
+    let spawned: Result<(), String> = Ok(());
+    let first_error = *shared.first_error.lock().unwrap_or_else(|p| p.into_inner());
+    let results: Vec<Option<Branch>> =
+        shared.results.iter().map(|m| m.lock().unwrap_or_else(|p| p.into_inner()).take()).collect();
     if let Some(g) = group {
         run.progress.group_ended(g);
     }
     spawned.map_err(|e| script_err(nc, e))?;
-    let mut results: Vec<Option<Branch>> =
-        results.into_iter().map(|m| m.into_inner().unwrap_or_else(|p| p.into_inner())).collect();
+    let mut results = results;
     let failed = results.iter().filter(|r| matches!(r, Some(Err(_)))).count();
     run.records.event("parallel-finished", &json!({ "label": opts.label, "items": n, "failed": failed }));
 
@@ -275,7 +301,7 @@ fn parallel(
         None => "parallel deadline exceeded".to_string(),
     };
     if !settled {
-        if let Some(i) = *first_error.lock().unwrap_or_else(|p| p.into_inner()) {
+        if let Some(i) = first_error {
             let terminated_by_deadline = matches!(results.get(i), Some(Some(Err(e))) if matches!(**e, EvalAltResult::ErrorTerminated(..)))
                 && past_deadline;
             if !terminated_by_deadline {

@@ -1,0 +1,232 @@
+//! Claude Code: `claude -p --output-format stream-json --verbose --allowedTools Bash`, the session
+//! id preset with `--session-id` on the first turn and `--resume` after; `CLAUDE_CONFIG_DIR` is
+//! the agent's home. Cost comes from the `result` event (`total_cost_usd`); a turn fails on
+//! `is_error` or on permission denials (the command did not run).
+
+use super::{num, operator_dir, CliConfig, CliEnv, Invocation, Turn, ARG_MAX};
+use crate::harness::AgentInfo;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+pub struct Claude {
+    /// This agent's session id, preset.
+    id: String,
+    /// A fork's parent session, copied into this home, until the first turn forks it.
+    fork_from: Option<String>,
+}
+
+impl Default for Claude {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Claude {
+    pub fn new() -> Claude {
+        Claude { id: uuid::Uuid::new_v4().to_string(), fork_from: None }
+    }
+}
+
+/// Whether a session's transcript exists in the home (`projects/<cwd>/<id>.jsonl`).
+fn session_exists(home: &Path, id: &str) -> bool {
+    let Ok(dirs) = std::fs::read_dir(home.join("projects")) else { return false };
+    dirs.filter_map(Result::ok).any(|d| d.path().join(format!("{id}.jsonl")).is_file())
+}
+
+fn common_args(cfg: &CliConfig, info: &AgentInfo) -> Vec<String> {
+    let mut args: Vec<String> =
+        ["-p", "--output-format", "stream-json", "--verbose", "--allowedTools", "Bash"].map(String::from).to_vec();
+    if let Some(m) = &cfg.model {
+        args.extend(["--model".into(), m.clone()]);
+    }
+    if let Some(e) = &cfg.effort {
+        args.extend(["--effort".into(), e.clone()]);
+    }
+    if let Some(i) = &info.instructions {
+        args.extend(["--append-system-prompt".into(), i.clone()]);
+    }
+    args
+}
+
+/// The prompt as the last argument, or on stdin when it is too long for one.
+fn with_prompt(mut args: Vec<String>, cfg: &CliConfig, prompt: &str) -> Invocation {
+    args.extend(cfg.args.iter().cloned());
+    if prompt.len() > ARG_MAX {
+        return Invocation { args, stdin: Some((prompt.to_string(), false)) };
+    }
+    args.extend(["--".into(), prompt.to_string()]);
+    Invocation { args, stdin: None }
+}
+
+impl super::Cli for Claude {
+    fn harness(&self) -> &'static str {
+        "claude"
+    }
+
+    fn credentials(&self, home: &Path) -> Vec<(PathBuf, PathBuf)> {
+        operator_dir("CLAUDE_CONFIG_DIR", ".claude")
+            .map(|d| vec![(d.join(".credentials.json"), home.join(".credentials.json"))])
+            .unwrap_or_default()
+    }
+
+    fn prepare(&self, home: &Path, cfg: &CliConfig, _info: &AgentInfo) -> Result<CliEnv, String> {
+        let mut env = CliEnv::default();
+        env.set("CLAUDE_CONFIG_DIR", home.display().to_string());
+        for var in [
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC",
+            "DISABLE_TELEMETRY",
+            "DISABLE_AUTOUPDATER",
+            "DISABLE_ERROR_REPORTING",
+            "DISABLE_BUG_COMMAND",
+        ] {
+            env.set(var, "1");
+        }
+        // A Claude Code that runs awf must not make its agents think they are nested in it.
+        env.remove.extend(["CLAUDECODE", "CLAUDE_CODE_ENTRYPOINT"]);
+        if let Some(url) = &cfg.base_url {
+            env.set("ANTHROPIC_BASE_URL", url);
+        }
+        if let Some(key) = cfg.api_key() {
+            env.set("ANTHROPIC_API_KEY", key);
+        } else if cfg.local() && !cfg.has_env("ANTHROPIC_API_KEY") && !cfg.has_env("ANTHROPIC_AUTH_TOKEN") {
+            env.set("ANTHROPIC_API_KEY", "dummy");
+        }
+        if cfg.local() {
+            env.set("CLAUDE_CODE_MAX_RETRIES", "1");
+        }
+        Ok(env)
+    }
+
+    fn turn(&self, home: &Path, cfg: &CliConfig, info: &AgentInfo, prompt: &str) -> Invocation {
+        let mut args = common_args(cfg, info);
+        match &self.fork_from {
+            Some(parent) if session_exists(home, parent) && !session_exists(home, &self.id) => {
+                args.extend(["--resume".into(), parent.clone(), "--fork-session".into()]);
+                args.extend(["--session-id".into(), self.id.clone()]);
+            }
+            _ if session_exists(home, &self.id) => args.extend(["--resume".into(), self.id.clone()]),
+            _ => args.extend(["--session-id".into(), self.id.clone()]),
+        }
+        with_prompt(args, cfg, prompt)
+    }
+
+    fn event(&self, ev: &Value, turn: &mut Turn) {
+        let ty = ev["type"].as_str().unwrap_or_default();
+        let subtype = ev["subtype"].as_str().unwrap_or_default();
+        match (ty, subtype) {
+            ("system", "init") => turn.session_id = ev["session_id"].as_str().map(String::from),
+            ("system", "compact_boundary") => turn.compacted = true,
+            // The summary comes back as the user message that continues the session.
+            ("user", _) if turn.compacted && turn.text.is_empty() => {
+                if let Some(text) = ev.pointer("/message/content").and_then(Value::as_str) {
+                    turn.text = summary_of(text);
+                }
+            }
+            ("result", _) => {
+                turn.done = true;
+                let u = &ev["usage"];
+                turn.usage.input_tokens += num(u, "input_tokens");
+                turn.usage.output_tokens += num(u, "output_tokens");
+                turn.usage.cache_read_tokens += num(u, "cache_read_input_tokens");
+                turn.usage.cache_write_tokens += num(u, "cache_creation_input_tokens");
+                if let Some(cost) = ev["total_cost_usd"].as_f64() {
+                    turn.usage.cost_usd += cost;
+                    turn.cost_reported = true;
+                }
+                let denials = ev["permission_denials"].as_array().filter(|d| !d.is_empty());
+                if ev["is_error"].as_bool() == Some(true) {
+                    let text = ev["result"].as_str().filter(|t| !t.is_empty()).unwrap_or(subtype);
+                    turn.failure = Some(format!("Claude Code reported an error ({subtype}): {text}"));
+                } else if let Some(d) = denials {
+                    let tools: Vec<&str> = d.iter().filter_map(|x| x["tool_name"].as_str()).collect();
+                    turn.failure = Some(format!(
+                        "Claude Code denied permission for {} (the call did not run; runtime `args` can allow more tools, e.g. [\"--allowedTools\", \"Edit\"])",
+                        if tools.is_empty() { "a tool".to_string() } else { tools.join(", ") }
+                    ));
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn after_turn(&mut self, home: &Path, _turn: &mut Turn) {
+        if self.fork_from.is_some() && session_exists(home, &self.id) {
+            self.fork_from = None;
+        }
+    }
+
+    fn fork(&self, home: &Path, _child_home: &Path) -> Result<Box<dyn super::Cli>, String> {
+        let fork_from = if session_exists(home, &self.id) { Some(self.id.clone()) } else { self.fork_from.clone() };
+        Ok(Box::new(Claude { id: uuid::Uuid::new_v4().to_string(), fork_from }))
+    }
+
+    fn compact(&self, home: &Path, cfg: &CliConfig, info: &AgentInfo, prompt: &str) -> Result<Invocation, String> {
+        if !session_exists(home, &self.id) {
+            return Err("nothing to compact: the agent's Claude Code session has no turns yet".into());
+        }
+        let mut args = common_args(cfg, info);
+        args.extend(["--resume".into(), self.id.clone()]);
+        let command = format!("/compact {}", prompt.replace('\n', " "));
+        Ok(with_prompt(args, cfg, command.trim()))
+    }
+}
+
+/// The summary inside Claude Code's "This session is being continued..." message.
+fn summary_of(text: &str) -> String {
+    let start = "covers the earlier portion of the conversation.";
+    let body = match text.find(start) {
+        Some(i) => &text[i + start.len()..],
+        None => text,
+    };
+    let body = match body.find("\n\nIf you need specific details") {
+        Some(i) => &body[..i],
+        None => body,
+    };
+    body.trim().to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::harness::cli::Cli;
+    use serde_json::json;
+
+    #[test]
+    fn a_result_gives_cost_and_failures() {
+        let c = Claude::new();
+        let mut t = Turn::default();
+        c.event(&json!({ "type": "system", "subtype": "init", "session_id": "s1" }), &mut t);
+        c.event(
+            &json!({ "type": "result", "subtype": "success", "is_error": false, "total_cost_usd": 0.25,
+                     "usage": { "input_tokens": 10, "output_tokens": 5, "cache_read_input_tokens": 3 },
+                     "permission_denials": [] }),
+            &mut t,
+        );
+        assert!(t.done && t.cost_reported && t.failure.is_none());
+        assert_eq!((t.usage.input_tokens, t.usage.output_tokens, t.usage.cache_read_tokens), (10, 5, 3));
+        assert_eq!(t.session_id.as_deref(), Some("s1"));
+
+        let mut t = Turn::default();
+        c.event(
+            &json!({ "type": "result", "subtype": "success", "is_error": false,
+                         "permission_denials": [{ "tool_name": "Bash" }] }),
+            &mut t,
+        );
+        assert!(t.failure.as_deref().unwrap_or("").contains("denied permission for Bash"), "{t:?}");
+
+        let mut t = Turn::default();
+        c.event(
+            &json!({ "type": "result", "subtype": "success", "is_error": true,
+                         "result": "API Error: Unable to connect to API" }),
+            &mut t,
+        );
+        assert!(t.failure.as_deref().unwrap_or("").contains("Unable to connect"), "{t:?}");
+    }
+
+    #[test]
+    fn the_compaction_summary_is_cut_out() {
+        let text = "This session is being continued from a previous conversation that ran out of context. The summary below covers the earlier portion of the conversation.\n\nThe verdict was ok.\n\nIf you need specific details from before compaction, read it.";
+        assert_eq!(summary_of(text), "The verdict was ok.");
+        assert_eq!(summary_of("plain"), "plain");
+    }
+}

@@ -1,0 +1,255 @@
+//! pi coding agent: `pi -p --mode json --session <file>`; `PI_CODING_AGENT_DIR` is the agent's
+//! home, with a `models.json` that points a provider at the runtime's `base_url` when it names one.
+//! pi reports tokens and (when its model has prices) cost per assistant message. `--mode json`
+//! exits 0 even when the model call failed: the turn fails when its last assistant message has
+//! `stopReason: "error"`. Compaction is native, through pi's RPC mode.
+
+use super::{num, operator_dir, CliConfig, CliEnv, Invocation, Turn, ARG_MAX};
+use crate::harness::AgentInfo;
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+
+/// The provider name awf gives a runtime's `base_url`.
+const PROVIDER: &str = "awf";
+/// The id of the RPC command that compacts.
+const COMPACT_ID: &str = "awf-compact";
+
+pub struct Pi {
+    /// The session file (pi creates it at this exact path). It lives in a folder of its own: pi
+    /// 0.73.1 does not resume a session file at the top of its agent folder; it starts a new one.
+    file: PathBuf,
+    /// A fork's parent session (a copy in this home), until the first turn forks it.
+    fork_from: Option<PathBuf>,
+}
+
+impl Pi {
+    pub fn new(home: &Path) -> Pi {
+        Pi { file: session_dir(home).join("session.jsonl"), fork_from: None }
+    }
+}
+
+/// Where the session files live in the home.
+fn session_dir(home: &Path) -> PathBuf {
+    home.join("awf-session")
+}
+
+/// The model id: the runtime's, else `default` for a server of one's own.
+fn model_id(cfg: &CliConfig) -> String {
+    cfg.model.clone().unwrap_or_else(|| "default".into())
+}
+
+fn models_json(cfg: &CliConfig, url: &str) -> Value {
+    // pi reads `apiKey` as the name of a variable when one is set, else as the key itself.
+    let api_key = cfg.api_key_env.clone().unwrap_or_else(|| "dummy".into());
+    json!({ "providers": { PROVIDER: {
+        "baseUrl": url,
+        "api": "openai-completions",
+        "apiKey": api_key,
+        "compat": { "supportsDeveloperRole": false, "supportsReasoningEffort": cfg.effort.is_some() },
+        "models": [{ "id": model_id(cfg), "reasoning": cfg.effort.is_some(), "input": ["text"], "contextWindow": 128000, "maxTokens": 16384 }]
+    } } })
+}
+
+/// Model, thinking level and instructions.
+fn model_args(cfg: &CliConfig, info: &AgentInfo) -> Vec<String> {
+    let mut args = Vec::new();
+    if cfg.base_url.is_some() {
+        args.extend(["--provider".into(), PROVIDER.into(), "--model".into(), model_id(cfg)]);
+    } else if let Some(m) = &cfg.model {
+        args.extend(["--model".into(), m.clone()]);
+    }
+    if let Some(e) = &cfg.effort {
+        args.extend(["--thinking".into(), e.clone()]);
+    }
+    if let Some(i) = &info.instructions {
+        args.extend(["--append-system-prompt".into(), i.clone()]);
+    }
+    args
+}
+
+/// The session file a fork created in `dir`, named `<time>_<id>.jsonl`.
+fn created_session(dir: &Path, id: &str) -> Option<PathBuf> {
+    let suffix = format!("_{id}.jsonl");
+    let entries = std::fs::read_dir(dir).ok()?;
+    entries.filter_map(Result::ok).map(|e| e.path()).find(|p| {
+        p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.ends_with(&suffix) || n == format!("{id}.jsonl"))
+    })
+}
+
+impl super::Cli for Pi {
+    fn harness(&self) -> &'static str {
+        "pi"
+    }
+
+    fn credentials(&self, home: &Path) -> Vec<(PathBuf, PathBuf)> {
+        operator_dir("PI_CODING_AGENT_DIR", ".pi/agent")
+            .map(|d| vec![(d.join("auth.json"), home.join("auth.json"))])
+            .unwrap_or_default()
+    }
+
+    fn prepare(&self, home: &Path, cfg: &CliConfig, _info: &AgentInfo) -> Result<CliEnv, String> {
+        if let Some(url) = &cfg.base_url {
+            let text = serde_json::to_string_pretty(&models_json(cfg, url)).unwrap_or_default();
+            super::write_config(&home.join("models.json"), &text)?;
+        }
+        if cfg.local() {
+            super::write_config(&home.join("settings.json"), "{\"retry\":{\"enabled\":false}}\n")?;
+        }
+        let mut env = CliEnv::default();
+        env.set("PI_CODING_AGENT_DIR", home.display().to_string());
+        env.set("PI_OFFLINE", "1");
+        env.set("PI_SKIP_VERSION_CHECK", "1");
+        env.set("PI_TELEMETRY", "0");
+        Ok(env)
+    }
+
+    fn turn(&self, home: &Path, cfg: &CliConfig, info: &AgentInfo, prompt: &str) -> Invocation {
+        let mut args: Vec<String> = ["-p", "--mode", "json"].map(String::from).to_vec();
+        args.extend(model_args(cfg, info));
+        match &self.fork_from {
+            Some(parent) => {
+                args.extend(["--fork".into(), parent.display().to_string()]);
+                args.extend(["--session-dir".into(), session_dir(home).join("forked").display().to_string()]);
+            }
+            None => args.extend(["--session".into(), self.file.display().to_string()]),
+        }
+        args.extend(cfg.args.iter().cloned());
+        if prompt.len() > ARG_MAX {
+            // Too long for one argument: pi reads `@file` arguments into the message.
+            let file = home.join("prompt.md");
+            if std::fs::write(&file, prompt).is_ok() {
+                args.push(format!("@{}", file.display()));
+                return Invocation { args, stdin: None };
+            }
+        }
+        // pi takes any argument that starts with `-` for an option, even after `--`.
+        args.push(if prompt.starts_with('-') { format!(" {prompt}") } else { prompt.to_string() });
+        Invocation { args, stdin: None }
+    }
+
+    fn event(&self, ev: &Value, turn: &mut Turn) {
+        match ev["type"].as_str().unwrap_or_default() {
+            "session" => turn.session_id = ev["id"].as_str().map(String::from),
+            "message_end" if ev.pointer("/message/role").and_then(Value::as_str) == Some("assistant") => {
+                let u = &ev["message"]["usage"];
+                turn.usage.input_tokens += num(u, "input");
+                turn.usage.output_tokens += num(u, "output");
+                turn.usage.cache_read_tokens += num(u, "cacheRead");
+                turn.usage.cache_write_tokens += num(u, "cacheWrite");
+                let cost = u.pointer("/cost/total").and_then(Value::as_f64).unwrap_or(0.0);
+                if cost > 0.0 {
+                    turn.usage.cost_usd += cost;
+                    turn.cost_reported = true;
+                }
+            }
+            "agent_end" => {
+                turn.done = true;
+                let messages = ev["messages"].as_array().map(Vec::as_slice).unwrap_or_default();
+                let last = messages.iter().rev().find(|m| m["role"] == "assistant");
+                if let Some(m) = last.filter(|m| m["stopReason"] == "error") {
+                    let why = m["errorMessage"].as_str().unwrap_or("no message");
+                    turn.failure = Some(format!("pi reported an error (stopReason: error): {why}"));
+                }
+            }
+            "compaction_end" => {
+                if let Some(summary) = ev.pointer("/result/summary").and_then(Value::as_str) {
+                    turn.compacted = true;
+                    turn.text = summary.to_string();
+                }
+            }
+            "response" if ev["id"] == COMPACT_ID => {
+                turn.done = true;
+                if ev["success"] == true {
+                    if let Some(summary) = ev.pointer("/data/summary").and_then(Value::as_str) {
+                        turn.compacted = true;
+                        turn.text = summary.to_string();
+                    }
+                } else {
+                    let why = ev["error"].as_str().unwrap_or("no message");
+                    turn.failure = Some(format!("pi could not compact: {why}"));
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn after_turn(&mut self, home: &Path, turn: &mut Turn) {
+        if self.fork_from.is_none() {
+            return;
+        }
+        let dir = session_dir(home).join("forked");
+        if let Some(created) = turn.session_id.as_deref().and_then(|id| created_session(&dir, id)) {
+            if std::fs::rename(&created, &self.file).is_ok() {
+                if let Some(parent) = self.fork_from.take() {
+                    let _ = std::fs::remove_file(parent);
+                }
+            }
+        }
+    }
+
+    fn fork(&self, _home: &Path, child_home: &Path) -> Result<Box<dyn super::Cli>, String> {
+        let mut child = Pi::new(child_home);
+        // The copied home holds this session at the child's own session path: it becomes the
+        // fork's source, and the child's first turn forks it into a session of its own.
+        let copied = child.file.clone();
+        let source = session_dir(child_home).join("fork-source.jsonl");
+        let pending = self.fork_from.as_ref().and_then(|p| p.file_name()).map(|n| session_dir(child_home).join(n));
+        if copied.is_file() {
+            std::fs::rename(&copied, &source).map_err(|e| format!("cannot prepare the fork's session: {e}"))?;
+            child.fork_from = Some(source);
+        } else if let Some(p) = pending.filter(|p| p.is_file()) {
+            child.fork_from = Some(p);
+        }
+        Ok(Box::new(child))
+    }
+
+    fn compact(&self, _home: &Path, cfg: &CliConfig, info: &AgentInfo, prompt: &str) -> Result<Invocation, String> {
+        if !self.file.is_file() {
+            return Err("nothing to compact: the agent's pi session has no turns yet".into());
+        }
+        let mut args: Vec<String> = ["--mode", "rpc"].map(String::from).to_vec();
+        args.extend(model_args(cfg, info));
+        args.extend(["--session".into(), self.file.display().to_string()]);
+        args.extend(cfg.args.iter().cloned());
+        let command = json!({ "type": "compact", "customInstructions": prompt, "id": COMPACT_ID });
+        Ok(Invocation { args, stdin: Some((format!("{command}\n"), true)) })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::harness::cli::Cli;
+
+    #[test]
+    fn an_error_stop_fails_the_turn_and_usage_adds_up() {
+        let p = Pi::new(Path::new("/h"));
+        let mut t = Turn::default();
+        p.event(&json!({ "type": "session", "id": "s" }), &mut t);
+        let usage = json!({ "input": 100, "output": 20, "cacheRead": 5, "cacheWrite": 0, "cost": { "total": 0 } });
+        p.event(&json!({ "type": "message_end", "message": { "role": "assistant", "usage": usage } }), &mut t);
+        p.event(&json!({ "type": "message_end", "message": { "role": "assistant", "usage": usage } }), &mut t);
+        p.event(&json!({ "type": "message_end", "message": { "role": "user" } }), &mut t);
+        p.event(&json!({ "type": "agent_end", "messages": [{ "role": "assistant", "stopReason": "stop" }] }), &mut t);
+        assert!(t.done && t.failure.is_none() && !t.cost_reported, "{t:?}");
+        assert_eq!((t.usage.input_tokens, t.usage.output_tokens, t.usage.cache_read_tokens), (200, 40, 10));
+
+        let mut t = Turn::default();
+        p.event(
+            &json!({ "type": "agent_end", "messages": [{ "role": "assistant", "stopReason": "error", "errorMessage": "Connection error." }] }),
+            &mut t,
+        );
+        assert!(t.failure.as_deref().unwrap_or("").contains("Connection error."), "{t:?}");
+    }
+
+    #[test]
+    fn a_prompt_that_looks_like_an_option_is_not_one() {
+        let p = Pi::new(Path::new("/h"));
+        let cfg = CliConfig::from_runtime(&Default::default(), Some("pi".into()), std::time::Duration::from_secs(1));
+        let info =
+            AgentInfo { key: "a".into(), instructions: None, model: "pi".into(), effort: None, labels: json!({}) };
+        let inv = p.turn(Path::new("/h"), &cfg, &info, "- list");
+        assert_eq!(inv.args.last().map(String::as_str), Some(" - list"));
+        assert!(inv.args.windows(2).any(|w| w == ["--session", "/h/awf-session/session.jsonl"]), "{:?}", inv.args);
+    }
+}

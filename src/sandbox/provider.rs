@@ -1,0 +1,72 @@
+//! Whether bubblewrap can build sandboxes on this machine: found on PATH, then probed by running
+//! it once in every namespace. A run asks once, when its first sandboxed program agent opens;
+//! `awf doctor` asks too.
+
+use super::bwrap;
+use std::ffi::OsStr;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+/// How to get bubblewrap, for error messages.
+pub const INSTALL: &str =
+    "install bubblewrap (apt-get install bubblewrap; dnf install bubblewrap; pacman -S bubblewrap)";
+
+/// `bwrap` on `path` (a PATH value), or why it is not there.
+pub fn find(path: Option<&OsStr>) -> Result<PathBuf, String> {
+    path.into_iter()
+        .flat_map(std::env::split_paths)
+        .filter(|d| d.is_absolute())
+        .map(|d| d.join("bwrap"))
+        .find(|p| std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0))
+        .ok_or_else(|| format!("bubblewrap is missing: no `bwrap` on PATH; {INSTALL}"))
+}
+
+/// Runs the probe (`bwrap --unshare-all ... bwrap --version`); an error says what failed and how
+/// to allow it.
+pub fn probe(bwrap: &Path) -> Result<(), String> {
+    let argv = bwrap::probe_argv(bwrap);
+    let out = Command::new(&argv[0])
+        .args(&argv[1..])
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("cannot run {}: {e}", bwrap.display()))?;
+    if out.status.success() {
+        return Ok(());
+    }
+    let why = String::from_utf8_lossy(&out.stderr).trim().to_string();
+    Err(format!(
+        "{} cannot create namespaces here ({}): user namespaces look unavailable; allow them \
+         (sysctl -w kernel.unprivileged_userns_clone=1, and on Ubuntu 24.04 \
+         kernel.apparmor_restrict_unprivileged_userns=0), or in a container allow unshare \
+         (e.g. docker run --security-opt seccomp=unconfined --cap-add SYS_ADMIN)",
+        bwrap.display(),
+        if why.is_empty() { out.status.to_string() } else { why }
+    ))
+}
+
+/// `bwrap --version`, e.g. `bubblewrap 0.8.0`.
+pub fn version(bwrap: &Path) -> Option<String> {
+    let out = Command::new(bwrap).arg("--version").stdin(Stdio::null()).output().ok()?;
+    out.status.success().then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+/// bwrap found on this process's PATH and probed: the path to run, or why sandboxes cannot be made.
+pub fn ready() -> Result<PathBuf, String> {
+    let bwrap = find(std::env::var_os("PATH").as_deref())?;
+    probe(&bwrap)?;
+    Ok(bwrap)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_path_without_bwrap_says_how_to_install_it() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let e = find(Some(dir.path().as_os_str())).expect_err("no bwrap there");
+        assert!(e.contains("apt-get install bubblewrap"), "{e}");
+        assert!(find(None).is_err());
+    }
+}

@@ -1,0 +1,428 @@
+//! The CLI harnesses `claude`, `codex` and `pi`, driven for real: the pinned CLIs (`.ci/run`
+//! installs them) run against the fake model server on 127.0.0.1, which makes each call its own
+//! shell tool with a command that pipes the answer into the launcher. Each test re-runs itself in a
+//! loopback-only network namespace (`unshare -n`, lo up) when this machine allows one, so that no
+//! CLI can reach the network; otherwise it runs as is, against 127.0.0.1 only. A CLI that is not
+//! installed is reported SKIPPED (and fails the test on CI, where `.ci/run` installs them).
+
+mod common;
+#[path = "common/fake_model.rs"]
+mod fake_model;
+
+use common::{read_jsonl, Env, Out};
+use fake_model::{FakeModel, Reply};
+use serde_json::{json, Value};
+use std::process::{Command, Stdio};
+
+/// Set inside the network namespace, so that the re-run does not re-run itself.
+const IN_NETNS: &str = "AWF_TEST_IN_NETNS";
+
+/// Whether `cli` runs here; prints why a test is skipped when not.
+fn installed(cli: &str, test: &str) -> bool {
+    let ok = Command::new(cli)
+        .arg("--version")
+        .env("PI_OFFLINE", "1")
+        .stdin(Stdio::null())
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        assert!(std::env::var_os("CI").is_none(), "on CI, .ci/run must install `{cli}`");
+        eprintln!("SKIPPED: {test}: `{cli}` is not installed (npm install -g the version pinned in .ci/run)");
+    }
+    ok
+}
+
+/// Whether a loopback-only network namespace can be made here.
+fn netns_available() -> bool {
+    Command::new("unshare")
+        .args(["-n", "--", "sh", "-c", "ip link set lo up"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// Runs `test` again, alone, in a loopback-only network namespace; true when it did (the caller
+/// then returns: the re-run did the work). False when already inside one, or when none can be made.
+fn rerun_in_netns(test: &str) -> bool {
+    if std::env::var_os(IN_NETNS).is_some() {
+        return false;
+    }
+    if !netns_available() {
+        eprintln!("{test}: no network namespace here (unshare -n needs root): running against 127.0.0.1 only");
+        return false;
+    }
+    let exe = std::env::current_exe().expect("test binary");
+    let out = Command::new("unshare")
+        .args(["-n", "--", "sh", "-c", "ip link set lo up && exec \"$0\" \"$@\""])
+        .arg(&exe)
+        .args([test, "--exact", "--nocapture", "--test-threads=1"])
+        .env(IN_NETNS, "1")
+        .stdin(Stdio::null())
+        .output()
+        .expect("run the test in a network namespace");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    eprintln!("--- {test}, re-run in a loopback-only network namespace:\n{stdout}\n{stderr}");
+    assert!(out.status.success(), "{test} failed in the network namespace");
+    assert!(stdout.contains("1 passed"), "{test} did not run in the network namespace");
+    true
+}
+
+/// The runtime table for `cli` against the fake (or any base URL).
+fn runtime(cli: &str, base: &str) -> String {
+    match cli {
+        "claude" => format!("harness = \"claude\"\nmodel = \"claude-sonnet-4-5\"\nbase_url = \"{base}\"\n"),
+        _ => format!("harness = \"{cli}\"\nmodel = \"fake-model\"\nbase_url = \"{base}/v1\"\n"),
+    }
+}
+
+/// A working folder with `awf.toml` whose default runtime is `cli` at `base`, and a home of its
+/// own for the operator (no credentials of the machine's are read or written).
+fn setup(cli: &str, base: &str) -> Env {
+    setup_with(cli, base, "", "15s")
+}
+
+/// As `setup`, with extra lines for the runtime table and a stall timeout.
+fn setup_with(cli: &str, base: &str, extra: &str, stall: &str) -> Env {
+    let env = Env::new();
+    env.write(
+        "awf.toml",
+        &format!(
+            "default_runtime = \"m\"\n[runtimes.m]\n{}{extra}\n[prices.\"fake-model\"]\ninput = 1.0\noutput = 2.0\n[limits]\nstall_timeout = \"{stall}\"\n",
+            runtime(cli, base)
+        ),
+    );
+    std::fs::create_dir_all(env.path().join("operator-home")).expect("home");
+    env
+}
+
+/// Runs a workflow with the operator's home and keys kept out.
+fn run(env: &Env, script: &str) -> Out {
+    env.write("wf.rhai", script);
+    let mut cmd = common::command(env.path(), &["script", "run", "wf.rhai"]);
+    cmd.env("HOME", env.path().join("operator-home"));
+    for var in [
+        "CLAUDE_CONFIG_DIR",
+        "CODEX_HOME",
+        "PI_CODING_AGENT_DIR",
+        "ANTHROPIC_API_KEY",
+        "ANTHROPIC_AUTH_TOKEN",
+        "ANTHROPIC_BASE_URL",
+        "OPENAI_API_KEY",
+        "OPENAI_BASE_URL",
+        "CLAUDECODE",
+    ] {
+        cmd.env_remove(var);
+    }
+    let child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn awf");
+    common::wait_with_timeout(child)
+}
+
+const SCHEMA: &str = r#"#{ type: "object", properties: #{ verdict: #{ type: "string" } }, required: ["verdict"] }"#;
+
+fn two_turns() -> String {
+    format!(
+        r#"
+let a = ctx.agents.open(#{{ key: "a", instructions: "You judge carefully." }});
+let one = a.run(#{{ prompt: "Give a first verdict.", schema: {SCHEMA} }});
+a.set(#{{ effort: "high" }});
+let two = a.run(#{{ prompt: "Give a second verdict.", schema: {SCHEMA} }});
+#{{ one: one.kind, v1: one.value, r1: one.reason, two: two.kind, v2: two.value, r2: two.reason,
+   u1: one.usage, u2: two.usage }}
+"#
+    )
+}
+
+/// The body of the first request that shows `needle` in its conversation.
+fn first_request_with(server: &FakeModel, needle: &str) -> Value {
+    server
+        .bodies()
+        .into_iter()
+        .find(|b| b.to_string().contains(needle))
+        .unwrap_or_else(|| panic!("no request shows {needle:?}"))
+}
+
+fn answers_through_the_launcher_and_resumes(cli: &str, test: &str) {
+    if !installed(cli, test) || rerun_in_netns(test) {
+        return;
+    }
+    // The second answer shows a variable of the runtime's `env`: it reached the CLI's shell tool.
+    let from_env = r#"printf '{"verdict":"%s"}' "$AWF_TEST_MARK" | {launcher} result {op}"#;
+    let server = FakeModel::start_cli(vec![Reply::answer(json!({ "verdict": "one" })), Reply::shell(from_env)]);
+    let extra_args = match cli {
+        "claude" => r#"["--max-turns", "7"]"#,
+        "codex" => r#"["-c", "hide_agent_reasoning=true"]"#,
+        _ => r#"["--no-skills"]"#,
+    };
+    let extra = format!("args = {extra_args}\nenv = {{ AWF_TEST_MARK = \"two\" }}\n");
+    let env = setup_with(cli, &server.base(), &extra, "15s");
+    // The operator's credentials are copied into the agent's home (pi's and Codex's: Claude
+    // Code would try to use OAuth credentials).
+    let credential = match cli {
+        "codex" => Some((".codex/auth.json", "auth.json", r#"{"OPENAI_API_KEY":"sk-awf-test-unused"}"#)),
+        "pi" => Some((".pi/agent/auth.json", "auth.json", "{}")),
+        _ => None,
+    };
+    if let Some((operator, _, text)) = credential {
+        env.write(&format!("operator-home/{operator}"), text);
+    }
+    let out = run(&env, &two_turns());
+    out.expect_code(0);
+    let v = out.json();
+    assert_eq!((v["one"].as_str(), v["two"].as_str()), (Some("answered"), Some("answered")), "{cli}: {v}");
+    assert_eq!(v["v1"]["verdict"], "one", "{cli}: {v}");
+    assert_eq!(v["v2"]["verdict"], "two", "{cli}: {v}");
+    for u in [&v["u1"], &v["u2"]] {
+        assert!(u["input_tokens"].as_u64().unwrap_or(0) > 0, "{cli}: tokens recorded: {v}");
+        assert!(u["output_tokens"].as_u64().unwrap_or(0) > 0, "{cli}: tokens recorded: {v}");
+        assert!(u["cost_usd"].as_f64().unwrap_or(0.0) > 0.0, "{cli}: cost recorded: {v}");
+    }
+    // The second turn resumed the session: the model saw the first turn in its history.
+    let second = first_request_with(&server, "Give a second verdict.").to_string();
+    assert!(second.contains("Give a first verdict."), "{cli}: the second turn carries the first: {second}");
+    assert!(second.contains("You judge carefully."), "{cli}: the instructions reached the model");
+    let turns = env.turns();
+    assert_eq!(turns.len(), 2);
+    let source = if cli == "claude" { "harness" } else { "priced" };
+    for t in &turns {
+        assert_eq!(t["harness"], cli);
+        assert_eq!(t["cost_source"], source, "{cli}: {t}");
+    }
+    let subs = env.events_of("op-submission");
+    assert_eq!(subs.len(), 2, "{cli}: both answers came through the launcher: {subs:?}");
+    let dir = env.run_dir().join("agents/a");
+    assert!(dir.join("home").is_dir(), "{cli}: the agent has a home of its own");
+    let log = read_jsonl(&dir.join("ops/a-2.jsonl"));
+    assert!(log.iter().any(|e| e["type"] == "spawned"), "{log:?}");
+    assert!(log.iter().any(|e| e["type"] == "answered"), "{log:?}");
+    assert!(std::fs::metadata(dir.join("ops/a-2.stdout")).map(|m| m.len()).unwrap_or(0) > 0, "events captured");
+    let args = |log: &[Value]| log.iter().find(|e| e["type"] == "spawned").map(|e| e["data"]["args"].to_string());
+    let first = args(&read_jsonl(&dir.join("ops/a-1.jsonl"))).unwrap_or_default();
+    let second = args(&log).unwrap_or_default();
+    let extra: Vec<String> = serde_json::from_str(extra_args).expect("args");
+    assert!(extra.iter().all(|a| first.contains(a.as_str())), "{cli}: runtime args passed: {first}");
+    let effort = match cli {
+        "claude" => r#""--effort","high""#,
+        "codex" => r#"model_reasoning_effort=\"high\""#,
+        _ => r#""--thinking","high""#,
+    };
+    assert!(!first.contains(effort) && second.contains(effort), "{cli}: set() changed the effort: {second}");
+    if let Some((operator, local, text)) = credential {
+        let copy = std::fs::read_to_string(dir.join("home").join(local)).expect("the credential was seeded");
+        assert_eq!(copy, text, "{cli}");
+        let original = std::fs::read_to_string(env.path().join("operator-home").join(operator)).expect("kept");
+        assert!(serde_json::from_str::<Value>(&original).is_ok(), "{cli}: the operator's file stays valid");
+    }
+}
+
+fn failures_are_judged_by_events(cli: &str, test: &str, expect: &str) {
+    if !installed(cli, test) || rerun_in_netns(test) {
+        return;
+    }
+    let script = format!(
+        r#"let o = ctx.agents.open(#{{ key: "a" }}).run(#{{ prompt: "Give a verdict.", schema: {SCHEMA} }});
+#{{ kind: o.kind, reason: o.reason }}"#
+    );
+    // A server that is down.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = closed.local_addr().expect("addr").port();
+    drop(closed);
+    let env = setup(cli, &format!("http://127.0.0.1:{port}"));
+    let out = run(&env, &script);
+    out.expect_code(0);
+    let v = out.json();
+    assert_eq!(v["kind"], "failed", "{cli}: {v}");
+    assert!(v["reason"].as_str().unwrap_or("").contains(expect), "{cli}: {v}");
+
+    // A server that refuses the request.
+    let refusal =
+        json!({ "type": "error", "error": { "type": "invalid_request_error", "message": "scripted refusal" } });
+    let server = FakeModel::start_cli(vec![Reply::Status { code: 400, retry_after: None, body: refusal.to_string() }]);
+    let env = setup(cli, &server.base());
+    let out = run(&env, &script);
+    out.expect_code(0);
+    let v = out.json();
+    assert_eq!(v["kind"], "failed", "{cli}: {v}");
+    assert!(v["reason"].as_str().unwrap_or("").contains(expect), "{cli}: {v}");
+    assert_eq!(env.events_of("op-nudged").len(), 0, "{cli}: a failed turn is not nudged");
+}
+
+fn forks_and_compacts(cli: &str, test: &str) {
+    if !installed(cli, test) || rerun_in_netns(test) {
+        return;
+    }
+    let server = FakeModel::start_cli(vec![
+        Reply::answer(json!({ "verdict": "parent" })),
+        Reply::answer(json!({ "verdict": "child" })),
+        Reply::answer(json!({ "verdict": "parent again" })),
+        Reply::text("SUMMARY: the verdicts were parent and child."),
+    ]);
+    let env = setup(cli, &server.base());
+    let script = format!(
+        r#"
+let a = ctx.agents.open(#{{ key: "a" }});
+let one = a.run(#{{ prompt: "Parent speaks first.", schema: {SCHEMA} }});
+let b = a.fork(#{{ key: "b" }});
+let two = b.run(#{{ prompt: "Child speaks.", schema: {SCHEMA} }});
+let three = a.run(#{{ prompt: "Parent speaks again.", schema: {SCHEMA} }});
+let summary = "";
+try {{ summary = a.compact(#{{ prompt: "Keep the verdicts." }}); }} catch (e) {{ summary = `error: ${{e}}`; }}
+#{{ one: one.value, two: two.value, two_reason: two.reason, three: three.value, three_reason: three.reason, summary: summary }}
+"#
+    );
+    let out = run(&env, &script);
+    out.expect_code(0);
+    let v = out.json();
+    assert_eq!(v["one"]["verdict"], "parent", "{cli}: {v}");
+    assert_eq!(v["two"]["verdict"], "child", "{cli}: the fork answers through its own launcher: {v}");
+    assert_eq!(v["three"]["verdict"], "parent again", "{cli}: {v}");
+    let child = first_request_with(&server, "Child speaks.").to_string();
+    assert!(child.contains("Parent speaks first."), "{cli}: the fork carries the parent's history: {child}");
+    assert!(child.contains("agents/b/wf"), "{cli}: the fork's launcher is its own");
+    let parent = first_request_with(&server, "Parent speaks again.").to_string();
+    assert!(
+        parent.contains("Parent speaks first.") && !parent.contains("Child speaks."),
+        "{cli}: the parent's session is its own: {parent}"
+    );
+    let summary = v["summary"].as_str().unwrap_or("");
+    if cli == "codex" {
+        assert!(summary.contains("cannot compact"), "{cli}: {v}");
+    } else {
+        assert!(summary.contains("SUMMARY: the verdicts were parent and child."), "{cli}: native compaction: {v}");
+        assert_eq!(env.events_of("agent-compacted").len(), 1);
+    }
+}
+
+fn a_silent_cli_stalls(cli: &str, test: &str) {
+    if !installed(cli, test) || rerun_in_netns(test) {
+        return;
+    }
+    let slow = Reply::Slow { pause_ms: 6000, then: Box::new(Reply::answer(json!({ "verdict": "late" }))) };
+    let server = FakeModel::start_cli(vec![slow]);
+    let env = setup_with(cli, &server.base(), "", "2s");
+    let out = run(
+        &env,
+        &format!(
+            r#"let o = ctx.agents.open(#{{ key: "a" }}).run(#{{ prompt: "Give a verdict.", schema: {SCHEMA} }});
+#{{ kind: o.kind, reason: o.reason }}"#
+        ),
+    );
+    out.expect_code(0);
+    let v = out.json();
+    assert_eq!(v["kind"], "failed", "{cli}: {v}");
+    assert!(v["reason"].as_str().unwrap_or("").starts_with("stalled"), "{cli}: {v}");
+    let log = read_jsonl(&env.run_dir().join("agents/a/ops/a-1.jsonl"));
+    assert!(log.iter().any(|e| e["type"] == "stalled"), "{cli}: {log:?}");
+}
+
+fn a_long_prompt_is_not_put_on_the_command_line(cli: &str, test: &str) {
+    if !installed(cli, test) || rerun_in_netns(test) {
+        return;
+    }
+    let server = FakeModel::start_cli(vec![Reply::answer(json!({ "verdict": "long" }))]);
+    let env = setup(cli, &server.base());
+    let out = run(
+        &env,
+        &format!(
+            r#"let long = "LONG-START "; for i in 0..5000 {{ long += "filler text, line by line. "; }} long += "LONG-END";
+let o = ctx.agents.open(#{{ key: "a" }}).run(#{{ prompt: long, schema: {SCHEMA} }});
+#{{ kind: o.kind, value: o.value, reason: o.reason }}"#
+        ),
+    );
+    out.expect_code(0);
+    let v = out.json();
+    assert_eq!(v["value"]["verdict"], "long", "{cli}: {v}");
+    let body = first_request_with(&server, "LONG-START").to_string();
+    assert!(body.contains("LONG-END"), "{cli}: the whole prompt reached the model");
+}
+
+#[test]
+fn claude_answers_through_the_launcher_and_resumes() {
+    answers_through_the_launcher_and_resumes("claude", "claude_answers_through_the_launcher_and_resumes");
+}
+
+#[test]
+fn codex_answers_through_the_launcher_and_resumes() {
+    answers_through_the_launcher_and_resumes("codex", "codex_answers_through_the_launcher_and_resumes");
+}
+
+#[test]
+fn pi_answers_through_the_launcher_and_resumes() {
+    answers_through_the_launcher_and_resumes("pi", "pi_answers_through_the_launcher_and_resumes");
+}
+
+#[test]
+fn claude_failures_are_judged_by_events() {
+    failures_are_judged_by_events("claude", "claude_failures_are_judged_by_events", "Claude Code reported an error");
+}
+
+#[test]
+fn codex_failures_are_judged_by_events() {
+    failures_are_judged_by_events("codex", "codex_failures_are_judged_by_events", "Codex reported the turn failed");
+}
+
+#[test]
+fn pi_failures_are_judged_by_events() {
+    failures_are_judged_by_events("pi", "pi_failures_are_judged_by_events", "stopReason: error");
+}
+
+#[test]
+fn claude_forks_and_compacts() {
+    forks_and_compacts("claude", "claude_forks_and_compacts");
+}
+
+#[test]
+fn codex_forks_and_refuses_to_compact() {
+    forks_and_compacts("codex", "codex_forks_and_refuses_to_compact");
+}
+
+#[test]
+fn pi_forks_and_compacts() {
+    forks_and_compacts("pi", "pi_forks_and_compacts");
+}
+
+#[test]
+fn a_missing_cli_fails_the_turn_naming_the_install() {
+    let env = Env::new();
+    env.write("awf.toml", "[runtimes.m]\nharness = \"pi\"\n[harnesses.pi]\ncommand = \"awf-test-no-such-pi\"\n");
+    let out = run(
+        &env,
+        &format!(
+            r#"let o = ctx.agents.open(#{{ key: "a", runtime: "m" }}).run(#{{ prompt: "x", schema: {SCHEMA} }}); o.reason"#
+        ),
+    );
+    out.expect_code(0);
+    out.stdout_has("awf-test-no-such-pi").stdout_has("npm install -g @mariozechner/pi-coding-agent@0.73.1");
+}
+
+#[test]
+fn claude_stalls_are_detected() {
+    a_silent_cli_stalls("claude", "claude_stalls_are_detected");
+}
+
+#[test]
+fn codex_stalls_are_detected() {
+    a_silent_cli_stalls("codex", "codex_stalls_are_detected");
+}
+
+#[test]
+fn pi_stalls_are_detected() {
+    a_silent_cli_stalls("pi", "pi_stalls_are_detected");
+}
+
+#[test]
+fn claude_takes_a_long_prompt() {
+    a_long_prompt_is_not_put_on_the_command_line("claude", "claude_takes_a_long_prompt");
+}
+
+#[test]
+fn codex_takes_a_long_prompt() {
+    a_long_prompt_is_not_put_on_the_command_line("codex", "codex_takes_a_long_prompt");
+}
+
+#[test]
+fn pi_takes_a_long_prompt() {
+    a_long_prompt_is_not_put_on_the_command_line("pi", "pi_takes_a_long_prompt");
+}
