@@ -16,20 +16,31 @@
 //! # Code map
 //!
 //! - `cli/`: argument definitions and one call per command; the only place that prints and uses
-//!   anyhow. `script.rs` (`script run|check`), `init.rs`, `live.rs` (the terminal view), `wf.rs`
+//!   anyhow. `script.rs` (`script run|check`, `--watch`), `council.rs` (`council list|show|run`),
+//!   `init.rs`, `live.rs` (the terminal view), `wf.rs`
 //!   (`awf wf`, the agent side of the protocol), `doctor.rs` (`awf doctor`: a list of checks, each
 //!   a name, an ok flag and a detail).
 //! - `script/`: the script host, **the only module that names rhai**. `engine.rs` (the one engine
 //!   builder: limits, no `eval`, `sleep` replaced, print/debug to the run log, `ctx`/`args` via
 //!   `on_var`, the progress hook), `resolver.rs` (imports limited to the script's folder, `scripts/`,
-//!   `stdlib/`), `check.rs` (unknown functions), `render.rs` (rustc-style errors), `convert.rs`
-//!   (the one place `Dynamic` meets JSON), `responder.rs` (fake responder scripts), `api/` (one file
-//!   per `ctx` namespace: `ctx.rs`, `agents.rs`, `parallel.rs`, `stage.rs`).
+//!   `stdlib/`, the user's strategies folder and the embedded stdlib), `check.rs` (unknown
+//!   functions, method calls a script function would shadow), `render.rs` (rustc-style errors),
+//!   `convert.rs` (the one place `Dynamic` meets JSON), `responder.rs` (fake responder scripts),
+//!   `pool.rs` (reused branch threads, and helpers that join a parallel's caller after a grace),
+//!   `api/` (one file per `ctx` namespace: `ctx.rs` (with `messages.allow`), `agents.rs`,
+//!   `parallel.rs`, `stage.rs`).
 //! - `run/`: a run's life. `mod.rs` (identity, stop cause, settle and finish), `scope.rs` (the
 //!   per-thread scope: cancellation token, deadline, stage, group), `scheduler.rs` (the one gate
 //!   for every operation: concurrency, agents, budgets), `stages.rs`, `progress.rs`.
 //! - `agent/`: logical agents. `mod.rs` (open with the compatibility rules, stop, fork, set,
-//!   compact), `op.rs` (one operation from call to record), `supervise.rs` (nudges).
+//!   compact), `op.rs` (one operation from call to record), `supervise.rs` (nudges, and the routes
+//!   and held messages shown with every turn), `message_op.rs` (waking an idle agent for messages).
+//! - `messaging/`: routes, held messages, asks and replies, stages that wait for their routes to
+//!   fall quiet; `prompt.rs` (what an agent is told about its routes and messages).
+//! - `council/`: the strategy catalog (discovery, META without running, teams, catalog lines, the
+//!   required-param refusal) and `registry.rs` (strategies compiled once, recompiled on change).
+//! - `watch.rs`: notify events filtered to `.rhai` changes, debounced. `stdlib.rs`: `stdlib/` as
+//!   embedded at build time (`build.rs`).
 //! - `harness/`: the `Session` trait and one file per harness (`fake.rs`, `command.rs`); `http/`
 //!   (`openai`, `anthropic`); `cli/` (`claude.rs`, `codex.rs`, `pi.rs`: agent CLIs run per turn in a
 //!   process group, a home per agent, judged by their JSONL events; `mod.rs` holds what they share,
@@ -48,6 +59,7 @@
 //!   thread, atomic JSON documents, readers tolerant of a torn last line.
 //! - `accounting.rs`: usage, the price table, folds by agent, stage and model.
 //! - `config.rs`: `awf.toml`, runtime aliases.
+//! - `stdlib/` (not Rust): the council strategies, their shared helpers and the teams, in Rhai.
 //!
 //! # Invariants
 //!
