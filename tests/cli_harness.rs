@@ -117,7 +117,29 @@ fn run(env: &Env, script: &str) -> Out {
         cmd.env_remove(var);
     }
     let child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn awf");
-    common::wait_with_timeout(child)
+    wait_long(child)
+}
+
+/// As `common::wait_with_timeout`, with room for several CLI start-ups on a busy machine.
+fn wait_long(child: std::process::Child) -> Out {
+    let limit = std::time::Duration::from_secs(120);
+    let pid = child.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    let out = match rx.recv_timeout(limit) {
+        Ok(out) => out.expect("wait for awf"),
+        Err(_) => {
+            common::signal(pid, "-KILL");
+            panic!("awf did not finish within {limit:?}; killed it");
+        }
+    };
+    Out {
+        code: out.status.code(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
 }
 
 const SCHEMA: &str = r#"#{ type: "object", properties: #{ verdict: #{ type: "string" } }, required: ["verdict"] }"#;
