@@ -204,3 +204,14 @@ fn bad_flag_values_are_usage_errors() {
     env.awf(&["script", "run", "missing.rhai"]).expect_code(2).stderr_has("missing.rhai");
     env.awf(&["script", "frobnicate"]).expect_code(2);
 }
+
+#[test]
+fn commands_not_built_yet_say_so_plainly() {
+    let env = Env::new();
+    let out = env.awf(&["runs", "resume", "x"]);
+    out.expect_code(2);
+    out.stderr_has("awf runs (list, show, resume, stop, logs) is not built in this version of awf yet");
+    let out = env.awf(&["serve", "--listen", "127.0.0.1:0"]);
+    out.expect_code(2);
+    out.stderr_has("awf serve is not built in this version of awf yet");
+}

@@ -273,14 +273,12 @@ fn parallel(
         pool::cancel_deferred(t);
     }
     shared.wait_settled();
-    let spawned: Result<(), String> = Ok(());
     let first_error = *shared.first_error.lock().unwrap_or_else(|p| p.into_inner());
     let results: Vec<Option<Branch>> =
         shared.results.iter().map(|m| m.lock().unwrap_or_else(|p| p.into_inner()).take()).collect();
     if let Some(g) = group {
         run.progress.group_ended(g);
     }
-    spawned.map_err(|e| script_err(nc, e))?;
     let mut results = results;
     let failed = results.iter().filter(|r| matches!(r, Some(Err(_)))).count();
     run.records.event("parallel-finished", &json!({ "label": opts.label, "items": n, "failed": failed }));
