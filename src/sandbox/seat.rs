@@ -85,6 +85,15 @@ fn home_roots(home: Option<&Path>) -> Vec<(PathBuf, usize)> {
     roots
 }
 
+/// The roots for exposures: the home folders, and `/tmp`, which the sandbox also replaces (with a
+/// private tmpfs): a program file there (a project checked out under /tmp) is bound read-only by
+/// itself.
+fn with_tmp(roots: &[(PathBuf, usize)]) -> Vec<(PathBuf, usize)> {
+    let mut out = roots.to_vec();
+    out.push((PathBuf::from("/tmp"), usize::MAX));
+    out
+}
+
 /// The folder to expose so that `path` (under a home folder) is reachable: the first folder below
 /// the home (`~/.pyenv` for `~/.pyenv/shims/python3`), or `path` itself when it sits right in it.
 /// `None` when `path` is under no home folder.
@@ -222,7 +231,7 @@ pub fn seat(policy: &Policy, place: &Placement<'_>, op: &Operator) -> Result<Sea
         .find(|r| !workspace.starts_with(r));
     let seat = Seat {
         hidden,
-        exposed: exposures(place.program, &cwd, op, &roots),
+        exposed: exposures(place.program, &cwd, op, &with_tmp(&roots)),
         workspace,
         records,
         control,
@@ -260,6 +269,8 @@ mod tests {
         assert_eq!(e("/root"), None);
         assert_eq!(e("/usr/bin/python3"), None);
         assert_eq!(e("/root/.pyenv/../.ssh/id_ed25519"), Some("/root/.ssh".into()));
+        let t = |p: &str| exposure_for(Path::new(p), &with_tmp(&home_roots(None)));
+        assert_eq!(t("/tmp/clone/tests/agent.py"), Some("/tmp/clone/tests/agent.py".into()));
     }
 
     #[test]
