@@ -145,16 +145,7 @@ fn wait_long(child: std::process::Child) -> Out {
 const SCHEMA: &str = r#"#{ type: "object", properties: #{ verdict: #{ type: "string" } }, required: ["verdict"] }"#;
 
 fn two_turns() -> String {
-    format!(
-        r#"
-let a = ctx.agents.open(#{{ key: "a", instructions: "You judge carefully." }});
-let one = a.run(#{{ prompt: "Give a first verdict.", schema: {SCHEMA} }});
-a.set(#{{ effort: "high" }});
-let two = a.run(#{{ prompt: "Give a second verdict.", schema: {SCHEMA} }});
-#{{ one: one.kind, v1: one.value, r1: one.reason, two: two.kind, v2: two.value, r2: two.reason,
-   u1: one.usage, u2: two.usage }}
-"#
-    )
+    common::two_turn_workflow()
 }
 
 /// The body of the first request that shows `needle` in its conversation.

@@ -191,3 +191,34 @@ fn a_remote_api_without_a_key_is_refused_naming_the_variable() {
     out.stderr_has("$AWF_TEST_NO_SUCH_KEY");
     out.stderr_has("https://api.anthropic.com");
 }
+
+#[test]
+fn the_shared_two_turn_workflow_resumes_and_records_usage_and_cost() {
+    for api in APIS {
+        let (env, server) = setup(
+            api,
+            vec![Reply::result(json!({ "verdict": "one" })), Reply::result(json!({ "verdict": "two" }))],
+            "",
+        );
+        let out = env.run(&common::two_turn_workflow(), &[]);
+        out.expect_code(0);
+        let v = out.json();
+        assert_eq!((v["one"].as_str(), v["two"].as_str()), (Some("answered"), Some("answered")), "{api}: {v}");
+        assert_eq!((v["v1"]["verdict"].as_str(), v["v2"]["verdict"].as_str()), (Some("one"), Some("two")), "{api}");
+        for u in [&v["u1"], &v["u2"]] {
+            assert!(
+                u["input_tokens"].as_u64().unwrap_or(0) > 0 && u["output_tokens"].as_u64().unwrap_or(0) > 0,
+                "{api}: {v}"
+            );
+            assert!(u["cost_usd"].as_f64().unwrap_or(0.0) > 0.0, "{api}: {v}");
+        }
+        let second = server.bodies()[1].to_string();
+        assert!(
+            second.contains("Give a first verdict.") && second.contains("Give a second verdict."),
+            "{api}: {second}"
+        );
+        if api == "openai" {
+            assert_eq!(server.bodies()[1]["reasoning_effort"], "high", "set() reached the request");
+        }
+    }
+}

@@ -331,3 +331,19 @@ pub fn wait_for_file(path: &Path) {
         std::thread::sleep(Duration::from_millis(10));
     }
 }
+
+/// The workflow every harness is run with (tests/cli_harness.rs, tests/http_harness.rs): two
+/// turns on one agent, with an effort change between them, returning both outcomes and usages.
+pub fn two_turn_workflow() -> String {
+    let schema = r#"#{ type: "object", properties: #{ verdict: #{ type: "string" } }, required: ["verdict"] }"#;
+    format!(
+        r#"
+let a = ctx.agents.open(#{{ key: "a", instructions: "You judge carefully." }});
+let one = a.run(#{{ prompt: "Give a first verdict.", schema: {schema} }});
+a.set(#{{ effort: "high" }});
+let two = a.run(#{{ prompt: "Give a second verdict.", schema: {schema} }});
+#{{ one: one.kind, v1: one.value, r1: one.reason, two: two.kind, v2: two.value, r2: two.reason,
+   u1: one.usage, u2: two.usage }}
+"#
+    )
+}
