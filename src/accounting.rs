@@ -6,7 +6,8 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 
 /// What one operation spent.
-#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq)]
+#[derive(Debug, Clone, Copy, Default, Serialize, serde::Deserialize, PartialEq)]
+#[serde(default)]
 pub struct Usage {
     pub input_tokens: u64,
     pub output_tokens: u64,
@@ -30,7 +31,7 @@ impl Usage {
 }
 
 /// Where an operation's cost came from.
-#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Serialize, serde::Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "kebab-case")]
 pub enum CostSource {
     /// The harness reported its own cost.

@@ -17,6 +17,7 @@
 //!
 //! - `cli/`: argument definitions and one call per command; the only place that prints and uses
 //!   anyhow. `script.rs` (`script run|check`, `--watch`), `council.rs` (`council list|show|run`),
+//!   `runs.rs` (`runs list|show|resume`),
 //!   `init.rs`, `live.rs` (the terminal view), `wf.rs`
 //!   (`awf wf`, the agent side of the protocol), `doctor.rs` (`awf doctor`: a list of checks, each
 //!   a name, an ok flag and a detail).
@@ -31,7 +32,8 @@
 //!   `parallel.rs`, `stage.rs`).
 //! - `run/`: a run's life. `mod.rs` (identity, stop cause, settle and finish), `scope.rs` (the
 //!   per-thread scope: cancellation token, deadline, stage, group), `scheduler.rs` (the one gate
-//!   for every operation: concurrency, agents, budgets), `stages.rs`, `progress.rs`.
+//!   for every operation: concurrency, agents, budgets), `stages.rs`, `progress.rs`, `resume.rs`
+//!   (what a new attempt reuses: stages on record, and answered operations from the journal).
 //! - `agent/`: logical agents. `mod.rs` (open with the compatibility rules, stop, fork, set,
 //!   compact), `op.rs` (one operation from call to record), `supervise.rs` (nudges, and the routes
 //!   and held messages shown with every turn), `message_op.rs` (waking an idle agent for messages).

@@ -429,6 +429,7 @@ fn eval(dir: &Path, program: &Program) -> Value {
         deadline: None,
         default_runtime,
         sandbox: None,
+        resume: None,
     };
     let run = Run::start(spec, rt.handle().clone(), Box::new(awf::script::load_responder)).expect("start a run");
     let input = json!({ "task": "t", "params": {}, "limits": { "budget_tokens": 0, "max_children": 0 } });

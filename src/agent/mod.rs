@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// How an operation ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum OutcomeKind {
     Answered,
@@ -44,7 +44,7 @@ impl OutcomeKind {
 }
 
 /// The settled result of one operation, as scripts and records see it.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct Outcome {
     pub kind: OutcomeKind,
     pub value: Option<Value>,

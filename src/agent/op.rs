@@ -83,6 +83,18 @@ pub fn run(run: &Arc<Run>, agent: &Arc<Agent>, turn: Turn, frame: &Frame) -> Res
     if let Some(why) = agent.closed() {
         return Err(OpError::Invalid(format!("agent {} is closed: {why}", agent.key)));
     }
+    // A later attempt of the run replays what the journal says was answered: no second turn, no
+    // second spend.
+    if let Some(recorded) = run.replayed_op(&agent.key, &op_id, &hash) {
+        if let Ok(outcome) = serde_json::from_value::<Outcome>(recorded.clone()) {
+            run.records
+                .event("op-replayed", &json!({ "agent": agent.key, "op_id": op_id, "stage": frame.stage.as_deref() }));
+            if turn.id.is_some() {
+                lock(&agent.ops).insert(op_id, (hash, outcome.clone()));
+            }
+            return Ok(outcome);
+        }
+    }
     if frame.cancel.is_cancelled() {
         return Err(OpError::Terminated(run.stop_reason()));
     }

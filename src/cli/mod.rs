@@ -6,6 +6,7 @@ mod council;
 mod doctor;
 mod init;
 mod live;
+mod runs;
 mod script;
 mod wf;
 
@@ -36,12 +37,9 @@ enum Command {
     Init(init::InitArgs),
     /// Report what works on this machine: sandboxes, harnesses
     Doctor(doctor::DoctorArgs),
-    /// Run records: list, show, resume, stop, logs (not built in this version)
-    #[command(disable_help_flag = true)]
-    Runs {
-        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
-        rest: Vec<String>,
-    },
+    /// Run records: list, show, resume
+    #[command(subcommand)]
+    Runs(runs::RunsCommand),
     /// A long-lived server with an HTTP API (not built in this version)
     #[command(disable_help_flag = true)]
     Serve {
@@ -90,10 +88,7 @@ pub fn main() -> i32 {
         Command::Init(args) => init::exec(args),
         Command::Doctor(args) => doctor::exec(args),
         Command::Council(cmd) => council::exec(cmd),
-        Command::Runs { .. } => {
-            eprintln!("error: awf runs (list, show, resume, stop, logs) is not built in this version of awf yet; each run's records are in .awf/runs/<run-id>/ (result.json, events.jsonl, turns.jsonl)");
-            Ok(EXIT_USAGE)
-        }
+        Command::Runs(cmd) => runs::exec(cmd),
         Command::Serve { .. } => {
             eprintln!(
                 "error: awf serve is not built in this version of awf yet; use awf script run or awf council run"

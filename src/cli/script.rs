@@ -249,6 +249,17 @@ pub enum Output {
 
 /// Runs a loaded program to its end with the given flags; returns the exit code.
 pub fn execute(program: &Program, script_args: Value, flags: &RunFlags, output: Output) -> Result<i32> {
+    execute_attempt(program, script_args, flags, output, None)
+}
+
+/// Runs a program as a new run, or as a new attempt of `resume`'s run.
+pub fn execute_attempt(
+    program: &Program,
+    script_args: Value,
+    flags: &RunFlags,
+    output: Output,
+    resume: Option<crate::run::resume::Resume>,
+) -> Result<i32> {
     let cwd = cwd()?;
     let config = Config::load(&cwd)?;
     let limits = limits(flags, &config)?;
@@ -286,6 +297,7 @@ pub fn execute(program: &Program, script_args: Value, flags: &RunFlags, output: 
         deadline,
         default_runtime,
         sandbox,
+        resume,
     };
     let run = Run::start(spec, rt.handle().clone(), Box::new(script::load_responder))
         .context("cannot create the run folder")?;

@@ -2,6 +2,7 @@
 //! cause, the scheduler, the agents, stages and the final result. The script host drives it.
 
 pub mod progress;
+pub mod resume;
 pub mod scheduler;
 pub mod scope;
 pub mod stages;
@@ -47,6 +48,8 @@ pub struct RunSpec {
     pub default_runtime: String,
     /// `--sandbox NAME`: the sandbox every agent of the run is seated in.
     pub sandbox: Option<crate::sandbox::Named>,
+    /// A new attempt of an earlier run (`awf runs resume`).
+    pub resume: Option<resume::Resume>,
 }
 
 type ResponderLoader = Box<dyn Fn(&Path) -> Result<Arc<dyn Responder>, String> + Send + Sync>;
@@ -54,6 +57,10 @@ type ResponderLoader = Box<dyn Fn(&Path) -> Result<Arc<dyn Responder>, String> +
 pub struct Run {
     pub id: String,
     pub attempt: u32,
+    /// Stages this attempt reuses: name → (value, summary).
+    replay_stages: HashMap<String, (Value, Option<String>)>,
+    /// Answered operations on record: (agent, op id) → (turn hash, outcome).
+    replay_ops: HashMap<(String, String), (String, Value)>,
     pub cwd: PathBuf,
     pub script: PathBuf,
     pub config: Config,
@@ -96,16 +103,28 @@ impl Run {
         rt: tokio::runtime::Handle,
         responder_loader: ResponderLoader,
     ) -> std::io::Result<Arc<Run>> {
-        let id = record::new_run_id();
-        let dir = spec.runs_dir.join(&id);
-        let records = Recorder::create(&dir, 1)?;
         let started_at = record::now_iso();
-        let run_doc = json!({
-            "v": record::FORMAT_VERSION, "id": id, "script": spec.script.display().to_string(),
-            "script_sha256": spec.script_sha256, "cwd": spec.cwd.display().to_string(),
-            "args": spec.args, "meta": spec.meta,
-            "attempts": [{ "n": 1, "started_at": started_at, "finished_at": null, "status": "running", "from_stage": null }],
-        });
+        let (id, dir, attempt, run_doc) = match &spec.resume {
+            None => {
+                let id = record::new_run_id();
+                let doc = json!({
+                    "v": record::FORMAT_VERSION, "id": id, "script": spec.script.display().to_string(),
+                    "script_sha256": spec.script_sha256, "cwd": spec.cwd.display().to_string(),
+                    "args": spec.args, "meta": spec.meta,
+                    "attempts": [{ "n": 1, "started_at": started_at, "finished_at": null, "status": "running", "from_stage": null }],
+                });
+                (id.clone(), spec.runs_dir.join(&id), 1, doc)
+            }
+            Some(r) => {
+                let mut doc = r.run_doc.clone();
+                doc["script_sha256"] = json!(spec.script_sha256);
+                if let Some(a) = doc["attempts"].as_array_mut() {
+                    a.push(json!({ "n": r.attempt, "started_at": started_at, "finished_at": null, "status": "running", "from_stage": r.from_stage }));
+                }
+                (r.run_id.clone(), r.dir.clone(), r.attempt, doc)
+            }
+        };
+        let records = Recorder::create(&dir, attempt)?;
         records.write_document("run.json", &run_doc)?;
         let deadline = spec.deadline.map(|d| Instant::now() + d);
         let deadline_unix_ms = spec.deadline.map(|d| record::now_unix_ms() + d.as_millis() as i64);
@@ -113,9 +132,12 @@ impl Run {
             "run-started",
             &json!({ "run_id": id, "script": spec.script.display().to_string(), "limits": format!("{:?}", spec.limits) }),
         );
+        let replay = spec.resume.map(|r| (r.stages, r.journal)).unwrap_or_default();
         Ok(Arc::new(Run {
             id,
-            attempt: 1,
+            attempt,
+            replay_stages: replay.0,
+            replay_ops: replay.1,
             cwd: spec.cwd,
             script: spec.script,
             config: spec.config,
@@ -147,6 +169,19 @@ impl Run {
 
     pub fn dir(&self) -> &Path {
         self.records.dir()
+    }
+
+    /// The recorded value and summary of a stage this attempt reuses.
+    pub fn reused_stage(&self, name: &str) -> Option<&(Value, Option<String>)> {
+        self.replay_stages.get(name)
+    }
+
+    /// The recorded outcome of an answered operation with this agent, op id and turn.
+    pub fn replayed_op(&self, agent: &str, op_id: &str, turn_hash: &str) -> Option<&Value> {
+        self.replay_ops
+            .get(&(agent.to_string(), op_id.to_string()))
+            .filter(|(hash, _)| hash == turn_hash)
+            .map(|(_, outcome)| outcome)
     }
 
     /// Ends the run early; the first cause stands. Cancels every scope.
@@ -279,7 +314,7 @@ impl Run {
             tracing::error!("cannot write result.json: {e}");
         }
         let mut doc = lock(&self.run_doc);
-        if let Some(a) = doc["attempts"].get_mut(0) {
+        if let Some(a) = doc["attempts"].as_array_mut().and_then(|a| a.last_mut()) {
             a["finished_at"] = json!(finished_at);
             a["status"] = json!(status);
         }

@@ -66,6 +66,19 @@ fn stage(nc: &NativeCallContext, run: &Arc<Run>, name: &str, opts: Map, f: FnPtr
         return Err(script_err(nc, format!("stage `{name}` cannot start inside stage `{outer}`: stages do not nest")));
     }
     run.stages.claim(name).map_err(|e| script_err(nc, e))?;
+    // A later attempt reuses what an earlier one recorded: the function does not run again.
+    if let Some((value, summary)) = run.reused_stage(name) {
+        let reuse = StageEnd {
+            name,
+            attempt: run.attempt,
+            status: "reused",
+            value: Some(value),
+            summary: summary.as_deref(),
+            reason: None,
+        };
+        run.stages.end(&run.records, reuse);
+        return Ok(if schema.is_some() { crate::script::convert::to_dynamic(value) } else { Dynamic::UNIT });
+    }
     run.records.event("stage-started", &json!({ "name": name }));
     run.progress.stage_started(name);
     let frame = Arc::new(Frame {

@@ -1,0 +1,77 @@
+//! What a new attempt of a run takes from the records of the earlier ones: the stages it reuses
+//! (recorded `succeeded` or `reused`, all of them or those before `--from-stage`) and the answered
+//! operations it replays from the journal instead of calling a harness again.
+
+use crate::record::read_jsonl;
+use serde_json::Value;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+/// An earlier run, ready to be attempted again.
+#[derive(Debug, Clone)]
+pub struct Resume {
+    pub run_id: String,
+    pub dir: PathBuf,
+    /// The number of the new attempt.
+    pub attempt: u32,
+    pub from_stage: Option<String>,
+    /// `run.json` as recorded.
+    pub run_doc: Value,
+    /// Stage name → (value, summary), for the stages this attempt reuses.
+    pub stages: HashMap<String, (Value, Option<String>)>,
+    /// (agent, op id) → (turn hash, outcome), for every answered operation on record.
+    pub journal: HashMap<(String, String), (String, Value)>,
+}
+
+/// Reads a run folder for a new attempt. With `from_stage`, only the stages recorded before it
+/// are reused; a stage the run never recorded is refused with the list of those it did.
+pub fn load(dir: &Path, from_stage: Option<&str>) -> Result<Resume, String> {
+    let run_json = dir.join("run.json");
+    let text = std::fs::read_to_string(&run_json).map_err(|e| format!("cannot read {}: {e}", run_json.display()))?;
+    let run_doc: Value = serde_json::from_str(&text).map_err(|e| format!("{} is not JSON: {e}", run_json.display()))?;
+    let run_id = run_doc["id"].as_str().unwrap_or_default().to_string();
+    let attempt = run_doc["attempts"].as_array().map(|a| a.len() as u32 + 1).unwrap_or(1);
+    let read = |name: &str| read_jsonl(&dir.join(name)).map_err(|e| format!("cannot read {name}: {e}"));
+    let mut order: Vec<String> = Vec::new();
+    let mut done: HashMap<String, (Value, Option<String>)> = HashMap::new();
+    for line in read("stages.jsonl")? {
+        let Some(name) = line["name"].as_str() else { continue };
+        if !order.iter().any(|n| n == name) {
+            order.push(name.to_string());
+        }
+        if matches!(line["status"].as_str(), Some("succeeded" | "reused")) {
+            done.insert(name.to_string(), (line["value"].clone(), line["summary"].as_str().map(String::from)));
+        }
+    }
+    let keep: Vec<String> = match from_stage {
+        None => order.clone(),
+        Some(s) => match order.iter().position(|n| n == s) {
+            Some(i) => order[..i].to_vec(),
+            None => {
+                let list = if order.is_empty() { "none".to_string() } else { order.join(", ") };
+                return Err(format!(
+                    "--from-stage {s}: the run never recorded a stage of that name (recorded: {list})"
+                ));
+            }
+        },
+    };
+    let stages = done.into_iter().filter(|(n, _)| keep.contains(n)).collect();
+    let mut journal = HashMap::new();
+    for line in read("journal.jsonl")? {
+        let (Some(agent), Some(op), Some(hash)) =
+            (line["agent"].as_str(), line["op_id"].as_str(), line["turn_hash"].as_str())
+        else {
+            continue;
+        };
+        journal.insert((agent.to_string(), op.to_string()), (hash.to_string(), line["outcome"].clone()));
+    }
+    Ok(Resume {
+        run_id,
+        dir: dir.to_path_buf(),
+        attempt,
+        from_stage: from_stage.map(String::from),
+        run_doc,
+        stages,
+        journal,
+    })
+}

@@ -1,0 +1,150 @@
+//! `awf runs resume`: a new attempt reuses the stages recorded `succeeded`, replays answered
+//! operations from the journal without calling a harness, honours `--from-stage`, refuses a
+//! changed script unless told, and completes a run killed with SIGKILL.
+
+mod common;
+
+use common::{read_jsonl, signal, Env};
+use std::io::{BufRead, BufReader};
+use std::process::Stdio;
+
+const TWO_STAGES: &str = r#"
+fn run(args) {
+    let a = ctx.agents.open(#{ key: "a" });
+    let first = ctx.stage("gather", #{ result: #{ type: "string" } }, || a.ask("gather facts"));
+    let b = ctx.agents.open(#{ key: "b" });
+    let second = ctx.stage("judge", #{ result: #{ type: "string" } }, || {
+        let x = b.ask("judge one");
+        if ctx.attempt == 1 { throw "the judge tripped"; }
+        x
+    });
+    #{ first: first, second: second, attempt: ctx.attempt }
+}
+"#;
+
+fn run_id(env: &Env) -> String {
+    env.run_dir().file_name().and_then(|n| n.to_str()).expect("run id").to_string()
+}
+
+fn events(env: &Env, ty: &str) -> Vec<serde_json::Value> {
+    read_jsonl(&env.run_dir().join("events.jsonl")).into_iter().filter(|e| e["type"] == ty).collect()
+}
+
+#[test]
+fn a_resumed_run_reuses_succeeded_stages_and_replays_answered_operations() {
+    let env = Env::new();
+    env.run(TWO_STAGES, &[]).expect_code(1).stderr_has("the judge tripped");
+    let id = run_id(&env);
+    let out = env.awf(&["runs", "resume", &id]);
+    out.expect_code(0);
+    let v = out.json();
+    assert_eq!(v["attempt"], 2);
+    assert_eq!(v["second"], "b: judge one");
+    let stages = read_jsonl(&env.run_dir().join("stages.jsonl"));
+    let attempt2: Vec<_> =
+        stages.iter().filter(|s| s["attempt"] == 2).map(|s| (s["name"].clone(), s["status"].clone())).collect();
+    assert_eq!(attempt2, vec![("gather".into(), "reused".into()), ("judge".into(), "succeeded".into())]);
+    // b#1 was answered in attempt 1 (then the stage threw): it is replayed, not asked again.
+    let replayed = events(&env, "op-replayed");
+    assert_eq!(replayed.len(), 1);
+    assert_eq!(replayed[0]["data"]["op_id"], "b#1");
+    assert!(events(&env, "op-started").iter().all(|e| e["attempt"] == 1), "no operation started in attempt 2");
+    let run = common::read_json(&env.run_dir().join("run.json"));
+    assert_eq!(run["attempts"].as_array().map(|a| a.len()), Some(2));
+    assert_eq!(run["attempts"][1]["status"], "succeeded");
+    let result = common::read_json(&env.run_dir().join("result.json"));
+    assert_eq!(result["status"], "succeeded");
+    assert_eq!(result["accounting"]["totals"]["operations"], 0, "nothing was spent twice");
+}
+
+#[test]
+fn from_stage_runs_that_stage_again_and_unknown_stages_are_listed() {
+    let env = Env::new();
+    env.run(TWO_STAGES, &[]).expect_code(1);
+    let id = run_id(&env);
+    let out = env.awf(&["runs", "resume", &id, "--from-stage", "nope"]);
+    out.expect_code(2);
+    out.stderr_has("--from-stage nope: the run never recorded a stage of that name (recorded: gather, judge)");
+    env.awf(&["runs", "resume", &id, "--from-stage", "gather"]).expect_code(0);
+    let stages = read_jsonl(&env.run_dir().join("stages.jsonl"));
+    let gather: Vec<_> = stages.iter().filter(|s| s["name"] == "gather" && s["attempt"] == 2).collect();
+    assert_eq!(gather[0]["status"], "succeeded", "gather ran again: {stages:?}");
+    assert_eq!(events(&env, "op-replayed").len(), 2, "both answered operations came from the journal");
+}
+
+#[test]
+fn a_changed_script_is_refused_unless_allowed() {
+    let env = Env::new();
+    env.run(TWO_STAGES, &[]).expect_code(1);
+    let id = run_id(&env);
+    env.write("wf.rhai", &TWO_STAGES.replace("judge one", "judge two"));
+    let out = env.awf(&["runs", "resume", &id]);
+    out.expect_code(2);
+    out.stderr_has("changed since run");
+    out.stderr_has("--allow-changed");
+    let out = env.awf(&["runs", "resume", &id, "--allow-changed"]);
+    out.expect_code(0);
+    assert_eq!(out.json()["second"], "b: judge two", "the changed turn ran fresh");
+}
+
+#[test]
+fn a_run_killed_with_sigkill_resumes_to_completion() {
+    let env = Env::new();
+    env.with_responder(r#"fn respond(turn) { if turn.prompt == "hang" { return #{ hang: true }; } () }"#);
+    env.write(
+        "wf.rhai",
+        r#"
+        let a = ctx.agents.open(#{ key: "a" });
+        let facts = ctx.stage("facts", #{ result: #{ type: "array" } }, || {
+            ctx.parallel([1, 2, 3], |n, i| ctx.agents.open(#{ key: `f${n}` }).ask(`fact ${n}`))
+        });
+        print("facts recorded");
+        let last = a.ask(if ctx.attempt == 1 { "hang" } else { "conclude" });
+        #{ facts: facts, last: last }
+        "#,
+    );
+    let mut child = common::command(env.path(), &["script", "run", "wf.rhai"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn awf");
+    let stderr = child.stderr.take().expect("stderr");
+    let pid = child.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if line.contains("facts recorded") {
+                let _ = tx.send(());
+            }
+        }
+    });
+    rx.recv_timeout(common::TIMEOUT).expect("the run reached its hanging turn");
+    signal(pid, "-KILL");
+    let _ = child.wait();
+    let id = run_id(&env);
+    assert!(!env.run_dir().join("result.json").exists(), "a killed run writes no result");
+    let out = env.awf(&["runs", "resume", &id]);
+    out.expect_code(0);
+    let v = out.json();
+    assert_eq!(v["last"], "a: conclude");
+    assert_eq!(v["facts"].as_array().map(|a| a.len()), Some(3));
+    let stages = read_jsonl(&env.run_dir().join("stages.jsonl"));
+    assert!(stages.iter().any(|s| s["name"] == "facts" && s["status"] == "reused"), "{stages:?}");
+}
+
+#[test]
+fn runs_list_and_show_read_the_records_and_unknown_runs_are_refused() {
+    let env = Env::new();
+    env.run(TWO_STAGES, &[]).expect_code(1);
+    let id = run_id(&env);
+    let out = env.awf(&["runs", "list"]);
+    out.expect_code(0);
+    assert!(out.stdout.contains(&id) && out.stdout.contains("failed"), "{}", out.stdout);
+    let out = env.awf(&["runs", "show", &id]);
+    out.expect_code(0);
+    out.stdout_has("stage gather: succeeded");
+    out.stdout_has("error: the judge tripped");
+    env.awf(&["runs", "show", "20990101-000000000-ffffff"]).expect_code(2).stderr_has("no run 20990101");
+    env.awf(&["runs", "resume", "../etc"]).expect_code(2);
+    env.awf(&["runs", "stop", &id]).expect_code(2).stderr_has("not built in this version");
+}
