@@ -275,6 +275,19 @@ impl AgentBook {
         Ok(agent)
     }
 
+    /// A folder name under `agents/` for `key`, unique in the run (`-2`, `-3`, ... on clashes).
+    fn claim_slug(&self, key: &str) -> String {
+        let mut slugs = lock(&self.slugs);
+        let base = crate::record::agent_files::slug(key);
+        let mut s = base.clone();
+        let mut k = 2;
+        while !slugs.insert(s.clone()) {
+            s = format!("{base}-{k}");
+            k += 1;
+        }
+        s
+    }
+
     /// Starts the harness session (and for `command`, the control socket and launcher).
     fn session_for(
         &self,
@@ -288,17 +301,7 @@ impl AgentBook {
         if runtime.harness == "fake" {
             return Ok((Box::new(harness::fake::FakeSession::new(info.clone(), responder)), None));
         }
-        let slug = {
-            let mut slugs = lock(&self.slugs);
-            let base = crate::record::agent_files::slug(&req.key);
-            let mut s = base.clone();
-            let mut k = 2;
-            while !slugs.insert(s.clone()) {
-                s = format!("{base}-{k}");
-                k += 1;
-            }
-            s
-        };
+        let slug = self.claim_slug(&req.key);
         let dir = crate::record::agent_files::agent_dir(run.dir(), &slug);
         let awf =
             std::env::current_exe().map_err(|e| format!("cannot find the awf executable for the launcher: {e}"))?;
@@ -558,17 +561,7 @@ fn cli_endpoint_opener(run: &Arc<Run>, awf: PathBuf) -> harness::cli::EndpointOp
     let weak = Arc::downgrade(run);
     Arc::new(move |key: &str| {
         let run = weak.upgrade().ok_or("the run has ended")?;
-        let slug = {
-            let mut slugs = lock(&run.agents.slugs);
-            let base = crate::record::agent_files::slug(key);
-            let mut s = base.clone();
-            let mut k = 2;
-            while !slugs.insert(s.clone()) {
-                s = format!("{base}-{k}");
-                k += 1;
-            }
-            s
-        };
+        let slug = run.agents.claim_slug(key);
         let dir = crate::record::agent_files::agent_dir(run.dir(), &slug);
         let events_run = Arc::downgrade(&run);
         let events: crate::control::server::EventSink = Arc::new(move |ty: &str, data: Value| {

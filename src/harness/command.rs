@@ -71,6 +71,17 @@ impl Drop for Group {
     }
 }
 
+/// An acknowledged wait keeps a turn's processes alive until it ends or an answer comes.
+pub(crate) async fn hold_for_wait(op: &crate::control::server::OpControl, log: &mut OpLog) {
+    if let Some(until) = op.waiting_until() {
+        log.event("waiting", json!({ "until_ms": until.saturating_duration_since(Instant::now()).as_millis() as u64 }));
+        tokio::select! {
+            _ = op.answered.notified() => {}
+            _ = tokio::time::sleep_until(until.into()) => {}
+        }
+    }
+}
+
 /// Copies a child's stream into a bounded capture, noting when output last arrived.
 pub(crate) fn pump(
     mut from: impl AsyncRead + Unpin + Send + 'static,
@@ -195,18 +206,8 @@ impl Session for CommandSession {
                 }
             };
             log.event("exited", json!({ "status": status.map(|s| s.to_string()) }));
-            // An acknowledged wait keeps the turn's processes alive until it ends or an answer comes.
             if input.slot.answer().is_none() {
-                if let Some(until) = op.waiting_until() {
-                    log.event(
-                        "waiting",
-                        json!({ "until_ms": until.saturating_duration_since(Instant::now()).as_millis() as u64 }),
-                    );
-                    tokio::select! {
-                        _ = op.answered.notified() => {}
-                        _ = tokio::time::sleep_until(until.into()) => {}
-                    }
-                }
+                hold_for_wait(&op, &mut log).await;
             }
             if group.kill() {
                 log.event("group-killed", json!({}));

@@ -569,19 +569,9 @@ impl CliSession {
             }
         }
         log.event("exited", json!({ "status": status.map(|s| s.to_string()), "lines": turn.lines }));
-        // An acknowledged wait keeps the turn's processes alive until it ends or an answer comes.
         if let Some(o) = op {
             if o.slot.answer().is_none() && !stalled {
-                if let Some(until) = o.waiting_until() {
-                    log.event(
-                        "waiting",
-                        json!({ "until_ms": until.saturating_duration_since(Instant::now()).as_millis() as u64 }),
-                    );
-                    tokio::select! {
-                        _ = o.answered.notified() => {}
-                        _ = tokio::time::sleep_until(until.into()) => {}
-                    }
-                }
+                super::command::hold_for_wait(o, log).await;
             }
         }
         if group.kill() {
