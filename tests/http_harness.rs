@@ -222,3 +222,29 @@ fn the_shared_two_turn_workflow_resumes_and_records_usage_and_cost() {
         }
     }
 }
+
+#[test]
+fn doctor_reports_each_http_runtime_key_and_server() {
+    let server = FakeModel::start(vec![]);
+    let env = Env::new();
+    env.write(
+        "awf.toml",
+        &format!(
+            "[runtimes.up]\nharness = \"openai\"\nbase_url = \"{}/v1\"\n[runtimes.keyless]\nharness = \"anthropic\"\napi_key_env = \"AWF_TEST_NO_SUCH_KEY\"\n[runtimes.down]\nharness = \"openai\"\nbase_url = \"http://127.0.0.1:9/v1\"\n",
+            server.base()
+        ),
+    );
+    let out = env.awf(&["doctor", "--json"]);
+    out.expect_code(1);
+    let checks: Vec<Value> = serde_json::from_str(&out.stdout).expect("doctor --json");
+    let check = |name: &str| {
+        checks.iter().find(|c| c["name"] == name).cloned().unwrap_or_else(|| panic!("no {name}: {checks:?}"))
+    };
+    assert_eq!(check("runtime: up")["ok"], true);
+    let keyless = check("runtime: keyless");
+    assert_eq!(keyless["ok"], false);
+    assert!(keyless["detail"].as_str().unwrap_or("").contains("$AWF_TEST_NO_SUCH_KEY"), "{keyless}");
+    let down = check("runtime: down");
+    assert_eq!(down["ok"], false);
+    assert!(down["detail"].as_str().unwrap_or("").contains("unreachable"), "{down}");
+}

@@ -446,29 +446,10 @@ impl AgentBook {
 /// then the public API), the API key (from the environment only), the answer mode.
 fn http_config(run: &Run, key: &str, runtime: &RuntimeConfig) -> Result<harness::http::HttpConfig, String> {
     use harness::http::{Api, HttpConfig};
-    let (api, url_var, key_var, default_url, default_model) = match runtime.harness.as_str() {
-        "anthropic" => (
-            Api::Anthropic,
-            "ANTHROPIC_BASE_URL",
-            "ANTHROPIC_API_KEY",
-            "https://api.anthropic.com",
-            "claude-sonnet-4-5",
-        ),
-        _ => (Api::OpenAi, "OPENAI_BASE_URL", "OPENAI_API_KEY", "https://api.openai.com/v1", "gpt-5-mini"),
-    };
-    let from_env = |var: &str| {
-        runtime
-            .env
-            .as_ref()
-            .and_then(|e| e.get(var).cloned())
-            .or_else(|| std::env::var(var).ok())
-            .filter(|v| !v.is_empty())
-    };
-    let base_url = runtime.base_url.clone().or_else(|| from_env(url_var)).unwrap_or_else(|| default_url.to_string());
-    let key_var = runtime.api_key_env.clone().unwrap_or_else(|| key_var.to_string());
-    let api_key = std::env::var(&key_var).ok().filter(|v| !v.is_empty());
-    let local = ["://127.0.0.1", "://localhost", "://[::1]"].iter().any(|h| base_url.contains(h));
-    if api_key.is_none() && !local {
+    let target = harness::http::Target::of(runtime);
+    let (api, base_url, key_var, api_key, default_model) =
+        (target.api, target.base_url, target.key_var, target.api_key, target.default_model);
+    if api_key.is_none() && !target.local {
         return Err(format!(
             "agent {key}: the {} harness needs an API key in ${key_var} for {base_url} (set it, or name another variable with api_key_env)",
             runtime.harness

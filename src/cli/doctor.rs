@@ -36,7 +36,46 @@ fn checks() -> Vec<Check> {
     all.extend(harness_checks());
     // The CLI harnesses: installed, and the pinned version.
     all.extend(crate::harness::cli::doctor_checks().into_iter().map(|(name, ok, detail)| Check { name, ok, detail }));
+    all.extend(http_checks());
     all
+}
+
+/// Each configured HTTP runtime: its API key present, its server reachable.
+fn http_checks() -> Vec<Check> {
+    let Ok(cwd) = std::env::current_dir() else { return Vec::new() };
+    let config = match crate::config::Config::load(&cwd) {
+        Ok(c) => c,
+        Err(e) => return vec![Check::new("config", false, e.to_string())],
+    };
+    let mut out = Vec::new();
+    for (alias, runtime) in config.runtimes.iter().filter(|(_, r)| matches!(r.harness.as_str(), "openai" | "anthropic"))
+    {
+        let target = crate::harness::http::Target::of(runtime);
+        let name = format!("runtime: {alias}");
+        if target.api_key.is_none() && !target.local {
+            out.push(Check::new(
+                &name,
+                false,
+                format!("{} needs an API key: set ${}", target.base_url, target.key_var),
+            ));
+            continue;
+        }
+        let reachable = target.authority().and_then(|a| {
+            use std::net::ToSocketAddrs;
+            a.to_socket_addrs().ok()?.next()
+        });
+        let detail = match reachable {
+            None => Err(format!("{}: the host does not resolve", target.base_url)),
+            Some(addr) => std::net::TcpStream::connect_timeout(&addr, std::time::Duration::from_secs(3))
+                .map(|_| format!("{} ({}) answers", target.base_url, runtime.harness))
+                .map_err(|e| format!("{}: server unreachable ({e})", target.base_url)),
+        };
+        out.push(match detail {
+            Ok(d) => Check::new(&name, true, d),
+            Err(d) => Check::new(&name, false, d),
+        });
+    }
+    out
 }
 
 /// Whether sandboxes can be made: bwrap on PATH, then the same probe a run uses.

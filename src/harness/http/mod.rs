@@ -31,6 +31,60 @@ pub enum Api {
     Anthropic,
 }
 
+/// Where an HTTP runtime sends its requests, and with which key: the base URL from the runtime,
+/// then its `env`, then the process environment, then the public API; the key from the
+/// environment only (`api_key_env`, else the API's usual variable).
+pub struct Target {
+    pub api: Api,
+    pub base_url: String,
+    pub key_var: String,
+    pub api_key: Option<String>,
+    /// A loopback server, which needs no key.
+    pub local: bool,
+    pub default_model: &'static str,
+}
+
+impl Target {
+    pub fn of(runtime: &crate::config::RuntimeConfig) -> Target {
+        let (api, url_var, key_var, default_url, default_model) = match runtime.harness.as_str() {
+            "anthropic" => (
+                Api::Anthropic,
+                "ANTHROPIC_BASE_URL",
+                "ANTHROPIC_API_KEY",
+                "https://api.anthropic.com",
+                "claude-sonnet-4-5",
+            ),
+            _ => (Api::OpenAi, "OPENAI_BASE_URL", "OPENAI_API_KEY", "https://api.openai.com/v1", "gpt-5-mini"),
+        };
+        let from_env = |var: &str| {
+            runtime
+                .env
+                .as_ref()
+                .and_then(|e| e.get(var).cloned())
+                .or_else(|| std::env::var(var).ok())
+                .filter(|v| !v.is_empty())
+        };
+        let base_url =
+            runtime.base_url.clone().or_else(|| from_env(url_var)).unwrap_or_else(|| default_url.to_string());
+        let key_var = runtime.api_key_env.clone().unwrap_or_else(|| key_var.to_string());
+        let api_key = std::env::var(&key_var).ok().filter(|v| !v.is_empty());
+        let local = ["://127.0.0.1", "://localhost", "://[::1]"].iter().any(|h| base_url.contains(h));
+        Target { api, base_url, key_var, api_key, local, default_model }
+    }
+
+    /// `host:port` of the base URL.
+    pub fn authority(&self) -> Option<String> {
+        let rest = self.base_url.split("://").nth(1)?;
+        let host = rest.split('/').next()?;
+        let default_port = if self.base_url.starts_with("https") { 443 } else { 80 };
+        Some(if host.rsplit(':').next().is_some_and(|p| p.parse::<u16>().is_ok()) && !host.ends_with(']') {
+            host.to_string()
+        } else {
+            format!("{host}:{default_port}")
+        })
+    }
+}
+
 /// A session's settings, resolved from the runtime when the agent opens.
 #[derive(Clone)]
 pub struct HttpConfig {
