@@ -45,13 +45,14 @@
 //!   embedded at build time (`build.rs`).
 //! - `harness/`: the `Session` trait and one file per harness (`fake.rs`, `command.rs`); `http/`
 //!   (`openai`, `anthropic`); `cli/` (`claude.rs`, `codex.rs`, `pi.rs`: agent CLIs run per turn in a
-//!   process group, a home per agent, judged by their JSONL events; `mod.rs` holds what they share,
-//!   the pinned versions and `doctor_checks`).
+//!   process group, a home per agent (the sandbox seat's home when sandboxed: the argv is wrapped
+//!   like `command`'s), judged by their JSONL events; `mod.rs` holds what they share, the pinned
+//!   versions and `doctor_checks`).
 //! - `control/`: the answer channel every harness shares: `schema.rs` (validators cached by schema
 //!   text, violations with JSON pointers, example values), `slot.rs` (result slots, rejection
 //!   text), `prompt.rs` (the answer instructions and the nudge), `protocol.rs` (the control-plane
 //!   frames; **no I/O**), `server.rs` (one agent's socket, launcher and open operations).
-//! - `sandbox/`: where a program agent runs confined. `mod.rs` (choosing an agent's sandbox: a
+//! - `sandbox/`: where a program agent (`command`, `claude`, `codex`, `pi`) runs confined. `mod.rs` (choosing an agent's sandbox: a
 //!   `[sandboxes]` name, an inline policy or the run-level `--sandbox`; seating; the run's record of
 //!   sandboxes), `policy.rs` (the policy as data, **no I/O**), `seat.rs` (an agent's concrete paths:
 //!   workspace, own home, control folder, hidden home folders and what the program needs from

@@ -100,9 +100,14 @@ fn setup_with(cli: &str, base: &str, extra: &str, stall: &str) -> Env {
 
 /// Runs a workflow with the operator's home and keys kept out.
 fn run(env: &Env, script: &str) -> Out {
+    run_as(env, script, &env.path().join("operator-home"))
+}
+
+/// As `run`, with the operator's home at `home`.
+fn run_as(env: &Env, script: &str, home: &std::path::Path) -> Out {
     env.write("wf.rhai", script);
     let mut cmd = common::command(env.path(), &["script", "run", "wf.rhai"]);
-    cmd.env("HOME", env.path().join("operator-home"));
+    cmd.env("HOME", home);
     for var in [
         "CLAUDE_CONFIG_DIR",
         "CODEX_HOME",
@@ -262,7 +267,8 @@ fn failures_are_judged_by_events(cli: &str, test: &str, expect: &str) {
     assert_eq!(env.events_of("op-nudged").len(), 0, "{cli}: a failed turn is not nudged");
 }
 
-fn forks_and_compacts(cli: &str, test: &str) {
+/// A sandboxed fork (`sandboxed`) sits in its parent's sandbox, with a home of its own.
+fn forks_and_compacts(cli: &str, test: &str, sandboxed: bool) {
     if !installed(cli, test) || rerun_in_netns(test) {
         return;
     }
@@ -273,9 +279,18 @@ fn forks_and_compacts(cli: &str, test: &str) {
         Reply::text("SUMMARY: the verdicts were parent and child."),
     ]);
     let env = setup(cli, &server.base());
+    // A sandbox needs the operator's home outside the workspace.
+    let operator = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("the operator's home");
+    let (home, spec) = if sandboxed {
+        let toml = std::fs::read_to_string(env.path().join("awf.toml")).expect("awf.toml");
+        env.write("awf.toml", &format!("{toml}\n[sandboxes.cli]\nnetwork = \"host\"\n"));
+        (operator.path().to_path_buf(), r#", sandbox: "cli""#)
+    } else {
+        (env.path().join("operator-home"), "")
+    };
     let script = format!(
         r#"
-let a = ctx.agents.open(#{{ key: "a" }});
+let a = ctx.agents.open(#{{ key: "a"{spec} }});
 let one = a.run(#{{ prompt: "Parent speaks first.", schema: {SCHEMA} }});
 let b = a.fork(#{{ key: "b" }});
 let two = b.run(#{{ prompt: "Child speaks.", schema: {SCHEMA} }});
@@ -285,7 +300,7 @@ try {{ summary = a.compact(#{{ prompt: "Keep the verdicts." }}); }} catch (e) {{
 #{{ one: one.value, two: two.value, two_reason: two.reason, three: three.value, three_reason: three.reason, summary: summary }}
 "#
     );
-    let out = run(&env, &script);
+    let out = run_as(&env, &script, &home);
     out.expect_code(0);
     let v = out.json();
     assert_eq!(v["one"]["verdict"], "parent", "{cli}: {v}");
@@ -305,6 +320,15 @@ try {{ summary = a.compact(#{{ prompt: "Keep the verdicts." }}); }} catch (e) {{
     } else {
         assert!(summary.contains("SUMMARY: the verdicts were parent and child."), "{cli}: native compaction: {v}");
         assert_eq!(env.events_of("agent-compacted").len(), 1);
+    }
+    if sandboxed {
+        let result = env.result();
+        let seated = &result["sandboxes"][0]["agents"];
+        assert_eq!((seated[0]["agent"].as_str(), seated[1]["agent"].as_str()), (Some("a"), Some("b")), "{result:#}");
+        assert_eq!(seated[1]["seat"]["home"], env.run_dir().join("agents/b/home").display().to_string());
+        let log = read_jsonl(&env.run_dir().join("agents/b/ops/b-1.jsonl"));
+        let spawned = log.iter().find(|e| e["type"] == "spawned").expect("spawned");
+        assert_eq!(spawned["data"]["sandbox"], "cli", "{cli}: the fork runs sandboxed: {spawned}");
     }
 }
 
@@ -351,6 +375,96 @@ let o = ctx.agents.open(#{{ key: "a" }}).run(#{{ prompt: long, schema: {SCHEMA} 
     assert!(body.contains("LONG-END"), "{cli}: the whole prompt reached the model");
 }
 
+/// The session files each CLI keeps in its home.
+fn session_files(cli: &str) -> &'static str {
+    match cli {
+        "claude" => "projects",
+        "codex" => "sessions",
+        _ => "awf-session/session.jsonl",
+    }
+}
+
+/// A CLI agent in a sandbox with `network = "host"` reaches the fake and answers through the
+/// launcher; its shell tool does not see the operator's home, its HOME is its own home, where
+/// its session files are. With `network = "none"` it cannot reach the fake: the CLI's own
+/// failure fails the turn.
+fn runs_sandboxed(cli: &str, test: &str, expect: &str) {
+    if !installed(cli, test) || rerun_in_netns(test) {
+        return;
+    }
+    // The operator's home lies outside the workspace (the sandbox refuses a workspace holding it)
+    // and outside /tmp (which the sandbox replaces anyway), so that hiding it is what is tested.
+    let operator = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("the operator's home");
+    let marker = operator.path().join("awf-marker.txt");
+    std::fs::write(&marker, "the operator's secret\n").expect("marker");
+    if cli == "pi" {
+        std::fs::create_dir_all(operator.path().join(".pi/agent")).expect("mkdir");
+        std::fs::write(operator.path().join(".pi/agent/auth.json"), "{}").expect("credential");
+    }
+    let probe = format!(
+        r#"if [ -e {m} ]; then s=seen; else s=hidden; fi; printf '{{"verdict":"%s:%s"}}' "$s" "$HOME" | {{launcher}} result {{op}}"#,
+        m = fake_model::shell_quote(&marker.display().to_string())
+    );
+    let script = format!(
+        r#"let o = ctx.agents.open(#{{ key: "a", sandbox: "cli" }}).run(#{{ prompt: "Give a verdict.", schema: {SCHEMA} }});
+#{{ kind: o.kind, value: o.value, reason: o.reason }}"#
+    );
+    // Unsandboxed, the same command sees the marker: the check below is not vacuous.
+    let server = FakeModel::start_cli(vec![Reply::shell(&probe)]);
+    let env = setup(cli, &server.base());
+    let bare = script.replace(r#", sandbox: "cli""#, "");
+    let out = run_as(&env, &bare, operator.path());
+    out.expect_code(0);
+    assert!(out.json()["value"]["verdict"].as_str().unwrap_or("").starts_with("seen:"), "{cli}: {}", out.stdout);
+
+    let server = FakeModel::start_cli(vec![Reply::shell(&probe)]);
+    let env = setup(cli, &server.base());
+    let toml = std::fs::read_to_string(env.path().join("awf.toml")).expect("awf.toml");
+    env.write("awf.toml", &format!("{toml}\n[sandboxes.cli]\nnetwork = \"host\"\n"));
+    let out = run_as(&env, &script, operator.path());
+    out.expect_code(0);
+    let v = out.json();
+    let home = env.run_dir().join("agents/a/home");
+    assert_eq!(v["kind"], "answered", "{cli}: {v}\n{}", out.stderr);
+    assert_eq!(v["value"]["verdict"], format!("hidden:{}", home.display()), "{cli}: {v}");
+    assert!(home.join(session_files(cli)).exists(), "{cli}: its session files are in its home");
+    let log = read_jsonl(&env.run_dir().join("agents/a/ops/a-1.jsonl"));
+    let spawned = log.iter().find(|e| e["type"] == "spawned").expect("spawned");
+    assert_eq!(spawned["data"]["sandbox"], "cli", "{cli}: {spawned}");
+    let result = env.result();
+    let seated = &result["sandboxes"][0]["agents"][0];
+    assert_eq!((seated["harness"].as_str(), &seated["confined"]), (Some(cli), &json!(true)), "{result:#}");
+    assert_eq!(seated["seat"]["home"], home.display().to_string());
+
+    // No network: a new network namespace, where 127.0.0.1 is not the fake's.
+    let server = FakeModel::start_cli(vec![Reply::shell(&probe)]);
+    let env = setup(cli, &server.base());
+    let toml = std::fs::read_to_string(env.path().join("awf.toml")).expect("awf.toml");
+    env.write("awf.toml", &format!("{toml}\n[sandboxes.cli]\nnetwork = \"none\"\n"));
+    let out = run_as(&env, &script, operator.path());
+    out.expect_code(0);
+    let v = out.json();
+    assert_eq!(v["kind"], "failed", "{cli}: {v}");
+    let reason = v["reason"].as_str().unwrap_or("");
+    assert!(reason.contains(expect) && reason.contains("network = \"host\""), "{cli}: {v}");
+    assert!(server.bodies().is_empty(), "{cli}: nothing reached the fake");
+}
+
+#[test]
+fn claude_runs_sandboxed() {
+    runs_sandboxed("claude", "claude_runs_sandboxed", "Claude Code reported an error");
+}
+
+#[test]
+fn codex_runs_sandboxed() {
+    runs_sandboxed("codex", "codex_runs_sandboxed", "Codex reported the turn failed");
+}
+
+#[test]
+fn pi_runs_sandboxed() {
+    runs_sandboxed("pi", "pi_runs_sandboxed", "stopReason: error");
+}
+
 #[test]
 fn claude_answers_through_the_launcher_and_resumes() {
     answers_through_the_launcher_and_resumes("claude", "claude_answers_through_the_launcher_and_resumes");
@@ -383,17 +497,32 @@ fn pi_failures_are_judged_by_events() {
 
 #[test]
 fn claude_forks_and_compacts() {
-    forks_and_compacts("claude", "claude_forks_and_compacts");
+    forks_and_compacts("claude", "claude_forks_and_compacts", false);
 }
 
 #[test]
 fn codex_forks_and_refuses_to_compact() {
-    forks_and_compacts("codex", "codex_forks_and_refuses_to_compact");
+    forks_and_compacts("codex", "codex_forks_and_refuses_to_compact", false);
 }
 
 #[test]
 fn pi_forks_and_compacts() {
-    forks_and_compacts("pi", "pi_forks_and_compacts");
+    forks_and_compacts("pi", "pi_forks_and_compacts", false);
+}
+
+#[test]
+fn claude_forks_and_compacts_sandboxed() {
+    forks_and_compacts("claude", "claude_forks_and_compacts_sandboxed", true);
+}
+
+#[test]
+fn codex_forks_sandboxed() {
+    forks_and_compacts("codex", "codex_forks_sandboxed", true);
+}
+
+#[test]
+fn pi_forks_and_compacts_sandboxed() {
+    forks_and_compacts("pi", "pi_forks_and_compacts_sandboxed", true);
 }
 
 #[test]

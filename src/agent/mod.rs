@@ -331,25 +331,18 @@ impl AgentBook {
             Some(c) => run.cwd.join(c),
             None => run.cwd.clone(),
         };
-        if harness::cli::is_cli(&runtime.harness) {
-            if let Some(chosen) = sandbox {
-                return Err(format!(
-                    "agent {}: the {} harness cannot run inside sandbox `{}` yet",
-                    req.key, runtime.harness, chosen.name
-                ));
-            }
-            let program = run.config.harnesses.get(&runtime.harness).and_then(|h| h.command.clone());
-            let cfg = harness::cli::CliConfig::from_runtime(runtime, program, run.scheduler.limits.stall_timeout);
-            let opener = cli_endpoint_opener(run, awf);
-            let session =
-                harness::cli::CliSession::open(&runtime.harness, info.clone(), cfg, cwd, dir, endpoint.clone(), opener)
-                    .map_err(|e| format!("agent {}: {e}", req.key))?;
-            return Ok((Box::new(session), Some(endpoint)));
-        }
+        let cli = harness::cli::is_cli(&runtime.harness);
+        let cli_program = run.config.harnesses.get(&runtime.harness).and_then(|h| h.command.clone());
+        // A CLI agent is seated by its program (its home is the seat's home, `agents/<slug>/home`).
+        let seated_program = match (cli, &cli_program) {
+            (false, _) => argv.clone(),
+            (true, Some(p)) => vec![p.clone()],
+            (true, None) => vec![runtime.harness.clone()],
+        };
         let sandbox = match sandbox {
             Some(chosen) => {
                 let place = crate::sandbox::seat::Placement {
-                    program: &argv,
+                    program: &seated_program,
                     cwd: &cwd,
                     workspace: &cwd,
                     control: &dir,
@@ -361,6 +354,17 @@ impl AgentBook {
             }
             None => None,
         };
+        if cli {
+            let cfg = harness::cli::CliConfig::from_runtime(runtime, cli_program, run.scheduler.limits.stall_timeout);
+            let opener = cli_endpoint_opener(run, awf);
+            let session =
+                harness::cli::CliSession::open(&runtime.harness, info.clone(), cfg, cwd, dir, endpoint.clone(), opener)
+                    .map_err(|e| format!("agent {}: {e}", req.key))?;
+            if let Some(s) = &sandbox {
+                run.sandboxes.seated(run, s, &req.key, &runtime.harness);
+            }
+            return Ok((Box::new(session.sandboxed(sandbox)), Some(endpoint)));
+        }
         let session = harness::command::CommandSession::new(
             info.clone(),
             argv,
@@ -537,10 +541,10 @@ impl Agent {
 }
 
 /// Opens the control folder and socket of an agent forked from a CLI agent (a fork answers
-/// through a launcher of its own).
+/// through a launcher of its own), and seats it in its parent's sandbox when there is one.
 fn cli_endpoint_opener(run: &Arc<Run>, awf: PathBuf) -> harness::cli::EndpointOpener {
     let weak = Arc::downgrade(run);
-    Arc::new(move |key: &str| {
+    Arc::new(move |key: &str, parent: Option<(&crate::sandbox::Sandbox, &str)>| {
         let run = weak.upgrade().ok_or("the run has ended")?;
         let slug = run.agents.claim_slug(key);
         let dir = crate::record::agent_files::agent_dir(run.dir(), &slug);
@@ -555,6 +559,14 @@ fn cli_endpoint_opener(run: &Arc<Run>, awf: PathBuf) -> harness::cli::EndpointOp
         let _rt = run.rt.enter();
         let endpoint = Endpoint::open(&dir, key, &awf, events, messenger)
             .map_err(|e| format!("agent {key}: cannot open its control socket in {}: {e}", dir.display()))?;
-        Ok((dir, Arc::new(endpoint)))
+        let sandbox = match parent {
+            Some((p, harness)) => {
+                let s = p.reseat(&dir, &endpoint.socket).map_err(|e| format!("agent {key}: {e}"))?;
+                run.sandboxes.seated(&run, &s, key, harness);
+                Some(s)
+            }
+            None => None,
+        };
+        Ok((dir, Arc::new(endpoint), sandbox))
     })
 }

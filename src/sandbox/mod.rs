@@ -21,7 +21,8 @@ use std::sync::{Mutex, OnceLock};
 /// How a harness meets a sandbox.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Confinement {
-    /// It spawns a program per turn and wraps it in the sandbox (`command`).
+    /// It spawns a program per turn and wraps it in the sandbox (`command`, and the CLI harnesses
+    /// `claude`, `codex`, `pi`, whose homes and session files are the seat's writable home).
     Wrapped,
     /// It runs inside awf (`fake`, the HTTP harnesses): there is no program to confine, so the
     /// agent is seated and recorded (`confined: false`) and nothing else changes.
@@ -30,11 +31,11 @@ pub enum Confinement {
     Unsupported,
 }
 
-/// How `harness` meets a sandbox. A process harness that learns to wrap its program (a CLI
-/// harness, with its home and session files inside the seat's home) moves to `Wrapped`.
+/// How `harness` meets a sandbox. A process harness that learns to wrap its program moves to
+/// `Wrapped`.
 pub fn confinement(harness: &str) -> Confinement {
     match harness {
-        "command" => Confinement::Wrapped,
+        "command" | "claude" | "codex" | "pi" => Confinement::Wrapped,
         "fake" | "openai" | "anthropic" => Confinement::InProcess,
         _ => Confinement::Unsupported,
     }
@@ -77,6 +78,14 @@ impl Sandbox {
     /// The argv that runs `program` in this sandbox with the turn's variables `vars`.
     pub fn wrap(&self, program: &[String], vars: &[(String, String)]) -> Vec<String> {
         bwrap::argv(&self.bwrap, &self.policy, &self.seat, vars, program)
+    }
+
+    /// The same sandbox for an agent forked from this one, whose control folder (socket, launcher,
+    /// state, home) is `control`: the fork is confined as its parent was.
+    pub fn reseat(&self, control: &std::path::Path, socket: &std::path::Path) -> Result<Sandbox, String> {
+        let seat =
+            self.seat.moved(control, socket).map_err(|why| format!("sandbox `{}` cannot be made: {why}", self.name))?;
+        Ok(Sandbox { seat, ..self.clone() })
     }
 }
 

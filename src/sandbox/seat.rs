@@ -42,6 +42,35 @@ pub struct Seat {
     pub env: Vec<(String, String)>,
 }
 
+impl Seat {
+    /// The same seat for an agent whose control folder is `control` (a fork): its own control
+    /// folder, state and home, created; everything else as it was.
+    pub fn moved(&self, control: &Path, socket: &Path) -> Result<Seat, String> {
+        let (home, state) = own_dirs(control)?;
+        utf8("the path", control)?;
+        Ok(Seat { control: control_dirs(control, socket), home, state, ..self.clone() })
+    }
+}
+
+/// `control/home` and `control/state`, created private.
+fn own_dirs(control: &Path) -> Result<(PathBuf, PathBuf), String> {
+    let home = control.join("home");
+    let state = control.join("state");
+    for d in [&home, &state] {
+        crate::control::server::private_dir(d).map_err(|e| format!("cannot create {}: {e}", d.display()))?;
+    }
+    Ok((home, state))
+}
+
+/// The control folder, and the socket's folder when that lies elsewhere.
+fn control_dirs(control: &Path, socket: &Path) -> Vec<PathBuf> {
+    let mut dirs = vec![control.to_path_buf()];
+    if let Some(dir) = socket.parent().filter(|d| !d.starts_with(control)) {
+        dirs.push(dir.to_path_buf());
+    }
+    dirs
+}
+
 /// Where an agent sits in the run.
 pub struct Placement<'a> {
     pub program: &'a [String],
@@ -213,15 +242,8 @@ pub fn seat(policy: &Policy, place: &Placement<'_>, op: &Operator) -> Result<Sea
             utf8(what, p)?;
         }
     }
-    let home = place.control.join("home");
-    let state = place.control.join("state");
-    for d in [&home, &state] {
-        crate::control::server::private_dir(d).map_err(|e| format!("cannot create {}: {e}", d.display()))?;
-    }
-    let mut control = vec![place.control.to_path_buf()];
-    if let Some(dir) = place.socket.parent().filter(|d| !d.starts_with(place.control)) {
-        control.push(dir.to_path_buf());
-    }
+    let (home, state) = own_dirs(place.control)?;
+    let control = control_dirs(place.control, place.socket);
     // The runs folder is hidden whole (other runs too), unless the workspace lies inside it; then
     // at least this run's folder.
     let records = [place.run_dir.parent(), Some(place.run_dir)]
@@ -271,6 +293,32 @@ mod tests {
         assert_eq!(e("/root/.pyenv/../.ssh/id_ed25519"), Some("/root/.ssh".into()));
         let t = |p: &str| exposure_for(Path::new(p), &with_tmp(&home_roots(None)));
         assert_eq!(t("/tmp/clone/tests/agent.py"), Some("/tmp/clone/tests/agent.py".into()));
+    }
+
+    #[test]
+    fn a_moved_seat_has_its_own_control_folder_state_and_home() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (a, b) = (dir.path().join("agents/a"), dir.path().join("agents/b"));
+        let seat = Seat {
+            hidden: vec!["/root".into()],
+            exposed: vec![],
+            workspace: dir.path().into(),
+            records: None,
+            control: vec![a.clone()],
+            awf: "/usr/bin/awf".into(),
+            state: a.join("state"),
+            home: a.join("home"),
+            cwd: dir.path().into(),
+            env: vec![("PATH".into(), "/usr/bin".into())],
+        };
+        let moved = seat.moved(&b, &b.join("wf.sock")).expect("moved");
+        assert_eq!(
+            moved,
+            Seat { control: vec![b.clone()], state: b.join("state"), home: b.join("home"), ..seat.clone() }
+        );
+        assert!(b.join("home").is_dir() && b.join("state").is_dir(), "created");
+        let elsewhere = seat.moved(&b, Path::new("/run/awf/b.sock")).expect("moved");
+        assert_eq!(elsewhere.control, vec![b.clone(), PathBuf::from("/run/awf")]);
     }
 
     #[test]

@@ -20,6 +20,7 @@ use crate::accounting::{CostSource, Usage};
 use crate::config::RuntimeConfig;
 use crate::control::server::{Endpoint, OpControl};
 use crate::record::agent_files::{Capture, OpLog};
+use crate::sandbox::Sandbox;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -48,9 +49,12 @@ pub fn is_cli(harness: &str) -> bool {
     PINNED.iter().any(|(h, _, _)| *h == harness)
 }
 
-/// Opens the control folder and socket for a new agent key: `(agents/<slug>, endpoint)`. A fork
-/// needs one of its own.
-pub type EndpointOpener = Arc<dyn Fn(&str) -> Result<(PathBuf, Arc<Endpoint>), String> + Send + Sync>;
+/// Opens the control folder and socket for a new agent key: `(agents/<slug>, endpoint)`, and,
+/// when the parent is sandboxed (`(its sandbox, harness)`), seats the fork in the same sandbox. A
+/// fork needs one of its own.
+pub type EndpointOpener = Arc<
+    dyn Fn(&str, Option<(&Sandbox, &str)>) -> Result<(PathBuf, Arc<Endpoint>, Option<Sandbox>), String> + Send + Sync,
+>;
 
 /// A CLI session's settings, from the runtime.
 #[derive(Debug, Clone)]
@@ -317,6 +321,9 @@ pub struct CliSession {
     opener: EndpointOpener,
     credentials: Vec<Credential>,
     compactions: u32,
+    /// When set, every run of the CLI is wrapped in this sandbox, never run outside it; its home
+    /// (the CLI's HOME) is `home`, so config and session files stay inside the writable home.
+    sandbox: Option<Sandbox>,
 }
 
 impl CliSession {
@@ -358,7 +365,37 @@ impl CliSession {
         opener: EndpointOpener,
     ) -> CliSession {
         let credentials = cli.credentials(&home).into_iter().map(|(op, local)| Credential::new(op, local)).collect();
-        CliSession { info, cfg, cli, cwd, agent_dir, home, endpoint, opener, credentials, compactions: 0 }
+        CliSession {
+            info,
+            cfg,
+            cli,
+            cwd,
+            agent_dir,
+            home,
+            endpoint,
+            opener,
+            credentials,
+            compactions: 0,
+            sandbox: None,
+        }
+    }
+
+    /// Runs the CLI inside `sandbox` (the agent's seat in it, whose home is this session's home).
+    pub fn sandboxed(self, sandbox: Option<Sandbox>) -> Self {
+        CliSession { sandbox, ..self }
+    }
+
+    /// The argv that runs the CLI once: the program and its arguments, wrapped in the sandbox when
+    /// there is one. bwrap clears the environment, so everything the CLI needs is passed in: its
+    /// own variables (home, settings, `AWF_*`, the runtime's `env`) and the key named by
+    /// `api_key_env` (the runtime names it, so it may enter).
+    fn argv(&self, args: &[String], env: &CliEnv) -> Vec<String> {
+        let mut argv = vec![self.cfg.program.clone()];
+        argv.extend(args.iter().cloned());
+        let Some(s) = &self.sandbox else { return argv };
+        let key = self.cfg.api_key_env.as_ref().and_then(|k| Some((k.clone(), std::env::var(k).ok()?)));
+        let vars: Vec<(String, String)> = key.into_iter().chain(env.set.iter().cloned()).collect();
+        s.wrap(&argv, &vars)
     }
 
     fn seed_credentials(&mut self) {
@@ -403,8 +440,9 @@ impl CliSession {
         capture: &str,
     ) -> Result<Ran, String> {
         let program = &self.cfg.program;
-        let mut cmd = tokio::process::Command::new(program);
-        cmd.args(&inv.args).current_dir(&self.cwd);
+        let argv = self.argv(&inv.args, &env);
+        let mut cmd = tokio::process::Command::new(&argv[0]);
+        cmd.args(&argv[1..]).current_dir(&self.cwd);
         for k in &env.remove {
             cmd.env_remove(k);
         }
@@ -429,7 +467,8 @@ impl CliSession {
         let mut group = Group(child.id().map(|p| p as i32));
         let shown: Vec<String> =
             inv.args.iter().map(|a| if a.len() > 200 { format!("<{} bytes>", a.len()) } else { a.clone() }).collect();
-        log.event("spawned", json!({ "pid": child.id(), "program": program, "args": shown }));
+        let sandbox = self.sandbox.as_ref().map(|s| &s.name);
+        log.event("spawned", json!({ "pid": child.id(), "program": program, "args": shown, "sandbox": sandbox }));
         let activity = Arc::new(Mutex::new(Instant::now()));
         let stdout_cap = Arc::new(Mutex::new(Capture::open(&self.agent_dir, capture, "stdout")));
         let stderr_cap = Arc::new(Mutex::new(Capture::open(&self.agent_dir, capture, "stderr")));
@@ -585,8 +624,20 @@ impl CliSession {
         Ok(Ran { turn, status, stalled, stderr_tail, last_line })
     }
 
-    /// Why a run that gave no verdict of its own failed, if it did.
+    /// Why a run failed, with a hint when its sandbox has no network (the likely cause).
     fn judge(&self, ran: &Ran) -> Option<String> {
+        let why = self.verdict(ran)?;
+        match &self.sandbox {
+            Some(s) if s.policy.network == crate::sandbox::Network::None && !ran.stalled => Some(format!(
+                "{why} (sandbox `{}` has network = \"none\", where not even 127.0.0.1 is the host's: a CLI reaches its model server only with network = \"host\")",
+                s.name
+            )),
+            _ => Some(why),
+        }
+    }
+
+    /// Why a run that gave no verdict of its own failed, if it did.
+    fn verdict(&self, ran: &Ran) -> Option<String> {
         if ran.stalled {
             return Some(format!("stalled: no output or event for {} s", self.cfg.stall.as_secs()));
         }
@@ -689,14 +740,16 @@ impl Session for CliSession {
     }
 
     fn fork(&self, info: AgentInfo) -> Result<Box<dyn Session>, String> {
-        let (dir, endpoint) = (self.opener)(&info.key)?;
+        let (dir, endpoint, sandbox) =
+            (self.opener)(&info.key, self.sandbox.as_ref().map(|s| (s, self.cli.harness())))?;
         let home = dir.join("home");
         copy_tree(&self.home, &home, &|name| self.cli.fork_copies(name))
             .map_err(|e| format!("cannot copy {} to {}: {e}", self.home.display(), home.display()))?;
         let cli = self.cli.fork(&self.home, &home)?;
         let mut cfg = self.cfg.clone();
         cfg.effort = info.effort.clone().or(cfg.effort);
-        Ok(Box::new(Self::with(info, cfg, cli, self.cwd.clone(), dir, home, endpoint, self.opener.clone())))
+        let session = Self::with(info, cfg, cli, self.cwd.clone(), dir, home, endpoint, self.opener.clone());
+        Ok(Box::new(session.sandboxed(sandbox)))
     }
 
     fn compact(&mut self, prompt: &str) -> BoxFuture<'_, Result<String, String>> {
