@@ -35,7 +35,7 @@
 //!   for every operation: concurrency, agents, budgets), `stages.rs`, `progress.rs`, `resume.rs`
 //!   (what a new attempt reuses: stages on record, and answered operations from the journal).
 //! - `agent/`: logical agents. `mod.rs` (open with the compatibility rules, stop, fork, set,
-//!   compact), `op.rs` (one operation from call to record), `supervise.rs` (nudges, and the routes
+//!   compact), `session.rs` (starting a harness session: folder, endpoint, HTTP settings, seat), `op.rs` (one operation from call to record), `supervise.rs` (nudges, and the routes
 //!   and held messages shown with every turn), `message_op.rs` (waking an idle agent for messages).
 //! - `messaging/`: routes, held messages, asks and replies, stages that wait for their routes to
 //!   fall quiet; `prompt.rs` (what an agent is told about its routes and messages).

@@ -3,6 +3,7 @@
 
 pub mod message_op;
 pub mod op;
+mod session;
 pub mod supervise;
 
 use crate::accounting::{CostSource, Usage};
@@ -275,111 +276,6 @@ impl AgentBook {
         Ok(agent)
     }
 
-    /// A folder name under `agents/` for `key`, unique in the run (`-2`, `-3`, ... on clashes).
-    fn claim_slug(&self, key: &str) -> String {
-        let mut slugs = lock(&self.slugs);
-        let base = crate::record::agent_files::slug(key);
-        let mut s = base.clone();
-        let mut k = 2;
-        while !slugs.insert(s.clone()) {
-            s = format!("{base}-{k}");
-            k += 1;
-        }
-        s
-    }
-
-    /// Starts the harness session (and for `command`, the control socket and launcher).
-    fn session_for(
-        &self,
-        run: &Arc<Run>,
-        req: &OpenRequest,
-        runtime: &RuntimeConfig,
-        info: &AgentInfo,
-        responder: Option<Arc<dyn harness::Responder>>,
-        sandbox: Option<&crate::sandbox::Chosen>,
-    ) -> Result<SessionParts, String> {
-        if runtime.harness == "fake" {
-            return Ok((Box::new(harness::fake::FakeSession::new(info.clone(), responder)), None));
-        }
-        let slug = self.claim_slug(&req.key);
-        let dir = crate::record::agent_files::agent_dir(run.dir(), &slug);
-        let awf =
-            std::env::current_exe().map_err(|e| format!("cannot find the awf executable for the launcher: {e}"))?;
-        let weak = Arc::downgrade(run);
-        let events: crate::control::server::EventSink = Arc::new(move |ty: &str, data: Value| {
-            if let Some(r) = weak.upgrade() {
-                r.records.event(ty, &data);
-            }
-        });
-        if matches!(runtime.harness.as_str(), "openai" | "anthropic") {
-            let cfg = http_config(run, &req.key, runtime)?;
-            let session = harness::http::HttpSession::new(info.clone(), cfg, dir.join("history.json"), events)
-                .map_err(|e| format!("agent {}: {e}", req.key))?;
-            return Ok((Box::new(session), None));
-        }
-        let argv = runtime.command.clone().unwrap_or_default();
-        let endpoint = {
-            let _rt = run.rt.enter();
-            let messenger: Arc<dyn crate::control::messenger::Messenger> =
-                Arc::new(crate::messaging::AgentMessenger { run: Arc::downgrade(run), key: req.key.clone() });
-            Endpoint::open(&dir, &req.key, &awf, events, messenger)
-                .map_err(|e| format!("agent {}: cannot open its control socket in {}: {e}", req.key, dir.display()))?
-        };
-        let endpoint = Arc::new(endpoint);
-        let cwd = match &req.cwd {
-            Some(c) if c.is_absolute() => c.clone(),
-            Some(c) => run.cwd.join(c),
-            None => run.cwd.clone(),
-        };
-        let cli = harness::cli::is_cli(&runtime.harness);
-        let cli_program = run.config.harnesses.get(&runtime.harness).and_then(|h| h.command.clone());
-        // A CLI agent is seated by its program (its home is the seat's home, `agents/<slug>/home`).
-        let seated_program = match (cli, &cli_program) {
-            (false, _) => argv.clone(),
-            (true, Some(p)) => vec![p.clone()],
-            (true, None) => vec![runtime.harness.clone()],
-        };
-        let sandbox = match sandbox {
-            Some(chosen) => {
-                let place = crate::sandbox::seat::Placement {
-                    program: &seated_program,
-                    cwd: &cwd,
-                    workspace: &cwd,
-                    control: &dir,
-                    socket: &endpoint.socket,
-                    run_dir: run.dir(),
-                    awf: &awf,
-                };
-                Some(run.sandboxes.seat(run, chosen, place).map_err(|e| format!("agent {}: {e}", req.key))?)
-            }
-            None => None,
-        };
-        if cli {
-            let cfg = harness::cli::CliConfig::from_runtime(runtime, cli_program, run.scheduler.limits.stall_timeout);
-            let opener = cli_endpoint_opener(run, awf);
-            let session =
-                harness::cli::CliSession::open(&runtime.harness, info.clone(), cfg, cwd, dir, endpoint.clone(), opener)
-                    .map_err(|e| format!("agent {}: {e}", req.key))?;
-            if let Some(s) = &sandbox {
-                run.sandboxes.seated(run, s, &req.key, &runtime.harness);
-            }
-            return Ok((Box::new(session.sandboxed(sandbox)), Some(endpoint)));
-        }
-        let session = harness::command::CommandSession::new(
-            info.clone(),
-            argv,
-            cwd,
-            dir,
-            endpoint.clone(),
-            run.scheduler.limits.stall_timeout,
-        )
-        .map_err(|e| format!("agent {}: {e}", req.key))?;
-        if let Some(s) = &sandbox {
-            run.sandboxes.seated(run, s, &req.key, &runtime.harness);
-        }
-        Ok((Box::new(session.sandboxed(sandbox)), Some(endpoint)))
-    }
-
     /// Ends an agent; its key is never opened again in this run. False when it was not open.
     pub fn stop(&self, run: &Run, key: &str, reason: &str) -> bool {
         let Some(agent) = lock(&self.open).remove(key) else {
@@ -446,41 +342,6 @@ impl AgentBook {
     }
 }
 
-/// An HTTP harness's settings: base URL (runtime, then its `env`, then the process environment,
-/// then the public API), the API key (from the environment only), the answer mode.
-fn http_config(run: &Run, key: &str, runtime: &RuntimeConfig) -> Result<harness::http::HttpConfig, String> {
-    use harness::http::{Api, HttpConfig};
-    let target = harness::http::Target::of(runtime);
-    let (api, base_url, key_var, api_key, default_model) =
-        (target.api, target.base_url, target.key_var, target.api_key, target.default_model);
-    if api_key.is_none() && !target.local {
-        return Err(format!(
-            "agent {key}: the {} harness needs an API key in ${key_var} for {base_url} (set it, or name another variable with api_key_env)",
-            runtime.harness
-        ));
-    }
-    let structured = match runtime.answer.as_deref() {
-        None | Some("tools") => false,
-        Some("structured") if api == Api::OpenAi => true,
-        Some("structured") => {
-            return Err(format!(
-                "agent {key}: answer = \"structured\" is for the openai harness; anthropic answers with tools"
-            ))
-        }
-        Some(other) => return Err(format!("agent {key}: answer must be \"tools\" or \"structured\", not \"{other}\"")),
-    };
-    Ok(HttpConfig {
-        api,
-        base_url,
-        model: runtime.model.clone().unwrap_or_else(|| default_model.to_string()),
-        effort: runtime.effort.clone(),
-        api_key,
-        structured,
-        max_tokens: runtime.max_tokens.unwrap_or(4096),
-        stall: run.scheduler.limits.stall_timeout,
-    })
-}
-
 fn resolve_runtime(run: &Run, choice: &RuntimeChoice) -> Result<RuntimeConfig, String> {
     let (alias, effort) = match choice {
         RuntimeChoice::Inline(r) => return Ok((**r).clone()),
@@ -538,35 +399,4 @@ impl Agent {
         run.records.event("agent-compacted", &serde_json::json!({ "agent": self.key, "summary_chars": summary.len() }));
         Ok(summary)
     }
-}
-
-/// Opens the control folder and socket of an agent forked from a CLI agent (a fork answers
-/// through a launcher of its own), and seats it in its parent's sandbox when there is one.
-fn cli_endpoint_opener(run: &Arc<Run>, awf: PathBuf) -> harness::cli::EndpointOpener {
-    let weak = Arc::downgrade(run);
-    Arc::new(move |key: &str, parent: Option<(&crate::sandbox::Sandbox, &str)>| {
-        let run = weak.upgrade().ok_or("the run has ended")?;
-        let slug = run.agents.claim_slug(key);
-        let dir = crate::record::agent_files::agent_dir(run.dir(), &slug);
-        let events_run = Arc::downgrade(&run);
-        let events: crate::control::server::EventSink = Arc::new(move |ty: &str, data: Value| {
-            if let Some(r) = events_run.upgrade() {
-                r.records.event(ty, &data);
-            }
-        });
-        let messenger: Arc<dyn crate::control::messenger::Messenger> =
-            Arc::new(crate::messaging::AgentMessenger { run: Arc::downgrade(&run), key: key.to_string() });
-        let _rt = run.rt.enter();
-        let endpoint = Endpoint::open(&dir, key, &awf, events, messenger)
-            .map_err(|e| format!("agent {key}: cannot open its control socket in {}: {e}", dir.display()))?;
-        let sandbox = match parent {
-            Some((p, harness)) => {
-                let s = p.reseat(&dir, &endpoint.socket).map_err(|e| format!("agent {key}: {e}"))?;
-                run.sandboxes.seated(&run, &s, key, harness);
-                Some(s)
-            }
-            None => None,
-        };
-        Ok((dir, Arc::new(endpoint), sandbox))
-    })
 }
