@@ -8,19 +8,7 @@ use common::Env;
 use serde_json::{json, Value};
 use std::path::Path;
 
-/// Copies `src` into `dst`, folders included.
-fn copy_dir(src: &Path, dst: &Path) {
-    std::fs::create_dir_all(dst).expect("create the stdlib copy");
-    for entry in std::fs::read_dir(src).expect("read stdlib") {
-        let entry = entry.expect("stdlib entry");
-        let to = dst.join(entry.file_name());
-        if entry.file_type().expect("file type").is_dir() {
-            copy_dir(&entry.path(), &to);
-        } else {
-            std::fs::copy(entry.path(), &to).expect("copy a stdlib file");
-        }
-    }
-}
+use common::copy_dir;
 
 /// A working folder with a copy of the project's stdlib (the resolver searches the working
 /// folder's `stdlib/`) and `responder` answering every agent.

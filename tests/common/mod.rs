@@ -347,3 +347,17 @@ let two = a.run(#{{ prompt: "Give a second verdict.", schema: {schema} }});
 "#
     )
 }
+
+/// Copies `src` into `dst`, folders included.
+pub fn copy_dir(src: &Path, dst: &Path) {
+    std::fs::create_dir_all(dst).expect("create the stdlib copy");
+    for entry in std::fs::read_dir(src).expect("read stdlib") {
+        let entry = entry.expect("stdlib entry");
+        let to = dst.join(entry.file_name());
+        if entry.file_type().expect("file type").is_dir() {
+            copy_dir(&entry.path(), &to);
+        } else {
+            std::fs::copy(entry.path(), &to).expect("copy a stdlib file");
+        }
+    }
+}
