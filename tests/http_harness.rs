@@ -248,3 +248,29 @@ fn doctor_reports_each_http_runtime_key_and_server() {
     assert_eq!(down["ok"], false);
     assert!(down["detail"].as_str().unwrap_or("").contains("unreachable"), "{down}");
 }
+
+#[test]
+fn a_message_operation_on_an_http_agent_is_priced() {
+    let (env, server) = setup("openai", vec![Reply::text("Noted.")], "");
+    env.write(
+        "responder.rhai",
+        r#"fn respond(turn) { if turn.replies.len() == 0 { return #{ send: [#{ to: "b", text: "hello b" }] }; } () }"#,
+    );
+    let script = r#"
+        let a = ctx.agents.open(#{ key: "a", runtime: #{ harness: "fake", responder: "responder.rhai" } });
+        let b = ctx.agents.open(#{ key: "b" });
+        ctx.stage("talk", || {
+            ctx.messages.allow(#{ from: a, to: b, purpose: "news" });
+            a.ask("Tell b.");
+            ()
+        });
+        "done"
+    "#;
+    env.run(script, &[]).expect_code(0);
+    let turns = read_jsonl(&env.run_dir().join("turns.jsonl"));
+    let m = turns.iter().find(|t| t["op_id"] == "b#m1").unwrap_or_else(|| panic!("no message op: {turns:?}"));
+    assert_eq!(m["kind"], "message");
+    assert_eq!(m["cost_source"], "priced", "{m}");
+    assert!(m["cost_usd"].as_f64().unwrap_or(0.0) > 0.0, "{m}");
+    assert!(server.bodies()[0].to_string().contains("hello b"), "the message reached the model");
+}

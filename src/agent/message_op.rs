@@ -97,6 +97,8 @@ async fn message_turns(run: &Arc<Run>, agent: &Arc<Agent>, stage: &Option<Arc<st
                 (kind, reason, r.usage, r.cost_source, r.simulated)
             }
         };
+        // Message operations are paid for like any other: priced unless the harness says.
+        let (usage, cost_source) = super::op::priced(run, &model, usage, cost_source, simulated);
         let outcome = Outcome {
             kind,
             value: None,

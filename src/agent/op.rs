@@ -203,15 +203,7 @@ pub fn run(run: &Arc<Run>, agent: &Arc<Agent>, turn: Turn, frame: &Frame) -> Res
         e.settle_op(&op_id, kind.as_str());
     }
 
-    if cost_source != CostSource::Harness && !simulated {
-        match crate::accounting::price_tokens(run.price(&model), &usage) {
-            Some(cost) => {
-                usage.cost_usd = cost;
-                cost_source = CostSource::Priced;
-            }
-            None => cost_source = CostSource::Unpriced,
-        }
-    }
+    (usage, cost_source) = priced(run, &model, usage, cost_source, simulated);
     let outcome = Outcome {
         kind,
         value,
@@ -250,6 +242,26 @@ pub fn run(run: &Arc<Run>, agent: &Arc<Agent>, turn: Turn, frame: &Frame) -> Res
     match terminated {
         Some(why) => Err(OpError::Terminated(why)),
         None => Ok(outcome),
+    }
+}
+
+/// Prices a turn's tokens unless the harness reported its own cost or nothing was spent (fake).
+pub(super) fn priced(
+    run: &Run,
+    model: &str,
+    mut usage: Usage,
+    source: CostSource,
+    simulated: bool,
+) -> (Usage, CostSource) {
+    if source == CostSource::Harness || simulated {
+        return (usage, source);
+    }
+    match crate::accounting::price_tokens(run.price(model), &usage) {
+        Some(cost) => {
+            usage.cost_usd = cost;
+            (usage, CostSource::Priced)
+        }
+        None => (usage, CostSource::Unpriced),
     }
 }
 
