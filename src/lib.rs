@@ -44,10 +44,13 @@
 //! - `watch.rs`: notify events filtered to `.rhai` changes, debounced. `stdlib.rs`: `stdlib/` as
 //!   embedded at build time (`build.rs`).
 //! - `harness/`: the `Session` trait and one file per harness (`fake.rs`, `command.rs`); `http/`
-//!   (`openai`, `anthropic`); `cli/` (`claude.rs`, `codex.rs`, `pi.rs`: agent CLIs run per turn in a
-//!   process group, a home per agent (the sandbox seat's home when sandboxed: the argv is wrapped
-//!   like `command`'s), judged by their JSONL events; `mod.rs` holds what they share, the pinned
-//!   versions and `doctor_checks`).
+//!   (`openai`, `anthropic`; `session.rs`: history and turns, `tools.rs`: the `wf_*` tools,
+//!   `request.rs`: retries and the streamed reply, `sse.rs`); `cli/` (`claude.rs`, `codex.rs`,
+//!   `pi.rs`: agent CLIs run per turn in a process group, a home per agent (the sandbox seat's home
+//!   when sandboxed: the argv is wrapped like `command`'s), judged by their JSONL events; `mod.rs`
+//!   holds what they share and the pinned versions, `session.rs` the session and its turns,
+//!   `run.rs` one process run and its verdict, `home.rs` the home and credential seeding,
+//!   `events.rs` the event helpers, `doctor.rs` `doctor_checks`).
 //! - `control/`: the answer channel every harness shares: `schema.rs` (validators cached by schema
 //!   text, violations with JSON pointers, example values), `slot.rs` (result slots, rejection
 //!   text), `prompt.rs` (the answer instructions and the nudge), `protocol.rs` (the control-plane

@@ -1,0 +1,83 @@
+//! `awf doctor`'s checks of the CLI harnesses: each one installed, and at its pinned version.
+
+use super::{install_hint, PINNED};
+use std::process::Stdio;
+use std::time::Duration;
+
+/// The first `x.y.z` in a version banner.
+fn version_in(text: &str) -> Option<String> {
+    text.split(|c: char| c.is_whitespace() || c == '(' || c == ')' || c == 'v').find_map(|w| {
+        let parts: Vec<&str> = w.split('.').collect();
+        (parts.len() == 3 && parts.iter().all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit())))
+            .then(|| w.to_string())
+    })
+}
+
+/// Runs `program --version`, bounded.
+fn installed_version(program: &str) -> Result<String, String> {
+    let child = std::process::Command::new(program)
+        .arg("--version")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .env("DISABLE_AUTOUPDATER", "1")
+        .env("PI_OFFLINE", "1")
+        .spawn()
+        .map_err(|e| {
+            if e.kind() == std::io::ErrorKind::NotFound {
+                "not found on PATH".to_string()
+            } else {
+                e.to_string()
+            }
+        })?;
+    let pid = child.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    match rx.recv_timeout(Duration::from_secs(20)) {
+        Ok(Ok(out)) => {
+            let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+            version_in(&text).ok_or_else(|| format!("`{program} --version` printed no version: {}", text.trim()))
+        }
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => {
+            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::Signal::SIGKILL);
+            Err(format!("`{program} --version` did not answer within 20 s"))
+        }
+    }
+}
+
+/// `awf doctor`'s checks of the CLI harnesses: per CLI, whether it is installed and is the pinned
+/// version: `(name, usable, detail)`.
+pub fn doctor_checks() -> Vec<(String, bool, String)> {
+    PINNED
+        .iter()
+        .map(|(harness, _, pinned)| {
+            let name = format!("cli: {harness}");
+            match installed_version(harness) {
+                Ok(v) if v == *pinned => (name, true, format!("`{harness}` {v} (the pinned version)")),
+                Ok(v) => (
+                    name,
+                    false,
+                    format!("`{harness}` is {v}, but awf is verified with {pinned}: {}", install_hint(harness)),
+                ),
+                Err(e) => (name, false, format!("`{harness}` {e}: {}", install_hint(harness))),
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_are_read_from_banners() {
+        assert_eq!(version_in("2.1.197 (Claude Code)").as_deref(), Some("2.1.197"));
+        assert_eq!(version_in("codex-cli 0.171.0\n").as_deref(), Some("0.171.0"));
+        assert_eq!(version_in("0.73.1\n").as_deref(), Some("0.73.1"));
+        assert_eq!(version_in("v1.2.3").as_deref(), Some("1.2.3"));
+        assert_eq!(version_in("nothing"), None);
+    }
+}

@@ -1,0 +1,156 @@
+//! The agent's home: where the operator keeps a CLI's files, the credential copies seeded into
+//! the home and written back when a turn refreshed them, config files, and copying a home for a fork.
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+/// Where the operator keeps a CLI's files: `$VAR`, else `~/<default>`.
+pub fn operator_dir(var: &str, default: &str) -> Option<PathBuf> {
+    std::env::var_os(var)
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").filter(|h| !h.is_empty()).map(|h| PathBuf::from(h).join(default)))
+}
+
+/// Serializes credential write-backs within this process.
+static CREDENTIALS: Mutex<()> = Mutex::new(());
+
+/// One credential file: the operator's, its copy in the agent's home, and the content last synced.
+#[derive(Debug, Clone)]
+pub struct Credential {
+    pub operator: PathBuf,
+    pub local: PathBuf,
+    known: Option<Vec<u8>>,
+}
+
+impl Credential {
+    pub fn new(operator: PathBuf, local: PathBuf) -> Credential {
+        Credential { operator, local, known: None }
+    }
+
+    /// Copies the operator's file into the home when it is new or changed since the last sync.
+    pub fn seed(&mut self) -> Result<(), String> {
+        let Ok(bytes) = std::fs::read(&self.operator) else { return Ok(()) };
+        if self.known.as_ref() != Some(&bytes) || !self.local.exists() {
+            write_private(&self.local, &bytes)?;
+            self.known = Some(bytes);
+        }
+        Ok(())
+    }
+
+    /// Writes the home's copy back when a turn refreshed it. Never creates the operator's file,
+    /// and never overwrites it when it changed meanwhile (another agent refreshed it first).
+    /// Returns whether it wrote.
+    pub fn write_back(&mut self) -> Result<bool, String> {
+        let _guard = CREDENTIALS.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(known) = &self.known else { return Ok(false) };
+        let Ok(now) = std::fs::read(&self.local) else { return Ok(false) };
+        if &now == known || now.iter().all(u8::is_ascii_whitespace) || serde_json::from_slice::<Value>(&now).is_err() {
+            return Ok(false);
+        }
+        match std::fs::read(&self.operator) {
+            Ok(current) if &current == known => {}
+            _ => return Ok(false),
+        }
+        write_private(&self.operator, &now)?;
+        self.known = Some(now);
+        Ok(true)
+    }
+}
+
+/// Writes a file readable by its owner only, atomically (a temporary file, then a rename).
+fn write_private(path: &Path, bytes: &[u8]) -> Result<(), String> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let dir = path.parent().ok_or_else(|| format!("{} has no folder", path.display()))?;
+    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let tmp = dir.join(format!(".{name}.awf-{}", uuid::Uuid::new_v4().simple()));
+    let written = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&tmp)
+        .and_then(|mut f| f.write_all(bytes).and_then(|_| f.sync_all()))
+        .and_then(|_| std::fs::rename(&tmp, path));
+    written.map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        format!("cannot write {}: {e}", path.display())
+    })
+}
+
+/// Writes a configuration file into a CLI's home.
+pub fn write_config(path: &Path, text: &str) -> Result<(), String> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    }
+    if std::fs::read_to_string(path).is_ok_and(|old| old == text) {
+        return Ok(());
+    }
+    std::fs::write(path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))
+}
+
+/// Copies a folder tree (files, folders and symlinks whose names `keep` accepts; sockets and
+/// the like are skipped).
+pub fn copy_tree(from: &Path, to: &Path, keep: &dyn Fn(&str) -> bool) -> std::io::Result<()> {
+    std::fs::create_dir_all(to)?;
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        if !keep(&entry.file_name().to_string_lossy()) {
+            continue;
+        }
+        let ty = entry.file_type()?;
+        let target = to.join(entry.file_name());
+        if ty.is_dir() {
+            copy_tree(&entry.path(), &target, keep)?;
+        } else if ty.is_file() {
+            std::fs::copy(entry.path(), &target)?;
+        } else if ty.is_symlink() {
+            let link = std::fs::read_link(entry.path())?;
+            let _ = std::fs::remove_file(&target);
+            std::os::unix::fs::symlink(link, &target)?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn credentials_are_seeded_and_written_back_only_when_refreshed() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let operator = dir.path().join("op/auth.json");
+        let local = dir.path().join("home/auth.json");
+        let mut c = Credential::new(operator.clone(), local.clone());
+        c.seed().expect("seed without a file");
+        assert!(!local.exists(), "nothing to seed");
+        std::fs::create_dir_all(local.parent().expect("parent")).expect("mkdir");
+        std::fs::write(&local, "{\"new\":1}").expect("write");
+        assert!(!c.write_back().expect("write back"), "the operator had no file: none is created");
+        assert!(!operator.exists());
+
+        std::fs::create_dir_all(operator.parent().expect("parent")).expect("mkdir");
+        std::fs::write(&operator, "{\"token\":\"a\"}").expect("write");
+        c.seed().expect("seed");
+        assert_eq!(std::fs::read_to_string(&local).expect("read"), "{\"token\":\"a\"}");
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(std::fs::metadata(&local).expect("meta").permissions().mode() & 0o777, 0o600);
+        assert!(!c.write_back().expect("unchanged"), "unchanged: nothing written");
+
+        std::fs::write(&local, "{\"token\":\"b\"}").expect("refresh");
+        assert!(c.write_back().expect("refreshed"));
+        assert_eq!(std::fs::read_to_string(&operator).expect("read"), "{\"token\":\"b\"}");
+
+        std::fs::write(&operator, "{\"token\":\"c\"}").expect("another agent refreshed");
+        std::fs::write(&local, "{\"token\":\"d\"}").expect("and this one too");
+        assert!(!c.write_back().expect("conflict"), "a newer operator file is kept");
+        c.seed().expect("seed");
+        assert_eq!(std::fs::read_to_string(&local).expect("read"), "{\"token\":\"c\"}", "and adopted");
+
+        std::fs::write(&local, "not json").expect("garbage");
+        assert!(!c.write_back().expect("garbage"), "a broken file is never written back");
+    }
+}

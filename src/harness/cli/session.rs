@@ -1,0 +1,220 @@
+//! One agent's session with a CLI: opening it (the CLI, its home and credentials), the
+//! environment of each run, turns and native compaction, forks, and model or effort changes.
+
+use super::home::Credential;
+use super::{claude, codex, copy_tree, pi, Cli, CliConfig, CliEnv, EndpointOpener};
+use crate::accounting::{CostSource, Usage};
+use crate::control::server::{Endpoint, OpControl};
+use crate::harness::{AgentInfo, BoxFuture, Session, TurnEnd, TurnInput, TurnReport};
+use crate::record::agent_files::OpLog;
+use crate::sandbox::Sandbox;
+use serde_json::json;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// One agent's session with a CLI.
+pub struct CliSession {
+    info: AgentInfo,
+    pub(super) cfg: CliConfig,
+    pub(super) cli: Box<dyn Cli>,
+    pub(super) cwd: PathBuf,
+    pub(super) agent_dir: PathBuf,
+    home: PathBuf,
+    pub(super) endpoint: Arc<Endpoint>,
+    opener: EndpointOpener,
+    credentials: Vec<Credential>,
+    compactions: u32,
+    /// When set, every run of the CLI is wrapped in this sandbox, never run outside it; its home
+    /// (the CLI's HOME) is `home`, so config and session files stay inside the writable home.
+    pub(super) sandbox: Option<Sandbox>,
+}
+
+impl CliSession {
+    /// A session for `harness` (one of `PINNED`), its home under `agent_dir`.
+    pub fn open(
+        harness: &str,
+        info: AgentInfo,
+        cfg: CliConfig,
+        cwd: PathBuf,
+        agent_dir: PathBuf,
+        endpoint: Arc<Endpoint>,
+        opener: EndpointOpener,
+    ) -> Result<CliSession, String> {
+        let home = agent_dir.join("home");
+        std::fs::create_dir_all(&home).map_err(|e| format!("cannot create {}: {e}", home.display()))?;
+        let cli: Box<dyn Cli> = match harness {
+            "claude" => Box::new(claude::Claude::new()),
+            "codex" => Box::new(codex::Codex::new()),
+            "pi" => Box::new(pi::Pi::new(&home)),
+            other => return Err(format!("`{other}` is not a CLI harness")),
+        };
+        let mut cfg = cfg;
+        if cfg.model.is_none() && harness != "pi" {
+            // The model awf records (and prices) is the model the CLI runs.
+            cfg.model = Some(info.model.clone());
+        }
+        Ok(Self::with(info, cfg, cli, cwd, agent_dir, home, endpoint, opener))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn with(
+        info: AgentInfo,
+        cfg: CliConfig,
+        cli: Box<dyn Cli>,
+        cwd: PathBuf,
+        agent_dir: PathBuf,
+        home: PathBuf,
+        endpoint: Arc<Endpoint>,
+        opener: EndpointOpener,
+    ) -> CliSession {
+        let credentials = cli.credentials(&home).into_iter().map(|(op, local)| Credential::new(op, local)).collect();
+        CliSession {
+            info,
+            cfg,
+            cli,
+            cwd,
+            agent_dir,
+            home,
+            endpoint,
+            opener,
+            credentials,
+            compactions: 0,
+            sandbox: None,
+        }
+    }
+
+    /// Runs the CLI inside `sandbox` (the agent's seat in it, whose home is this session's home).
+    pub fn sandboxed(self, sandbox: Option<Sandbox>) -> Self {
+        CliSession { sandbox, ..self }
+    }
+
+    fn seed_credentials(&mut self) {
+        for c in &mut self.credentials {
+            if let Err(e) = c.seed() {
+                tracing::warn!("agent {}: {e}", self.info.key);
+            }
+        }
+    }
+
+    fn write_back_credentials(&mut self, log: &mut OpLog) {
+        for c in &mut self.credentials {
+            match c.write_back() {
+                Ok(true) => log.event("credentials-written-back", json!({ "file": c.operator })),
+                Ok(false) => {}
+                Err(e) => log.event("credentials-write-back-failed", json!({ "error": e })),
+            }
+        }
+    }
+
+    /// The environment of one run of the CLI.
+    fn environment(&self, op_id: Option<&str>) -> Result<CliEnv, String> {
+        let mut env = self.cli.prepare(&self.home, &self.cfg, &self.info)?;
+        env.set("AWF_LAUNCHER", self.endpoint.launcher.display().to_string());
+        env.set("AWF_AGENT", &self.info.key);
+        if let Some(op) = op_id {
+            env.set("AWF_OP", op);
+        }
+        for (k, v) in &self.cfg.env {
+            env.set(k, v);
+        }
+        Ok(env)
+    }
+
+    async fn run_turn(&mut self, input: TurnInput) -> TurnReport {
+        let mut log = OpLog::open(&self.agent_dir, &input.op_id);
+        let deadline_text = match input.deadline_unix_ms {
+            Some(ms) => format!("deadline in {} s", (ms - crate::record::now_unix_ms()).max(0) / 1000),
+            None => "no deadline".into(),
+        };
+        let deadline = input.deadline_unix_ms.map(crate::agent::op::instant_of);
+        let op = self.endpoint.open_op(&input.op_id, input.slot.clone(), deadline_text, deadline);
+        let report = |end: TurnEnd, mut usage: Usage, cost_reported: bool, op: &OpControl| {
+            let launched = op.usage();
+            usage.add(&launched);
+            TurnReport {
+                cost_source: if cost_reported || launched.cost_usd > 0.0 {
+                    CostSource::Harness
+                } else {
+                    CostSource::Priced
+                },
+                end,
+                usage,
+                simulated: false,
+            }
+        };
+        self.seed_credentials();
+        let env = match self.environment(Some(&input.op_id)) {
+            Ok(e) => e,
+            Err(e) => return report(TurnEnd::Failed(e), Usage::default(), false, &op),
+        };
+        let inv = self.cli.turn(&self.home, &self.cfg, &self.info, &input.shown);
+        let ran = match self.run(inv, env, Some(op.as_ref()), &mut log, &input.op_id).await {
+            Ok(r) => r,
+            Err(e) => return report(TurnEnd::Failed(e), Usage::default(), false, &op),
+        };
+        let mut ran = ran;
+        self.cli.after_turn(&self.home, &mut ran.turn);
+        self.write_back_credentials(&mut log);
+        let end = match self.judge(&ran) {
+            _ if input.slot.answer().is_some() => TurnEnd::Ended,
+            Some(why) => TurnEnd::Failed(why),
+            None => TurnEnd::Ended,
+        };
+        report(end, ran.turn.usage, ran.turn.cost_reported, &op)
+    }
+
+    async fn run_compact(&mut self, prompt: String) -> Result<String, String> {
+        let inv = self.cli.compact(&self.home, &self.cfg, &self.info, &prompt)?;
+        self.compactions += 1;
+        let id = format!("compact-{}", self.compactions);
+        let mut log = OpLog::open(&self.agent_dir, &id);
+        self.seed_credentials();
+        let env = self.environment(None)?;
+        let mut ran = self.run(inv, env, None, &mut log, &id).await?;
+        self.cli.after_turn(&self.home, &mut ran.turn);
+        self.write_back_credentials(&mut log);
+        if ran.turn.compacted {
+            return Ok(ran.turn.text.trim().to_string());
+        }
+        Err(self.judge(&ran).unwrap_or_else(|| format!("{} did not compact the session", self.cli.harness())))
+    }
+}
+
+impl Session for CliSession {
+    fn turn(&mut self, input: TurnInput) -> BoxFuture<'_, TurnReport> {
+        Box::pin(self.run_turn(input))
+    }
+
+    fn fork(&self, info: AgentInfo) -> Result<Box<dyn Session>, String> {
+        let (dir, endpoint, sandbox) =
+            (self.opener)(&info.key, self.sandbox.as_ref().map(|s| (s, self.cli.harness())))?;
+        let home = dir.join("home");
+        copy_tree(&self.home, &home, &|name| self.cli.fork_copies(name))
+            .map_err(|e| format!("cannot copy {} to {}: {e}", self.home.display(), home.display()))?;
+        let cli = self.cli.fork(&self.home, &home)?;
+        let mut cfg = self.cfg.clone();
+        cfg.effort = info.effort.clone().or(cfg.effort);
+        let session = Self::with(info, cfg, cli, self.cwd.clone(), dir, home, endpoint, self.opener.clone());
+        Ok(Box::new(session.sandboxed(sandbox)))
+    }
+
+    fn compact(&mut self, prompt: &str) -> BoxFuture<'_, Result<String, String>> {
+        Box::pin(self.run_compact(prompt.to_string()))
+    }
+
+    fn set(&mut self, model: Option<&str>, effort: Option<&str>) -> Result<(), String> {
+        if let Some(m) = model {
+            self.cfg.model = Some(m.to_string());
+            self.info.model = m.to_string();
+        }
+        if let Some(e) = effort {
+            self.cfg.effort = Some(e.to_string());
+            self.info.effort = Some(e.to_string());
+        }
+        Ok(())
+    }
+
+    fn endpoint(&self) -> Option<Arc<Endpoint>> {
+        Some(self.endpoint.clone())
+    }
+}
