@@ -17,8 +17,10 @@
 //!
 //! - `cli/`: argument definitions and one call per command; the only place that prints and uses
 //!   anyhow. `script.rs` (`script run|check`, `--watch`), `council.rs` (`council list|show|run`),
-//!   `runs.rs` (`runs list|show|resume`),
-//!   `init.rs`, `live.rs` (the terminal view), `wf.rs`
+//!   `runs.rs` (`runs list|show|resume`), `serve.rs` (`awf serve`: the axum HTTP JSON API on a
+//!   Unix socket or loopback port; runs execute in-process, `--max-runs` at once, the rest queued;
+//!   it starts runs through `script::prepare` and ends them through `script::settle`, the
+//!   non-printing halves of `script run`), `init.rs`, `live.rs` (the terminal view), `wf.rs`
 //!   (`awf wf`, the agent side of the protocol), `doctor.rs` (`awf doctor`: a list of checks, each
 //!   a name, an ok flag and a detail).
 //! - `script/`: the script host, **the only module that names rhai**. `engine.rs` (the one engine

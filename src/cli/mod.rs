@@ -8,6 +8,7 @@ mod init;
 mod live;
 mod runs;
 mod script;
+mod serve;
 mod wf;
 
 use clap::{Parser, Subcommand};
@@ -40,12 +41,8 @@ enum Command {
     /// Run records: list, show, resume
     #[command(subcommand)]
     Runs(runs::RunsCommand),
-    /// A long-lived server with an HTTP API (not built in this version)
-    #[command(disable_help_flag = true)]
-    Serve {
-        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
-        rest: Vec<String>,
-    },
+    /// A long-lived server with an HTTP JSON API to launch, inspect, stop and follow runs
+    Serve(serve::ServeArgs),
     /// The agent side: what agents run (through their launcher) to answer and report
     Wf(wf::WfArgs),
 }
@@ -89,12 +86,7 @@ pub fn main() -> i32 {
         Command::Doctor(args) => doctor::exec(args),
         Command::Council(cmd) => council::exec(cmd),
         Command::Runs(cmd) => runs::exec(cmd),
-        Command::Serve { .. } => {
-            eprintln!(
-                "error: awf serve is not built in this version of awf yet; use awf script run or awf council run"
-            );
-            Ok(EXIT_USAGE)
-        }
+        Command::Serve(args) => serve::exec(args),
         Command::Wf(args) => return wf::exec(args),
     };
     match result {

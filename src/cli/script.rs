@@ -224,16 +224,9 @@ fn run_once(args: &RunArgs) -> Result<i32> {
         return Ok(EXIT_USAGE);
     }
     let script_args = parse_args(args, &cwd)?;
-    if let Some(schema) = program.meta.get("args") {
-        let schema = SchemaCache::default().compile(schema).map_err(|e| anyhow!(e))?;
-        let errors = schema.violations(&script_args);
-        if !errors.is_empty() {
-            eprintln!("error: the arguments do not match META.args of {}:", program.display);
-            for e in errors {
-                eprintln!("  - {e}");
-            }
-            return Ok(EXIT_USAGE);
-        }
+    if let Err(e) = check_script_args(&program, &script_args) {
+        eprintln!("{e}");
+        return Ok(EXIT_USAGE);
     }
     execute(&program, script_args, &args.flags, Output::Value)
 }
@@ -260,6 +253,30 @@ pub fn execute_attempt(
     output: Output,
     resume: Option<crate::run::resume::Resume>,
 ) -> Result<i32> {
+    let spec = prepare(program, script_args.clone(), flags, resume)?;
+    let deadline = spec.deadline;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    let run = Run::start(spec, rt.handle().clone(), Box::new(script::load_responder))
+        .context("cannot create the run folder")?;
+    let live = Live::start(run.clone(), std::io::stderr().is_terminal(), flags.quiet);
+    let rx = script::spawn(run.clone(), program, script_args).context("cannot start the script thread")?;
+    let end = rt.block_on(wait(&run, rx, deadline));
+    live.finish();
+    Ok(report(&run, end, flags, output))
+}
+
+/// The run's spec from the config and the flags, checked before anything starts (no folder, no
+/// record, no output).
+pub fn prepare(
+    program: &Program,
+    script_args: Value,
+    flags: &RunFlags,
+    resume: Option<crate::run::resume::Resume>,
+) -> Result<RunSpec> {
     let cwd = cwd()?;
     let config = Config::load(&cwd)?;
     let limits = limits(flags, &config)?;
@@ -279,18 +296,12 @@ pub fn execute_attempt(
         }
         None => None,
     };
-
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")?;
-    let spec = RunSpec {
+    Ok(RunSpec {
         script: program.path.clone(),
         script_sha256: program.sha256.clone(),
-        cwd: cwd.clone(),
+        cwd,
         runs_dir,
-        args: script_args.clone(),
+        args: script_args,
         meta: program.meta.clone(),
         config,
         limits,
@@ -298,14 +309,25 @@ pub fn execute_attempt(
         default_runtime,
         sandbox,
         resume,
-    };
-    let run = Run::start(spec, rt.handle().clone(), Box::new(script::load_responder))
-        .context("cannot create the run folder")?;
-    let live = Live::start(run.clone(), std::io::stderr().is_terminal(), flags.quiet);
-    let rx = script::spawn(run.clone(), program, script_args).context("cannot start the script thread")?;
-    let end = rt.block_on(wait(&run, rx, deadline));
-    live.finish();
-    Ok(report(&run, end, flags, output))
+    })
+}
+
+/// Checks a loaded script's META and the arguments against META.args; the error is the text the
+/// command line prints.
+pub fn check_script_args(program: &Program, script_args: &Value) -> Result<(), String> {
+    check_meta(program)?;
+    if let Some(schema) = program.meta.get("args") {
+        let schema = SchemaCache::default().compile(schema)?;
+        let errors = schema.violations(script_args);
+        if !errors.is_empty() {
+            let mut text = format!("error: the arguments do not match META.args of {}:", program.display);
+            for e in errors {
+                text.push_str(&format!("\n  - {e}"));
+            }
+            return Err(text);
+        }
+    }
+    Ok(())
 }
 
 /// Waits for the script while handling Ctrl-C (stop, then a 5 s grace; a second one kills) and the
@@ -351,7 +373,22 @@ async fn wait(
     }
 }
 
-fn report(run: &Run, end: Option<ScriptEnd>, args: &RunFlags, output: Output) -> i32 {
+/// How a run ended, with its result.json written.
+pub struct Settled {
+    pub result: Value,
+    pub status: &'static str,
+    pub value: Option<Value>,
+    pub error: Option<String>,
+    /// The script's rendered error, when it failed or was cut short.
+    pub rendered: Option<String>,
+    /// Why a strategy that ran to its end returned `ok: false`.
+    pub strategy_error: Option<String>,
+    pub code: i32,
+}
+
+/// Decides the run's status from how the script ended and why the run stopped, and finishes the
+/// run (result.json, run.json); prints nothing.
+pub fn settle(run: &Run, end: Option<ScriptEnd>, output: Output) -> Settled {
     // The progress hook can see the run deadline pass before the timer in `wait` records it.
     let past_deadline = run.deadline.is_some_and(|d| std::time::Instant::now() >= d);
     let cause = match &end {
@@ -391,6 +428,11 @@ fn report(run: &Run, end: Option<ScriptEnd>, args: &RunFlags, output: Output) ->
     };
     let ended_in = if status == "succeeded" { None } else { run.stages.failed_in() };
     let result = run.finish(status, value.as_ref(), error.as_deref(), ended_in.as_deref());
+    Settled { result, status, value, error, rendered, strategy_error, code }
+}
+
+fn report(run: &Run, end: Option<ScriptEnd>, args: &RunFlags, output: Output) -> i32 {
+    let Settled { result, status, value, error, rendered, strategy_error, code } = settle(run, end, output);
     if args.json {
         println!("{}", serde_json::to_string_pretty(&result).unwrap_or_default());
     } else if let Some(v) = &value {

@@ -103,10 +103,21 @@ impl Run {
         rt: tokio::runtime::Handle,
         responder_loader: ResponderLoader,
     ) -> std::io::Result<Arc<Run>> {
+        Run::start_with_id(spec, record::new_run_id(), rt, responder_loader)
+    }
+
+    /// As [`Run::start`], with the id of a new run chosen by the caller (`awf serve` names a run
+    /// when it is queued); a resumed run keeps its own id.
+    pub fn start_with_id(
+        spec: RunSpec,
+        new_id: String,
+        rt: tokio::runtime::Handle,
+        responder_loader: ResponderLoader,
+    ) -> std::io::Result<Arc<Run>> {
         let started_at = record::now_iso();
         let (id, dir, attempt, run_doc) = match &spec.resume {
             None => {
-                let id = record::new_run_id();
+                let id = new_id;
                 let doc = json!({
                     "v": record::FORMAT_VERSION, "id": id, "script": spec.script.display().to_string(),
                     "script_sha256": spec.script_sha256, "cwd": spec.cwd.display().to_string(),

@@ -1,0 +1,400 @@
+//! `awf serve`: a long-lived process with an HTTP JSON API (axum) on a Unix socket or a loopback
+//! TCP address. Runs execute in this process on its one tokio runtime; at most `--max-runs` at
+//! once, the rest wait in a visible queue.
+
+use super::script::{check_script_args, prepare, settle, Output, RunFlags};
+use super::EXIT_OK;
+use crate::council::{self, registry::Registry};
+use crate::run::{Run, StopCause};
+use crate::script::{self, Program, ScriptEnd};
+use anyhow::{anyhow, bail, Context, Result};
+use axum::extract::{Path as UrlPath, State};
+use axum::http::StatusCode;
+use axum::response::sse::{Event, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde_json::{json, Map, Value};
+use std::collections::VecDeque;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+#[derive(clap::Args)]
+pub struct ServeArgs {
+    /// Listen on this loopback TCP address (e.g. 127.0.0.1:8700) instead of the Unix socket
+    #[arg(long, conflicts_with = "socket")]
+    listen: Option<String>,
+    /// The Unix socket to listen on (default: .awf/serve.sock)
+    #[arg(long)]
+    socket: Option<PathBuf>,
+    /// Most runs at once; later ones are queued
+    #[arg(long, default_value_t = 2)]
+    max_runs: usize,
+    /// The runtime alias agents use when their spec names none
+    #[arg(long)]
+    runtime: Option<String>,
+    /// Where run folders go (default: .awf/runs)
+    #[arg(long)]
+    runs_dir: Option<PathBuf>,
+}
+
+/// One run the server knows of.
+struct Entry {
+    id: String,
+    script: String,
+    /// queued, running, or the run's final status.
+    status: String,
+    dir: PathBuf,
+    run: Option<Arc<Run>>,
+}
+
+struct Server {
+    cwd: PathBuf,
+    flags: RunFlags,
+    runs: Mutex<Vec<Entry>>,
+    slots: Arc<tokio::sync::Semaphore>,
+}
+
+type Shared = Arc<Server>;
+
+impl Server {
+    fn entries(&self) -> std::sync::MutexGuard<'_, Vec<Entry>> {
+        // Entries are replaced field by field; a poisoned lock is still usable.
+        self.runs.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn set_status(&self, id: &str, status: &str, run: Option<Arc<Run>>) {
+        if let Some(e) = self.entries().iter_mut().find(|e| e.id == id) {
+            e.status = status.to_string();
+            if run.is_some() {
+                e.run = run;
+            }
+        }
+    }
+
+    fn status(&self, id: &str) -> Option<String> {
+        self.entries().iter().find(|e| e.id == id).map(|e| e.status.clone())
+    }
+}
+
+fn terminal(status: &str) -> bool {
+    !matches!(status, "queued" | "running")
+}
+
+pub fn exec(args: ServeArgs) -> Result<i32> {
+    if args.max_runs == 0 {
+        bail!("--max-runs must be at least 1");
+    }
+    let cwd = std::env::current_dir().context("cannot read the current folder")?;
+    let flags = RunFlags {
+        runtime: args.runtime.clone(),
+        json: false,
+        runs_dir: args.runs_dir.clone(),
+        budget_usd: None,
+        budget_tokens: None,
+        max_agents: None,
+        max_concurrency: None,
+        deadline: None,
+        quiet: true,
+        sandbox: None,
+    };
+    let server = Arc::new(Server {
+        cwd: cwd.clone(),
+        flags,
+        runs: Mutex::new(Vec::new()),
+        slots: Arc::new(tokio::sync::Semaphore::new(args.max_runs)),
+    });
+    let rt =
+        tokio::runtime::Builder::new_multi_thread().enable_all().build().context("cannot start the async runtime")?;
+    rt.block_on(serve(server, args, cwd))
+}
+
+async fn serve(server: Shared, args: ServeArgs, cwd: PathBuf) -> Result<i32> {
+    let app = Router::new()
+        .route("/runs", post(start_run).get(list_runs))
+        .route("/runs/{id}", get(show_run))
+        .route("/runs/{id}/stop", post(stop_run))
+        .route("/runs/{id}/events", get(events))
+        .route("/strategies", get(strategies))
+        .with_state(server.clone());
+    let shutdown = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    match &args.listen {
+        Some(addr) => {
+            let addr: std::net::SocketAddr =
+                addr.parse().map_err(|e| anyhow!("--listen {addr}: not an address like 127.0.0.1:8700 ({e})"))?;
+            if !addr.ip().is_loopback() {
+                bail!("--listen {addr}: awf serve listens on loopback addresses only (127.0.0.1 or ::1)");
+            }
+            let listener =
+                tokio::net::TcpListener::bind(addr).await.with_context(|| format!("cannot listen on {addr}"))?;
+            let local = listener.local_addr().unwrap_or(addr);
+            eprintln!("awf: serving on http://{local} (Ctrl-C to stop)");
+            axum::serve(listener, app).with_graceful_shutdown(shutdown).await.context("the server failed")?;
+        }
+        None => {
+            let path = args.socket.clone().unwrap_or_else(|| PathBuf::from(".awf/serve.sock"));
+            let path = if path.is_absolute() { path } else { cwd.join(path) };
+            if let Some(parent) = path.parent() {
+                std::fs::create_dir_all(parent).with_context(|| format!("cannot create {}", parent.display()))?;
+            }
+            if path.exists() {
+                if std::os::unix::net::UnixStream::connect(&path).is_ok() {
+                    bail!("another awf serve is listening on {}", path.display());
+                }
+                std::fs::remove_file(&path).with_context(|| format!("cannot remove the stale {}", path.display()))?;
+            }
+            let listener = tokio::net::UnixListener::bind(&path)
+                .with_context(|| format!("cannot listen on {}", path.display()))?;
+            eprintln!("awf: serving on {} (Ctrl-C to stop)", path.display());
+            let served = axum::serve(listener, app).with_graceful_shutdown(shutdown).await;
+            let _ = std::fs::remove_file(&path);
+            served.context("the server failed")?;
+        }
+    }
+    eprintln!("awf: stopping; cancelling runs in flight");
+    let running: Vec<Arc<Run>> = server.entries().iter().filter_map(|e| e.run.clone()).collect();
+    for run in &running {
+        run.stop_with(StopCause::Cancelled("the server stopped".into()));
+    }
+    for _ in 0..60 {
+        if server.entries().iter().all(|e| e.status != "running") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Ok(EXIT_OK)
+}
+
+fn error(status: StatusCode, text: impl Into<String>) -> Response {
+    (status, Json(json!({ "error": text.into() }))).into_response()
+}
+
+/// What a POST /runs body asks for, checked: the program, its input, how its end is read.
+struct Job {
+    program: Arc<Program>,
+    input: Value,
+    output: Output,
+}
+
+fn job(cwd: &std::path::Path, body: &Value) -> Result<Job, String> {
+    if let Some(file) = body.get("script") {
+        let file = file.as_str().ok_or("\"script\" must be a path, e.g. \"scripts/x.rhai\"")?;
+        let program = script::load(std::path::Path::new(file), cwd)?;
+        let input = body.get("args").cloned().unwrap_or_else(|| Value::Object(Map::new()));
+        check_script_args(&program, &input)?;
+        return Ok(Job { program: Arc::new(program), input, output: Output::Value });
+    }
+    let Some(name) = body.get("strategy") else {
+        return Err("the body needs \"script\" (with \"args\") or \"strategy\" (with \"task\" and \"params\")".into());
+    };
+    let name = name.as_str().ok_or("\"strategy\" must be a strategy's name")?;
+    let strategy = council::find(cwd, name).map_err(|e| format!("error: {e}"))?;
+    if let Some(error) = &strategy.error {
+        return Err(error.clone());
+    }
+    let task = body.get("task").and_then(Value::as_str).ok_or("a strategy run needs \"task\" (text)")?;
+    let params = match body.get("params") {
+        None | Some(Value::Null) => Map::new(),
+        Some(Value::Object(m)) => m.clone(),
+        Some(_) => return Err("\"params\" must be an object".into()),
+    };
+    council::check_required(&strategy, &params).map_err(|e| format!("error: {e}"))?;
+    let registry = Registry::load(cwd);
+    let program = match (registry.get(&strategy.name), registry.entry(&strategy.name).and_then(|e| e.error)) {
+        (_, Some(error)) => return Err(error),
+        (Some(p), None) => p,
+        (None, None) => return Err(format!("error: strategy {} did not compile", strategy.name)),
+    };
+    let mut input = json!({ "task": task, "params": params, "limits": { "budget_tokens": 0, "max_children": 0 } });
+    for key in ["team", "roster"] {
+        if let Some(v) = body.get(key) {
+            input[key] = v.clone();
+        }
+    }
+    Ok(Job { program, input, output: Output::Strategy })
+}
+
+async fn start_run(State(server): State<Shared>, body: Option<Json<Value>>) -> Response {
+    let Some(Json(body)) = body else {
+        return error(StatusCode::BAD_REQUEST, "the body must be a JSON object");
+    };
+    let job = match job(&server.cwd, &body) {
+        Ok(j) => j,
+        Err(e) => return error(StatusCode::BAD_REQUEST, e),
+    };
+    let spec = match prepare(&job.program, job.input.clone(), &server.flags, None) {
+        Ok(s) => s,
+        Err(e) => return error(StatusCode::BAD_REQUEST, format!("error: {e:#}")),
+    };
+    let id = crate::record::new_run_id();
+    let dir = spec.runs_dir.join(&id);
+    server.entries().push(Entry {
+        id: id.clone(),
+        script: job.program.display.clone(),
+        status: "queued".into(),
+        dir,
+        run: None,
+    });
+    tokio::spawn(drive(server.clone(), id.clone(), job, spec));
+    (StatusCode::ACCEPTED, Json(json!({ "run_id": id, "status": "queued" }))).into_response()
+}
+
+/// Waits for a slot, then runs the job to its end.
+async fn drive(server: Shared, id: String, job: Job, spec: crate::run::RunSpec) {
+    let Ok(_slot) = server.slots.clone().acquire_owned().await else { return };
+    if server.status(&id).is_none_or(|s| terminal(&s)) {
+        return; // stopped while queued
+    }
+    let deadline = spec.deadline;
+    let run =
+        match Run::start_with_id(spec, id.clone(), tokio::runtime::Handle::current(), Box::new(script::load_responder))
+        {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::error!("cannot create the run folder for {id}: {e}");
+                server.set_status(&id, "failed", None);
+                return;
+            }
+        };
+    server.set_status(&id, "running", Some(run.clone()));
+    let end = match script::spawn(run.clone(), &job.program, job.input) {
+        Ok(rx) => wait(&run, rx, deadline).await,
+        Err(e) => {
+            let result = run.finish("failed", None, Some(&format!("cannot start the script thread: {e}")), None);
+            server.set_status(&id, result["status"].as_str().unwrap_or("failed"), None);
+            return;
+        }
+    };
+    let settled = settle(&run, end, job.output);
+    server.set_status(&id, settled.status, None);
+}
+
+/// Waits for the script, handling the run deadline and a stop (a 5 s grace once stopping).
+async fn wait(
+    run: &Run,
+    mut rx: tokio::sync::oneshot::Receiver<ScriptEnd>,
+    deadline: Option<Duration>,
+) -> Option<ScriptEnd> {
+    let deadline_at = deadline.map(|d| tokio::time::Instant::now() + d);
+    let mut grace_until: Option<tokio::time::Instant> = None;
+    loop {
+        if grace_until.is_none() && run.stop_cause().is_some() {
+            grace_until = Some(tokio::time::Instant::now() + Duration::from_secs(5));
+        }
+        if grace_until.is_none() && deadline_at.is_some_and(|at| tokio::time::Instant::now() >= at) {
+            run.stop_with(StopCause::Deadline);
+            continue;
+        }
+        if grace_until.is_some_and(|at| tokio::time::Instant::now() >= at) {
+            return None;
+        }
+        tokio::select! {
+            end = &mut rx => return end.ok(),
+            _ = tokio::time::sleep(Duration::from_millis(50)) => {}
+        }
+    }
+}
+
+fn row(e: &Entry) -> Value {
+    json!({ "run_id": e.id, "status": e.status, "script": e.script })
+}
+
+async fn list_runs(State(server): State<Shared>) -> Response {
+    let rows: Vec<Value> = server.entries().iter().map(row).collect();
+    Json(json!({ "runs": rows })).into_response()
+}
+
+fn read_json(path: &std::path::Path) -> Option<Value> {
+    std::fs::read_to_string(path).ok().and_then(|t| serde_json::from_str(&t).ok())
+}
+
+async fn show_run(State(server): State<Shared>, UrlPath(id): UrlPath<String>) -> Response {
+    let found = server.entries().iter().find(|e| e.id == id).map(|e| (row(e), e.dir.clone(), e.status.clone()));
+    match found {
+        Some((row, dir, status)) if terminal(&status) => match read_json(&dir.join("result.json")) {
+            Some(result) => Json(result).into_response(),
+            None => Json(row).into_response(),
+        },
+        Some((row, _, _)) => Json(row).into_response(),
+        None => error(StatusCode::NOT_FOUND, format!("no run {id} in this server")),
+    }
+}
+
+async fn stop_run(State(server): State<Shared>, UrlPath(id): UrlPath<String>) -> Response {
+    let mut entries = server.entries();
+    let Some(e) = entries.iter_mut().find(|e| e.id == id) else {
+        return error(StatusCode::NOT_FOUND, format!("no run {id} in this server"));
+    };
+    match (e.status.as_str(), &e.run) {
+        ("queued", _) => {
+            e.status = "cancelled".into();
+            (StatusCode::ACCEPTED, Json(json!({ "run_id": id, "status": "cancelled" }))).into_response()
+        }
+        ("running", Some(run)) => {
+            run.stop_with(StopCause::Cancelled("stopped over the API".into()));
+            (StatusCode::ACCEPTED, Json(json!({ "run_id": id, "status": "stopping" }))).into_response()
+        }
+        (status, _) => error(StatusCode::CONFLICT, format!("run {id} is not in flight (status {status})")),
+    }
+}
+
+async fn strategies(State(server): State<Shared>) -> Response {
+    let list: Vec<Value> = council::discover(&server.cwd)
+        .iter()
+        .map(|s| {
+            json!({ "name": s.name, "origin": s.origin, "meta": s.meta, "line": council::catalog_line(s), "error": s.error })
+        })
+        .collect();
+    Json(json!({ "strategies": list })).into_response()
+}
+
+/// Tails events.jsonl as server-sent events (one per line, named by its type) until the run has
+/// finished and every line is sent.
+async fn events(State(server): State<Shared>, UrlPath(id): UrlPath<String>) -> Response {
+    let Some(path) = server.entries().iter().find(|e| e.id == id).map(|e| e.dir.join("events.jsonl")) else {
+        return error(StatusCode::NOT_FOUND, format!("no run {id} in this server"));
+    };
+    struct Tail {
+        server: Shared,
+        id: String,
+        path: PathBuf,
+        offset: usize,
+        lines: VecDeque<String>,
+        done: bool,
+    }
+    let tail = Tail { server, id, path, offset: 0, lines: VecDeque::new(), done: false };
+    let stream = futures_util::stream::unfold(tail, |mut t| async move {
+        loop {
+            if let Some(line) = t.lines.pop_front() {
+                let kind = serde_json::from_str::<Value>(&line)
+                    .ok()
+                    .and_then(|v| v.get("type").and_then(Value::as_str).map(String::from))
+                    .unwrap_or_else(|| "event".into());
+                let event = Event::default().event(kind).data(line);
+                return Some((Ok::<Event, std::convert::Infallible>(event), t));
+            }
+            if t.done {
+                return None;
+            }
+            // Read the status first: a run that has finished has written its last line.
+            let finished = t.server.status(&t.id).is_none_or(|s| terminal(&s));
+            if let Ok(bytes) = tokio::fs::read(&t.path).await {
+                let fresh = bytes.get(t.offset..).unwrap_or_default();
+                if let Some(end) = fresh.iter().rposition(|b| *b == b'\n') {
+                    let text = String::from_utf8_lossy(&fresh[..end]).to_string();
+                    t.lines.extend(text.lines().filter(|l| !l.trim().is_empty()).map(String::from));
+                    t.offset += end + 1;
+                }
+            }
+            if finished {
+                t.done = true;
+            } else if t.lines.is_empty() {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    });
+    Sse::new(stream).into_response()
+}
