@@ -158,6 +158,17 @@ impl Endpoint {
         op
     }
 
+    /// Opens a turn's operation with its deadline (unix ms), which `waiting` answers quote.
+    pub fn open_turn(&self, op_id: &str, slot: Arc<ResultSlot>, deadline_unix_ms: Option<i64>) -> Arc<OpControl> {
+        let now = crate::record::now_unix_ms();
+        let text = match deadline_unix_ms {
+            Some(ms) => format!("deadline in {} s", (ms - now).max(0) / 1000),
+            None => "no deadline".into(),
+        };
+        let at = deadline_unix_ms.map(|ms| Instant::now() + Duration::from_millis((ms - now).max(0) as u64));
+        self.open_op(op_id, slot, text, at)
+    }
+
     /// Closes an operation; later frames for it are told why.
     pub fn settle_op(&self, op_id: &str, why: &str) {
         lock(&self.state.ops).remove(op_id);

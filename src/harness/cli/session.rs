@@ -122,12 +122,7 @@ impl CliSession {
 
     async fn run_turn(&mut self, input: TurnInput) -> TurnReport {
         let mut log = OpLog::open(&self.agent_dir, &input.op_id);
-        let deadline_text = match input.deadline_unix_ms {
-            Some(ms) => format!("deadline in {} s", (ms - crate::record::now_unix_ms()).max(0) / 1000),
-            None => "no deadline".into(),
-        };
-        let deadline = input.deadline_unix_ms.map(crate::agent::op::instant_of);
-        let op = self.endpoint.open_op(&input.op_id, input.slot.clone(), deadline_text, deadline);
+        let op = self.endpoint.open_turn(&input.op_id, input.slot.clone(), input.deadline_unix_ms);
         let report = |end: TurnEnd, mut usage: Usage, cost_reported: bool, op: &OpControl| {
             let launched = op.usage();
             usage.add(&launched);
