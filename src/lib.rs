@@ -86,6 +86,8 @@
 //!   workflow errors are catchable.
 //! - An agent's control socket reaches only that agent's own operations; a frame for anything
 //!   else is refused and recorded as a `control-refused` event.
+//! - An answer accepted from an agent (socket or HTTP tool) is written to `journal.jsonl` before
+//!   the agent is told `accepted`.
 //! - A `command` turn runs in its own process group, and the group is killed when the turn ends
 //!   (after an acknowledged wait or the answer's grace) or is cancelled, timed out or stalled.
 //! - An agent that asked for a sandbox (or runs under `--sandbox`) never runs without it: when the
@@ -110,11 +112,13 @@
 //!                  agent-stopped, agent-closed, agent-set, agent-compacted, op-started, op-nudged, op-settled,
 //!                  stage-started, stage-finished, parallel-started, parallel-finished, log, budget-exhausted,
 //!                  op-submission, op-waiting, control-refused, sandbox-opened, sandbox-seated,
-//!                  run-stopping, run-finished. Readers skip types they do not know.
+//!                  op-replayed, run-stopping, run-finished. Readers skip types they do not know.
 //!   turns.jsonl    one line per settled operation: agent, op_id, outcome, reason, stage, label, harness, model,
 //!                  tokens by kind, cost_usd, cost_source, simulated, rejections, delivered_at, settled_at
 //!   stages.jsonl   one line per stage end: name, attempt, status (succeeded|failed|stopped), value, summary, reason
-//!   journal.jsonl  one line per answered operation: agent, op_id, turn_hash, outcome
+//!   journal.jsonl  per answered operation: agent, op_id, turn_hash, settled, outcome; a line when an agent's
+//!                  answer is accepted (settled: false, no usage yet) and one when the op settles (settled: true);
+//!                  readers keep an op's last line
 //!   agents/<slug>/ (mode 0700, command and CLI agents) wf.sock, wf (the launcher), state/, ops/<op-id>.jsonl
 //!                  (liveness), ops/<op-id>.stdout|.stderr (first MiB each); home/ (sandboxed agents' HOME;
 //!                  a CLI agent's CLAUDE_CONFIG_DIR, CODEX_HOME or PI_CODING_AGENT_DIR)

@@ -232,7 +232,8 @@ async fn handle(state: &State, line: &str) -> Response {
         Command::Result { op, json } => match op_of(state, &op) {
             Err(r) => r,
             Ok(o) => {
-                let sub = o.slot.submit_text(&json);
+                // Recorded before the agent is told: an accepted answer survives a crash of awf.
+                let sub = o.slot.submit_text_recorded(&json).await;
                 (state.events)(
                     "op-submission",
                     json!({ "agent": state.key, "op_id": op, "accepted": sub == Submission::Accepted, "bytes": json.len() }),

@@ -96,6 +96,15 @@ impl Recorder {
         self.send(Msg::Line(stream, buf));
     }
 
+    /// Appends one line already serialised as JSON; the receiver is answered once the line is
+    /// written (write(2) done), or dropped when the writer has stopped.
+    pub fn durable_line(&self, stream: Stream, line: &str) -> tokio::sync::oneshot::Receiver<()> {
+        let (ack, done) = tokio::sync::oneshot::channel();
+        self.raw_line(stream, line);
+        self.send(Msg::Written(ack));
+        done
+    }
+
     /// Waits until every queued line is written; with `sync`, also until it is on stable storage.
     pub fn flush(&self, sync: bool) {
         let (ack_tx, ack_rx) = mpsc::channel();
