@@ -2,6 +2,7 @@
 //! appends through one writer thread, atomic JSON documents, and readers that tolerate a torn line.
 
 pub mod agent_files;
+pub mod groups;
 mod writer;
 
 use serde::Serialize;

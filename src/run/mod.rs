@@ -1,6 +1,7 @@
 //! A run's life: its identity and folder, the root scope (cancellation and deadline), the stop
 //! cause, the scheduler, the agents, stages and the final result. The script host drives it.
 
+pub mod leftovers;
 pub mod progress;
 pub mod resume;
 pub mod scheduler;
@@ -143,6 +144,12 @@ impl Run {
             "run-started",
             &json!({ "run_id": id, "script": spec.script.display().to_string(), "limits": format!("{:?}", spec.limits) }),
         );
+        if spec.resume.is_some() {
+            let killed = leftovers::end(&dir, &id);
+            if !killed.is_empty() {
+                records.event("leftovers-killed", &json!({ "pids": killed }));
+            }
+        }
         let replay = spec.resume.map(|r| (r.stages, r.journal)).unwrap_or_default();
         Ok(Arc::new(Run {
             id,
