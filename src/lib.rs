@@ -35,8 +35,8 @@
 //! - `run/`: a run's life. `mod.rs` (identity, stop cause, settle and finish), `scope.rs` (the
 //!   per-thread scope: cancellation token, deadline, stage, group), `scheduler.rs` (the one gate
 //!   for every operation: concurrency, agents, budgets), `stages.rs`, `progress.rs`, `resume.rs`
-//!   (what a new attempt reuses: stages on record, and answered operations from the journal),
-//!   `leftovers.rs` (killing what a dead attempt's agents left).
+//!   (what a new attempt reuses: stages on record, and answered operations from the journal; the
+//!   run's lock is taken first), `leftovers.rs` (killing what a dead attempt's agents left).
 //! - `agent/`: logical agents. `mod.rs` (open with the compatibility rules, stop, fork, set,
 //!   compact), `session.rs` (starting a harness session: folder, endpoint, HTTP settings, seat), `op.rs` (one operation from call to record), `supervise.rs` (nudges, and the routes
 //!   and held messages shown with every turn), `message_op.rs` (waking an idle agent for messages).
@@ -69,7 +69,7 @@
 //!   `provider.rs` (bwrap on PATH, probed once).
 //! - `record/`: the run folder, **the only module that writes it**: the JSONL envelope, the writer
 //!   thread, atomic JSON documents, readers tolerant of a torn last line; `groups.rs` (turn process
-//!   groups on record).
+//!   groups on record), `lock.rs` (the run's lock, and whether a live attempt holds it).
 //! - `accounting.rs`: usage, the price table, folds by agent, stage and model.
 //! - `config.rs`: `awf.toml`, runtime aliases.
 //! - `stdlib/` (not Rust): the council strategies, their shared helpers and the teams, in Rhai.
@@ -98,6 +98,7 @@
 //!   killed when the turn ends (after an acknowledged wait or the answer's grace) or is cancelled,
 //!   timed out or stalled. Its leader dies with awf (`PR_SET_PDEATHSIG`, forked from a thread
 //!   that never exits); a new attempt first kills what an earlier one left (`run/leftovers.rs`).
+//! - One live attempt per run: it holds the flock on `<run>/lock` from its start to `finish`.
 //! - An agent that asked for a sandbox (or runs under `--sandbox`) never runs without it: when the
 //!   sandbox cannot be made the agent is refused as it opens, and a harness that cannot wrap its
 //!   program refuses sandboxed agents.
@@ -116,6 +117,7 @@
 //! ```text
 //! .awf/runs/<run-id>/        ids are UTC time to the millisecond plus a random suffix: they sort by time
 //!   run.json       id, script path and sha256, cwd, args, META, attempts [{n, started_at, finished_at, status, from_stage}]
+//!                  (a `running` attempt found dead by a later one is rewritten `interrupted`)
 //!   events.jsonl   {"v":1,"type":T,"at":ISO-8601,"attempt":N,"data":{...}}; types: run-started, agent-opened,
 //!                  agent-stopped, agent-closed, agent-set, agent-compacted, op-started, op-nudged, op-settled,
 //!                  stage-started, stage-finished, parallel-started, parallel-finished, log, budget-exhausted,
@@ -129,6 +131,7 @@
 //!                  answer is accepted (settled: false, no usage yet) and one when the op settles (settled: true);
 //!                  readers keep an op's last line
 //!   groups.jsonl   one line per turn process started: attempt, pgid, agent, op_id, at (leftovers are found by it)
+//!   lock           held (flock) by the live attempt, its pid inside
 //!   agents/<slug>/ (mode 0700, command and CLI agents) wf.sock, wf (the launcher), state/, ops/<op-id>.jsonl
 //!                  (liveness), ops/<op-id>.stdout|.stderr (first MiB each); home/ (sandboxed agents' HOME;
 //!                  a CLI agent's CLAUDE_CONFIG_DIR, CODEX_HOME or PI_CODING_AGENT_DIR)

@@ -1,9 +1,11 @@
-//! What a killed attempt of a run leaves: agent leaders that die with awf, leftovers ended on
-//! resume, and answers durable once accepted.
+//! One attempt of a run at a time, and what a killed attempt leaves: the run's lock (a live run
+//! is not resumed, racing resumes leave one attempt, a dead attempt shows `interrupted`), agent
+//! leaders that die with awf, leftovers ended on resume, and answers durable once accepted.
 
 mod common;
 
 use common::{read_jsonl, signal, Env, Running, TIMEOUT};
+use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -113,4 +115,54 @@ fn an_accepted_answer_is_journalled_before_the_agent_is_told_and_never_asked_aga
     assert_eq!(replayed.len(), 1, "{replayed:?}");
     assert_eq!(replayed[0]["data"]["op_id"], "agent#1");
     assert_eq!(read(&state(&env).join("spawns")).lines().count(), 1, "the program ran once");
+}
+
+#[test]
+fn a_live_run_is_not_resumed_and_shows_running_then_interrupted_once_killed() {
+    let env = Env::new();
+    let running = start(&env, "gate.sh", "turn-1");
+    let id = run_id(&env);
+    let out = env.awf(&["runs", "resume", &id]);
+    out.expect_code(2);
+    out.stderr_has(&format!("process {}", running.pid)).stderr_has(&format!("awf runs stop {id}"));
+    env.awf(&["runs", "list"]).expect_code(0).stdout_has("running");
+    env.awf(&["runs", "show", &id]).expect_code(0).stdout_has("attempt 1: running");
+    assert!(!state(&env).join("turn-2").exists(), "the refused resume ran nothing");
+    kill9(running);
+    let list = env.awf(&["runs", "list"]);
+    list.expect_code(0).stdout_has("interrupted");
+    assert!(!list.stdout.contains("running"), "{}", list.stdout);
+    let show = env.awf(&["runs", "show", &id]);
+    show.expect_code(0).stdout_has(&format!("run {id}: interrupted")).stdout_has("attempt 1: interrupted");
+}
+
+#[test]
+fn of_two_racing_resumes_one_runs_and_the_other_is_refused() {
+    let env = Env::new();
+    kill9(start(&env, "gate.sh", "turn-1"));
+    let id = run_id(&env);
+    let mut a = Running::start(env.path(), &["runs", "resume", &id]);
+    let mut b = Running::start(env.path(), &["runs", "resume", &id]);
+    let mut codes: Vec<Option<i32>> = vec![None, None];
+    wait_until("one resume is refused", || {
+        for (i, r) in [&mut a, &mut b].into_iter().enumerate() {
+            if let Some(status) = r.child.as_mut().and_then(|c| c.try_wait().expect("try_wait")) {
+                codes[i] = status.code();
+            }
+        }
+        codes.iter().any(Option::is_some)
+    });
+    assert_eq!(codes.iter().flatten().collect::<Vec<_>>(), vec![&2], "one refused, the other still running: {codes:?}");
+    let (loser, winner) = if codes[0].is_some() { (a, b) } else { (b, a) };
+    let refused = loser.finish();
+    assert!(refused.stderr.contains("is live") && refused.stderr.contains("awf runs stop"), "{}", refused.stderr);
+    wait_until("the winner's turn", || state(&env).join("turn-2").exists());
+    std::fs::write(state(&env).join("release"), "").expect("release");
+    let out = winner.finish();
+    out.expect_code(0);
+    assert!(!state(&env).join("turn-3").exists(), "one turn in the resumed attempts");
+    let run: Value = env.run_json();
+    let statuses: Vec<&str> =
+        run["attempts"].as_array().expect("attempts").iter().filter_map(|a| a["status"].as_str()).collect();
+    assert_eq!(statuses, vec!["interrupted", "succeeded"], "{run}");
 }

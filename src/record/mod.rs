@@ -3,6 +3,7 @@
 
 pub mod agent_files;
 pub mod groups;
+pub mod lock;
 mod writer;
 
 use serde::Serialize;
