@@ -35,7 +35,8 @@
 //! - `run/`: a run's life. `mod.rs` (identity, stop cause, settle and finish), `scope.rs` (the
 //!   per-thread scope: cancellation token, deadline, stage, group), `scheduler.rs` (the one gate
 //!   for every operation: concurrency, agents, budgets), `stages.rs`, `progress.rs`, `resume.rs`
-//!   (what a new attempt reuses: stages on record, and answered operations from the journal).
+//!   (what a new attempt reuses: stages on record, and answered operations from the journal; the
+//!   run's lock is taken first), `leftovers.rs` (killing what a dead attempt's agents left).
 //! - `agent/`: logical agents. `mod.rs` (open with the compatibility rules, stop, fork, set,
 //!   compact), `session.rs` (starting a harness session: folder, endpoint, HTTP settings, seat), `op.rs` (one operation from call to record), `supervise.rs` (nudges, and the routes
 //!   and held messages shown with every turn), `message_op.rs` (waking an idle agent for messages).
@@ -45,7 +46,9 @@
 //!   required-param refusal) and `registry.rs` (strategies compiled once, recompiled on change).
 //! - `watch.rs`: notify events filtered to `.rhai` changes, debounced. `stdlib.rs`: `stdlib/` as
 //!   embedded at build time (`build.rs`).
-//! - `harness/`: the `Session` trait and one file per harness (`fake.rs`, `command.rs`); `http/`
+//! - `harness/`: the `Session` trait and one file per harness (`fake.rs`, `command.rs`);
+//!   `spawn.rs` (starting a turn's process group: death with awf, `AWF_RUN_ID`, recorded, admitted
+//!   to the socket); `http/`
 //!   (`openai`, `anthropic`; `session.rs`: history and turns, `tools.rs`: the `wf_*` tools,
 //!   `request.rs`: retries and the streamed reply, `sse.rs`); `cli/` (`claude.rs`, `codex.rs`,
 //!   `pi.rs`: agent CLIs run per turn in a process group, a home per agent (the sandbox seat's home
@@ -56,7 +59,8 @@
 //! - `control/`: the answer channel every harness shares: `schema.rs` (validators cached by schema
 //!   text, violations with JSON pointers, example values), `slot.rs` (result slots, rejection
 //!   text), `prompt.rs` (the answer instructions and the nudge), `protocol.rs` (the control-plane
-//!   frames; **no I/O**), `server.rs` (one agent's socket, launcher and open operations).
+//!   frames; **no I/O**), `server.rs` (one agent's socket, launcher and open operations), `peer.rs`
+//!   (which processes a socket serves: its agent's running turns).
 //! - `sandbox/`: where a program agent (`command`, `claude`, `codex`, `pi`) runs confined. `mod.rs` (choosing an agent's sandbox: a
 //!   `[sandboxes]` name, an inline policy or the run-level `--sandbox`; seating; the run's record of
 //!   sandboxes), `policy.rs` (the policy as data, **no I/O**), `seat.rs` (an agent's concrete paths:
@@ -64,7 +68,8 @@
 //!   them), `bwrap.rs` (**the one pure function** policy + seat → bwrap argv, mount order explained),
 //!   `provider.rs` (bwrap on PATH, probed once).
 //! - `record/`: the run folder, **the only module that writes it**: the JSONL envelope, the writer
-//!   thread, atomic JSON documents, readers tolerant of a torn last line.
+//!   thread, atomic JSON documents, readers tolerant of a torn last line; `groups.rs` (turn process
+//!   groups on record), `lock.rs` (the run's lock, and whether a live attempt holds it).
 //! - `accounting.rs`: usage, the price table, folds by agent, stage and model.
 //! - `config.rs`: `awf.toml`, runtime aliases.
 //! - `stdlib/` (not Rust): the council strategies, their shared helpers and the teams, in Rhai.
@@ -84,10 +89,16 @@
 //!   progress hook (tight loops) and every blocking host call (turns, `ctx.sleep`) consult.
 //! - Termination (stop, cancel, deadline) is raised as Rhai's uncatchable `ErrorTerminated`;
 //!   workflow errors are catchable.
-//! - An agent's control socket reaches only that agent's own operations; a frame for anything
-//!   else is refused and recorded as a `control-refused` event.
-//! - A `command` turn runs in its own process group, and the group is killed when the turn ends
-//!   (after an acknowledged wait or the answer's grace) or is cancelled, timed out or stalled.
+//! - An agent's control socket reaches only that agent's own operations and serves only that
+//!   agent's processes (the caller's ancestry or process group leads to one of its running
+//!   turns, `control/peer.rs`); anything else is refused and recorded as a `control-refused` event.
+//! - An answer accepted from an agent (socket or HTTP tool) is written to `journal.jsonl` before
+//!   the agent is told `accepted`.
+//! - A `command` or CLI turn runs in its own process group (`harness/spawn.rs`), and the group is
+//!   killed when the turn ends (after an acknowledged wait or the answer's grace) or is cancelled,
+//!   timed out or stalled. Its leader dies with awf (`PR_SET_PDEATHSIG`, forked from a thread
+//!   that never exits); a new attempt first kills what an earlier one left (`run/leftovers.rs`).
+//! - One live attempt per run: it holds the flock on `<run>/lock` from its start to `finish`.
 //! - An agent that asked for a sandbox (or runs under `--sandbox`) never runs without it: when the
 //!   sandbox cannot be made the agent is refused as it opens, and a harness that cannot wrap its
 //!   program refuses sandboxed agents.
@@ -106,15 +117,21 @@
 //! ```text
 //! .awf/runs/<run-id>/        ids are UTC time to the millisecond plus a random suffix: they sort by time
 //!   run.json       id, script path and sha256, cwd, args, META, attempts [{n, started_at, finished_at, status, from_stage}]
+//!                  (a `running` attempt found dead by a later one is rewritten `interrupted`)
 //!   events.jsonl   {"v":1,"type":T,"at":ISO-8601,"attempt":N,"data":{...}}; types: run-started, agent-opened,
 //!                  agent-stopped, agent-closed, agent-set, agent-compacted, op-started, op-nudged, op-settled,
 //!                  stage-started, stage-finished, parallel-started, parallel-finished, log, budget-exhausted,
-//!                  op-submission, op-waiting, control-refused, sandbox-opened, sandbox-seated,
-//!                  run-stopping, run-finished. Readers skip types they do not know.
+//!                  op-submission, op-waiting, control-refused (with the caller's pid when it is a stranger),
+//!                  sandbox-opened, sandbox-seated, leftovers-killed, op-replayed, run-stopping,
+//!                  run-finished. Readers skip types they do not know.
 //!   turns.jsonl    one line per settled operation: agent, op_id, outcome, reason, stage, label, harness, model,
 //!                  tokens by kind, cost_usd, cost_source, simulated, rejections, delivered_at, settled_at
 //!   stages.jsonl   one line per stage end: name, attempt, status (succeeded|failed|stopped), value, summary, reason
-//!   journal.jsonl  one line per answered operation: agent, op_id, turn_hash, outcome
+//!   journal.jsonl  per answered operation: agent, op_id, turn_hash, settled, outcome; a line when an agent's
+//!                  answer is accepted (settled: false, no usage yet) and one when the op settles (settled: true);
+//!                  readers keep an op's last line
+//!   groups.jsonl   one line per turn process started: attempt, pgid, agent, op_id, at (leftovers are found by it)
+//!   lock           held (flock) by the live attempt, its pid inside
 //!   agents/<slug>/ (mode 0700, command and CLI agents) wf.sock, wf (the launcher), state/, ops/<op-id>.jsonl
 //!                  (liveness), ops/<op-id>.stdout|.stderr (first MiB each); home/ (sandboxed agents' HOME;
 //!                  a CLI agent's CLAUDE_CONFIG_DIR, CODEX_HOME or PI_CODING_AGENT_DIR)

@@ -242,3 +242,32 @@ ctx.parallel([0, 1], |k, i| {{
     assert!(!alive(&state(&env, "self.pid")));
     assert!(!alive(&state(&env, "child.pid")));
 }
+
+#[test]
+fn an_agent_cannot_answer_for_another_through_its_launcher() {
+    let env = Env::new();
+    let script = format!(
+        r#"
+let out = ctx.parallel(["victim", "thief"], |k, i| {{
+    let a = ctx.agents.open(#{{ key: k, runtime: #{{ harness: "command", command: ["sh", `{dir}/${{k}}.sh`] }} }});
+    a.run(#{{ prompt: "Give a verdict.", schema: #{{ type: "object", properties: #{{ verdict: #{{ type: "string" }} }}, required: ["verdict"] }} }}).value
+}});
+#{{ victim: out[0].verdict, thief: out[1].verdict }}
+"#,
+        dir = fixture("").trim_end_matches('/')
+    );
+    let out = env.run(&script, &[]);
+    out.expect_code(0);
+    let v = out.json();
+    assert_eq!(v["victim"], "victim", "the victim's own answer stands: {v}");
+    assert_eq!(v["thief"], "thief");
+    let told = std::fs::read_to_string(run_dir(&env).join("agents/thief/state/forged.out")).expect("forged.out");
+    assert!(told.contains("is not a process of agent victim's running turn"), "{told}");
+    assert!(told.trim_end().ends_with("exit 3"), "{told}");
+    let refused = events(&env, "control-refused");
+    assert_eq!(refused.len(), 1, "{refused:?}");
+    assert_eq!(refused[0]["data"]["agent"], "victim");
+    assert!(refused[0]["data"]["pid"].as_i64().is_some_and(|p| p > 1), "{refused:?}");
+    let subs = events(&env, "op-submission");
+    assert!(subs.iter().all(|s| s["data"]["accepted"] == true), "no forged submission reached a slot: {subs:?}");
+}

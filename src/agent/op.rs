@@ -107,6 +107,12 @@ pub fn run(run: &Arc<Run>, agent: &Arc<Agent>, turn: Turn, frame: &Frame) -> Res
         &json!({ "agent": agent.key, "op_id": op_id, "stage": frame.stage.as_deref(), "label": turn.label, "n": n }),
     );
     let slot = Arc::new(ResultSlot::new(op_id.clone(), turn.schema.clone()));
+    // An answer from an agent's process is journalled the moment it is accepted, before the agent
+    // hears `accepted`: a crash after that never runs the operation again. The fake harness
+    // settles at once and is journalled when it settles.
+    if agent.harness() != "fake" {
+        slot.record_with(accepted_journal(run, &agent.key, &op_id, &hash, started));
+    }
     let own_deadline = earliest(
         earliest(turn.timeout_ms.map(|ms| started + Duration::from_millis(ms)), turn.deadline_ms.map(instant_of)),
         earliest(
@@ -245,6 +251,37 @@ pub fn run(run: &Arc<Run>, agent: &Arc<Agent>, turn: Turn, frame: &Frame) -> Res
     }
 }
 
+/// Writes an operation's journal line when its answer is accepted (`settled: false`; its usage
+/// comes with the line written when it settles, which readers keep as the last).
+fn accepted_journal(
+    run: &Arc<Run>,
+    agent: &str,
+    op_id: &str,
+    hash: &str,
+    started: Instant,
+) -> crate::control::slot::OnAccept {
+    let (run, agent, op_id, hash) = (Arc::downgrade(run), agent.to_string(), op_id.to_string(), hash.to_string());
+    Box::new(move |value| {
+        let outcome = Outcome {
+            kind: OutcomeKind::Answered,
+            value: Some(value.clone()),
+            reason: None,
+            op_id: op_id.clone(),
+            usage: Usage::default(),
+            duration_ms: started.elapsed().as_millis() as u64,
+            cost_source: CostSource::Unpriced,
+            simulated: false,
+        };
+        let line = JournalLine { agent: &agent, op_id: &op_id, turn_hash: &hash, settled: false, outcome: &outcome };
+        let text = serde_json::to_string(&line).unwrap_or_default();
+        match run.upgrade() {
+            Some(run) => run.records.durable_line(crate::record::Stream::Journal, &text),
+            // The run is gone: nothing can be recorded, and the closed channel says so.
+            None => tokio::sync::oneshot::channel().1,
+        }
+    })
+}
+
 /// Prices a turn's tokens unless the harness reported its own cost or nothing was spent (fake).
 pub(super) fn priced(
     run: &Run,
@@ -317,6 +354,7 @@ impl Settled<'_> {
                 agent: &self.agent.key,
                 op_id: &self.outcome.op_id,
                 turn_hash: self.turn_hash,
+                settled: true,
                 outcome: self.outcome,
             };
             serde_json::to_string(&line).unwrap_or_default()
@@ -351,11 +389,13 @@ struct TurnLine<'a> {
     sessions: &'a [String],
 }
 
-/// One `journal.jsonl` line.
+/// One `journal.jsonl` line: written when an answer is accepted (`settled: false`) and again when
+/// the operation settles; readers keep an op's last line.
 #[derive(serde::Serialize)]
 struct JournalLine<'a> {
     agent: &'a str,
     op_id: &'a str,
     turn_hash: &'a str,
+    settled: bool,
     outcome: &'a Outcome,
 }

@@ -51,7 +51,7 @@ impl AgentBook {
             let _rt = run.rt.enter();
             let messenger: Arc<dyn crate::control::messenger::Messenger> =
                 Arc::new(crate::messaging::AgentMessenger { run: Arc::downgrade(run), key: req.key.clone() });
-            Endpoint::open(&dir, &req.key, &awf, events, messenger)
+            Endpoint::open(&dir, &req.key, &awf, run_tag(run), events, messenger)
                 .map_err(|e| format!("agent {}: cannot open its control socket in {}: {e}", req.key, dir.display()))?
         };
         let endpoint = Arc::new(endpoint);
@@ -110,6 +110,11 @@ impl AgentBook {
     }
 }
 
+/// What an agent's endpoint knows of its run.
+fn run_tag(run: &Run) -> crate::control::server::RunTag {
+    crate::control::server::RunTag { id: run.id.clone(), dir: run.dir().to_path_buf(), attempt: run.attempt }
+}
+
 /// An HTTP harness's settings: base URL (runtime, then its `env`, then the process environment,
 /// then the public API), the API key (from the environment only), the answer mode.
 fn http_config(run: &Run, key: &str, runtime: &RuntimeConfig) -> Result<harness::http::HttpConfig, String> {
@@ -162,7 +167,7 @@ fn cli_endpoint_opener(run: &Arc<Run>, awf: PathBuf) -> harness::cli::EndpointOp
         let messenger: Arc<dyn crate::control::messenger::Messenger> =
             Arc::new(crate::messaging::AgentMessenger { run: Arc::downgrade(&run), key: key.to_string() });
         let _rt = run.rt.enter();
-        let endpoint = Endpoint::open(&dir, key, &awf, events, messenger)
+        let endpoint = Endpoint::open(&dir, key, &awf, run_tag(&run), events, messenger)
             .map_err(|e| format!("agent {key}: cannot open its control socket in {}: {e}", dir.display()))?;
         let sandbox = match parent {
             Some((p, harness)) => {

@@ -62,6 +62,33 @@ fn run_dir(root: &Path, id: &str) -> Result<PathBuf, String> {
     Ok(dir)
 }
 
+/// The status of each attempt as shown: as recorded, except that an attempt recorded `running`
+/// whose process is gone (the run's lock is free, or a later attempt started) is `interrupted`.
+fn attempt_statuses(dir: &Path, run: &Value) -> Vec<String> {
+    let attempts = run["attempts"].as_array().cloned().unwrap_or_default();
+    // When `/proc/locks` cannot say, the record is trusted.
+    let live = crate::record::lock::held(dir) != Some(false);
+    let last = attempts.len().saturating_sub(1);
+    attempts
+        .iter()
+        .enumerate()
+        .map(|(i, a)| match a["status"].as_str().unwrap_or("?") {
+            "running" if i < last || !live => "interrupted".to_string(),
+            s => s.to_string(),
+        })
+        .collect()
+}
+
+/// A run's status: its live or interrupted last attempt's, else the result's.
+fn run_status(dir: &Path, run: &Value, result: &Value) -> String {
+    match (attempt_statuses(dir, run).pop(), result["status"].as_str()) {
+        (Some(s), _) if s == "running" || s == "interrupted" => s,
+        (_, Some(r)) => r.to_string(),
+        (Some(s), None) => s,
+        (None, None) => "?".into(),
+    }
+}
+
 pub fn exec(cmd: RunsCommand) -> Result<i32> {
     let cwd = std::env::current_dir().context("cannot read the current folder")?;
     match cmd {
@@ -80,10 +107,7 @@ pub fn exec(cmd: RunsCommand) -> Result<i32> {
                 let run = read(&root.join(&id).join("run.json"));
                 let result = read(&root.join(&id).join("result.json"));
                 let attempts = run["attempts"].as_array().map(|a| a.len()).unwrap_or(0);
-                let status = result["status"]
-                    .as_str()
-                    .or_else(|| run["attempts"].as_array().and_then(|a| a.last()).and_then(|a| a["status"].as_str()))
-                    .unwrap_or("?");
+                let status = run_status(&root.join(&id), &run, &result);
                 let script = run["script"]
                     .as_str()
                     .map(|s| {
@@ -108,13 +132,14 @@ pub fn exec(cmd: RunsCommand) -> Result<i32> {
             };
             let run = read(&dir.join("run.json"));
             let result = read(&dir.join("result.json"));
-            println!("run {run_id}: {}", result["status"].as_str().unwrap_or("running or killed"));
+            println!("run {run_id}: {}", run_status(&dir, &run, &result));
             println!("script: {}", run["script"].as_str().unwrap_or("?"));
-            for a in run["attempts"].as_array().into_iter().flatten() {
+            let statuses = attempt_statuses(&dir, &run);
+            for (a, status) in run["attempts"].as_array().into_iter().flatten().zip(&statuses) {
                 println!(
                     "attempt {}: {} ({} → {})",
                     a["n"],
-                    a["status"].as_str().unwrap_or("?"),
+                    status,
                     a["started_at"].as_str().unwrap_or("?"),
                     a["finished_at"].as_str().unwrap_or("-")
                 );

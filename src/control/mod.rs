@@ -2,6 +2,7 @@
 //! text appended to prompts. The socket server and `awf wf` come with the protocol issue.
 
 pub mod messenger;
+pub mod peer;
 pub mod prompt;
 pub mod protocol;
 pub mod schema;

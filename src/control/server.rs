@@ -1,8 +1,10 @@
 //! The control socket of one agent: a Unix socket in a 0700 folder, newline-delimited JSON frames,
-//! and the agent's open operations. The socket is the agent's authority: it reaches only its own
-//! operations; anything else is refused and logged.
+//! and the agent's open operations. The socket is the agent's authority: it serves only the
+//! processes of the agent's running turns (`peer.rs`) and reaches only its own operations;
+//! anything else is refused and logged.
 
 use super::messenger::Messenger;
+use super::peer::Turns;
 use super::protocol::{exit, parse_request, Command, Response, VERSION};
 use super::slot::{ResultSlot, Submission};
 use crate::accounting::Usage;
@@ -47,8 +49,18 @@ impl OpControl {
     }
 }
 
+/// The run an endpoint serves: every agent process gets its id as `AWF_RUN_ID`, and the process
+/// groups of its turns are recorded in its folder (`groups.jsonl`) under its attempt.
+#[derive(Debug, Clone)]
+pub struct RunTag {
+    pub id: String,
+    pub dir: PathBuf,
+    pub attempt: u32,
+}
+
 struct State {
     key: String,
+    turns: Arc<Turns>,
     ops: Mutex<HashMap<String, Arc<OpControl>>>,
     settled: Mutex<HashMap<String, String>>,
     current: Mutex<Option<String>>,
@@ -67,6 +79,7 @@ pub struct Endpoint {
     pub dir: PathBuf,
     pub socket: PathBuf,
     pub launcher: PathBuf,
+    pub run: RunTag,
     state: Arc<State>,
     task: tokio::task::JoinHandle<()>,
     short_dir: Option<PathBuf>,
@@ -95,6 +108,7 @@ impl Endpoint {
         dir: &Path,
         key: &str,
         awf: &Path,
+        run: RunTag,
         events: EventSink,
         messenger: Arc<dyn Messenger>,
     ) -> std::io::Result<Endpoint> {
@@ -120,6 +134,7 @@ impl Endpoint {
         }
         let state = Arc::new(State {
             key: key.to_string(),
+            turns: Arc::new(Turns::default()),
             ops: Mutex::new(HashMap::new()),
             settled: Mutex::new(HashMap::new()),
             current: Mutex::new(None),
@@ -134,7 +149,13 @@ impl Endpoint {
                 tokio::spawn(async move { serve(stream, s).await });
             }
         });
-        Ok(Endpoint { dir: dir.to_path_buf(), socket, launcher, state, task, short_dir })
+        Ok(Endpoint { dir: dir.to_path_buf(), socket, launcher, run, state, task, short_dir })
+    }
+
+    /// The leaders of this agent's running turns: the processes (and their descendants and
+    /// groups) this socket serves.
+    pub fn turns(&self) -> &Arc<Turns> {
+        &self.state.turns
     }
 
     /// Opens an operation on this socket; it stays reachable until `settle_op`.
@@ -186,12 +207,17 @@ impl Endpoint {
 }
 
 async fn serve(stream: UnixStream, state: Arc<State>) {
+    let pid = stream.peer_cred().ok().and_then(|c| c.pid());
     let (read, mut write) = stream.into_split();
     let mut line = String::new();
     let mut reader = BufReader::new(read.take(MAX_FRAME));
+    // The frame is read before a refusal so that the caller, which writes first, reads the reason.
     let response = match reader.read_line(&mut line).await {
         Ok(0) => return,
-        Ok(_) => handle(&state, &line).await,
+        Ok(_) => match pid {
+            Some(pid) if state.turns.admits(pid).await => handle(&state, &line).await,
+            pid => stranger(&state, pid),
+        },
         Err(e) => Response::new(exit::ERROR, format!("cannot read the frame: {e}")),
     };
     *lock(&state.activity) = Instant::now();
@@ -199,6 +225,17 @@ async fn serve(stream: UnixStream, state: Arc<State>) {
         text.push('\n');
         let _ = write.write_all(text.as_bytes()).await;
     }
+}
+
+/// Refuses a process that is not one of the agent's own (`pid` unknown when the kernel gave none).
+fn stranger(state: &State, pid: Option<i32>) -> Response {
+    let who = pid.map(|p| format!("process {p}")).unwrap_or_else(|| "a process awf cannot identify".into());
+    let why = format!(
+        "refused: {who} is not a process of agent {}'s running turn; an agent answers only for itself, through the launcher its own turn was given",
+        state.key
+    );
+    (state.events)("control-refused", json!({ "agent": state.key, "why": why, "pid": pid }));
+    Response::new(exit::REFUSED, why)
 }
 
 fn refuse(state: &State, text: String, data: Value) -> Response {
@@ -232,7 +269,8 @@ async fn handle(state: &State, line: &str) -> Response {
         Command::Result { op, json } => match op_of(state, &op) {
             Err(r) => r,
             Ok(o) => {
-                let sub = o.slot.submit_text(&json);
+                // Recorded before the agent is told: an accepted answer survives a crash of awf.
+                let sub = o.slot.submit_text_recorded(&json).await;
                 (state.events)(
                     "op-submission",
                     json!({ "agent": state.key, "op_id": op, "accepted": sub == Submission::Accepted, "bytes": json.len() }),

@@ -51,6 +51,12 @@ enum State {
     Closed(String),
 }
 
+/// Records an accepted answer; the receiver is answered once the record is written.
+pub type OnAccept = Box<dyn Fn(&Value) -> tokio::sync::oneshot::Receiver<()> + Send + Sync>;
+
+/// How long an agent waits for its accepted answer to reach the records before it is told anyway.
+const RECORD_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// One operation's slot. The first accepted answer wins; later ones are refused with the reason.
 pub struct ResultSlot {
     op_id: String,
@@ -58,6 +64,8 @@ pub struct ResultSlot {
     state: Mutex<State>,
     rejections: std::sync::atomic::AtomicU32,
     last_rejection: Mutex<Option<String>>,
+    on_accept: std::sync::OnceLock<OnAccept>,
+    recorded: Mutex<Option<tokio::sync::oneshot::Receiver<()>>>,
 }
 
 impl ResultSlot {
@@ -68,6 +76,41 @@ impl ResultSlot {
             state: Mutex::new(State::Open),
             rejections: std::sync::atomic::AtomicU32::new(0),
             last_rejection: Mutex::new(None),
+            on_accept: std::sync::OnceLock::new(),
+            recorded: Mutex::new(None),
+        }
+    }
+
+    /// Records every accepted answer with `hook` the moment it is accepted (set once).
+    pub fn record_with(&self, hook: OnAccept) {
+        let _ = self.on_accept.set(hook);
+    }
+
+    /// As [`ResultSlot::submit_text`], but an accepted answer is in the records before this
+    /// returns: the agent is told `accepted` only once a crash can no longer lose it.
+    pub async fn submit_text_recorded(&self, text: &str) -> Submission {
+        let sub = self.submit_text(text);
+        self.recorded(&sub).await;
+        sub
+    }
+
+    /// As [`ResultSlot::submit`], recorded as [`ResultSlot::submit_text_recorded`] is.
+    pub async fn submit_recorded(&self, value: Value) -> Submission {
+        let sub = self.submit(value);
+        self.recorded(&sub).await;
+        sub
+    }
+
+    async fn recorded(&self, sub: &Submission) {
+        if *sub != Submission::Accepted {
+            return;
+        }
+        let pending = self.recorded.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(done) = pending {
+            // A dropped sender means the records are closed: nothing more can be written.
+            if tokio::time::timeout(RECORD_WAIT, done).await.is_err() {
+                tracing::error!("the answer to {} was not recorded within {RECORD_WAIT:?}", self.op_id);
+            }
         }
     }
 
@@ -104,6 +147,10 @@ impl ResultSlot {
         let mut state = self.lock();
         match &*state {
             State::Open => {
+                // Queued under the lock: the op's later records (its settled line) come after it.
+                if let Some(hook) = self.on_accept.get() {
+                    *self.recorded.lock().unwrap_or_else(|p| p.into_inner()) = Some(hook(&value));
+                }
                 *state = State::Answered(value);
                 Submission::Accepted
             }
@@ -179,6 +226,32 @@ mod tests {
         let again = s.submit_text(r#"{"n":2}"#);
         assert_eq!(again.exit_code(), 3);
         assert_eq!(s.answer(), Some(json!({"n":1})));
+    }
+
+    #[tokio::test]
+    async fn an_accepted_answer_is_recorded_once_before_the_caller_hears_it() {
+        let s = slot();
+        let seen = std::sync::Arc::new(Mutex::new(Vec::new()));
+        let (ack_tx, ack_rx) = tokio::sync::oneshot::channel();
+        let pending = std::sync::Arc::new(Mutex::new(Some(ack_rx)));
+        let (log, rx) = (seen.clone(), pending.clone());
+        s.record_with(Box::new(move |v| {
+            log.lock().expect("log").push(v.clone());
+            rx.lock().expect("rx").take().unwrap_or_else(|| tokio::sync::oneshot::channel().1)
+        }));
+        assert_eq!(s.submit_text_recorded(r#"{"n":"x"}"#).await.exit_code(), 2);
+        assert!(seen.lock().expect("log").is_empty(), "a rejection is not recorded");
+        let submit = s.submit_text_recorded(r#"{"n":1}"#);
+        tokio::pin!(submit);
+        assert!(
+            futures_util::FutureExt::now_or_never(submit.as_mut()).is_none(),
+            "not told before the record is written"
+        );
+        assert_eq!(*seen.lock().expect("log"), vec![json!({"n":1})]);
+        ack_tx.send(()).expect("ack");
+        assert_eq!(submit.await, Submission::Accepted);
+        assert_eq!(s.submit_text_recorded(r#"{"n":2}"#).await.exit_code(), 3);
+        assert_eq!(seen.lock().expect("log").len(), 1, "recorded once");
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! The `command` harness: any executable as an agent. The prompt goes to its stdin; it answers by
 //! running the launcher (`$AWF_LAUNCHER result $AWF_OP`). Each turn runs in a process group of its
-//! own, killed when the turn is cancelled, times out, stalls, or outlives its answer's grace.
+//! own (`spawn.rs`), killed when the turn is cancelled, times out, stalls, or outlives its answer's
+//! grace.
 
 use super::{AgentInfo, BoxFuture, Session, TurnEnd, TurnInput, TurnReport};
 use crate::accounting::CostSource;
@@ -48,26 +49,6 @@ impl CommandSession {
     /// Runs every turn's program inside `sandbox` (the agent's seat in it).
     pub fn sandboxed(self, sandbox: Option<crate::sandbox::Sandbox>) -> Self {
         CommandSession { sandbox, ..self }
-    }
-}
-
-/// Kills a whole process group when dropped: nothing a turn started outlives it.
-pub(crate) struct Group(pub(crate) Option<i32>);
-
-impl Group {
-    pub(crate) fn kill(&mut self) -> bool {
-        match self.0.take() {
-            Some(pgid) => {
-                nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pgid), nix::sys::signal::Signal::SIGKILL).is_ok()
-            }
-            None => false,
-        }
-    }
-}
-
-impl Drop for Group {
-    fn drop(&mut self) {
-        self.kill();
     }
 }
 
@@ -122,6 +103,7 @@ impl Session for CommandSession {
                 ("AWF_SCHEMA", input.slot.schema().text.to_string()),
                 ("AWF_STATE_DIR", self.state_dir.display().to_string()),
                 ("AWF_NUDGE", input.nudge.to_string()),
+                ("AWF_RUN_ID", self.endpoint.run.id.clone()),
             ]
             .map(|(k, v)| (k.to_string(), v))
             .into();
@@ -136,18 +118,16 @@ impl Session for CommandSession {
                 .envs(vars)
                 .stdin(Stdio::piped())
                 .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .process_group(0)
-                .kill_on_drop(true);
-            let mut child = match cmd.spawn() {
-                Ok(c) => c,
-                Err(e) => {
-                    let why = format!("cannot start `{}`: {e}", self.argv[0]);
-                    log.event("spawn-failed", json!({ "error": why }));
-                    return report(TurnEnd::Failed(why), op.usage());
-                }
-            };
-            let mut group = Group(child.id().map(|p| p as i32));
+                .stderr(Stdio::piped());
+            let (mut child, mut group) =
+                match super::spawn::spawn(cmd, &self.endpoint, &self.info.key, &input.op_id).await {
+                    Ok(c) => c,
+                    Err(e) => {
+                        let why = format!("cannot start `{}`: {e}", self.argv[0]);
+                        log.event("spawn-failed", json!({ "error": why }));
+                        return report(TurnEnd::Failed(why), op.usage());
+                    }
+                };
             let sandbox = self.sandbox.as_ref().map(|s| &s.name);
             log.event(
                 "spawned",

@@ -2,6 +2,8 @@
 //! appends through one writer thread, atomic JSON documents, and readers that tolerate a torn line.
 
 pub mod agent_files;
+pub mod groups;
+pub mod lock;
 mod writer;
 
 use serde::Serialize;
@@ -94,6 +96,15 @@ impl Recorder {
         buf.extend_from_slice(line.as_bytes());
         buf.push(b'\n');
         self.send(Msg::Line(stream, buf));
+    }
+
+    /// Appends one line already serialised as JSON; the receiver is answered once the line is
+    /// written (write(2) done), or dropped when the writer has stopped.
+    pub fn durable_line(&self, stream: Stream, line: &str) -> tokio::sync::oneshot::Receiver<()> {
+        let (ack, done) = tokio::sync::oneshot::channel();
+        self.raw_line(stream, line);
+        self.send(Msg::Written(ack));
+        done
     }
 
     /// Waits until every queued line is written; with `sync`, also until it is on stable storage.

@@ -29,6 +29,8 @@ pub enum Msg {
         sync: bool,
         ack: mpsc::Sender<()>,
     },
+    /// Acknowledged once every line queued before it is written (write(2) done, not synced).
+    Written(tokio::sync::oneshot::Sender<()>),
     /// Write what is queued and stop.
     Close,
 }
@@ -85,6 +87,7 @@ pub fn run(mut files: Files, rx: mpsc::Receiver<Msg>) {
         let Ok(first) = rx.recv() else { break };
         let window_ends = Instant::now() + WINDOW;
         let mut acks = Vec::new();
+        let mut written = Vec::new();
         let mut queued = 0usize;
         let mut next = Some(first);
         while let Some(msg) = next.take() {
@@ -94,9 +97,10 @@ pub fn run(mut files: Files, rx: mpsc::Receiver<Msg>) {
                     files.pending[Files::index(stream)].extend_from_slice(&bytes);
                 }
                 Msg::Flush { sync, ack } => acks.push((sync, ack)),
+                Msg::Written(ack) => written.push(ack),
                 Msg::Close => open = false,
             }
-            if queued >= BATCH_BYTES || !acks.is_empty() || !open {
+            if queued >= BATCH_BYTES || !acks.is_empty() || !written.is_empty() || !open {
                 break;
             }
             let left = window_ends.saturating_duration_since(Instant::now());
@@ -107,6 +111,9 @@ pub fn run(mut files: Files, rx: mpsc::Receiver<Msg>) {
             files.sync();
         }
         for (_, ack) in acks {
+            let _ = ack.send(());
+        }
+        for ack in written {
             let _ = ack.send(());
         }
     }

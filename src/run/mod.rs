@@ -1,6 +1,7 @@
 //! A run's life: its identity and folder, the root scope (cancellation and deadline), the stop
 //! cause, the scheduler, the agents, stages and the final result. The script host drives it.
 
+pub mod leftovers;
 pub mod progress;
 pub mod resume;
 pub mod scheduler;
@@ -89,6 +90,8 @@ pub struct Run {
     /// The script host's engine for this run (held weakly: the engine holds the run).
     pub script_engine: std::sync::OnceLock<std::sync::Weak<dyn std::any::Any + Send + Sync>>,
     responders: Mutex<HashMap<PathBuf, Arc<dyn Responder>>>,
+    /// The run's lock, held by this attempt until it finishes (or its process dies).
+    lock: Mutex<Option<record::lock::RunLock>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -109,13 +112,13 @@ impl Run {
     /// As [`Run::start`], with the id of a new run chosen by the caller (`awf serve` names a run
     /// when it is queued); a resumed run keeps its own id.
     pub fn start_with_id(
-        spec: RunSpec,
+        mut spec: RunSpec,
         new_id: String,
         rt: tokio::runtime::Handle,
         responder_loader: ResponderLoader,
     ) -> std::io::Result<Arc<Run>> {
         let started_at = record::now_iso();
-        let (id, dir, attempt, run_doc) = match &spec.resume {
+        let (id, dir, attempt, run_doc) = match &mut spec.resume {
             None => {
                 let id = new_id;
                 let doc = json!({
@@ -130,9 +133,21 @@ impl Run {
                 let mut doc = r.run_doc.clone();
                 doc["script_sha256"] = json!(spec.script_sha256);
                 if let Some(a) = doc["attempts"].as_array_mut() {
+                    // This attempt holds the run's lock: any other still `running` on record died.
+                    for earlier in a.iter_mut().filter(|e| e["status"] == "running") {
+                        earlier["status"] = json!("interrupted");
+                    }
                     a.push(json!({ "n": r.attempt, "started_at": started_at, "finished_at": null, "status": "running", "from_stage": r.from_stage }));
                 }
                 (r.run_id.clone(), r.dir.clone(), r.attempt, doc)
+            }
+        };
+        // A resumed attempt took the lock before reading the records; a new run takes it here.
+        let run_lock = match spec.resume.as_mut().and_then(|r| r.lock.take()) {
+            Some(l) => l,
+            None => {
+                std::fs::create_dir_all(&dir)?;
+                record::lock::RunLock::acquire(&dir, &id).map_err(std::io::Error::other)?
             }
         };
         let records = Recorder::create(&dir, attempt)?;
@@ -143,6 +158,12 @@ impl Run {
             "run-started",
             &json!({ "run_id": id, "script": spec.script.display().to_string(), "limits": format!("{:?}", spec.limits) }),
         );
+        if spec.resume.is_some() {
+            let killed = leftovers::end(&dir, &id);
+            if !killed.is_empty() {
+                records.event("leftovers-killed", &json!({ "pids": killed }));
+            }
+        }
         let replay = spec.resume.map(|r| (r.stages, r.journal)).unwrap_or_default();
         Ok(Arc::new(Run {
             id,
@@ -175,6 +196,7 @@ impl Run {
             responder_loader,
             script_engine: std::sync::OnceLock::new(),
             responders: Mutex::new(HashMap::new()),
+            lock: Mutex::new(Some(run_lock)),
         }))
     }
 
@@ -333,6 +355,9 @@ impl Run {
             tracing::error!("cannot write run.json: {e}");
         }
         self.records.close();
+        drop(doc);
+        // The attempt is over: another may start.
+        lock(&self.lock).take();
         result
     }
 }

@@ -8,8 +8,10 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 /// An earlier run, ready to be attempted again.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Resume {
+    /// The run's lock, taken before its records were read; the new attempt holds it.
+    pub lock: Option<crate::record::lock::RunLock>,
     pub run_id: String,
     pub dir: PathBuf,
     /// The number of the new attempt.
@@ -25,7 +27,11 @@ pub struct Resume {
 
 /// Reads a run folder for a new attempt. With `from_stage`, only the stages recorded before it
 /// are reused; a stage the run never recorded is refused with the list of those it did.
+/// The run's lock is taken first: a run with a live attempt is refused, and of two resumes that
+/// race, one reads the records and runs.
 pub fn load(dir: &Path, from_stage: Option<&str>) -> Result<Resume, String> {
+    let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let lock = crate::record::lock::RunLock::acquire(dir, &name)?;
     let run_json = dir.join("run.json");
     let text = std::fs::read_to_string(&run_json).map_err(|e| format!("cannot read {}: {e}", run_json.display()))?;
     let run_doc: Value = serde_json::from_str(&text).map_err(|e| format!("{} is not JSON: {e}", run_json.display()))?;
@@ -66,6 +72,7 @@ pub fn load(dir: &Path, from_stage: Option<&str>) -> Result<Resume, String> {
         journal.insert((agent.to_string(), op.to_string()), (hash.to_string(), line["outcome"].clone()));
     }
     Ok(Resume {
+        lock: Some(lock),
         run_id,
         dir: dir.to_path_buf(),
         attempt,

@@ -4,7 +4,7 @@
 use super::events::tail_chars;
 use super::{install_hint, CliEnv, CliSession, Invocation, Turn};
 use crate::control::server::OpControl;
-use crate::harness::command::{pump, Group, ANSWER_GRACE};
+use crate::harness::command::{pump, ANSWER_GRACE};
 use crate::record::agent_files::{Capture, OpLog};
 use serde_json::{json, Value};
 use std::process::{ExitStatus, Stdio};
@@ -67,10 +67,9 @@ impl CliSession {
         cmd.envs(env.set.iter().map(|(k, v)| (k, v)))
             .stdin(if inv.stdin.is_some() { Stdio::piped() } else { Stdio::null() })
             .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0)
-            .kill_on_drop(true);
-        let mut child = cmd.spawn().map_err(|e| {
+            .stderr(Stdio::piped());
+        let spawned = crate::harness::spawn::spawn(cmd, &self.endpoint, &self.info.key, capture).await;
+        let (mut child, mut group) = spawned.map_err(|e| {
             let why = if e.kind() == std::io::ErrorKind::NotFound {
                 format!(
                     "cannot start `{program}`: not found on PATH (install it: {})",
@@ -82,7 +81,6 @@ impl CliSession {
             log.event("spawn-failed", json!({ "error": why }));
             why
         })?;
-        let mut group = Group(child.id().map(|p| p as i32));
         let shown: Vec<String> =
             inv.args.iter().map(|a| if a.len() > 200 { format!("<{} bytes>", a.len()) } else { a.clone() }).collect();
         let sandbox = self.sandbox.as_ref().map(|s| &s.name);

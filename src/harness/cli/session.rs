@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 /// One agent's session with a CLI.
 pub struct CliSession {
-    info: AgentInfo,
+    pub(super) info: AgentInfo,
     pub(super) cfg: CliConfig,
     pub(super) cli: Box<dyn Cli>,
     pub(super) cwd: PathBuf,
@@ -111,6 +111,7 @@ impl CliSession {
         let mut env = self.cli.prepare(&self.home, &self.cfg, &self.info)?;
         env.set("AWF_LAUNCHER", self.endpoint.launcher.display().to_string());
         env.set("AWF_AGENT", &self.info.key);
+        env.set("AWF_RUN_ID", &self.endpoint.run.id);
         if let Some(op) = op_id {
             env.set("AWF_OP", op);
         }

@@ -75,9 +75,9 @@ impl HttpSession {
                 }
                 let (_, wrapped) = result_parameters(&schema);
                 let sub = match serde_json::from_str::<Value>(unfence(&reply.text)) {
-                    Ok(v) if wrapped => input.slot.submit(v.get("value").cloned().unwrap_or(v)),
-                    Ok(v) => input.slot.submit(v),
-                    Err(_) => input.slot.submit_text(unfence(&reply.text)),
+                    Ok(v) if wrapped => input.slot.submit_recorded(v.get("value").cloned().unwrap_or(v)).await,
+                    Ok(v) => input.slot.submit_recorded(v).await,
+                    Err(_) => input.slot.submit_text_recorded(unfence(&reply.text)).await,
                 };
                 if let Submission::Rejected(_) = sub {
                     self.history.push(Msg::User { text: sub.text() });

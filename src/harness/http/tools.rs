@@ -42,13 +42,14 @@ impl HttpSession {
         match call.name.as_str() {
             "wf_result" => {
                 let (_, wrapped) = result_parameters(&input.slot.schema().value);
+                // Recorded before the model is told: an accepted answer survives a crash of awf.
                 let sub = match args {
                     Ok(v) if wrapped => match v.get("value") {
-                        Some(inner) => input.slot.submit(inner.clone()),
+                        Some(inner) => input.slot.submit_recorded(inner.clone()).await,
                         None => input.slot.submit_text("{\"value\" is missing}"),
                     },
-                    Ok(v) => input.slot.submit(v),
-                    Err(_) => input.slot.submit_text(&call.arguments),
+                    Ok(v) => input.slot.submit_recorded(v).await,
+                    Err(_) => input.slot.submit_text_recorded(&call.arguments).await,
                 };
                 sub.text()
             }

@@ -1,0 +1,165 @@
+//! Who may use an agent's control socket: the processes of its running turns. A connecting process
+//! (its pid from `SO_PEERCRED`, a host pid even for a sandbox's pid namespace) is one of them when
+//! its ancestry (the ppid chain in `/proc`) reaches the leader of a running turn, or it or an
+//! ancestor is in such a leader's process group. Whatever the uid.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::Notify;
+
+/// How far up the ppid chain a connecting process is followed.
+const MAX_DEPTH: usize = 64;
+/// How long a connection from an unknown process waits for a turn being spawned to be registered.
+const SPAWN_WAIT: Duration = Duration::from_secs(5);
+
+#[derive(Default)]
+struct Inner {
+    leaders: Vec<i32>,
+    spawning: usize,
+}
+
+/// The leaders of an agent's running turns (each the leader of its process group).
+#[derive(Default)]
+pub struct Turns {
+    inner: Mutex<Inner>,
+    changed: Notify,
+}
+
+fn lock(m: &Mutex<Inner>) -> std::sync::MutexGuard<'_, Inner> {
+    // The registry holds plain numbers; a panic elsewhere cannot leave it half-written.
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Turns {
+    /// Marks a turn process as being spawned: until it is admitted (or the guard drops), an
+    /// unknown caller waits for it instead of being refused, since the new process may call first.
+    pub fn spawning(self: &Arc<Self>) -> Spawning {
+        lock(&self.inner).spawning += 1;
+        Spawning { turns: self.clone() }
+    }
+
+    /// Whether process `pid` belongs to one of the running turns.
+    pub async fn admits(&self, pid: i32) -> bool {
+        let until = tokio::time::Instant::now() + SPAWN_WAIT;
+        loop {
+            let notified = self.changed.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            let (leaders, spawning) = {
+                let g = lock(&self.inner);
+                (g.leaders.clone(), g.spawning)
+            };
+            if !leaders.is_empty() && belongs(pid, &leaders) {
+                return true;
+            }
+            if spawning == 0 || tokio::time::timeout_at(until, notified).await.is_err() {
+                return false;
+            }
+        }
+    }
+}
+
+/// A turn process being spawned (see [`Turns::spawning`]).
+pub struct Spawning {
+    turns: Arc<Turns>,
+}
+
+impl Spawning {
+    /// Registers the spawned leader; it stays admitted until the returned guard drops.
+    pub fn admit(self, pid: i32) -> Admission {
+        lock(&self.turns.inner).leaders.push(pid);
+        Admission { turns: self.turns.clone(), pid }
+    }
+}
+
+impl Drop for Spawning {
+    fn drop(&mut self) {
+        let mut g = lock(&self.turns.inner);
+        g.spawning = g.spawning.saturating_sub(1);
+        drop(g);
+        self.turns.changed.notify_waiters();
+    }
+}
+
+/// A running turn's leader, admitted while this lives.
+pub struct Admission {
+    turns: Arc<Turns>,
+    pid: i32,
+}
+
+impl Drop for Admission {
+    fn drop(&mut self) {
+        let mut g = lock(&self.turns.inner);
+        if let Some(i) = g.leaders.iter().position(|p| *p == self.pid) {
+            g.leaders.swap_remove(i);
+        }
+    }
+}
+
+/// `(ppid, pgid)` of a process, from `/proc/<pid>/stat`.
+pub fn stat(pid: i32) -> Option<(i32, i32)> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name is in parentheses and may hold anything: the fields follow the last `)`.
+    let rest = &text[text.rfind(')')? + 1..];
+    let mut fields = rest.split_whitespace().skip(1);
+    let ppid = fields.next()?.parse().ok()?;
+    let pgid = fields.next()?.parse().ok()?;
+    Some((ppid, pgid))
+}
+
+/// Whether `pid`, or an ancestor, is one of `leaders` or in one of their process groups.
+fn belongs(pid: i32, leaders: &[i32]) -> bool {
+    let mut cur = pid;
+    for _ in 0..MAX_DEPTH {
+        if leaders.contains(&cur) {
+            return true;
+        }
+        let Some((ppid, pgid)) = stat(cur) else { return false };
+        if leaders.contains(&pgid) {
+            return true;
+        }
+        if ppid <= 1 {
+            return false;
+        }
+        cur = ppid;
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn this_process_belongs_to_its_own_group_and_ancestry_only() {
+        let me = std::process::id() as i32;
+        let (ppid, pgid) = stat(me).expect("own stat");
+        assert!(ppid > 0 && pgid > 0);
+        assert!(belongs(me, &[me]));
+        assert!(belongs(me, &[pgid]));
+        if ppid > 1 {
+            assert!(belongs(me, &[ppid]), "a parent is an ancestor");
+        }
+        assert!(!belongs(me, &[i32::MAX - 7]));
+        assert!(!belongs(i32::MAX - 7, &[me]), "a process that does not exist belongs nowhere");
+    }
+
+    #[tokio::test]
+    async fn a_caller_waits_for_a_turn_being_spawned_and_is_refused_once_it_is_not() {
+        let turns = Arc::new(Turns::default());
+        let me = std::process::id() as i32;
+        assert!(!turns.admits(me).await, "no turn running");
+        let spawning = turns.spawning();
+        let t = turns.clone();
+        let waiter = tokio::spawn(async move { t.admits(me).await });
+        let admitted = spawning.admit(me);
+        assert!(waiter.await.expect("join"), "admitted once registered");
+        drop(admitted);
+        assert!(!turns.admits(me).await, "no longer once the turn ended");
+        let spawning = turns.spawning();
+        let t = turns.clone();
+        let waiter = tokio::spawn(async move { t.admits(me).await });
+        drop(spawning);
+        assert!(!waiter.await.expect("join"), "refused when the spawn failed");
+    }
+}
