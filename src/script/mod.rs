@@ -18,6 +18,7 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+pub use render::show_lines_only_under;
 pub use responder::load_responder;
 
 /// Stack size of the thread a script runs on (RHAI-HOST.md pitfall 3).

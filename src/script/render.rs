@@ -1,28 +1,64 @@
 //! Script errors rendered like rustc: the message, `file:line:col`, the source line with a caret,
-//! then each closure, function and module call that led there, innermost first.
+//! then each closure, function and module call that led there, innermost first. Which files may
+//! show a line is a process-wide choice: all of them for the operator's terminal, only the script
+//! folder's `.rhai` files and the embedded stdlib in `awf serve`.
 
 use rhai::{Dynamic, EvalAltResult, Position};
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+/// Set once by `awf serve`: the (canonical) folders whose `.rhai` files may show lines in errors.
+/// Unset, every file may (the CLI shows everything to the operator).
+static SHOWN_UNDER: OnceLock<Vec<PathBuf>> = OnceLock::new();
+
+/// From now on, errors rendered in this process show source lines only of `.rhai` files under
+/// `roots` (canonical paths) and of the embedded stdlib. False when a choice was already made.
+pub fn show_lines_only_under(roots: Vec<PathBuf>) -> bool {
+    SHOWN_UNDER.set(roots).is_ok()
+}
 
 /// Source texts by source name; names not given are read from disk when first needed.
 pub struct Sources {
     texts: HashMap<String, String>,
     main: String,
-    cwd: std::path::PathBuf,
+    cwd: PathBuf,
+    shown_under: Option<&'static [PathBuf]>,
 }
 
 impl Sources {
     pub fn new(main_name: &str, main_text: &str, cwd: &Path) -> Sources {
         let mut texts = HashMap::new();
         texts.insert(main_name.to_string(), main_text.to_string());
-        Sources { texts, main: main_name.to_string(), cwd: cwd.to_path_buf() }
+        let shown_under = SHOWN_UNDER.get().map(Vec::as_slice);
+        Sources { texts, main: main_name.to_string(), cwd: cwd.to_path_buf(), shown_under }
+    }
+
+    /// Whether an error may show lines of the source `name`: always, unless the process narrowed
+    /// it; then only the embedded stdlib and `.rhai` files whose real path is under a shown folder.
+    fn may_show(&self, name: &str) -> bool {
+        let Some(roots) = self.shown_under else { return true };
+        if let Some(rel) = name.strip_prefix("<embedded>/stdlib/") {
+            return crate::stdlib::file(rel).is_some();
+        }
+        // Names are real paths, relative ones to the process's folder, as Rhai opened them.
+        match Path::new(name).canonicalize() {
+            Ok(real) => {
+                real.extension().is_some_and(|e| e == "rhai") && roots.iter().any(|root| real.starts_with(root))
+            }
+            Err(_) => false,
+        }
     }
 
     fn line(&mut self, name: &str, line: usize) -> Option<String> {
+        if !self.may_show(name) {
+            return None;
+        }
         if !self.texts.contains_key(name) {
-            let embedded = name.strip_prefix("<embedded>/stdlib/").and_then(crate::stdlib::file).map(String::from);
-            let text = embedded.or_else(|| std::fs::read_to_string(name).ok())?;
+            let text = match name.strip_prefix("<embedded>/stdlib/") {
+                Some(rel) => crate::stdlib::file(rel)?.to_string(),
+                None => std::fs::read_to_string(name).ok()?,
+            };
             self.texts.insert(name.to_string(), text);
         }
         self.texts.get(name)?.lines().nth(line.checked_sub(1)?).map(String::from)
