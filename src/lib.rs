@@ -30,7 +30,7 @@
 //!   `on_var`, the progress hook), `resolver.rs` (imports limited to the script's folder, `scripts/`,
 //!   `stdlib/`, the user's strategies folder and the embedded stdlib), `check.rs` (unknown
 //!   functions, method calls a script function would shadow), `render.rs` (rustc-style errors;
-//!   which files may show lines),
+//!   long lines cut around the caret; which files may show lines),
 //!   `convert.rs` (the one place `Dynamic` meets JSON), `responder.rs` (fake responder scripts),
 //!   `pool.rs` (reused branch threads, and helpers that join a parallel's caller after a grace),
 //!   `api/` (one file per `ctx` namespace: `ctx.rs` (with `messages.allow`), `agents.rs`,

@@ -8,6 +8,9 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
+/// The most characters of a source line an error shows; a longer line is cut around the caret.
+const LINE_MAX: usize = 200;
+
 /// Set once by `awf serve`: the (canonical) folders whose `.rhai` files may show lines in errors.
 /// Unset, every file may (the CLI shows everything to the operator).
 static SHOWN_UNDER: OnceLock<Vec<PathBuf>> = OnceLock::new();
@@ -148,13 +151,35 @@ pub fn render(err: &EvalAltResult, sources: &mut Sources) -> String {
         let (line, col) = (step.pos.line().unwrap_or(0), step.pos.position().unwrap_or(1));
         out.push_str(&format!(" --> {}:{line}:{col}\n", sources.display(&step.source)));
         if let Some(text) = sources.line(&step.source, line) {
+            let (text, col) = excerpt(&text, col);
             let gutter = line.to_string();
             let pad = " ".repeat(gutter.len());
             out.push_str(&format!("{pad} |\n{gutter} | {text}\n"));
-            if step.note.is_none() {
+            if let (None, Some(col)) = (&step.note, col) {
                 out.push_str(&format!("{pad} | {}^ here\n", " ".repeat(col.saturating_sub(1))));
             }
         }
     }
     out.trim_end().to_string()
+}
+
+/// The part of a source line an error shows, and the caret's (1-based) column in it: the whole
+/// line when it is short; else at most `LINE_MAX` characters around column `col`, with `…` where
+/// it was cut (a 50 MB string literal's error must not print the literal). Rhai's columns stop
+/// counting at 65535: past that the true column is unknown, so the line's start is shown without
+/// a caret.
+fn excerpt(text: &str, col: usize) -> (String, Option<usize>) {
+    let n = text.chars().count();
+    let known = col < usize::from(u16::MAX);
+    if n <= LINE_MAX {
+        return (text.to_string(), known.then_some(col));
+    }
+    let start = match known {
+        true if col > LINE_MAX => (col - 1).saturating_sub(LINE_MAX / 2).min(n - LINE_MAX),
+        _ => 0,
+    };
+    let shown: String = text.chars().skip(start).take(LINE_MAX).collect();
+    let head = if start > 0 { "…" } else { "" };
+    let tail = if start + LINE_MAX < n { "…" } else { "" };
+    (format!("{head}{shown}{tail}"), known.then(|| col - start + head.chars().count()))
 }
