@@ -17,17 +17,20 @@
 //!
 //! - `cli/`: argument definitions and one call per command; the only place that prints and uses
 //!   anyhow. `script.rs` (`script run|check`, `--watch`), `council.rs` (`council list|show|run`),
-//!   `runs.rs` (`runs list|show|resume`), `serve.rs` (`awf serve`: the axum HTTP JSON API on a
+//!   `runs.rs` (`runs list|show|resume`), `serve/` (`awf serve`: the axum HTTP JSON API on a
 //!   Unix socket or loopback port; runs execute in-process, `--max-runs` at once, the rest queued;
 //!   it starts runs through `script::prepare` and ends them through `script::settle`, the
-//!   non-printing halves of `script run`), `init.rs`, `live.rs` (the terminal view), `wf.rs`
+//!   non-printing halves of `script run`; `auth.rs` the Host, Origin and bearer-token checks on
+//!   TCP, `private.rs` the 0600 socket and token file, `scripts.rs` which script a client may
+//!   name, `listen.rs` the two listeners), `init.rs`, `live.rs` (the terminal view), `wf.rs`
 //!   (`awf wf`, the agent side of the protocol), `doctor.rs` (`awf doctor`: a list of checks, each
 //!   a name, an ok flag and a detail).
 //! - `script/`: the script host, **the only module that names rhai**. `engine.rs` (the one engine
 //!   builder: limits, no `eval`, `sleep` replaced, print/debug to the run log, `ctx`/`args` via
 //!   `on_var`, the progress hook), `resolver.rs` (imports limited to the script's folder, `scripts/`,
 //!   `stdlib/`, the user's strategies folder and the embedded stdlib), `check.rs` (unknown
-//!   functions, method calls a script function would shadow), `render.rs` (rustc-style errors),
+//!   functions, method calls a script function would shadow), `render.rs` (rustc-style errors;
+//!   long lines cut around the caret; which files may show lines),
 //!   `convert.rs` (the one place `Dynamic` meets JSON), `responder.rs` (fake responder scripts),
 //!   `pool.rs` (reused branch threads, and helpers that join a parallel's caller after a grace),
 //!   `api/` (one file per `ctx` namespace: `ctx.rs` (with `messages.allow`), `agents.rs`,
@@ -104,6 +107,10 @@
 //!   program refuses sandboxed agents.
 //! - Records only grow: each line is written whole by one writer thread; `stages.jsonl` and the
 //!   rest are synced to disk at every stage end and at the run's end.
+//! - `awf serve` trusts no local user: on TCP every request carries the token (Host, then Origin,
+//!   then token), the socket is 0600, a client names only `.rhai` files inside the script folder,
+//!   and an error it reads shows source lines only of those files and the embedded stdlib
+//!   (`script::show_lines_only_under`, set once at start; the CLI shows the operator everything).
 //! - No unwrap outside tests; locks recover from poisoning because their values are replaced whole.
 //!
 //! # Glossary

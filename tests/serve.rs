@@ -1,115 +1,12 @@
-//! `awf serve`: the HTTP JSON API over a loopback TCP port, driven by a small hand-written
-//! HTTP/1.1 client.
+//! `awf serve`: the HTTP JSON API over a loopback TCP port, driven by the small hand-written
+//! HTTP/1.1 client in `common/serve.rs` (with the token; tests/serve_security.rs tries without).
 
 mod common;
 
+use common::serve::serve;
 use common::Env;
 use serde_json::{json, Value};
-use std::io::{Read, Write};
-use std::net::TcpStream;
-use std::process::{Child, Stdio};
-use std::time::{Duration, Instant};
-
-/// A running `awf serve`, killed on drop.
-struct Serve {
-    child: Child,
-    port: u16,
-}
-
-impl Drop for Serve {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a free port");
-    l.local_addr().expect("local addr").port()
-}
-
-fn serve(env: &Env, extra: &[&str]) -> Serve {
-    let port = free_port();
-    let listen = format!("127.0.0.1:{port}");
-    let mut args = vec!["serve", "--listen", &listen];
-    args.extend_from_slice(extra);
-    let child = common::command(env.path(), &args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn awf serve");
-    let server = Serve { child, port };
-    let started = Instant::now();
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(started.elapsed() < common::TIMEOUT, "awf serve did not listen on {listen}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    server
-}
-
-/// Decodes a chunked body.
-fn dechunk(mut body: &str) -> String {
-    let mut out = String::new();
-    while let Some((size, rest)) = body.split_once("\r\n") {
-        let n = usize::from_str_radix(size.trim(), 16).expect("a chunk size");
-        if n == 0 {
-            break;
-        }
-        out.push_str(&rest[..n]);
-        body = rest[n..].trim_start_matches("\r\n");
-    }
-    out
-}
-
-impl Serve {
-    /// Sends one request and returns the status code and the body text.
-    fn request(&self, method: &str, path: &str, body: Option<&Value>) -> (u16, String) {
-        let mut stream = TcpStream::connect(("127.0.0.1", self.port)).expect("connect");
-        stream.set_read_timeout(Some(common::TIMEOUT)).expect("set a read timeout");
-        let body = body.map(Value::to_string).unwrap_or_default();
-        let req = format!(
-            "{method} {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-            body.len()
-        );
-        stream.write_all(req.as_bytes()).expect("send");
-        let mut raw = String::new();
-        stream.read_to_string(&mut raw).expect("read the response");
-        let (head, body) = raw.split_once("\r\n\r\n").expect("a response head");
-        let status = head.split(' ').nth(1).and_then(|s| s.parse().ok()).expect("a status code");
-        let chunked = head.to_ascii_lowercase().contains("transfer-encoding: chunked");
-        (status, if chunked { dechunk(body) } else { body.to_string() })
-    }
-
-    fn json(&self, method: &str, path: &str, body: Option<&Value>) -> (u16, Value) {
-        let (status, text) = self.request(method, path, body);
-        (status, serde_json::from_str(&text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}")))
-    }
-
-    fn start(&self, body: Value) -> String {
-        let (status, v) = self.json("POST", "/runs", Some(&body));
-        assert_eq!(status, 202, "{v}");
-        v["run_id"].as_str().expect("a run id").to_string()
-    }
-
-    /// Polls GET /runs/{id} until its status is `want` (bounded).
-    fn until(&self, id: &str, want: &str) -> Value {
-        let started = Instant::now();
-        loop {
-            let (status, v) = self.json("GET", &format!("/runs/{id}"), None);
-            assert_eq!(status, 200, "{v}");
-            if v["status"] == want {
-                return v;
-            }
-            assert!(started.elapsed() < common::TIMEOUT, "run {id} never became {want}: {v}");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    fn listed_status(&self, id: &str) -> Value {
-        let (_, v) = self.json("GET", "/runs", None);
-        v["runs"].as_array().expect("runs").iter().find(|r| r["run_id"] == id).expect("listed")["status"].clone()
-    }
-}
+use std::time::Duration;
 
 const HANG: &str = r#"fn respond(turn) { #{ hang: true } }"#;
 const STUCK: &str = "let a = ctx.agents.open(#{ key: \"stuck\" });\na.ask(\"x\")\n";

@@ -13,11 +13,12 @@ mod responder;
 
 use crate::run::{scope, Run};
 use resolver::Resolver;
-use rhai::{CallFnOptions, EvalAltResult, Scope, AST};
+use rhai::{CallFnOptions, EvalAltResult, Position, Scope, AST};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+pub use render::show_lines_only_under;
 pub use responder::load_responder;
 
 /// Stack size of the thread a script runs on (RHAI-HOST.md pitfall 3).
@@ -192,6 +193,7 @@ pub fn spawn(
                 }),
             },
             Err(e) => {
+                let e = if has_run_fn { place_in_run(e, &ast) } else { e };
                 let mut sources = render::Sources::new(&display, &source, &cwd);
                 ScriptEnd::Failed(Failure {
                     rendered: render::render(&e, &mut sources),
@@ -203,4 +205,30 @@ pub fn spawn(
         let _ = tx.send(end);
     })?;
     Ok(rx)
+}
+
+/// Rhai passes a limit error (too many operations, stack overflow, data too large) through every
+/// function boundary unwrapped, moved to the call site (RHAI-HOST.md section 7), and the host's
+/// call of `fn run` has no site: the error would name no place at all. It is placed at `fn run`'s
+/// body instead, under a note that it happened in that call, so it still names file:line:col.
+fn place_in_run(err: Box<EvalAltResult>, ast: &AST) -> Box<EvalAltResult> {
+    let limit = matches!(
+        *err,
+        EvalAltResult::ErrorTooManyOperations(_)
+            | EvalAltResult::ErrorStackOverflow(_)
+            | EvalAltResult::ErrorDataTooLarge(..)
+            | EvalAltResult::ErrorTooManyVariables(_)
+            | EvalAltResult::ErrorTooManyModules(_)
+    );
+    if !limit || !err.position().is_none() {
+        return err;
+    }
+    let Some(body) =
+        ast.iter_fn_def().find(|f| f.name == "run" && f.params.len() == 1).map(|f| f.body.start_position())
+    else {
+        return err;
+    };
+    let mut err = err;
+    err.set_position(body);
+    EvalAltResult::ErrorInFunctionCall("run".into(), String::new(), err, Position::NONE).into()
 }

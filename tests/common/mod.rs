@@ -2,6 +2,8 @@
 //! binary in it with a timeout, and reading the run folder's records.
 #![allow(dead_code)]
 
+pub mod serve;
+
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};

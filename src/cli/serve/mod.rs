@@ -1,13 +1,20 @@
 //! `awf serve`: a long-lived process with an HTTP JSON API (axum) on a Unix socket or a loopback
 //! TCP address. Runs execute in this process on its one tokio runtime; at most `--max-runs` at
-//! once, the rest wait in a visible queue.
+//! once, the rest wait in a visible queue. Safe by default: a bearer token on TCP (`auth.rs`), a
+//! private socket (`private.rs`), scripts only from its script folder (`scripts.rs`), and errors
+//! that show lines of no other file.
+
+mod auth;
+mod listen;
+mod private;
+mod scripts;
 
 use super::script::{check_script_args, prepare, settle, Output, RunFlags};
 use super::EXIT_OK;
 use crate::council::{self, registry::Registry};
 use crate::run::{Run, StopCause};
 use crate::script::{self, Program, ScriptEnd};
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{bail, Context, Result};
 use axum::extract::{Path as UrlPath, State};
 use axum::http::StatusCode;
 use axum::response::sse::{Event, Sse};
@@ -37,6 +44,13 @@ pub struct ServeArgs {
     /// Where run folders go (default: .awf/runs)
     #[arg(long)]
     runs_dir: Option<PathBuf>,
+    /// The folder clients' scripts are read from (default: the working folder)
+    #[arg(long, value_name = "DIR")]
+    scripts: Option<PathBuf>,
+    /// With --listen: where the generated token is written, mode 0600 (default: .awf/serve.token;
+    /// not written when AWF_SERVE_TOKEN gives the token)
+    #[arg(long, value_name = "PATH", requires = "listen")]
+    token_file: Option<PathBuf>,
 }
 
 /// One run the server knows of.
@@ -51,6 +65,8 @@ struct Entry {
 
 struct Server {
     cwd: PathBuf,
+    /// The script folder, canonical: a client names scripts inside it.
+    scripts: PathBuf,
     flags: RunFlags,
     runs: Mutex<Vec<Entry>>,
     slots: Arc<tokio::sync::Semaphore>,
@@ -87,6 +103,15 @@ pub fn exec(args: ServeArgs) -> Result<i32> {
         bail!("--max-runs must be at least 1");
     }
     let cwd = std::env::current_dir().context("cannot read the current folder")?;
+    let scripts = args.scripts.as_ref().map(|d| cwd.join(d)).unwrap_or_else(|| cwd.clone());
+    let scripts = match scripts.canonicalize() {
+        Ok(dir) if dir.is_dir() => dir,
+        Ok(_) => bail!("--scripts {}: not a folder", scripts.display()),
+        Err(e) => bail!("--scripts {}: {e}", scripts.display()),
+    };
+    // Errors a client reads show lines of the script folder's .rhai files and the embedded
+    // stdlib only (never /etc/shadow's first line, nor the user's strategies).
+    script::show_lines_only_under(vec![scripts.clone()]);
     let flags = RunFlags {
         runtime: args.runtime.clone(),
         json: false,
@@ -101,6 +126,7 @@ pub fn exec(args: ServeArgs) -> Result<i32> {
     };
     let server = Arc::new(Server {
         cwd: cwd.clone(),
+        scripts,
         flags,
         runs: Mutex::new(Vec::new()),
         slots: Arc::new(tokio::sync::Semaphore::new(args.max_runs)),
@@ -118,41 +144,9 @@ async fn serve(server: Shared, args: ServeArgs, cwd: PathBuf) -> Result<i32> {
         .route("/runs/{id}/events", get(events))
         .route("/strategies", get(strategies))
         .with_state(server.clone());
-    let shutdown = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
     match &args.listen {
-        Some(addr) => {
-            let addr: std::net::SocketAddr =
-                addr.parse().map_err(|e| anyhow!("--listen {addr}: not an address like 127.0.0.1:8700 ({e})"))?;
-            if !addr.ip().is_loopback() {
-                bail!("--listen {addr}: awf serve listens on loopback addresses only (127.0.0.1 or ::1)");
-            }
-            let listener =
-                tokio::net::TcpListener::bind(addr).await.with_context(|| format!("cannot listen on {addr}"))?;
-            let local = listener.local_addr().unwrap_or(addr);
-            eprintln!("awf: serving on http://{local} (Ctrl-C to stop)");
-            axum::serve(listener, app).with_graceful_shutdown(shutdown).await.context("the server failed")?;
-        }
-        None => {
-            let path = args.socket.clone().unwrap_or_else(|| PathBuf::from(".awf/serve.sock"));
-            let path = if path.is_absolute() { path } else { cwd.join(path) };
-            if let Some(parent) = path.parent() {
-                std::fs::create_dir_all(parent).with_context(|| format!("cannot create {}", parent.display()))?;
-            }
-            if path.exists() {
-                if std::os::unix::net::UnixStream::connect(&path).is_ok() {
-                    bail!("another awf serve is listening on {}", path.display());
-                }
-                std::fs::remove_file(&path).with_context(|| format!("cannot remove the stale {}", path.display()))?;
-            }
-            let listener = tokio::net::UnixListener::bind(&path)
-                .with_context(|| format!("cannot listen on {}", path.display()))?;
-            eprintln!("awf: serving on {} (Ctrl-C to stop)", path.display());
-            let served = axum::serve(listener, app).with_graceful_shutdown(shutdown).await;
-            let _ = std::fs::remove_file(&path);
-            served.context("the server failed")?;
-        }
+        Some(addr) => listen::tcp(app, addr, args.token_file.as_deref(), &cwd).await?,
+        None => listen::unix(app, args.socket.as_deref(), &cwd).await?,
     }
     eprintln!("awf: stopping; cancelling runs in flight");
     let running: Vec<Arc<Run>> = server.entries().iter().filter_map(|e| e.run.clone()).collect();
@@ -179,10 +173,14 @@ struct Job {
     output: Output,
 }
 
-fn job(cwd: &std::path::Path, body: &Value) -> Result<Job, String> {
+fn job(server: &Server, body: &Value) -> Result<Job, String> {
+    let cwd = &server.cwd;
     if let Some(file) = body.get("script") {
         let file = file.as_str().ok_or("\"script\" must be a path, e.g. \"scripts/x.rhai\"")?;
-        let program = script::load(std::path::Path::new(file), cwd)?;
+        let named = scripts::resolve(&server.scripts, cwd, file)?;
+        let source = std::fs::read_to_string(&named.path)
+            .map_err(|e| format!("error: cannot read script {}: {e}", named.display))?;
+        let program = script::load_source(named.path, named.display, source, cwd)?;
         let input = body.get("args").cloned().unwrap_or_else(|| Value::Object(Map::new()));
         check_script_args(&program, &input)?;
         return Ok(Job { program: Arc::new(program), input, output: Output::Value });
@@ -221,13 +219,18 @@ async fn start_run(State(server): State<Shared>, body: Option<Json<Value>>) -> R
     let Some(Json(body)) = body else {
         return error(StatusCode::BAD_REQUEST, "the body must be a JSON object");
     };
-    let job = match job(&server.cwd, &body) {
+    let job = match job(&server, &body) {
         Ok(j) => j,
         Err(e) => return error(StatusCode::BAD_REQUEST, e),
     };
     let spec = match prepare(&job.program, job.input.clone(), &server.flags, None) {
         Ok(s) => s,
-        Err(e) => return error(StatusCode::BAD_REQUEST, format!("error: {e:#}")),
+        Err(e) => {
+            // The first line only: a config file's parse error goes on with the file's offending
+            // line, which may hold a key (the operator reads it whole from `awf script run`).
+            let text = format!("error: {e:#}");
+            return error(StatusCode::BAD_REQUEST, text.lines().next().unwrap_or_default());
+        }
     };
     let id = crate::record::new_run_id();
     let dir = spec.runs_dir.join(&id);

@@ -1,0 +1,89 @@
+//! Where `awf serve` listens until Ctrl-C: a loopback TCP address behind the token guard, or a
+//! Unix socket of mode 0600 (default `.awf/serve.sock`, its folder made 0700).
+
+use super::{auth, private};
+use anyhow::{anyhow, bail, Context, Result};
+use axum::Router;
+use std::path::Path;
+use std::sync::Arc;
+
+/// Ctrl-C, listened for from now on: a SIGINT that comes as soon as the port accepts still stops
+/// the server cleanly (its token file and socket removed).
+fn ctrl_c() -> Result<impl std::future::Future<Output = ()>> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut interrupt = signal(SignalKind::interrupt()).context("cannot listen for Ctrl-C")?;
+    Ok(async move {
+        interrupt.recv().await;
+    })
+}
+
+/// Serves `app` on the loopback address `addr`; every request needs the token.
+pub async fn tcp(app: Router, addr: &str, token_file: Option<&Path>, cwd: &Path) -> Result<()> {
+    let addr: std::net::SocketAddr =
+        addr.parse().map_err(|e| anyhow!("--listen {addr}: not an address like 127.0.0.1:8700 ({e})"))?;
+    if !addr.ip().is_loopback() {
+        bail!("--listen {addr}: awf serve listens on loopback addresses only (127.0.0.1 or ::1)");
+    }
+    let stop = ctrl_c()?;
+    // The token is in place before the port accepts anything.
+    let (token, written) = match auth::token_from_env()? {
+        Some(token) => (token, None),
+        None => {
+            let path = match token_file {
+                Some(p) => cwd.join(p),
+                None => {
+                    private::folder(&cwd.join(".awf"), true)?;
+                    cwd.join(".awf").join("serve.token")
+                }
+            };
+            let token = auth::new_token();
+            private::write_secret(&path, &token)?;
+            (token, Some(path))
+        }
+    };
+    let listener = match tokio::net::TcpListener::bind(addr).await {
+        Ok(l) => l,
+        Err(e) => {
+            if let Some(path) = &written {
+                let _ = std::fs::remove_file(path);
+            }
+            return Err(e).with_context(|| format!("cannot listen on {addr}"));
+        }
+    };
+    let local = listener.local_addr().unwrap_or(addr);
+    let guard = Arc::new(auth::Guard::new(local, &token));
+    let app = app.layer(axum::middleware::from_fn_with_state(guard, auth::check));
+    let from = match &written {
+        Some(path) => format!("the token is in {}", path.display()),
+        None => format!("the token is {}'s value", auth::TOKEN_VAR),
+    };
+    eprintln!("awf: serving on http://{local}; {from}, sent as `Authorization: Bearer TOKEN` (Ctrl-C to stop)");
+    let served = axum::serve(listener, app).with_graceful_shutdown(stop).await;
+    if let Some(path) = &written {
+        let _ = std::fs::remove_file(path);
+    }
+    served.context("the server failed")
+}
+
+/// Serves `app` on a Unix socket that only this user may open.
+pub async fn unix(app: Router, socket: Option<&Path>, cwd: &Path) -> Result<()> {
+    let path = match socket {
+        Some(p) => cwd.join(p),
+        None => {
+            private::folder(&cwd.join(".awf"), true)?;
+            cwd.join(".awf").join("serve.sock")
+        }
+    };
+    let stop = ctrl_c()?;
+    let listener = private::bind_socket(&path)?;
+    let listener = listener_for_tokio(listener, &path)?;
+    eprintln!("awf: serving on {} (Ctrl-C to stop)", path.display());
+    let served = axum::serve(listener, app).with_graceful_shutdown(stop).await;
+    let _ = std::fs::remove_file(&path);
+    served.context("the server failed")
+}
+
+fn listener_for_tokio(listener: std::os::unix::net::UnixListener, path: &Path) -> Result<tokio::net::UnixListener> {
+    listener.set_nonblocking(true).with_context(|| format!("cannot listen on {}", path.display()))?;
+    tokio::net::UnixListener::from_std(listener).with_context(|| format!("cannot listen on {}", path.display()))
+}
