@@ -61,7 +61,8 @@
 //!   `[sandboxes]` name, an inline policy or the run-level `--sandbox`; seating; the run's record of
 //!   sandboxes), `policy.rs` (the policy as data, **no I/O**), `seat.rs` (an agent's concrete paths:
 //!   workspace, own home, control folder, hidden home folders and what the program needs from
-//!   them), `bwrap.rs` (**the one pure function** policy + seat → bwrap argv, mount order explained),
+//!   them), `bwrap.rs` (**the one pure function** policy + seat → bwrap argv and the environment it is
+//!   spawned with: no variable's value on a command line; mount order explained),
 //!   `provider.rs` (bwrap on PATH, probed once).
 //! - `record/`: the run folder, **the only module that writes it**: the JSONL envelope, the writer
 //!   thread, atomic JSON documents, readers tolerant of a torn last line.

@@ -125,15 +125,22 @@ impl Session for CommandSession {
             ]
             .map(|(k, v)| (k.to_string(), v))
             .into();
-            // A sandboxed program runs as bwrap's child, with only the sandbox's environment.
-            let argv = match &self.sandbox {
-                Some(s) => s.wrap(&self.argv, &vars),
-                None => self.argv.clone(),
+            // A sandboxed program runs as bwrap's child, with only the sandbox's environment, which
+            // bwrap itself is started with (never on its command line).
+            let mut cmd = match &self.sandbox {
+                Some(s) => {
+                    let wrapped = s.wrap(&self.argv, &vars);
+                    let mut cmd = tokio::process::Command::new(&wrapped.argv[0]);
+                    cmd.args(&wrapped.argv[1..]).env_clear().envs(wrapped.env);
+                    cmd
+                }
+                None => {
+                    let mut cmd = tokio::process::Command::new(&self.argv[0]);
+                    cmd.args(&self.argv[1..]).envs(vars);
+                    cmd
+                }
             };
-            let mut cmd = tokio::process::Command::new(&argv[0]);
-            cmd.args(&argv[1..])
-                .current_dir(&self.cwd)
-                .envs(vars)
+            cmd.current_dir(&self.cwd)
                 .stdin(Stdio::piped())
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped())
