@@ -45,7 +45,9 @@
 //!   required-param refusal) and `registry.rs` (strategies compiled once, recompiled on change).
 //! - `watch.rs`: notify events filtered to `.rhai` changes, debounced. `stdlib.rs`: `stdlib/` as
 //!   embedded at build time (`build.rs`).
-//! - `harness/`: the `Session` trait and one file per harness (`fake.rs`, `command.rs`); `http/`
+//! - `harness/`: the `Session` trait and one file per harness (`fake.rs`, `command.rs`);
+//!   `scrubbed.rs` (the wrapper every session is opened in: what a harness reports is scrubbed of
+//!   the run's secrets before the engine sees it); `http/`
 //!   (`openai`, `anthropic`; `session.rs`: history and turns, `tools.rs`: the `wf_*` tools,
 //!   `request.rs`: retries and the streamed reply, `sse.rs`); `cli/` (`claude.rs`, `codex.rs`,
 //!   `pi.rs`: agent CLIs run per turn in a process group, a home per agent (the sandbox seat's home
@@ -67,6 +69,8 @@
 //! - `record/`: the run folder, **the only module that writes it**: the JSONL envelope, the writer
 //!   thread, atomic JSON documents, readers tolerant of a torn last line.
 //! - `accounting.rs`: usage, the price table, folds by agent, stage and model.
+//! - `redact.rs`: a run's secret values (key variables, secret-looking names) and the scrubbing of
+//!   text: those values, `Bearer` tokens and `x-api-key` values become `[redacted]`.
 //! - `config.rs`: `awf.toml`, runtime aliases.
 //! - `stdlib/` (not Rust): the council strategies, their shared helpers and the teams, in Rhai.
 //!
@@ -94,6 +98,9 @@
 //!   program refuses sandboxed agents.
 //! - Records only grow: each line is written whole by one writer thread; `stages.jsonl` and the
 //!   rest are synced to disk at every stage end and at the run's end.
+//! - Text from a harness (reasons, error bodies, stderr tails) enters the engine through
+//!   `harness::scrubbed` (and the HTTP error path scrubs its own events): no key value is recorded
+//!   or printed. Variable values never go on a sandbox's command line.
 //! - No unwrap outside tests; locks recover from poisoning because their values are replaced whole.
 //!
 //! # Glossary
@@ -133,6 +140,7 @@ pub mod council;
 pub mod harness;
 pub mod messaging;
 pub mod record;
+pub mod redact;
 pub mod run;
 pub mod sandbox;
 pub mod script;

@@ -4,8 +4,11 @@
 //! `turns.jsonl`, `events.jsonl` and what awf prints.
 
 mod common;
+#[path = "common/fake_model.rs"]
+mod fake_model;
 
-use common::{command, wait_for_file, wait_with_timeout, Env};
+use common::{command, wait_for_file, wait_with_timeout, Env, Out};
+use fake_model::{FakeModel, Reply};
 use std::process::Stdio;
 
 /// A key no other process on the machine carries.
@@ -79,4 +82,70 @@ a.ask("go", #{{ type: "string" }})
     out.expect_code(0);
     assert!(leaks.is_empty(), "the key is on a command line: {leaks:#?}");
     assert_eq!(std::fs::read_to_string(&seen).expect("read seen.txt"), key, "the agent sees the variable");
+}
+
+/// Every place a leaked key would show: the run's JSONL records and what awf printed.
+fn assert_nowhere(env: &Env, out: &Out, key: &str) {
+    for name in ["turns", "events", "stages", "journal"] {
+        let path = env.run_dir().join(format!("{name}.jsonl"));
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
+        assert!(!text.contains(key), "{name}.jsonl holds the key:\n{text}");
+    }
+    let result = std::fs::read_to_string(env.run_dir().join("result.json")).expect("result.json");
+    assert!(!result.contains(key), "result.json holds the key:\n{result}");
+    assert!(!out.stderr.contains(key) && !out.stdout.contains(key), "printed: {out:#?}");
+}
+
+#[test]
+fn an_error_body_echoing_the_key_is_scrubbed_from_records_and_output() {
+    for (api, var) in [("openai", "OPENAI_API_KEY"), ("anthropic", "ANTHROPIC_API_KEY")] {
+        let server = FakeModel::start(vec![Reply::EchoHeaders { code: 503 }, Reply::EchoHeaders { code: 401 }]);
+        let env = Env::new();
+        let base = if api == "openai" { format!("{}/v1", server.base()) } else { server.base() };
+        env.write(
+            "awf.toml",
+            &format!("default_runtime = \"m\"\n[runtimes.m]\nharness = \"{api}\"\nbase_url = \"{base}\"\n"),
+        );
+        env.write("wf.rhai", "let a = ctx.agents.open(#{ key: \"a\" });\na.ask(\"Say ok.\")\n");
+        let key = unique_key("sk-test-echoed");
+        let out = wait_with_timeout(
+            command(env.path(), &["script", "run", "wf.rhai"])
+                .env(var, &key)
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("spawn awf"),
+        );
+        out.expect_code(1);
+        assert_nowhere(&env, &out, &key);
+        let turns = env.turns();
+        let reason = turns[0]["reason"].as_str().unwrap_or("");
+        assert!(reason.contains("401") && reason.contains("[redacted]"), "{api}: the reason keeps the rest: {reason}");
+        let retries = env.events_of("http-retry");
+        assert!(retries[0]["data"]["why"].as_str().unwrap_or("").contains("[redacted]"), "{api}: {retries:?}");
+        out.stderr_has("[redacted]");
+    }
+}
+
+#[test]
+fn a_stderr_tail_with_a_secret_looking_variable_is_scrubbed() {
+    let env = Env::new();
+    let token = unique_key("ghp-test-token");
+    let script = r#"
+let a = ctx.agents.open(#{ key: "leaky", runtime: #{ harness: "command", command: ["sh", "-c", "echo \"auth failed for $DEPLOY_TOKEN\" >&2; exit 3"] } });
+let o = a.run(#{ prompt: "go" });
+o.reason
+"#;
+    env.write("wf.rhai", script);
+    let out = wait_with_timeout(
+        command(env.path(), &["script", "run", "wf.rhai"])
+            .env("DEPLOY_TOKEN", &token)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn awf"),
+    );
+    out.expect_code(0);
+    assert_nowhere(&env, &out, &token);
+    out.stdout_has("auth failed for [redacted]");
 }

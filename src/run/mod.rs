@@ -77,6 +77,8 @@ pub struct Run {
     pub stages: stages::StageBook,
     pub router: crate::messaging::Router,
     pub progress: progress::Progress,
+    /// The run's secret values: text from harnesses is scrubbed of them before it is recorded.
+    pub secrets: Arc<crate::redact::Redactor>,
     pub started: Instant,
     started_at: String,
     run_doc: Mutex<Value>,
@@ -144,6 +146,8 @@ impl Run {
             &json!({ "run_id": id, "script": spec.script.display().to_string(), "limits": format!("{:?}", spec.limits) }),
         );
         let replay = spec.resume.map(|r| (r.stages, r.journal)).unwrap_or_default();
+        let vars = std::env::vars_os().filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)));
+        let secrets = Arc::new(crate::redact::Redactor::new(&spec.config, vars));
         Ok(Arc::new(Run {
             id,
             attempt,
@@ -165,6 +169,7 @@ impl Run {
             stages: stages::StageBook::default(),
             router: crate::messaging::Router::default(),
             progress: progress::Progress::default(),
+            secrets,
             started: Instant::now(),
             started_at,
             run_doc: Mutex::new(run_doc),
