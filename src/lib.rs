@@ -67,7 +67,8 @@
 //!   spawned with: no variable's value on a command line; mount order explained),
 //!   `provider.rs` (bwrap on PATH, probed once).
 //! - `record/`: the run folder, **the only module that writes it**: the JSONL envelope, the writer
-//!   thread, atomic JSON documents, readers tolerant of a torn last line.
+//!   thread, atomic JSON documents, readers tolerant of a torn last line; `private.rs` (folders
+//!   0700 and files 0600, created so: what the harnesses write in a run folder goes through it too).
 //! - `accounting.rs`: usage, the price table, folds by agent, stage and model.
 //! - `redact.rs`: a run's secret values (key variables, secret-looking names) and the scrubbing of
 //!   text: those values, `Bearer` tokens and `x-api-key` values become `[redacted]`.
@@ -112,7 +113,8 @@
 //! # The run folder
 //!
 //! ```text
-//! .awf/runs/<run-id>/        ids are UTC time to the millisecond plus a random suffix: they sort by time
+//! .awf/runs/<run-id>/        ids are UTC time to the millisecond plus a random suffix: they sort by time;
+//!                            every folder awf makes here is 0700 and every file it writes 0600
 //!   run.json       id, script path and sha256, cwd, args, META, attempts [{n, started_at, finished_at, status, from_stage}]
 //!   events.jsonl   {"v":1,"type":T,"at":ISO-8601,"attempt":N,"data":{...}}; types: run-started, agent-opened,
 //!                  agent-stopped, agent-closed, agent-set, agent-compacted, op-started, op-nudged, op-settled,

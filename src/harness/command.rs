@@ -41,7 +41,8 @@ impl CommandSession {
             return Err("the `command` harness needs `command` (an array: program, then arguments)".into());
         }
         let state_dir = agent_dir.join("state");
-        std::fs::create_dir_all(&state_dir).map_err(|e| format!("cannot create {}: {e}", state_dir.display()))?;
+        crate::record::private::create_dir(&state_dir)
+            .map_err(|e| format!("cannot create {}: {e}", state_dir.display()))?;
         Ok(CommandSession { info, argv, cwd, agent_dir, state_dir, endpoint, stall, sandbox: None })
     }
 
