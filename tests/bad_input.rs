@@ -119,6 +119,14 @@ fn an_invalid_schema_in_a_turn_is_refused_before_spending() {
 }
 
 #[test]
+fn a_folder_given_as_the_script_is_named() {
+    let env = Env::new();
+    env.awf(&["script", "run", "."]).expect_code(2).stderr_has("cannot read script .: is a directory");
+    std::fs::create_dir(env.path().join("sub")).expect("mkdir");
+    env.awf(&["script", "check", "sub"]).expect_code(2).stderr_has("cannot read script sub: is a directory");
+}
+
+#[test]
 fn an_invalid_schema_in_a_stage_is_refused_before_spending() {
     let env = Env::new();
     let script =
