@@ -152,7 +152,7 @@ fn a_tight_loop_is_stopped_by_the_deadline() {
 fn a_doubling_string_is_stopped_with_an_error_not_a_crash() {
     let env = Env::new();
     let out = env.run("let s = \"x\";\nloop { s += s; }\n", &[]);
-    out.expect_code(1).stderr_has("error: Length of string too large").stderr_has("wf.rhai:2:");
+    out.expect_code(1).stderr_has("error: Data held by `s` (memory limit: 64 MiB) too large").stderr_has("wf.rhai:2:");
     assert_eq!(env.result()["status"], "failed");
 }
 

@@ -6,6 +6,7 @@ mod api;
 mod check;
 mod convert;
 mod engine;
+mod guard;
 mod pool;
 mod render;
 mod resolver;
