@@ -119,6 +119,23 @@ fn an_invalid_schema_in_a_turn_is_refused_before_spending() {
 }
 
 #[test]
+fn a_bad_schema_given_to_ask_names_ask() {
+    let env = Env::new();
+    let out = env.run("let a = ctx.agents.open(#{ key: \"a\" });\na.ask(\"x\", #{ type: 5 })\n", &[]);
+    out.expect_code(1).stderr_has("a.ask: `schema` is not a valid JSON Schema");
+    assert!(!out.stderr.contains("a.run"), "{}", out.stderr);
+}
+
+#[test]
+fn a_folder_named_awf_toml_is_an_error_naming_it() {
+    let env = Env::new();
+    std::fs::create_dir(env.path().join("awf.toml")).expect("mkdir awf.toml");
+    let out = env.run("1\n", &[]);
+    out.expect_code(2).stderr_has("awf.toml is not a file");
+    assert!(env.run_dirs().is_empty());
+}
+
+#[test]
 fn a_folder_given_as_the_script_is_named() {
     let env = Env::new();
     env.awf(&["script", "run", "."]).expect_code(2).stderr_has("cannot read script .: is a directory");
