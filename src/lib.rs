@@ -26,8 +26,9 @@
 //! - `script/`: the script host, **the only module that names rhai**. `engine.rs` (the one engine
 //!   builder: limits, no `eval`, `sleep` replaced, print/debug to the run log, `ctx`/`args` via
 //!   `on_var`, the progress hook), `guard.rs` (the data guard in place of rhai's size limits:
-//!   nesting depth and memory, measured from `on_var` at a cost proportional to the work done), `resolver.rs` (imports limited to the script's folder, `scripts/`,
-//!   `stdlib/`, the user's strategies folder and the embedded stdlib), `check.rs` (unknown
+//!   nesting depth and memory, measured from `on_var` at a cost proportional to the work done),
+//!   `resolver.rs` (imports limited to the script's folder, `scripts/`, `stdlib/`, the user's
+//!   strategies folder and the embedded stdlib), `check.rs` (unknown
 //!   functions, method calls a script function would shadow), `render.rs` (rustc-style errors),
 //!   `convert.rs` (the one place `Dynamic` meets JSON), `responder.rs` (fake responder scripts),
 //!   `pool.rs` (reused branch threads, and helpers that join a parallel's caller after a grace),
