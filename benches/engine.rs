@@ -78,6 +78,18 @@ fn run(args) {
 }
 "#;
 
+/// Case (c): no agents; a script that builds a list of strings with `push` (linear since rhai's
+/// size limits, which re-measured the array on every push, gave way to awf's data guard).
+const PUSH: &str = r#"
+fn run(args) {
+    let a = [];
+    for i in 0..args.n {
+        a.push(`item ${i}`);
+    }
+    a.len()
+}
+"#;
+
 struct Case {
     name: &'static str,
     n: usize,
@@ -96,6 +108,10 @@ struct Measure {
 
 fn map_case(n: usize) -> Case {
     Case { name: "map", n, script: MAP, args: format!(r#"{{"n":{n}}}"#), max_agents: n + 10, ops: n }
+}
+
+fn push_case(n: usize) -> Case {
+    Case { name: "push", n, script: PUSH, args: format!(r#"{{"n":{n}}}"#), max_agents: 1, ops: 0 }
 }
 
 fn magi_case(rounds: usize) -> Case {
@@ -189,24 +205,27 @@ fn verdict(ok: bool) -> &'static str {
 fn main() {
     // `cargo bench` passes `--bench` (and maybe a filter); this harness takes none of them.
     let reps: usize = std::env::var("AWF_BENCH_REPS").ok().and_then(|v| v.parse().ok()).unwrap_or(3).max(1);
-    let cases = [map_case(100), map_case(1_000), map_case(10_000), magi_case(1_000), magi_case(10_000)];
+    let cases =
+        [map_case(100), map_case(1_000), map_case(10_000), magi_case(1_000), magi_case(10_000), push_case(100_000)];
     println!("awf engine bench: fake harness, all records on disk, -q; median of {reps} runs");
     println!("{:<6} {:>7} {:>9} {:>9} {:>8} {:>9}", "case", "N", "wall s", "RSS MB", "ops", "µs/op");
     let mut results = Vec::new();
     for case in &cases {
         let m = measure(case, reps);
+        let per_op =
+            if m.ops == 0 { "-".to_string() } else { format!("{:.1}", m.wall.as_secs_f64() * 1e6 / m.ops as f64) };
         println!(
-            "{:<6} {:>7} {:>9.3} {:>9.1} {:>8} {:>9.1}",
+            "{:<6} {:>7} {:>9.3} {:>9.1} {:>8} {:>9}",
             case.name,
             case.n,
             m.wall.as_secs_f64(),
             m.rss_mb,
             m.ops,
-            m.wall.as_secs_f64() * 1e6 / m.ops as f64
+            per_op
         );
         results.push(m);
     }
-    let (small, map10k, magi10k) = (&results[0], &results[2], &results[4]);
+    let (small, map10k, magi10k, push) = (&results[0], &results[2], &results[4], &results[5]);
     let overhead_us = (map10k.wall.as_secs_f64() - small.wall.as_secs_f64()) * 1e6 / (map10k.ops - small.ops) as f64;
     println!();
     println!("engine overhead per operation (map N=10000 minus N=100): {overhead_us:.1} µs/op");
@@ -218,4 +237,6 @@ fn main() {
     let magi_wall = magi10k.wall.as_secs_f64();
     println!("  magi N=10000 wall    {magi_wall:>8.3} s   < 1.5 s    {}", verdict(magi_wall < 1.5));
     println!("  overhead per op      {overhead_us:>8.1} µs  < 25 µs    {}", verdict(overhead_us < 25.0));
+    let push_wall = push.wall.as_secs_f64();
+    println!("  push N=100000 wall   {push_wall:>8.3} s   < 0.1 s    {}", verdict(push_wall < 0.1));
 }

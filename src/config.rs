@@ -10,6 +10,8 @@ use std::time::Duration;
 pub enum ConfigError {
     #[error("cannot read config {path}: {source}")]
     Read { path: PathBuf, source: std::io::Error },
+    #[error("config {path} is not a file (a directory?): remove it, or make it the awf.toml file")]
+    NotAFile { path: PathBuf },
     #[error("bad config {path}: {message}")]
     Parse { path: PathBuf, message: String },
     #[error("unknown runtime alias `{alias}` (looked in {place}; known: {known})")]
@@ -102,12 +104,15 @@ impl Config {
     /// empty configuration (the default runtime is then `fake`).
     pub fn load(cwd: &Path) -> Result<Config, ConfigError> {
         let local = cwd.join("awf.toml");
-        if local.is_file() {
-            return Self::load_file(&local);
-        }
-        if let Some(global) = xdg_config_home().map(|d| d.join("awf").join("config.toml")) {
-            if global.is_file() {
-                return Self::load_file(&global);
+        let global = xdg_config_home().map(|d| d.join("awf").join("config.toml"));
+        for path in std::iter::once(local).chain(global) {
+            if path.is_file() {
+                return Self::load_file(&path);
+            }
+            // Something that is there but is no file (a folder named awf.toml) is an error, not
+            // silently no configuration.
+            if path.exists() {
+                return Err(ConfigError::NotAFile { path });
             }
         }
         Ok(Config::default())

@@ -27,8 +27,10 @@
 //!   a name, an ok flag and a detail).
 //! - `script/`: the script host, **the only module that names rhai**. `engine.rs` (the one engine
 //!   builder: limits, no `eval`, `sleep` replaced, print/debug to the run log, `ctx`/`args` via
-//!   `on_var`, the progress hook), `resolver.rs` (imports limited to the script's folder, `scripts/`,
-//!   `stdlib/`, the user's strategies folder and the embedded stdlib), `check.rs` (unknown
+//!   `on_var`, the progress hook), `guard.rs` (the data guard in place of rhai's size limits:
+//!   nesting depth and memory, measured from `on_var` at a cost proportional to the work done),
+//!   `resolver.rs` (imports limited to the script's folder, `scripts/`, `stdlib/`, the user's
+//!   strategies folder and the embedded stdlib), `check.rs` (unknown
 //!   functions, method calls a script function would shadow), `render.rs` (rustc-style errors;
 //!   long lines cut around the caret; which files may show lines),
 //!   `convert.rs` (the one place `Dynamic` meets JSON), `responder.rs` (fake responder scripts),
@@ -52,6 +54,8 @@
 //! - `harness/`: the `Session` trait and one file per harness (`fake.rs`, `command.rs`);
 //!   `spawn.rs` (starting a turn's process group: death with awf, `AWF_RUN_ID`, recorded, admitted
 //!   to the socket); `http/`
+//!   `scrubbed.rs` (the wrapper every session is opened in: what a harness reports is scrubbed of
+//!   the run's secrets before the engine sees it); `http/`
 //!   (`openai`, `anthropic`; `session.rs`: history and turns, `tools.rs`: the `wf_*` tools,
 //!   `request.rs`: retries and the streamed reply, `sse.rs`); `cli/` (`claude.rs`, `codex.rs`,
 //!   `pi.rs`: agent CLIs run per turn in a process group, a home per agent (the sandbox seat's home
@@ -68,12 +72,17 @@
 //!   `[sandboxes]` name, an inline policy or the run-level `--sandbox`; seating; the run's record of
 //!   sandboxes), `policy.rs` (the policy as data, **no I/O**), `seat.rs` (an agent's concrete paths:
 //!   workspace, own home, control folder, hidden home folders and what the program needs from
-//!   them), `bwrap.rs` (**the one pure function** policy + seat → bwrap argv, mount order explained),
+//!   them), `bwrap.rs` (**the one pure function** policy + seat → bwrap argv and the environment it is
+//!   spawned with: no variable's value on a command line; mount order explained),
 //!   `provider.rs` (bwrap on PATH, probed once).
 //! - `record/`: the run folder, **the only module that writes it**: the JSONL envelope, the writer
 //!   thread, atomic JSON documents, readers tolerant of a torn last line; `groups.rs` (turn process
 //!   groups on record), `lock.rs` (the run's lock, and whether a live attempt holds it).
+//!   thread, atomic JSON documents, readers tolerant of a torn last line; `private.rs` (folders
+//!   0700 and files 0600, created so: what the harnesses write in a run folder goes through it too).
 //! - `accounting.rs`: usage, the price table, folds by agent, stage and model.
+//! - `redact.rs`: a run's secret values (key variables, secret-looking names) and the scrubbing of
+//!   text: those values, `Bearer` tokens and `x-api-key` values become `[redacted]`.
 //! - `config.rs`: `awf.toml`, runtime aliases.
 //! - `stdlib/` (not Rust): the council strategies, their shared helpers and the teams, in Rhai.
 //!
@@ -111,6 +120,9 @@
 //!   then token), the socket is 0600, a client names only `.rhai` files inside the script folder,
 //!   and an error it reads shows source lines only of those files and the embedded stdlib
 //!   (`script::show_lines_only_under`, set once at start; the CLI shows the operator everything).
+//! - Text from a harness (reasons, error bodies, stderr tails) enters the engine through
+//!   `harness::scrubbed` (and the HTTP error path scrubs its own events): no key value is recorded
+//!   or printed. Variable values never go on a sandbox's command line.
 //! - No unwrap outside tests; locks recover from poisoning because their values are replaced whole.
 //!
 //! # Glossary
@@ -122,7 +134,8 @@
 //! # The run folder
 //!
 //! ```text
-//! .awf/runs/<run-id>/        ids are UTC time to the millisecond plus a random suffix: they sort by time
+//! .awf/runs/<run-id>/        ids are UTC time to the millisecond plus a random suffix: they sort by time;
+//!                            every folder awf makes here is 0700 and every file it writes 0600
 //!   run.json       id, script path and sha256, cwd, args, META, attempts [{n, started_at, finished_at, status, from_stage}]
 //!                  (a `running` attempt found dead by a later one is rewritten `interrupted`)
 //!   events.jsonl   {"v":1,"type":T,"at":ISO-8601,"attempt":N,"data":{...}}; types: run-started, agent-opened,
@@ -156,6 +169,7 @@ pub mod council;
 pub mod harness;
 pub mod messaging;
 pub mod record;
+pub mod redact;
 pub mod run;
 pub mod sandbox;
 pub mod script;

@@ -119,6 +119,31 @@ fn an_invalid_schema_in_a_turn_is_refused_before_spending() {
 }
 
 #[test]
+fn a_bad_schema_given_to_ask_names_ask() {
+    let env = Env::new();
+    let out = env.run("let a = ctx.agents.open(#{ key: \"a\" });\na.ask(\"x\", #{ type: 5 })\n", &[]);
+    out.expect_code(1).stderr_has("a.ask: `schema` is not a valid JSON Schema");
+    assert!(!out.stderr.contains("a.run"), "{}", out.stderr);
+}
+
+#[test]
+fn a_folder_named_awf_toml_is_an_error_naming_it() {
+    let env = Env::new();
+    std::fs::create_dir(env.path().join("awf.toml")).expect("mkdir awf.toml");
+    let out = env.run("1\n", &[]);
+    out.expect_code(2).stderr_has("awf.toml is not a file");
+    assert!(env.run_dirs().is_empty());
+}
+
+#[test]
+fn a_folder_given_as_the_script_is_named() {
+    let env = Env::new();
+    env.awf(&["script", "run", "."]).expect_code(2).stderr_has("cannot read script .: is a directory");
+    std::fs::create_dir(env.path().join("sub")).expect("mkdir");
+    env.awf(&["script", "check", "sub"]).expect_code(2).stderr_has("cannot read script sub: is a directory");
+}
+
+#[test]
 fn an_invalid_schema_in_a_stage_is_refused_before_spending() {
     let env = Env::new();
     let script =
@@ -144,7 +169,7 @@ fn a_tight_loop_is_stopped_by_the_deadline() {
 fn a_doubling_string_is_stopped_with_an_error_not_a_crash() {
     let env = Env::new();
     let out = env.run("let s = \"x\";\nloop { s += s; }\n", &[]);
-    out.expect_code(1).stderr_has("error: Length of string too large").stderr_has("wf.rhai:2:");
+    out.expect_code(1).stderr_has("error: Data held by `s` (memory limit: 64 MiB) too large").stderr_has("wf.rhai:2:");
     assert_eq!(env.result()["status"], "failed");
 }
 

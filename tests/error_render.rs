@@ -86,8 +86,14 @@ fn run_slow(env: &Env, script: &str) -> Out {
 fn limit_errors_inside_fn_run_name_file_line_and_column() {
     let env = Env::new();
     let cases = [
-        ("fn run(args) {\n  let s = \"ab\";\n  loop { s += s; }\n}\n", "Length of string too large"),
-        ("fn run(args) {\n  let a = [1];\n  loop { a += a; }\n}\n", "Size of array/BLOB too large"),
+        (
+            "fn run(args) {\n  let s = \"ab\";\n  loop { s += s; }\n}\n",
+            "Data held by `s` (memory limit: 64 MiB) too large",
+        ),
+        (
+            "fn run(args) {\n  let a = [1];\n  loop { a += a; }\n}\n",
+            "Data held by `a` (memory limit: 64 MiB) too large",
+        ),
         ("fn deeper(n) { deeper(n + 1) }\nfn run(args) {\n  deeper(0)\n}\n", "Stack overflow"),
     ];
     for (script, message) in cases {

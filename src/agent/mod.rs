@@ -245,6 +245,8 @@ impl AgentBook {
             None => None,
         };
         let (session, endpoint) = self.session_for(run, &req, &runtime, &info, responder, sandbox.as_ref())?;
+        // Every harness reports through this wrapper: its texts reach the engine scrubbed of secrets.
+        let session = harness::scrubbed::Scrubbed::wrap(session, run.secrets.clone());
         if let Some(s) = sandbox.filter(|_| crate::sandbox::confinement(&runtime.harness) != Confinement::Wrapped) {
             run.sandboxes.seated_in_process(run, &s, &req.key, &runtime.harness);
         }

@@ -147,6 +147,7 @@ fn http_config(run: &Run, key: &str, runtime: &RuntimeConfig) -> Result<harness:
         structured,
         max_tokens: runtime.max_tokens.unwrap_or(4096),
         stall: run.scheduler.limits.stall_timeout,
+        redactor: run.secrets.clone(),
     })
 }
 

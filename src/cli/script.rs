@@ -20,6 +20,9 @@ pub enum ScriptCommand {
     Check {
         #[arg(required = true)]
         files: Vec<PathBuf>,
+        /// Refuse a script file larger than N bytes, before compiling it
+        #[arg(long, value_name = "N", default_value_t = script::MAX_SCRIPT_BYTES)]
+        max_script_bytes: u64,
     },
 }
 
@@ -37,6 +40,9 @@ pub struct RunArgs {
     /// on the version it started with; Ctrl-C between runs exits)
     #[arg(long)]
     watch: bool,
+    /// Refuse a script file larger than N bytes, before compiling it
+    #[arg(long, value_name = "N", default_value_t = script::MAX_SCRIPT_BYTES)]
+    max_script_bytes: u64,
     #[command(flatten)]
     pub flags: RunFlags,
 }
@@ -79,7 +85,7 @@ pub struct RunFlags {
 pub fn exec(cmd: ScriptCommand) -> Result<i32> {
     match cmd {
         ScriptCommand::Run(args) => run(*args),
-        ScriptCommand::Check { files } => check(&files),
+        ScriptCommand::Check { files, max_script_bytes } => check(&files, max_script_bytes),
     }
 }
 
@@ -87,11 +93,11 @@ fn cwd() -> Result<PathBuf> {
     std::env::current_dir().context("cannot read the current folder")
 }
 
-fn check(files: &[PathBuf]) -> Result<i32> {
+fn check(files: &[PathBuf], max_bytes: u64) -> Result<i32> {
     let cwd = cwd()?;
     let mut code = EXIT_OK;
     for file in files {
-        match script::load(file, &cwd).and_then(|p| check_meta(&p).map(|_| p)) {
+        match script::load_bounded(file, &cwd, max_bytes).and_then(|p| check_meta(&p).map(|_| p)) {
             Ok(p) => {
                 let name = p.meta.get("name").and_then(Value::as_str).unwrap_or("(no META name)");
                 let entry = if p.has_run_fn { "fn run(args)" } else { "top-level script" };
@@ -212,7 +218,7 @@ fn watch(args: &RunArgs) -> Result<i32> {
 
 fn run_once(args: &RunArgs) -> Result<i32> {
     let cwd = cwd()?;
-    let program = match script::load(&args.file, &cwd) {
+    let program = match script::load_bounded(&args.file, &cwd, args.max_script_bytes) {
         Ok(p) => p,
         Err(rendered) => {
             eprintln!("{rendered}");

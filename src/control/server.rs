@@ -123,6 +123,9 @@ impl Endpoint {
         }
         let _ = std::fs::remove_file(&socket);
         let listener = UnixListener::bind(&socket)?;
+        // A socket takes its mode from the umask; its folder is already 0700, so tightening it here
+        // leaves no moment when another user could reach it.
+        std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o600))?;
         // The launcher is a symlink to the awf binary: run as `wf`, awf acts as `awf wf` with the
         // socket beside it (or the one `wf.target` names, when that path was too long). No shell
         // starts per command, and it needs no environment.
@@ -130,7 +133,7 @@ impl Endpoint {
         let _ = std::fs::remove_file(&launcher);
         std::os::unix::fs::symlink(awf, &launcher)?;
         if short_dir.is_some() {
-            std::fs::write(dir.join("wf.target"), socket.display().to_string())?;
+            crate::record::private::write(&dir.join("wf.target"), socket.display().to_string())?;
         }
         let state = Arc::new(State {
             key: key.to_string(),

@@ -42,7 +42,8 @@ impl CommandSession {
             return Err("the `command` harness needs `command` (an array: program, then arguments)".into());
         }
         let state_dir = agent_dir.join("state");
-        std::fs::create_dir_all(&state_dir).map_err(|e| format!("cannot create {}: {e}", state_dir.display()))?;
+        crate::record::private::create_dir(&state_dir)
+            .map_err(|e| format!("cannot create {}: {e}", state_dir.display()))?;
         Ok(CommandSession { info, argv, cwd, agent_dir, state_dir, endpoint, stall, sandbox: None })
     }
 
@@ -107,18 +108,22 @@ impl Session for CommandSession {
             ]
             .map(|(k, v)| (k.to_string(), v))
             .into();
-            // A sandboxed program runs as bwrap's child, with only the sandbox's environment.
-            let argv = match &self.sandbox {
-                Some(s) => s.wrap(&self.argv, &vars),
-                None => self.argv.clone(),
+            // A sandboxed program runs as bwrap's child, with only the sandbox's environment, which
+            // bwrap itself is started with (never on its command line).
+            let mut cmd = match &self.sandbox {
+                Some(s) => {
+                    let wrapped = s.wrap(&self.argv, &vars);
+                    let mut cmd = tokio::process::Command::new(&wrapped.argv[0]);
+                    cmd.args(&wrapped.argv[1..]).env_clear().envs(wrapped.env);
+                    cmd
+                }
+                None => {
+                    let mut cmd = tokio::process::Command::new(&self.argv[0]);
+                    cmd.args(&self.argv[1..]).envs(vars);
+                    cmd
+                }
             };
-            let mut cmd = tokio::process::Command::new(&argv[0]);
-            cmd.args(&argv[1..])
-                .current_dir(&self.cwd)
-                .envs(vars)
-                .stdin(Stdio::piped())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped());
+            cmd.current_dir(&self.cwd).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
             let (mut child, mut group) =
                 match super::spawn::spawn(cmd, &self.endpoint, &self.info.key, &input.op_id).await {
                     Ok(c) => c,

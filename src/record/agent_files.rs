@@ -3,7 +3,7 @@
 
 use serde_json::{json, Value};
 use std::collections::VecDeque;
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -37,8 +37,8 @@ pub struct OpLog {
 impl OpLog {
     pub fn open(agent_dir: &Path, op_id: &str) -> OpLog {
         let dir = agent_dir.join("ops");
-        let file = std::fs::create_dir_all(&dir)
-            .and_then(|_| OpenOptions::new().create(true).append(true).open(dir.join(format!("{}.jsonl", slug(op_id)))))
+        let file = super::private::create_dir(&dir)
+            .and_then(|_| super::private::append(&dir.join(format!("{}.jsonl", slug(op_id)))))
             .map_err(|e| tracing::error!("cannot open the op log for {op_id}: {e}"))
             .ok();
         OpLog { file }
@@ -75,9 +75,9 @@ impl Capture {
             self.file = self
                 .path
                 .parent()
-                .map(std::fs::create_dir_all)
+                .map(super::private::create_dir)
                 .unwrap_or(Ok(()))
-                .and_then(|_| OpenOptions::new().create(true).append(true).open(&self.path))
+                .and_then(|_| super::private::append(&self.path))
                 .ok();
         }
         self.total += bytes.len() as u64;

@@ -14,11 +14,7 @@ pub fn append(run_dir: &Path, attempt: u32, pgid: i32, agent: &str, op_id: &str)
     let mut line =
         json!({ "attempt": attempt, "pgid": pgid, "agent": agent, "op_id": op_id, "at": super::now_iso() }).to_string();
     line.push('\n');
-    let written = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(run_dir.join(FILE))
-        .and_then(|mut f| f.write_all(line.as_bytes()));
+    let written = super::private::append(&run_dir.join(FILE)).and_then(|mut f| f.write_all(line.as_bytes()));
     if let Err(e) = written {
         tracing::error!("cannot record process group {pgid} in {}: {e}", run_dir.join(FILE).display());
     }

@@ -6,6 +6,7 @@ use nix::fcntl::{Flock, FlockArg};
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, Write};
 use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 /// The lock file's name in the run folder.
@@ -27,6 +28,7 @@ impl RunLock {
             .write(true)
             .create(true)
             .truncate(false)
+            .mode(super::private::FILE_MODE)
             .open(&path)
             .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
         match Flock::lock(file, FlockArg::LockExclusiveNonblock) {

@@ -4,6 +4,7 @@
 pub mod agent_files;
 pub mod groups;
 pub mod lock;
+pub mod private;
 mod writer;
 
 use serde::Serialize;
@@ -58,9 +59,9 @@ pub fn new_run_id() -> String {
 }
 
 impl Recorder {
-    /// Creates `dir` (and its parents) and starts the writer.
+    /// Creates `dir` (and its parents, 0700) and starts the writer.
     pub fn create(dir: &Path, attempt: u32) -> io::Result<Recorder> {
-        std::fs::create_dir_all(dir)?;
+        private::create_dir(dir)?;
         let (tx, rx) = mpsc::channel();
         let files = writer::Files::open(dir)?;
         let thread = std::thread::Builder::new().name("awf-records".into()).spawn(move || writer::run(files, rx))?;
@@ -140,7 +141,7 @@ pub fn write_document(path: &Path, value: &Value) -> io::Result<()> {
     let tmp = path.with_extension("json.tmp");
     let mut text = serde_json::to_vec_pretty(value).map_err(io::Error::other)?;
     text.push(b'\n');
-    std::fs::write(&tmp, &text)?;
+    private::write(&tmp, &text)?;
     std::fs::File::open(&tmp)?.sync_data()?;
     std::fs::rename(&tmp, path)
 }

@@ -1,7 +1,7 @@
 //! The writer thread behind `Recorder`: drains queued lines in batches (group commit) so that a
 //! busy run makes few writes, while a quiet one still writes each line as soon as it is queued.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{self, Write};
 use std::path::Path;
 use std::sync::mpsc;
@@ -44,7 +44,7 @@ impl Files {
     pub fn open(dir: &Path) -> io::Result<Files> {
         let mut files = Vec::new();
         for (_, name) in STREAMS {
-            files.push(OpenOptions::new().create(true).append(true).open(dir.join(name))?);
+            files.push(super::private::append(&dir.join(name))?);
         }
         Ok(Files { files, pending: vec![Vec::new(); STREAMS.len()] })
     }

@@ -78,6 +78,8 @@ pub struct Run {
     pub stages: stages::StageBook,
     pub router: crate::messaging::Router,
     pub progress: progress::Progress,
+    /// The run's secret values: text from harnesses is scrubbed of them before it is recorded.
+    pub secrets: Arc<crate::redact::Redactor>,
     pub started: Instant,
     started_at: String,
     run_doc: Mutex<Value>,
@@ -146,7 +148,7 @@ impl Run {
         let run_lock = match spec.resume.as_mut().and_then(|r| r.lock.take()) {
             Some(l) => l,
             None => {
-                std::fs::create_dir_all(&dir)?;
+                record::private::create_dir(&dir)?;
                 record::lock::RunLock::acquire(&dir, &id).map_err(std::io::Error::other)?
             }
         };
@@ -165,6 +167,8 @@ impl Run {
             }
         }
         let replay = spec.resume.map(|r| (r.stages, r.journal)).unwrap_or_default();
+        let vars = std::env::vars_os().filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)));
+        let secrets = Arc::new(crate::redact::Redactor::new(&spec.config, vars));
         Ok(Arc::new(Run {
             id,
             attempt,
@@ -186,6 +190,7 @@ impl Run {
             stages: stages::StageBook::default(),
             router: crate::messaging::Router::default(),
             progress: progress::Progress::default(),
+            secrets,
             started: Instant::now(),
             started_at,
             run_doc: Mutex::new(run_doc),

@@ -1,5 +1,6 @@
 //! The bubblewrap provider: ONE pure function turns a policy and an agent's seat into the `bwrap`
-//! argv that wraps its program. No I/O: `seat.rs` found the paths, the harness spawns the argv.
+//! argv that wraps its program and the environment bwrap is started with. No I/O: `seat.rs` found
+//! the paths, the harness spawns the argv with that environment and nothing else.
 
 use super::policy::{Network, Policy};
 use super::seat::Seat;
@@ -14,9 +15,22 @@ fn text(p: &Path) -> String {
     p.display().to_string()
 }
 
-/// The argv that runs `program` inside the sandbox: `bwrap`, its options, `--`, then `program`.
-/// `vars` are the per-turn variables (AWF_*), set last so that nothing shadows them.
-pub fn argv(bwrap: &Path, policy: &Policy, seat: &Seat, vars: &[(String, String)], program: &[String]) -> Vec<String> {
+/// What runs a program in the sandbox: bwrap's argv and the whole environment bwrap starts with.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Wrapped {
+    /// `bwrap`, its options, `--`, then the program: paths and flags, never a variable's value.
+    pub argv: Vec<String>,
+    /// The only variables bwrap gets (spawn it with a cleared environment plus these); bwrap
+    /// passes them on to the program. Values travel here rather than as `--setenv NAME VALUE`,
+    /// because any local user can read a process's argv in `/proc/<pid>/cmdline`, while its
+    /// environment is readable by its own user only.
+    pub env: Vec<(String, String)>,
+}
+
+/// Runs `program` inside the sandbox: `bwrap`, its options, `--`, then `program`, with the
+/// allow-listed operator variables, the agent's own HOME, and the per-turn variables `vars`
+/// (AWF_*), later ones replacing earlier ones of the same name so that nothing shadows AWF_*.
+pub fn wrap(bwrap: &Path, policy: &Policy, seat: &Seat, vars: &[(String, String)], program: &[String]) -> Wrapped {
     // Every namespace bwrap can make (user, ipc, pid, net, uts, cgroup); the host network comes
     // back only when the policy says so. The sandbox dies with awf and gets a session of its own,
     // so it cannot reach awf's terminal (TIOCSTI).
@@ -25,12 +39,13 @@ pub fn argv(bwrap: &Path, policy: &Policy, seat: &Seat, vars: &[(String, String)
         a.push("--share-net".into());
     }
     a.extend(["--die-with-parent", "--new-session"].map(String::from));
-    // The environment: bwrap applies these as it parses them, so `--clearenv` comes first; then the
-    // allow-listed operator variables, the agent's own HOME, and the turn's AWF_* variables.
-    a.push("--clearenv".into());
     let home = [("HOME".to_string(), text(&seat.home))];
+    let mut env: Vec<(String, String)> = Vec::new();
     for (k, v) in seat.env.iter().chain(home.iter()).chain(vars.iter()) {
-        a.extend(["--setenv".to_string(), k.clone(), v.clone()]);
+        match env.iter_mut().find(|(name, _)| name == k) {
+            Some(slot) => slot.1 = v.clone(),
+            None => env.push((k.clone(), v.clone())),
+        }
     }
     // Mounts apply in argv order, and a later mount covers whatever an earlier one put at the same
     // place or beneath it. So: the widest and least trusted first, each later step carving out
@@ -73,7 +88,7 @@ pub fn argv(bwrap: &Path, policy: &Policy, seat: &Seat, vars: &[(String, String)
     bind(&mut a, "--bind", &seat.home);
     a.extend(["--chdir".to_string(), text(&seat.cwd), "--".to_string()]);
     a.extend(program.iter().cloned());
-    a
+    Wrapped { argv: a, env }
 }
 
 /// The argv that checks, once, whether bwrap can build a sandbox here: every namespace, a
@@ -129,17 +144,19 @@ mod tests {
         vec![("AWF_OP".into(), "a-1".into()), ("AWF_LAUNCHER".into(), "/work/.awf/runs/r1/agents/a/wf".into())]
     }
 
+    fn pairs(p: &[(&str, &str)]) -> Vec<(String, String)> {
+        p.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
     fn words(s: &str) -> Vec<String> {
         s.split_whitespace().map(String::from).collect()
     }
 
     #[test]
     fn the_default_policy_has_no_network_and_only_the_listed_environment() {
-        let got = argv(Path::new("/usr/bin/bwrap"), &Policy::default(), &seat(), &vars(), &words("python3 agent.py"));
+        let got = wrap(Path::new("/usr/bin/bwrap"), &Policy::default(), &seat(), &vars(), &words("python3 agent.py"));
         let want = words(
-            "/usr/bin/bwrap --unshare-all --die-with-parent --new-session --clearenv \
-             --setenv PATH /usr/bin:/bin --setenv LANG C.UTF-8 --setenv HOME /work/.awf/runs/r1/agents/a/home \
-             --setenv AWF_OP a-1 --setenv AWF_LAUNCHER /work/.awf/runs/r1/agents/a/wf \
+            "/usr/bin/bwrap --unshare-all --die-with-parent --new-session \
              --ro-bind / / --dev /dev --proc /proc --tmpfs /tmp \
              --tmpfs /root --tmpfs /home \
              --ro-bind /root/.pyenv /root/.pyenv \
@@ -151,7 +168,17 @@ mod tests {
              --bind /work/.awf/runs/r1/agents/a/home /work/.awf/runs/r1/agents/a/home \
              --chdir /work/sub -- python3 agent.py",
         );
-        assert_eq!(got, want);
+        assert_eq!(got.argv, want);
+        assert_eq!(
+            got.env,
+            pairs(&[
+                ("PATH", "/usr/bin:/bin"),
+                ("LANG", "C.UTF-8"),
+                ("HOME", "/work/.awf/runs/r1/agents/a/home"),
+                ("AWF_OP", "a-1"),
+                ("AWF_LAUNCHER", "/work/.awf/runs/r1/agents/a/wf"),
+            ])
+        );
     }
 
     #[test]
@@ -168,10 +195,9 @@ mod tests {
         seat.hidden = vec!["/root".into()];
         seat.control.push("/tmp/awf-0123456789".into());
         seat.env.clear();
-        let got = argv(Path::new("/usr/bin/bwrap"), &policy, &seat, &[], &words("./agent.sh --fast"));
+        let got = wrap(Path::new("/usr/bin/bwrap"), &policy, &seat, &[], &words("./agent.sh --fast"));
         let want = words(
-            "/usr/bin/bwrap --unshare-all --share-net --die-with-parent --new-session --clearenv \
-             --setenv HOME /work/.awf/runs/r1/agents/a/home \
+            "/usr/bin/bwrap --unshare-all --share-net --die-with-parent --new-session \
              --ro-bind / / --dev /dev --proc /proc --tmpfs /tmp \
              --tmpfs /root \
              --ro-bind /root/.config/tool /root/.config/tool \
@@ -183,19 +209,43 @@ mod tests {
              --bind /work/.awf/runs/r1/agents/a/home /work/.awf/runs/r1/agents/a/home \
              --chdir /work/sub -- ./agent.sh --fast",
         );
-        assert_eq!(got, want);
+        assert_eq!(got.argv, want);
+        assert_eq!(got.env, pairs(&[("HOME", "/work/.awf/runs/r1/agents/a/home")]));
     }
 
     #[test]
-    fn values_with_spaces_stay_single_arguments() {
+    fn no_value_of_a_variable_is_on_the_command_line() {
         let mut seat = seat();
-        seat.env = vec![("TZ".into(), "Europe/Paris now".into())];
-        let got = argv(Path::new("/b"), &Policy::default(), &seat, &[("AWF_SCHEMA".into(), "{\"a\": 1}".into())], &[]);
-        let at = got.iter().position(|w| w == "TZ").expect("TZ set");
-        assert_eq!(got[at + 1], "Europe/Paris now");
-        let at = got.iter().position(|w| w == "AWF_SCHEMA").expect("schema set");
-        assert_eq!(got[at + 1], "{\"a\": 1}");
-        assert_eq!(got.last().map(String::as_str), Some("--"));
+        seat.env.push(("OPENAI_API_KEY".into(), "sk-test-0123456789".into()));
+        seat.env.push(("TZ".into(), "Europe/Paris now".into()));
+        let vars = [("AWF_SCHEMA".to_string(), "{\"a\": 1}".to_string())];
+        let got = wrap(Path::new("/b"), &Policy::default(), &seat, &vars, &[]);
+        for (name, value) in &got.env {
+            assert!(
+                !got.argv.iter().any(|w| w.contains(value.as_str()) && name != "HOME"),
+                "{name} is in {:?}",
+                got.argv
+            );
+        }
+        assert!(!got.argv.iter().any(|w| w == "--setenv" || w == "--clearenv"), "{:?}", got.argv);
+        assert!(got.env.contains(&("OPENAI_API_KEY".into(), "sk-test-0123456789".into())));
+        assert!(got.env.contains(&("TZ".into(), "Europe/Paris now".into())), "values with spaces stay whole");
+        assert_eq!(got.argv.last().map(String::as_str), Some("--"));
+    }
+
+    #[test]
+    fn the_turn_variables_replace_any_of_the_same_name() {
+        let mut seat = seat();
+        seat.env = vec![("AWF_OP".into(), "forged".into()), ("HOME".into(), "/root".into())];
+        let got = wrap(Path::new("/b"), &Policy::default(), &seat, &vars(), &[]);
+        assert_eq!(
+            got.env,
+            pairs(&[
+                ("AWF_OP", "a-1"),
+                ("HOME", "/work/.awf/runs/r1/agents/a/home"),
+                ("AWF_LAUNCHER", "/work/.awf/runs/r1/agents/a/wf"),
+            ])
+        );
     }
 
     #[test]

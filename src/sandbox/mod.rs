@@ -75,9 +75,10 @@ pub struct Sandbox {
 }
 
 impl Sandbox {
-    /// The argv that runs `program` in this sandbox with the turn's variables `vars`.
-    pub fn wrap(&self, program: &[String], vars: &[(String, String)]) -> Vec<String> {
-        bwrap::argv(&self.bwrap, &self.policy, &self.seat, vars, program)
+    /// What runs `program` in this sandbox with the turn's variables `vars`: bwrap's argv, and
+    /// the only environment to start it with (values never go on the command line).
+    pub fn wrap(&self, program: &[String], vars: &[(String, String)]) -> bwrap::Wrapped {
+        bwrap::wrap(&self.bwrap, &self.policy, &self.seat, vars, program)
     }
 
     /// The same sandbox for an agent forked from this one, whose control folder (socket, launcher,

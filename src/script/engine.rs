@@ -1,8 +1,10 @@
-//! The one engine builder. Every engine gets the same limits, no `eval`, a `sleep` that says to
-//! use `ctx.sleep`, `print`/`debug` to the run log, `ctx` and `args` from the host (never scope
-//! variables), a progress hook that stops tight loops, and the folder-limited module resolver.
+//! The one engine builder. Every engine gets the same limits (the data guard in place of rhai's
+//! size limits), no `eval`, a `sleep` that says to use `ctx.sleep`, `print`/`debug` to the run
+//! log, `ctx` and `args` from the host (never scope variables), a progress hook that stops tight
+//! loops, and the folder-limited module resolver.
 
 use super::api;
+use super::guard;
 use super::resolver::Resolver;
 use crate::run::{scope, Run};
 use rhai::packages::{Package, StandardPackage};
@@ -13,11 +15,6 @@ use std::sync::{Arc, OnceLock};
 /// runaway loops, not a budget. The deadline bounds wall-clock time.
 pub const MAX_OPERATIONS: u64 = 50_000_000;
 pub const MAX_CALL_LEVELS: usize = 48;
-/// Size limits cost a walk of the container on every mutation (RHAI-HOST.md section 6), so they
-/// stay generous; they exist to stop a doubling string or array from eating the machine.
-pub const MAX_STRING_SIZE: usize = 16 << 20;
-pub const MAX_ARRAY_SIZE: usize = 1_000_000;
-pub const MAX_MAP_SIZE: usize = 100_000;
 
 fn std_package() -> rhai::Shared<rhai::Module> {
     static STD: OnceLock<rhai::Shared<rhai::Module>> = OnceLock::new();
@@ -43,9 +40,8 @@ pub fn build(run: Option<Arc<Run>>, resolver: Option<Resolver>, args: Option<Dyn
         .set_max_operations(MAX_OPERATIONS)
         .set_max_call_levels(MAX_CALL_LEVELS)
         .set_max_expr_depths(128, 96)
-        .set_max_string_size(MAX_STRING_SIZE)
-        .set_max_array_size(MAX_ARRAY_SIZE)
-        .set_max_map_size(MAX_MAP_SIZE)
+        // No string, array or map size limits: rhai re-measures a whole container on every
+        // mutation when any is set (RHAI-HOST.md section 6). `guard` bounds data instead.
         .set_max_variables(1_000)
         .set_max_functions(1_000)
         .set_max_modules(64)
@@ -68,6 +64,7 @@ pub fn build(run: Option<Arc<Run>>, resolver: Option<Resolver>, args: Option<Dyn
     if let Some(resolver) = resolver {
         engine.set_module_resolver(resolver);
     }
+    guard::register(&mut engine);
     api::register(&mut engine);
     if let Some(run) = run {
         let r = run.clone();
@@ -82,6 +79,7 @@ pub fn build(run: Option<Arc<Run>>, resolver: Option<Resolver>, args: Option<Dyn
             r.log("debug", &format!("{at}{s}"), &serde_json::Value::Null)
         });
         engine.on_progress(move |ops| {
+            guard::tick();
             if ops & 0x3ff != 0 {
                 return None;
             }
@@ -89,16 +87,20 @@ pub fn build(run: Option<Arc<Run>>, resolver: Option<Resolver>, args: Option<Dyn
         });
         let ctx = api::Ctx(run);
         #[allow(deprecated)] // on_var is marked volatile, not deprecated (RHAI-HOST.md pitfall 1)
-        engine.on_var(move |name, _, _| {
-            Ok(match name {
-                "ctx" => Some(Dynamic::from(ctx.clone())),
-                "args" => args.clone(),
-                _ => None,
-            })
+        engine.on_var(move |name, index, context| match name {
+            "ctx" => Ok(Some(Dynamic::from(ctx.clone()))),
+            "args" => Ok(args.clone()),
+            _ => guard::on_access(name, index, &context).map(|_| None),
         });
     } else {
         engine.on_print(|_| {});
         engine.on_debug(|_, _, _| {});
+        engine.on_progress(|_| {
+            guard::tick();
+            None
+        });
+        #[allow(deprecated)] // on_var is marked volatile, not deprecated (RHAI-HOST.md pitfall 1)
+        engine.on_var(|name, index, context| guard::on_access(name, index, &context).map(|_| None));
     }
     engine
 }

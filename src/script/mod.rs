@@ -6,6 +6,7 @@ mod api;
 mod check;
 mod convert;
 mod engine;
+mod guard;
 mod pool;
 mod render;
 mod resolver;
@@ -23,6 +24,9 @@ pub use responder::load_responder;
 
 /// Stack size of the thread a script runs on (RHAI-HOST.md pitfall 3).
 const SCRIPT_STACK: usize = 16 << 20;
+/// The largest script file `load` reads (`--max-script-bytes` raises it): a bigger one is refused
+/// before it is compiled, which would take seconds and gigabytes.
+pub const MAX_SCRIPT_BYTES: u64 = 4 << 20;
 
 /// A compiled script with its imports embedded: later edits to imports do not affect it.
 pub struct Program {
@@ -55,7 +59,11 @@ pub struct Failure {
 }
 
 fn display_path(path: &Path, cwd: &Path) -> String {
-    path.strip_prefix(cwd).unwrap_or(path).display().to_string()
+    match path.strip_prefix(cwd) {
+        Ok(rel) if rel.as_os_str().is_empty() => ".".into(),
+        Ok(rel) => rel.display().to_string(),
+        Err(_) => path.display().to_string(),
+    }
 }
 
 fn resolver_for(path: &Path, cwd: &Path) -> Resolver {
@@ -65,10 +73,37 @@ fn resolver_for(path: &Path, cwd: &Path) -> Resolver {
 
 /// Reads, compiles and checks a script without running any of it. The error is rendered text.
 pub fn load(path: &Path, cwd: &Path) -> Result<Program, String> {
+    load_bounded(path, cwd, MAX_SCRIPT_BYTES)
+}
+
+/// As `load`, refusing a file of more than `max_bytes` before compiling it.
+pub fn load_bounded(path: &Path, cwd: &Path, max_bytes: u64) -> Result<Program, String> {
     let path = if path.is_absolute() { path.to_path_buf() } else { cwd.join(path) };
     let display = display_path(&path, cwd);
-    let source = std::fs::read_to_string(&path).map_err(|e| format!("error: cannot read script {display}: {e}"))?;
+    let source = read_bounded(&path, max_bytes).map_err(|e| format!("error: cannot read script {display}: {e}"))?;
+    let Some(source) = source else {
+        let size = std::fs::metadata(&path).map(|m| m.len().to_string()).unwrap_or_else(|_| "too many".into());
+        return Err(format!(
+            "error: script {display} is {size} bytes, over the limit of {max_bytes} bytes; \
+             raise it with --max-script-bytes N"
+        ));
+    };
     load_source(path, display, source, cwd)
+}
+
+/// The text of `path`, or `None` when it holds more than `max` bytes (read no further than that,
+/// so that a huge or endless file costs nothing).
+fn read_bounded(path: &Path, max: u64) -> std::io::Result<Option<String>> {
+    use std::io::Read;
+    if std::fs::metadata(path)?.is_dir() {
+        return Err(std::io::Error::other("is a directory"));
+    }
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)?.take(max.saturating_add(1)).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > max {
+        return Ok(None);
+    }
+    String::from_utf8(bytes).map(Some).map_err(|_| std::io::Error::other("stream did not contain valid UTF-8"))
 }
 
 /// Compiles and checks script text as if it were the file `path` (imports resolve beside it).

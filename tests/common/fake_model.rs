@@ -30,6 +30,8 @@ pub enum Reply {
     Cut(String),
     /// An HTTP error status, with an optional Retry-After in seconds.
     Status { code: u16, retry_after: Option<u32>, body: String },
+    /// An HTTP error status whose JSON body echoes the request's headers (as some gateways do).
+    EchoHeaders { code: u16 },
     /// The reply's first bytes, then a pause of this many ms, then the rest.
     Slow { pause_ms: u64, then: Box<Reply> },
     /// The headers and part of the stream, then the connection closes.
@@ -141,10 +143,14 @@ impl FakeModel {
         let path = parts.next().unwrap_or("/").to_string();
         let mut len = 0usize;
         let mut chunked = false;
+        let mut headers = serde_json::Map::new();
         loop {
             let mut h = String::new();
             if reader.read_line(&mut h).is_err() || h.trim().is_empty() {
                 break;
+            }
+            if let Some((k, v)) = h.split_once(':') {
+                headers.insert(k.trim().to_string(), Value::String(v.trim().to_string()));
             }
             let lower = h.to_ascii_lowercase();
             if let Some(v) = lower.strip_prefix("content-length:") {
@@ -206,7 +212,14 @@ impl FakeModel {
                 None => Reply::Text("done".into()),
             }
         };
-        let reply = resolve(reply, wire, &body);
+        let reply = match reply {
+            Reply::EchoHeaders { code } => Reply::Status {
+                code,
+                retry_after: None,
+                body: json!({ "error": "unauthorized", "request_headers": headers }).to_string(),
+            },
+            other => resolve(other, wire, &body),
+        };
         let id = self.ids.fetch_add(1, Ordering::SeqCst) + 1;
         write_reply(&mut stream, &reply, wire, id);
     }

@@ -64,7 +64,7 @@ fn write_private(path: &Path, bytes: &[u8]) -> Result<(), String> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
     let dir = path.parent().ok_or_else(|| format!("{} has no folder", path.display()))?;
-    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    crate::record::private::create_dir(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let tmp = dir.join(format!(".{name}.awf-{}", uuid::Uuid::new_v4().simple()));
     let written = std::fs::OpenOptions::new()
@@ -83,18 +83,18 @@ fn write_private(path: &Path, bytes: &[u8]) -> Result<(), String> {
 /// Writes a configuration file into a CLI's home.
 pub fn write_config(path: &Path, text: &str) -> Result<(), String> {
     if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        crate::record::private::create_dir(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     }
     if std::fs::read_to_string(path).is_ok_and(|old| old == text) {
         return Ok(());
     }
-    std::fs::write(path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))
+    crate::record::private::write(path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))
 }
 
 /// Copies a folder tree (files, folders and symlinks whose names `keep` accepts; sockets and
 /// the like are skipped).
 pub fn copy_tree(from: &Path, to: &Path, keep: &dyn Fn(&str) -> bool) -> std::io::Result<()> {
-    std::fs::create_dir_all(to)?;
+    crate::record::private::create_dir(to)?;
     for entry in std::fs::read_dir(from)? {
         let entry = entry?;
         if !keep(&entry.file_name().to_string_lossy()) {
@@ -105,7 +105,7 @@ pub fn copy_tree(from: &Path, to: &Path, keep: &dyn Fn(&str) -> bool) -> std::io
         if ty.is_dir() {
             copy_tree(&entry.path(), &target, keep)?;
         } else if ty.is_file() {
-            std::fs::copy(entry.path(), &target)?;
+            crate::record::private::copy(&entry.path(), &target)?;
         } else if ty.is_symlink() {
             let link = std::fs::read_link(entry.path())?;
             let _ = std::fs::remove_file(&target);
@@ -152,5 +152,22 @@ mod tests {
 
         std::fs::write(&local, "not json").expect("garbage");
         assert!(!c.write_back().expect("garbage"), "a broken file is never written back");
+    }
+
+    #[test]
+    fn configs_and_copies_in_a_home_are_private_whatever_the_source_mode() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mode = |p: &Path| std::fs::metadata(p).expect("meta").permissions().mode() & 0o777;
+        let config = dir.path().join("home/.codex/config.toml");
+        write_config(&config, "model = \"m\"\n").expect("write config");
+        assert_eq!((mode(&config), mode(config.parent().expect("parent"))), (0o600, 0o700));
+        let source = dir.path().join("from");
+        std::fs::create_dir_all(source.join("sub")).expect("mkdir");
+        std::fs::write(source.join("sub/open.json"), "{}").expect("write");
+        std::fs::set_permissions(source.join("sub/open.json"), std::fs::Permissions::from_mode(0o644)).expect("chmod");
+        let to = dir.path().join("fork-home");
+        copy_tree(&source, &to, &|_| true).expect("copy");
+        assert_eq!((mode(&to), mode(&to.join("sub")), mode(&to.join("sub/open.json"))), (0o700, 0o700, 0o600));
     }
 }

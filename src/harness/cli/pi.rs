@@ -117,7 +117,7 @@ impl super::Cli for Pi {
         if prompt.len() > ARG_MAX {
             // Too long for one argument: pi reads `@file` arguments into the message.
             let file = home.join("prompt.md");
-            if std::fs::write(&file, prompt).is_ok() {
+            if crate::record::private::write(&file, prompt).is_ok() {
                 args.push(format!("@{}", file.display()));
                 return Invocation { args, stdin: None };
             }

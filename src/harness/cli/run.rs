@@ -36,17 +36,29 @@ pub(super) struct Ran {
 }
 
 impl CliSession {
-    /// The argv that runs the CLI once: the program and its arguments, wrapped in the sandbox when
-    /// there is one. bwrap clears the environment, so everything the CLI needs is passed in: its
-    /// own variables (home, settings, `AWF_*`, the runtime's `env`) and the key named by
-    /// `api_key_env` (the runtime names it, so it may enter).
-    fn argv(&self, args: &[String], env: &CliEnv) -> Vec<String> {
+    /// The command that runs the CLI once: the program and its arguments, wrapped in the sandbox
+    /// when there is one. A sandboxed CLI gets only the sandbox's environment, so everything it
+    /// needs is passed in: its own variables (home, settings, `AWF_*`, the runtime's `env`) and the
+    /// key named by `api_key_env` (the runtime names it, so it may enter); bwrap is started with
+    /// that environment, never with values on its command line.
+    fn command(&self, args: &[String], env: &CliEnv) -> tokio::process::Command {
         let mut argv = vec![self.cfg.program.clone()];
         argv.extend(args.iter().cloned());
-        let Some(s) = &self.sandbox else { return argv };
+        let Some(s) = &self.sandbox else {
+            let mut cmd = tokio::process::Command::new(&argv[0]);
+            cmd.args(&argv[1..]);
+            for k in &env.remove {
+                cmd.env_remove(k);
+            }
+            cmd.envs(env.set.iter().map(|(k, v)| (k, v)));
+            return cmd;
+        };
         let key = self.cfg.api_key_env.as_ref().and_then(|k| Some((k.clone(), std::env::var(k).ok()?)));
         let vars: Vec<(String, String)> = key.into_iter().chain(env.set.iter().cloned()).collect();
-        s.wrap(&argv, &vars)
+        let wrapped = s.wrap(&argv, &vars);
+        let mut cmd = tokio::process::Command::new(&wrapped.argv[0]);
+        cmd.args(&wrapped.argv[1..]).env_clear().envs(wrapped.env);
+        cmd
     }
     /// Runs the CLI once, reading its events until it ends, stalls, or is released.
     pub(super) async fn run(
@@ -58,13 +70,8 @@ impl CliSession {
         capture: &str,
     ) -> Result<Ran, String> {
         let program = &self.cfg.program;
-        let argv = self.argv(&inv.args, &env);
-        let mut cmd = tokio::process::Command::new(&argv[0]);
-        cmd.args(&argv[1..]).current_dir(&self.cwd);
-        for k in &env.remove {
-            cmd.env_remove(k);
-        }
-        cmd.envs(env.set.iter().map(|(k, v)| (k, v)))
+        let mut cmd = self.command(&inv.args, &env);
+        cmd.current_dir(&self.cwd)
             .stdin(if inv.stdin.is_some() { Stdio::piped() } else { Stdio::null() })
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());

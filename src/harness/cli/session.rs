@@ -41,7 +41,7 @@ impl CliSession {
         opener: EndpointOpener,
     ) -> Result<CliSession, String> {
         let home = agent_dir.join("home");
-        std::fs::create_dir_all(&home).map_err(|e| format!("cannot create {}: {e}", home.display()))?;
+        crate::record::private::create_dir(&home).map_err(|e| format!("cannot create {}: {e}", home.display()))?;
         let cli: Box<dyn Cli> = match harness {
             "claude" => Box::new(claude::Claude::new()),
             "codex" => Box::new(codex::Codex::new()),

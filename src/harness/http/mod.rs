@@ -95,6 +95,8 @@ pub struct HttpConfig {
     pub max_tokens: u64,
     /// No byte of a reply for this long fails the request.
     pub stall: Duration,
+    /// Scrubs error bodies (which may echo the request's headers) before they are recorded.
+    pub redactor: std::sync::Arc<crate::redact::Redactor>,
 }
 
 /// One message of the history, in a form both APIs map from.

@@ -39,11 +39,11 @@ impl HttpSession {
                     let wait = e.after.unwrap_or(Duration::from_millis(500 * 2u64.pow(attempt - 1))).min(MAX_BACKOFF);
                     (self.events)(
                         "http-retry",
-                        json!({ "agent": self.info.key, "attempt": attempt, "wait_ms": wait.as_millis() as u64, "why": e.message }),
+                        json!({ "agent": self.info.key, "attempt": attempt, "wait_ms": wait.as_millis() as u64, "why": self.cfg.redactor.scrub(&e.message) }),
                     );
                     tokio::time::sleep(wait).await;
                 }
-                Err(e) => return Err(e.message),
+                Err(e) => return Err(self.cfg.redactor.scrub(&e.message)),
             }
         }
     }
@@ -78,7 +78,8 @@ impl HttpSession {
                 .and_then(|v| v.trim().parse::<f64>().ok())
                 .map(Duration::from_secs_f64);
             let text = resp.text().await.unwrap_or_default();
-            let excerpt: String = text.chars().take(400).collect();
+            // The body may echo the request's headers (its key): scrubbed before anything keeps it.
+            let excerpt: String = self.cfg.redactor.scrub(&text).chars().take(400).collect();
             let retry = matches!(status.as_u16(), 429 | 503 | 529) || text.contains("overloaded");
             return Err(RequestError { message: format!("HTTP {status} from {url}: {excerpt}"), retry, after });
         }

@@ -43,7 +43,7 @@ impl HttpSession {
     fn save(&self) {
         let doc = json!({ "model": self.cfg.model, "messages": self.history });
         if let Some(dir) = self.history_file.parent() {
-            let _ = std::fs::create_dir_all(dir);
+            let _ = crate::record::private::create_dir(dir);
         }
         if let Err(e) = crate::record::write_document(&self.history_file, &doc) {
             tracing::error!("cannot write {}: {e}", self.history_file.display());

@@ -117,8 +117,9 @@ fn parse_turn(h: &AgentHandle, turn: &Map) -> Result<Turn, String> {
     Ok(Turn { prompt, schema, id: f.string("id")?, label: f.string("label")?, timeout_ms, deadline_ms, nudge })
 }
 
-fn do_run(nc: &NativeCallContext, h: &AgentHandle, turn: &Map) -> RResult<Outcome> {
-    let turn = parse_turn(h, turn).map_err(|e| script_err(nc, format!("{}.run: {e}", h.agent.key)))?;
+/// Runs one turn; `method` (`run`, `turn`, `ask`) names the call in errors.
+fn do_run(nc: &NativeCallContext, h: &AgentHandle, turn: &Map, method: &str) -> RResult<Outcome> {
+    let turn = parse_turn(h, turn).map_err(|e| script_err(nc, format!("{}.{method}: {e}", h.agent.key)))?;
     let Some(frame) = scope::current() else {
         return Err(script_err(nc, "agent operations can only run inside a run"));
     };
@@ -129,7 +130,7 @@ fn do_run(nc: &NativeCallContext, h: &AgentHandle, turn: &Map) -> RResult<Outcom
 }
 
 fn run(nc: NativeCallContext, h: &mut AgentHandle, turn: Map) -> RResult<Map> {
-    do_run(&nc, h, &turn).map(|o| outcome_map(&o))
+    do_run(&nc, h, &turn, nc.fn_name()).map(|o| outcome_map(&o))
 }
 
 fn ask(nc: &NativeCallContext, h: &mut AgentHandle, prompt: &str, schema: Option<Dynamic>) -> RResult<Dynamic> {
@@ -138,7 +139,7 @@ fn ask(nc: &NativeCallContext, h: &mut AgentHandle, prompt: &str, schema: Option
     if let Some(s) = schema {
         turn.insert("schema".into(), s);
     }
-    let outcome = do_run(nc, h, &turn)?;
+    let outcome = do_run(nc, h, &turn, "ask")?;
     match &outcome.value {
         Some(v) if outcome.kind == crate::agent::OutcomeKind::Answered => Ok(to_dynamic(v)),
         _ => {

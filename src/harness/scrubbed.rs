@@ -1,0 +1,52 @@
+//! The harness boundary's scrubber: every session is wrapped in `Scrubbed`, so that whatever text a
+//! harness reports (a turn's failure or block reason, a compaction or fork error) has the run's
+//! secrets redacted before the engine records, returns or prints it.
+
+use super::{AgentInfo, BoxFuture, Session, TurnEnd, TurnInput, TurnReport};
+use crate::redact::Redactor;
+use std::sync::Arc;
+
+pub struct Scrubbed {
+    inner: Box<dyn Session>,
+    redactor: Arc<Redactor>,
+}
+
+impl Scrubbed {
+    pub fn wrap(inner: Box<dyn Session>, redactor: Arc<Redactor>) -> Box<dyn Session> {
+        Box::new(Scrubbed { inner, redactor })
+    }
+}
+
+impl Session for Scrubbed {
+    fn turn(&mut self, input: TurnInput) -> BoxFuture<'_, TurnReport> {
+        Box::pin(async move {
+            let mut report = self.inner.turn(input).await;
+            report.end = match report.end {
+                TurnEnd::Failed(why) => TurnEnd::Failed(self.redactor.scrub(&why)),
+                TurnEnd::Blocked(why) => TurnEnd::Blocked(self.redactor.scrub(&why)),
+                TurnEnd::Ended => TurnEnd::Ended,
+            };
+            report
+        })
+    }
+
+    fn fork(&self, info: AgentInfo) -> Result<Box<dyn Session>, String> {
+        match self.inner.fork(info) {
+            Ok(s) => Ok(Scrubbed::wrap(s, self.redactor.clone())),
+            Err(why) => Err(self.redactor.scrub(&why)),
+        }
+    }
+
+    fn compact(&mut self, prompt: &str) -> BoxFuture<'_, Result<String, String>> {
+        let prompt = prompt.to_string();
+        Box::pin(async move { self.inner.compact(&prompt).await.map_err(|why| self.redactor.scrub(&why)) })
+    }
+
+    fn set(&mut self, model: Option<&str>, effort: Option<&str>) -> Result<(), String> {
+        self.inner.set(model, effort).map_err(|why| self.redactor.scrub(&why))
+    }
+
+    fn endpoint(&self) -> Option<Arc<crate::control::server::Endpoint>> {
+        self.inner.endpoint()
+    }
+}
