@@ -1,9 +1,20 @@
 //! Usage and prices: what one operation spent, the built-in price table, and the folds by agent,
 //! stage and model that `result.json` and `ctx.spent()` report.
 
-use crate::config::Price;
 use serde::Serialize;
 use std::collections::BTreeMap;
+
+/// USD per million tokens.
+#[derive(Debug, Clone, Copy, Default, serde::Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Price {
+    pub input: f64,
+    pub output: f64,
+    #[serde(default)]
+    pub cache_read: f64,
+    #[serde(default)]
+    pub cache_write: f64,
+}
 
 /// What one operation spent.
 #[derive(Debug, Clone, Copy, Default, Serialize, serde::Deserialize, PartialEq)]

@@ -34,7 +34,7 @@ pub struct Config {
     #[serde(default)]
     pub limits: LimitsConfig,
     #[serde(default)]
-    pub prices: BTreeMap<String, Price>,
+    pub prices: BTreeMap<String, crate::accounting::Price>,
     #[serde(default)]
     pub sandboxes: BTreeMap<String, crate::sandbox::Policy>,
     pub runs_dir: Option<PathBuf>,
@@ -85,18 +85,6 @@ pub struct LimitsConfig {
     pub budget_usd: Option<f64>,
     pub budget_tokens: Option<u64>,
     pub deadline: Option<String>,
-}
-
-/// USD per million tokens.
-#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct Price {
-    pub input: f64,
-    pub output: f64,
-    #[serde(default)]
-    pub cache_read: f64,
-    #[serde(default)]
-    pub cache_write: f64,
 }
 
 impl Config {

@@ -167,6 +167,7 @@ pub mod config;
 pub mod control;
 pub mod council;
 pub mod harness;
+pub mod host;
 pub mod messaging;
 pub mod record;
 pub mod redact;

@@ -7,8 +7,9 @@ mod common;
 
 use awf::config::Config;
 use awf::council::registry::{Registry, Reload};
-use awf::run::{Limits, Run, RunSpec};
-use awf::script::{Program, ScriptEnd};
+use awf::host::{drive, Host, Output};
+use awf::run::{Limits, RunSpec};
+use awf::script::Program;
 use common::{command, signal, wait_with_timeout, Env, TIMEOUT};
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader};
@@ -431,16 +432,15 @@ fn eval(dir: &Path, program: &Program) -> Value {
         sandbox: None,
         resume: None,
     };
-    let run = Run::start(spec, rt.handle().clone(), Box::new(awf::script::load_responder)).expect("start a run");
+    let host =
+        Host::start(spec, None, rt.handle().clone(), Box::new(awf::script::load_responder)).expect("start a run");
     let input = json!({ "task": "t", "params": {}, "limits": { "budget_tokens": 0, "max_children": 0 } });
-    let rx = awf::script::spawn(run.clone(), program, input).expect("spawn the script");
-    let end = rt.block_on(async { tokio::time::timeout(TIMEOUT, rx).await }).expect("the strategy ended in time");
-    match end.expect("the script thread reported") {
-        ScriptEnd::Value(v) => {
-            run.finish("succeeded", Some(&v), None, None);
-            v
-        }
-        ScriptEnd::Failed(f) => panic!("the strategy failed: {}", f.rendered),
+    let end = rt
+        .block_on(async { tokio::time::timeout(TIMEOUT, drive(host, program, input, None, Output::Value)).await })
+        .expect("the strategy ended in time");
+    match end.value {
+        Some(v) if end.status == "succeeded" => v,
+        _ => panic!("the strategy failed: {:?}", end.rendered),
     }
 }
 

@@ -1,61 +1,28 @@
-//! Logical agents: opening with the compatibility rules, the per-agent operation queue, outcomes,
-//! deterministic op ids, and closing. `op` runs one operation; `supervise` nudges it to an answer.
+//! Logical agents: what an agent is (its runtime, harness session, control endpoint, operation
+//! counters, whether it is closed) and the book of a run's agents (`book.rs`). `op` is the one
+//! operation pipeline every turn, message, compaction and fork goes through; `supervise` nudges a
+//! turn to an answer; `session` starts a harness session; `seating` its sandbox; `messenger` is
+//! an agent's side of the router.
 
-pub mod message_op;
+mod book;
+mod kinds;
+pub mod messenger;
 pub mod op;
+pub mod seating;
 mod session;
 pub mod supervise;
 
-use crate::accounting::{CostSource, Usage};
+pub use crate::run::{Outcome, OutcomeKind};
+pub use book::AgentBook;
+
 use crate::config::RuntimeConfig;
-use crate::control::server::Endpoint;
-use crate::harness::{self, AgentInfo, Session};
+use crate::harness::{AgentInfo, Session};
 use crate::run::Run;
-use crate::sandbox::Confinement;
-use serde::Serialize;
 use serde_json::Value;
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-
-/// How an operation ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum OutcomeKind {
-    Answered,
-    Unanswered,
-    Blocked,
-    TimedOut,
-    Failed,
-    Cancelled,
-}
-
-impl OutcomeKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            OutcomeKind::Answered => "answered",
-            OutcomeKind::Unanswered => "unanswered",
-            OutcomeKind::Blocked => "blocked",
-            OutcomeKind::TimedOut => "timed-out",
-            OutcomeKind::Failed => "failed",
-            OutcomeKind::Cancelled => "cancelled",
-        }
-    }
-}
-
-/// The settled result of one operation, as scripts and records see it.
-#[derive(Debug, Clone, Serialize, serde::Deserialize)]
-pub struct Outcome {
-    pub kind: OutcomeKind,
-    pub value: Option<Value>,
-    pub reason: Option<String>,
-    pub op_id: String,
-    pub usage: Usage,
-    pub duration_ms: u64,
-    pub cost_source: CostSource,
-    pub simulated: bool,
-}
 
 /// Which runtime an agent asked for.
 #[derive(Debug, Clone, PartialEq)]
@@ -86,16 +53,49 @@ pub struct Agent {
     pub request: OpenRequest,
     info: Mutex<AgentInfo>,
     session: tokio::sync::Mutex<Box<dyn Session>>,
+    /// Operations started, by kind: turn ids count `runs`, message ops `message_ops`, the rest `other_ops`.
     runs: AtomicU64,
     message_ops: AtomicU64,
+    other_ops: AtomicU64,
     /// Operations running or queued on this agent: a message to it is held while this is non-zero.
-    busy: std::sync::atomic::AtomicUsize,
+    busy: AtomicUsize,
+    /// Outcomes of turns with an explicit id, for the same-id-same-outcome rule.
     ops: Mutex<HashMap<String, (String, Outcome)>>,
     closed: Mutex<Option<String>>,
-    messenger: Arc<crate::messaging::AgentMessenger>,
+    messenger: Arc<messenger::AgentMessenger>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // Every value behind these locks is replaced whole, so a poisoned lock still holds a valid value.
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl Agent {
+    fn new(
+        req: OpenRequest,
+        runtime: RuntimeConfig,
+        info: AgentInfo,
+        session: Box<dyn Session>,
+        endpoint: Option<Arc<crate::control::server::Endpoint>>,
+        messenger: messenger::AgentMessenger,
+    ) -> Agent {
+        Agent {
+            key: req.key.clone(),
+            endpoint,
+            runtime,
+            request: req,
+            info: Mutex::new(info),
+            session: tokio::sync::Mutex::new(session),
+            runs: AtomicU64::new(0),
+            message_ops: AtomicU64::new(0),
+            other_ops: AtomicU64::new(0),
+            busy: AtomicUsize::new(0),
+            ops: Mutex::new(HashMap::new()),
+            closed: Mutex::new(None),
+            messenger: Arc::new(messenger),
+        }
+    }
+
     pub fn busy(&self) -> usize {
         self.busy.load(Ordering::SeqCst)
     }
@@ -106,17 +106,13 @@ impl Agent {
     }
 
     /// Counts an operation as ended; messages held for an agent that is now idle wake it.
-    pub fn leave(self: &Arc<Self>, run: &Arc<Run>) {
-        if self.busy.fetch_sub(1, Ordering::SeqCst) == 1 && self.closed().is_none() && !run.root.is_cancelled() {
-            if let Some(stage) = run.router.held_stage(&self.key) {
-                run.router.waking(&stage);
-                message_op::wake(run.clone(), self.clone(), stage);
+    pub fn leave(self: &Arc<Self>, book: &Arc<AgentBook>) {
+        if self.busy.fetch_sub(1, Ordering::SeqCst) == 1 && self.closed().is_none() && !book.run.root.is_cancelled() {
+            if let Some(stage) = book.router.held_stage(&self.key) {
+                book.router.waking(&stage);
+                op::wake_for_messages(book.clone(), self.clone(), stage);
             }
         }
-    }
-
-    fn next_message_op(&self) -> u64 {
-        self.message_ops.fetch_add(1, Ordering::SeqCst) + 1
     }
 
     /// The launcher path shown in prompts (`wf` for in-process agents, which need none).
@@ -132,13 +128,15 @@ impl Agent {
     }
 
     /// Closes the agent because an operation failed; asks to it fail with the reason.
-    pub fn close_with(&self, run: &Run, why: &str) {
+    pub fn close_with(&self, book: &AgentBook, why: &str) {
+        let run = &book.run;
         if self.close(why) {
             run.progress.agents_closed.fetch_add(1, Ordering::Relaxed);
             run.records.event("agent-closed", &serde_json::json!({ "agent": self.key, "reason": why }));
         }
-        run.router.fail_asks_to(run, &self.key, &format!("{} closed: {why}", self.key), true);
+        book.router.fail_asks_to(run, &self.key, &format!("{} closed: {why}", self.key), true);
     }
+
     pub fn harness(&self) -> &str {
         &self.runtime.harness
     }
@@ -169,181 +167,9 @@ impl Agent {
         *c = Some(why.to_string());
         true
     }
-
-    fn next_run(&self) -> u64 {
-        self.runs.fetch_add(1, Ordering::SeqCst) + 1
-    }
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    // Every value behind these locks is replaced whole, so a poisoned lock still holds a valid value.
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-/// A harness session and, for harnesses that answer through one, its control endpoint.
-type SessionParts = (Box<dyn Session>, Option<Arc<Endpoint>>);
-
-/// The agents of one run, by key, and the keys that were stopped.
-#[derive(Default)]
-pub struct AgentBook {
-    open: Mutex<HashMap<String, Arc<Agent>>>,
-    slugs: Mutex<std::collections::HashSet<String>>,
-    stopped: Mutex<HashMap<String, String>>,
-}
-
-impl AgentBook {
-    pub fn get(&self, key: &str) -> Option<Arc<Agent>> {
-        lock(&self.open).get(key).cloned()
-    }
-
-    pub fn all(&self) -> Vec<Arc<Agent>> {
-        lock(&self.open).values().cloned().collect()
-    }
-
-    /// Opens an agent, or returns the open one with that key when the spec is compatible.
-    pub fn open(&self, run: &Arc<Run>, req: OpenRequest) -> Result<Arc<Agent>, String> {
-        if req.key.trim().is_empty() {
-            return Err("agent spec needs a non-empty `key`".into());
-        }
-        if let Some(why) = lock(&self.stopped).get(&req.key) {
-            return Err(format!("agent {} was stopped ({why}); its key cannot be opened again in this run", req.key));
-        }
-        let runtime = resolve_runtime(run, &req.runtime)?;
-        let mut open = lock(&self.open);
-        if let Some(existing) = open.get(&req.key) {
-            let differs = if existing.runtime != runtime {
-                Some("runtime")
-            } else if existing.request.cwd != req.cwd {
-                Some("cwd")
-            } else if existing.request.instructions != req.instructions {
-                Some("instructions")
-            } else if existing.request.sandbox != req.sandbox {
-                Some("sandbox")
-            } else {
-                None
-            };
-            return match differs {
-                Some(f) => Err(format!("agent {} is already open with different {f}", req.key)),
-                None => Ok(existing.clone()),
-            };
-        }
-        harness::check_available(&runtime.harness).map_err(|e| format!("agent {}: {e}", req.key))?;
-        let sandbox = run
-            .sandboxes
-            .choose(run, &req.key, req.sandbox.as_ref(), &runtime.harness)
-            .map_err(|e| format!("agent {}: {e}", req.key))?;
-        run.scheduler.admit_agent()?;
-        let info = AgentInfo {
-            key: req.key.clone(),
-            instructions: req.instructions.clone(),
-            model: runtime.model.clone().unwrap_or_else(|| harness::default_model(&runtime.harness)),
-            effort: runtime.effort.clone(),
-            labels: req.labels.clone(),
-        };
-        let responder = match &runtime.responder {
-            Some(path) => Some(run.responder(path)?),
-            None => None,
-        };
-        let (session, endpoint) = self.session_for(run, &req, &runtime, &info, responder, sandbox.as_ref())?;
-        // Every harness reports through this wrapper: its texts reach the engine scrubbed of secrets.
-        let session = harness::scrubbed::Scrubbed::wrap(session, run.secrets.clone());
-        if let Some(s) = sandbox.filter(|_| crate::sandbox::confinement(&runtime.harness) != Confinement::Wrapped) {
-            run.sandboxes.seated_in_process(run, &s, &req.key, &runtime.harness);
-        }
-        let key = req.key.clone();
-        let agent = Arc::new(Agent {
-            key: req.key.clone(),
-            endpoint,
-            runtime,
-            request: req,
-            info: Mutex::new(info),
-            session: tokio::sync::Mutex::new(session),
-            runs: AtomicU64::new(0),
-            message_ops: AtomicU64::new(0),
-            busy: Default::default(),
-            ops: Mutex::new(HashMap::new()),
-            closed: Mutex::new(None),
-            messenger: Arc::new(crate::messaging::AgentMessenger { run: Arc::downgrade(run), key: key.clone() }),
-        });
-        open.insert(agent.key.clone(), agent.clone());
-        drop(open);
-        run.progress.agents_open.fetch_add(1, Ordering::Relaxed);
-        run.records.event(
-            "agent-opened",
-            &serde_json::json!({
-                "agent": agent.key, "harness": agent.harness(), "model": agent.model(),
-                "effort": agent.effort(), "labels": agent.request.labels,
-            }),
-        );
-        Ok(agent)
-    }
-
-    /// Ends an agent; its key is never opened again in this run. False when it was not open.
-    pub fn stop(&self, run: &Run, key: &str, reason: &str) -> bool {
-        let Some(agent) = lock(&self.open).remove(key) else {
-            return false;
-        };
-        lock(&self.stopped).insert(key.to_string(), reason.to_string());
-        agent.close(&format!("stopped: {reason}"));
-        run.router.fail_asks_to(run, key, &format!("{key} stopped: {reason}"), true);
-        run.progress.agents_closed.fetch_add(1, Ordering::Relaxed);
-        run.records.event("agent-stopped", &serde_json::json!({ "agent": key, "reason": reason }));
-        true
-    }
-
-    /// Forks `parent` into a new agent on a copy of its session.
-    pub fn fork(
-        &self,
-        run: &Arc<Run>,
-        parent: &Agent,
-        key: String,
-        instructions: Option<String>,
-        effort: Option<String>,
-    ) -> Result<Arc<Agent>, String> {
-        if lock(&self.open).contains_key(&key) || lock(&self.stopped).contains_key(&key) {
-            return Err(format!("cannot fork into {key}: an agent with that key was already opened in this run"));
-        }
-        run.scheduler.admit_agent()?;
-        let mut info = parent.info();
-        info.key = key.clone();
-        if instructions.is_some() {
-            info.instructions = instructions.clone();
-        }
-        if effort.is_some() {
-            info.effort = effort;
-        }
-        let session = {
-            let guard = parent
-                .session
-                .try_lock()
-                .map_err(|_| format!("cannot fork {} while it is running an operation", parent.key))?;
-            guard.fork(info.clone()).map_err(|e| format!("harness {} cannot fork: {e}", parent.harness()))?
-        };
-        let endpoint = session.endpoint();
-        let mut request = parent.request.clone();
-        request.key = key.clone();
-        request.instructions = info.instructions.clone();
-        let agent = Arc::new(Agent {
-            key: key.clone(),
-            endpoint,
-            runtime: parent.runtime.clone(),
-            request,
-            info: Mutex::new(info),
-            session: tokio::sync::Mutex::new(session),
-            runs: AtomicU64::new(0),
-            message_ops: AtomicU64::new(0),
-            busy: Default::default(),
-            ops: Mutex::new(HashMap::new()),
-            closed: Mutex::new(None),
-            messenger: Arc::new(crate::messaging::AgentMessenger { run: Arc::downgrade(run), key: key.clone() }),
-        });
-        lock(&self.open).insert(key.clone(), agent.clone());
-        run.progress.agents_open.fetch_add(1, Ordering::Relaxed);
-        run.records.event("agent-opened", &serde_json::json!({ "agent": key, "forked_from": parent.key, "harness": agent.harness(), "model": agent.model() }));
-        Ok(agent)
-    }
-}
-
+/// The runtime an agent asked for, resolved against the run's config.
 fn resolve_runtime(run: &Run, choice: &RuntimeChoice) -> Result<RuntimeConfig, String> {
     let (alias, effort) = match choice {
         RuntimeChoice::Inline(r) => return Ok((**r).clone()),
@@ -355,50 +181,4 @@ fn resolve_runtime(run: &Run, choice: &RuntimeChoice) -> Result<RuntimeConfig, S
         r.effort = effort;
     }
     Ok(r)
-}
-
-impl Agent {
-    /// Changes model or effort for later turns (a settings operation, queued behind running turns).
-    pub fn set(&self, run: &Run, model: Option<String>, effort: Option<String>) -> Result<(), String> {
-        if let Some(why) = self.closed() {
-            return Err(format!("agent {} is closed: {why}", self.key));
-        }
-        run.rt.block_on(async {
-            let mut session = self.session.lock().await;
-            session.set(model.as_deref(), effort.as_deref())
-        })?;
-        let mut info = lock(&self.info);
-        if let Some(m) = &model {
-            info.model = m.clone();
-        }
-        if effort.is_some() {
-            info.effort = effort.clone();
-        }
-        run.records.event("agent-set", &serde_json::json!({ "agent": self.key, "model": model, "effort": effort }));
-        Ok(())
-    }
-
-    /// Replaces the session's history with a summary (a compaction operation) and returns it.
-    pub fn compact(
-        &self,
-        run: &Run,
-        prompt: &str,
-        cancel: &tokio_util::sync::CancellationToken,
-    ) -> Result<String, op::OpError> {
-        if let Some(why) = self.closed() {
-            return Err(op::OpError::Invalid(format!("agent {} is closed: {why}", self.key)));
-        }
-        let summary = run.rt.block_on(async {
-            tokio::select! {
-                biased;
-                _ = cancel.cancelled() => Err(op::OpError::Terminated(run.stop_reason())),
-                r = async {
-                    let mut session = self.session.lock().await;
-                    session.compact(prompt).await
-                } => r.map_err(op::OpError::Invalid),
-            }
-        })?;
-        run.records.event("agent-compacted", &serde_json::json!({ "agent": self.key, "summary_chars": summary.len() }));
-        Ok(summary)
-    }
 }

@@ -1,26 +1,23 @@
 //! Starting an agent's harness session: its folder under `agents/`, the control endpoint and
 //! launcher for process harnesses, the HTTP settings, the CLI endpoint opener, and the sandbox seat.
 
-use super::*;
+use super::AgentBook;
+use super::OpenRequest;
+use crate::config::RuntimeConfig;
+use crate::control::server::Endpoint;
+use crate::harness::{self, AgentInfo, Session};
+use crate::run::Run;
+use serde_json::Value;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// A harness session and, for harnesses that answer through one, its control endpoint.
+type SessionParts = (Box<dyn Session>, Option<Arc<Endpoint>>);
 
 impl AgentBook {
-    /// A folder name under `agents/` for `key`, unique in the run (`-2`, `-3`, ... on clashes).
-    pub(super) fn claim_slug(&self, key: &str) -> String {
-        let mut slugs = lock(&self.slugs);
-        let base = crate::record::agent_files::slug(key);
-        let mut s = base.clone();
-        let mut k = 2;
-        while !slugs.insert(s.clone()) {
-            s = format!("{base}-{k}");
-            k += 1;
-        }
-        s
-    }
-
     /// Starts the harness session (and for `command`, the control socket and launcher).
     pub(super) fn session_for(
         &self,
-        run: &Arc<Run>,
         req: &OpenRequest,
         runtime: &RuntimeConfig,
         info: &AgentInfo,
@@ -30,6 +27,7 @@ impl AgentBook {
         if runtime.harness == "fake" {
             return Ok((Box::new(harness::fake::FakeSession::new(info.clone(), responder)), None));
         }
+        let run = &self.run;
         let slug = self.claim_slug(&req.key);
         let dir = crate::record::agent_files::agent_dir(run.dir(), &slug);
         let awf =
@@ -49,8 +47,7 @@ impl AgentBook {
         let argv = runtime.command.clone().unwrap_or_default();
         let endpoint = {
             let _rt = run.rt.enter();
-            let messenger: Arc<dyn crate::control::messenger::Messenger> =
-                Arc::new(crate::messaging::AgentMessenger { run: Arc::downgrade(run), key: req.key.clone() });
+            let messenger: Arc<dyn crate::control::messenger::Messenger> = Arc::new(self.messenger(&req.key));
             Endpoint::open(&dir, &req.key, &awf, run_tag(run), events, messenger)
                 .map_err(|e| format!("agent {}: cannot open its control socket in {}: {e}", req.key, dir.display()))?
         };
@@ -79,18 +76,18 @@ impl AgentBook {
                     run_dir: run.dir(),
                     awf: &awf,
                 };
-                Some(run.sandboxes.seat(run, chosen, place).map_err(|e| format!("agent {}: {e}", req.key))?)
+                Some(self.sandboxes.seat(run, chosen, place).map_err(|e| format!("agent {}: {e}", req.key))?)
             }
             None => None,
         };
         if cli {
             let cfg = harness::cli::CliConfig::from_runtime(runtime, cli_program, run.scheduler.limits.stall_timeout);
-            let opener = cli_endpoint_opener(run, awf);
+            let opener = cli_endpoint_opener(self.me.clone(), awf);
             let session =
                 harness::cli::CliSession::open(&runtime.harness, info.clone(), cfg, cwd, dir, endpoint.clone(), opener)
                     .map_err(|e| format!("agent {}: {e}", req.key))?;
             if let Some(s) = &sandbox {
-                run.sandboxes.seated(run, s, &req.key, &runtime.harness);
+                self.sandboxes.seated(run, s, &req.key, &runtime.harness);
             }
             return Ok((Box::new(session.sandboxed(sandbox)), Some(endpoint)));
         }
@@ -104,7 +101,7 @@ impl AgentBook {
         )
         .map_err(|e| format!("agent {}: {e}", req.key))?;
         if let Some(s) = &sandbox {
-            run.sandboxes.seated(run, s, &req.key, &runtime.harness);
+            self.sandboxes.seated(run, s, &req.key, &runtime.harness);
         }
         Ok((Box::new(session.sandboxed(sandbox)), Some(endpoint)))
     }
@@ -153,27 +150,26 @@ fn http_config(run: &Run, key: &str, runtime: &RuntimeConfig) -> Result<harness:
 
 /// Opens the control folder and socket of an agent forked from a CLI agent (a fork answers
 /// through a launcher of its own), and seats it in its parent's sandbox when there is one.
-fn cli_endpoint_opener(run: &Arc<Run>, awf: PathBuf) -> harness::cli::EndpointOpener {
-    let weak = Arc::downgrade(run);
+fn cli_endpoint_opener(book: std::sync::Weak<AgentBook>, awf: PathBuf) -> harness::cli::EndpointOpener {
     Arc::new(move |key: &str, parent: Option<(&crate::sandbox::Sandbox, &str)>| {
-        let run = weak.upgrade().ok_or("the run has ended")?;
-        let slug = run.agents.claim_slug(key);
+        let book = book.upgrade().ok_or("the run has ended")?;
+        let run = &book.run;
+        let slug = book.claim_slug(key);
         let dir = crate::record::agent_files::agent_dir(run.dir(), &slug);
-        let events_run = Arc::downgrade(&run);
+        let events_run = Arc::downgrade(run);
         let events: crate::control::server::EventSink = Arc::new(move |ty: &str, data: Value| {
             if let Some(r) = events_run.upgrade() {
                 r.records.event(ty, &data);
             }
         });
-        let messenger: Arc<dyn crate::control::messenger::Messenger> =
-            Arc::new(crate::messaging::AgentMessenger { run: Arc::downgrade(&run), key: key.to_string() });
+        let messenger: Arc<dyn crate::control::messenger::Messenger> = Arc::new(book.messenger(key));
         let _rt = run.rt.enter();
-        let endpoint = Endpoint::open(&dir, key, &awf, run_tag(&run), events, messenger)
+        let endpoint = Endpoint::open(&dir, key, &awf, run_tag(run), events, messenger)
             .map_err(|e| format!("agent {key}: cannot open its control socket in {}: {e}", dir.display()))?;
         let sandbox = match parent {
             Some((p, harness)) => {
                 let s = p.reseat(&dir, &endpoint.socket).map_err(|e| format!("agent {key}: {e}"))?;
-                run.sandboxes.seated(&run, &s, key, harness);
+                book.sandboxes.seated(run, &s, key, harness);
                 Some(s)
             }
             None => None,

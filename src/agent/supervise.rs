@@ -1,11 +1,11 @@
 //! Supervision of one operation's turns: the first turn, then check-in turns ("nudges") while the
 //! agent ends without an answer, up to the limit; failures and blocks as the harness reports them.
 
+use super::AgentBook;
 use crate::accounting::{CostSource, Usage};
 use crate::control::prompt;
 use crate::control::slot::ResultSlot;
 use crate::harness::{Session, TurnEnd, TurnInput};
-use crate::run::Run;
 use serde_json::{json, Value};
 use std::sync::Arc;
 
@@ -42,7 +42,8 @@ pub struct OpPlan<'a> {
 
 /// Drives turns until the slot holds an answer, the harness fails, or the nudges run out.
 /// Cancel safety: dropping the future drops the running turn, which the harness cleans up.
-pub async fn supervise(session: &mut dyn Session, plan: OpPlan<'_>, run: &std::sync::Arc<Run>) -> Supervised {
+pub async fn supervise(session: &mut dyn Session, plan: OpPlan<'_>, book: &AgentBook) -> Supervised {
+    let run = &book.run;
     let schema_text = plan.slot.schema().text.clone();
     let mut out = Supervised {
         settle: Settle::Unanswered(String::new()),
@@ -59,8 +60,8 @@ pub async fn supervise(session: &mut dyn Session, plan: OpPlan<'_>, run: &std::s
             prompt::nudge_text(&plan.nudge.text, plan.launcher, plan.op_id, &schema_text)
         };
         // Routes and held messages are shown with every turn, check-ins included.
-        let held = run.router.take_held(run, key);
-        let context = crate::messaging::context_text(plan.launcher, &run.router.routes_of(key), key, &held);
+        let held = book.router.take_held(run, key);
+        let context = crate::messaging::context_text(plan.launcher, &book.router.routes_of(key), key, &held);
         let shown = if context.is_empty() { body } else { format!("{context}{body}") };
         let report = session
             .turn(TurnInput {

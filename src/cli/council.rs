@@ -1,8 +1,9 @@
 //! `awf council list|show|run`: the strategy catalog and strategy calls.
 
-use super::script::{execute, Output, RunFlags};
+use super::script::{execute, RunFlags};
 use super::{EXIT_OK, EXIT_USAGE};
 use crate::council::{self, registry::Registry};
+use crate::host::Output;
 use anyhow::{Context, Result};
 use serde_json::{json, Map, Value};
 

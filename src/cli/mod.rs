@@ -13,11 +13,9 @@ mod wf;
 
 use clap::{Parser, Subcommand};
 
-pub const EXIT_OK: i32 = 0;
-pub const EXIT_FAILED: i32 = 1;
-pub const EXIT_USAGE: i32 = 2;
-pub const EXIT_STOPPED: i32 = 3;
-pub const EXIT_CANCELLED: i32 = 4;
+pub use crate::host::exit::{
+    CANCELLED as EXIT_CANCELLED, FAILED as EXIT_FAILED, OK as EXIT_OK, STOPPED as EXIT_STOPPED, USAGE as EXIT_USAGE,
+};
 
 #[derive(Parser)]
 #[command(name = "awf", version, about = "Run multi-agent LLM workflows written in Rhai")]

@@ -1,9 +1,10 @@
 //! `awf runs list|show|resume`: reading run folders, and new attempts of a run that reuse its
 //! recorded stages and replay its journal.
 
-use super::script::{execute_attempt, Output, RunFlags};
+use super::script::{execute_attempt, RunFlags};
 use super::{EXIT_OK, EXIT_USAGE};
 use crate::config::Config;
+use crate::host::Output;
 use crate::run::resume;
 use crate::script;
 use anyhow::{Context, Result};

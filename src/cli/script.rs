@@ -1,16 +1,17 @@
 //! `awf script run` and `awf script check`.
 
 use super::live::Live;
-use super::{EXIT_CANCELLED, EXIT_FAILED, EXIT_OK, EXIT_STOPPED, EXIT_USAGE};
+use super::{EXIT_OK, EXIT_USAGE};
 use crate::config::{parse_duration, Config};
 use crate::control::schema::SchemaCache;
+use crate::host::{drive, Host, Output, RunEnd};
 use crate::run::{Limits, Run, RunSpec, StopCause};
-use crate::script::{self, Program, ScriptEnd};
+use crate::script::{self, Program};
 use anyhow::{anyhow, bail, Context, Result};
 use serde_json::{Map, Value};
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::sync::Arc;
 
 #[derive(clap::Subcommand)]
 pub enum ScriptCommand {
@@ -237,15 +238,6 @@ fn run_once(args: &RunArgs) -> Result<i32> {
     execute(&program, script_args, &args.flags, Output::Value)
 }
 
-/// What a finished run prints on stdout (unless `--json`).
-#[derive(Clone, Copy, PartialEq)]
-pub enum Output {
-    /// The script's value: a string as is, anything else as JSON.
-    Value,
-    /// A strategy's result: its `output` text; `ok: false` makes the exit code 1.
-    Strategy,
-}
-
 /// Runs a loaded program to its end with the given flags; returns the exit code.
 pub fn execute(program: &Program, script_args: Value, flags: &RunFlags, output: Output) -> Result<i32> {
     execute_attempt(program, script_args, flags, output, None)
@@ -266,13 +258,13 @@ pub fn execute_attempt(
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    let run = Run::start(spec, rt.handle().clone(), Box::new(script::load_responder))
+    let host = Host::start(spec, None, rt.handle().clone(), Box::new(script::load_responder))
         .context("cannot create the run folder")?;
-    let live = Live::start(run.clone(), std::io::stderr().is_terminal(), flags.quiet);
-    let rx = script::spawn(run.clone(), program, script_args).context("cannot start the script thread")?;
-    let end = rt.block_on(wait(&run, rx, deadline));
+    let live = Live::start(host.run.clone(), std::io::stderr().is_terminal(), flags.quiet);
+    let _interrupts = rt.spawn(interrupts(host.clone()));
+    let end = rt.block_on(drive(host.clone(), program, script_args, deadline, output));
     live.finish();
-    Ok(report(&run, end, flags, output))
+    Ok(report(&host.run, end, flags, output))
 }
 
 /// The run's spec from the config and the flags, checked before anything starts (no folder, no
@@ -336,109 +328,23 @@ pub fn check_script_args(program: &Program, script_args: &Value) -> Result<(), S
     Ok(())
 }
 
-/// Waits for the script while handling Ctrl-C (stop, then a 5 s grace; a second one kills) and the
-/// run deadline. `None` means the script did not end within the grace period.
-async fn wait(
-    run: &Run,
-    mut rx: tokio::sync::oneshot::Receiver<ScriptEnd>,
-    deadline: Option<Duration>,
-) -> Option<ScriptEnd> {
-    let deadline_at = deadline.map(|d| tokio::time::Instant::now() + d);
-    let mut grace_until: Option<tokio::time::Instant> = None;
-    loop {
-        let grace = async {
-            match grace_until {
-                Some(at) => tokio::time::sleep_until(at).await,
-                None => std::future::pending().await,
-            }
-        };
-        let run_deadline = async {
-            match deadline_at {
-                Some(at) if grace_until.is_none() => tokio::time::sleep_until(at).await,
-                _ => std::future::pending().await,
-            }
-        };
-        tokio::select! {
-            end = &mut rx => return end.ok(),
-            _ = tokio::signal::ctrl_c() => {
-                if grace_until.is_some() {
-                    eprintln!("awf: killed by a second Ctrl-C");
-                    let _ = run.finish("cancelled", None, Some("killed by a second Ctrl-C"), None);
-                    std::process::exit(130);
-                }
-                eprintln!("awf: stopping (Ctrl-C again to kill)");
-                run.stop_with(StopCause::Cancelled("interrupted (Ctrl-C)".into()));
-                grace_until = Some(tokio::time::Instant::now() + Duration::from_secs(5));
-            }
-            _ = run_deadline => {
-                run.stop_with(StopCause::Deadline);
-                grace_until = Some(tokio::time::Instant::now() + Duration::from_secs(5));
-            }
-            _ = grace => return None,
-        }
+/// Ctrl-C stops the run (its script gets the grace to unwind); a second one records the run as
+/// killed and exits at once.
+async fn interrupts(host: Arc<Host>) {
+    if tokio::signal::ctrl_c().await.is_err() {
+        return;
+    }
+    eprintln!("awf: stopping (Ctrl-C again to kill)");
+    host.run.stop_with(StopCause::Cancelled("interrupted (Ctrl-C)".into()));
+    if tokio::signal::ctrl_c().await.is_ok() {
+        eprintln!("awf: killed by a second Ctrl-C");
+        let _ = host.finish("cancelled", None, Some("killed by a second Ctrl-C"), None);
+        std::process::exit(130);
     }
 }
 
-/// How a run ended, with its result.json written.
-pub struct Settled {
-    pub result: Value,
-    pub status: &'static str,
-    pub value: Option<Value>,
-    pub error: Option<String>,
-    /// The script's rendered error, when it failed or was cut short.
-    pub rendered: Option<String>,
-    /// Why a strategy that ran to its end returned `ok: false`.
-    pub strategy_error: Option<String>,
-    pub code: i32,
-}
-
-/// Decides the run's status from how the script ended and why the run stopped, and finishes the
-/// run (result.json, run.json); prints nothing.
-pub fn settle(run: &Run, end: Option<ScriptEnd>, output: Output) -> Settled {
-    // The progress hook can see the run deadline pass before the timer in `wait` records it.
-    let past_deadline = run.deadline.is_some_and(|d| std::time::Instant::now() >= d);
-    let cause = match &end {
-        Some(ScriptEnd::Failed(f)) if f.terminated && past_deadline => run.stop_cause().or(Some(StopCause::Deadline)),
-        _ => run.stop_cause(),
-    };
-    let (status, value, error, rendered, code) = match (end, cause) {
-        (Some(ScriptEnd::Value(v)), _) => ("succeeded", Some(v), None, None, EXIT_OK),
-        (Some(ScriptEnd::Failed(f)), Some(StopCause::Stopped(r))) => {
-            ("stopped", None, Some(r), Some(f.rendered), EXIT_STOPPED)
-        }
-        (Some(ScriptEnd::Failed(f)), Some(StopCause::Cancelled(r))) => {
-            ("cancelled", None, Some(r), Some(f.rendered), EXIT_CANCELLED)
-        }
-        (Some(ScriptEnd::Failed(f)), Some(StopCause::Deadline)) => {
-            ("cancelled", None, Some("run deadline exceeded".to_string()), Some(f.rendered), EXIT_CANCELLED)
-        }
-        (Some(ScriptEnd::Failed(f)), None) => ("failed", None, Some(f.message), Some(f.rendered), EXIT_FAILED),
-        (None, _) => (
-            "cancelled",
-            None,
-            Some(format!("{}; the script did not end within the 5 s grace period", run.stop_reason())),
-            None,
-            EXIT_CANCELLED,
-        ),
-    };
-    // A strategy that returned ok: false failed, though its script ran to the end.
-    let strategy_error = match (&value, output) {
-        (Some(v), Output::Strategy) if v.get("ok") == Some(&Value::Bool(false)) => {
-            Some(v.get("error").and_then(Value::as_str).unwrap_or("the strategy did not succeed").to_string())
-        }
-        _ => None,
-    };
-    let (status, error, code) = match &strategy_error {
-        Some(e) => ("failed", Some(e.clone()), EXIT_FAILED),
-        None => (status, error, code),
-    };
-    let ended_in = if status == "succeeded" { None } else { run.stages.failed_in() };
-    let result = run.finish(status, value.as_ref(), error.as_deref(), ended_in.as_deref());
-    Settled { result, status, value, error, rendered, strategy_error, code }
-}
-
-fn report(run: &Run, end: Option<ScriptEnd>, args: &RunFlags, output: Output) -> i32 {
-    let Settled { result, status, value, error, rendered, strategy_error, code } = settle(run, end, output);
+fn report(run: &Run, end: RunEnd, args: &RunFlags, output: Output) -> i32 {
+    let RunEnd { result, status, value, error, rendered, strategy_error, code } = end;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&result).unwrap_or_default());
     } else if let Some(v) = &value {

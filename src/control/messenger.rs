@@ -2,7 +2,7 @@
 //! reply, read the inbox. Implemented by `messaging`; this trait keeps the answer channel free of
 //! the router's internals.
 
-use crate::harness::BoxFuture;
+use crate::run::BoxFuture;
 use std::time::Instant;
 
 /// A message held for an agent, as its inbox shows it.

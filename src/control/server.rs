@@ -10,7 +10,7 @@ use super::slot::{ResultSlot, Submission};
 use crate::accounting::Usage;
 use serde_json::{json, Value};
 use std::collections::HashMap;
-use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -95,12 +95,6 @@ impl Drop for Endpoint {
     }
 }
 
-/// Creates `dir` with mode 0700 (and its parents as needed).
-pub fn private_dir(dir: &Path) -> std::io::Result<()> {
-    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
-    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
-}
-
 impl Endpoint {
     /// Opens the control folder `dir` (mode 0700) for agent `key`, binds its socket and writes the
     /// launcher. Must be called inside the tokio runtime's context.
@@ -112,12 +106,12 @@ impl Endpoint {
         events: EventSink,
         messenger: Arc<dyn Messenger>,
     ) -> std::io::Result<Endpoint> {
-        private_dir(dir)?;
+        crate::record::private::ensure_dir(dir)?;
         let mut socket = dir.join("wf.sock");
         let mut short_dir = None;
         if socket.as_os_str().len() > MAX_SOCKET_PATH {
             let short = std::env::temp_dir().join(format!("awf-{}", &uuid::Uuid::new_v4().simple().to_string()[..10]));
-            private_dir(&short)?;
+            crate::record::private::ensure_dir(&short)?;
             socket = short.join("wf.sock");
             short_dir = Some(short);
         }

@@ -11,11 +11,9 @@ pub mod spawn;
 use crate::accounting::{CostSource, Usage};
 use crate::control::slot::ResultSlot;
 use serde_json::Value;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 
-pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+pub use crate::run::BoxFuture;
 
 /// What a harness needs to know about the agent it serves.
 #[derive(Debug, Clone)]

@@ -6,14 +6,31 @@ mod prompt;
 
 pub use prompt::context_text;
 
-use crate::control::messenger::{Held, Messenger};
-use crate::harness::BoxFuture;
+use crate::control::messenger::Held;
 use crate::run::Run;
 use serde_json::json;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, Weak};
-use std::time::Instant;
+use std::sync::{Arc, Mutex};
 use tokio::sync::{oneshot, Notify};
+
+/// How the router sees an agent: the agent layer implements this, so that messaging never names it.
+pub trait Directory: Send + Sync {
+    /// Whether agent `key` can take messages, and whether it is working.
+    fn presence(&self, key: &str) -> Presence;
+    /// Wakes the idle agent `key` in a message operation owned by `stage`, already counted with
+    /// [`Router::waking`]; the operation calls [`Router::woke`] when it ends.
+    fn wake(&self, key: &str, stage: Option<Arc<str>>);
+}
+
+/// An agent as a sender sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Presence {
+    /// Never opened, stopped or closed: a message to it is refused.
+    Gone,
+    Idle,
+    /// Running or queued operations: a message is held for its next turn.
+    Busy,
+}
 
 /// A permission for agents to message each other.
 #[derive(Debug, Clone)]
@@ -157,15 +174,18 @@ impl Router {
         lock(&self.inner).held.get(key).and_then(|v| v.first()).map(|m| m.stage.clone())
     }
 
-    fn send(
+    /// Sends `text` from `from` to `to` over a granted route, holding it for `to` and waking it when
+    /// it is idle; with `ask`, the reply is sent there. The message number, or why it was refused.
+    pub fn send(
         &self,
-        run: &Arc<Run>,
+        run: &Run,
+        agents: &dyn Directory,
         from: &str,
         to: &str,
         text: &str,
         ask: Option<oneshot::Sender<Result<String, String>>>,
     ) -> Result<u64, String> {
-        let agent = run.agents.get(to);
+        let presence = agents.presence(to);
         let mut inner = lock(&self.inner);
         let Some(route) = inner.routes.iter_mut().find(|r| r.carries(from, to)) else {
             let mine: Vec<String> = inner.routes.iter().filter_map(|r| r.peer_of(from).map(String::from)).collect();
@@ -179,9 +199,9 @@ impl Router {
                 "refused: the route from {from} to {to} allows {max} message{plural} and all were sent"
             ));
         }
-        let Some(agent) = agent.filter(|a| a.closed().is_none()) else {
+        if presence == Presence::Gone {
             return Err(format!("refused: {to} is not open (stopped or closed)"));
-        };
+        }
         route.sent += 1;
         let (route_id, stage) = (route.id, route.stage.clone());
         inner.next_n += 1;
@@ -204,13 +224,13 @@ impl Router {
             stage: stage.clone(),
         });
         run.progress.messages_sent.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let idle = agent.busy() == 0;
+        let idle = presence == Presence::Idle;
         if idle {
             *inner.waking.entry(stage.clone()).or_default() += 1;
         }
         drop(inner);
         if idle {
-            crate::agent::message_op::wake(run.clone(), agent, stage);
+            agents.wake(to, stage);
         }
         Ok(n)
     }
@@ -230,7 +250,8 @@ impl Router {
         *lock(&self.inner).waking.entry(stage.clone()).or_default() += 1;
     }
 
-    fn reply(&self, run: &Run, from: &str, n: u64, text: &str) -> Result<(), String> {
+    /// Answers message `n`, which must have asked `from`.
+    pub fn reply(&self, run: &Run, from: &str, n: u64, text: &str) -> Result<(), String> {
         let mut inner = lock(&self.inner);
         match inner.owed.get(&n) {
             Some(o) if o.to == from => {}
@@ -303,55 +324,6 @@ impl Router {
         }
         for (n, o) in inner.owed.drain() {
             let _ = o.reply.send(Err(format!("the run ended before {} replied to message {n}", o.to)));
-        }
-    }
-}
-
-/// One agent's view of the router, for its control socket and its harness.
-pub struct AgentMessenger {
-    pub run: Weak<Run>,
-    pub key: String,
-}
-
-impl Messenger for AgentMessenger {
-    fn send(&self, to: &str, text: &str) -> Result<u64, String> {
-        let run = self.run.upgrade().ok_or("refused: the run has ended")?;
-        run.router.send(&run, &self.key, to, text, None)
-    }
-
-    fn ask(&self, to: &str, text: &str, deadline: Option<Instant>) -> BoxFuture<'static, Result<String, String>> {
-        let (tx, rx) = oneshot::channel();
-        let sent = self
-            .run
-            .upgrade()
-            .ok_or_else(|| "refused: the run has ended".to_string())
-            .and_then(|run| run.router.send(&run, &self.key, to, text, Some(tx)).map(|n| (n, run.root.clone())));
-        let to = to.to_string();
-        Box::pin(async move {
-            let (n, stop) = sent?;
-            let until = async {
-                match deadline {
-                    Some(at) => tokio::time::sleep_until(at.into()).await,
-                    None => std::future::pending().await,
-                }
-            };
-            tokio::select! {
-                r = rx => r.unwrap_or_else(|_| Err(format!("{to} never replied to message {n}"))),
-                _ = until => Err(format!("no reply from {to} to message {n} before your operation's deadline")),
-                _ = stop.cancelled() => Err("the run was stopped".into()),
-            }
-        })
-    }
-
-    fn reply(&self, n: u64, text: &str) -> Result<(), String> {
-        let run = self.run.upgrade().ok_or("refused: the run has ended")?;
-        run.router.reply(&run, &self.key, n, text)
-    }
-
-    fn inbox(&self) -> Vec<Held> {
-        match self.run.upgrade() {
-            Some(run) => run.router.take_held(&run, &self.key),
-            None => Vec::new(),
         }
     }
 }

@@ -4,7 +4,7 @@
 
 use std::fs::{DirBuilder, File, OpenOptions};
 use std::io::{self, Write};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 
 pub const DIR_MODE: u32 = 0o700;
@@ -13,6 +13,13 @@ pub const FILE_MODE: u32 = 0o600;
 /// Creates `dir` and any missing parents, each 0700; an existing folder is left as it is.
 pub fn create_dir(dir: &Path) -> io::Result<()> {
     DirBuilder::new().recursive(true).mode(DIR_MODE).create(dir)
+}
+
+/// Creates `dir` (and missing parents) 0700, and makes it 0700 if it already existed: a control
+/// folder from an earlier attempt is closed again.
+pub fn ensure_dir(dir: &Path) -> io::Result<()> {
+    create_dir(dir)?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(DIR_MODE))
 }
 
 /// Opens `path` for appending, creating it 0600.

@@ -1,16 +1,18 @@
-//! A run's life: its identity and folder, the root scope (cancellation and deadline), the stop
-//! cause, the scheduler, the agents, stages and the final result. The script host drives it.
+//! The run core, the bottom layer every book builds on: a run's identity and folder, config, the
+//! tokio handle, the root scope (cancellation and deadline), the stop cause, the records, the
+//! scheduler (limits, budgets, accounts), schemas, stages, progress, and what a resumed attempt
+//! replays. It owns no book: agents, routes and sandboxes live above it and receive it.
 
 pub mod leftovers;
+pub mod outcome;
 pub mod progress;
 pub mod resume;
 pub mod scheduler;
 pub mod scope;
 pub mod stages;
 
-use crate::agent::op::Settled;
-use crate::agent::AgentBook;
-use crate::config::{Config, Price};
+use crate::accounting::Price;
+use crate::config::Config;
 use crate::control::schema::SchemaCache;
 use crate::harness::Responder;
 use crate::record::{self, Recorder, Stream};
@@ -22,7 +24,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
+pub use outcome::{Outcome, OutcomeKind, Settled};
 pub use scheduler::Limits;
+
+/// A boxed future, as the trait objects between the layers return them.
+pub type BoxFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
 
 /// Why a run ended before its script returned.
 #[derive(Debug, Clone, PartialEq)]
@@ -53,7 +59,8 @@ pub struct RunSpec {
     pub resume: Option<resume::Resume>,
 }
 
-type ResponderLoader = Box<dyn Fn(&Path) -> Result<Arc<dyn Responder>, String> + Send + Sync>;
+/// Loads a fake responder script (the script host supplies it).
+pub type ResponderLoader = Box<dyn Fn(&Path) -> Result<Arc<dyn Responder>, String> + Send + Sync>;
 
 pub struct Run {
     pub id: String,
@@ -73,10 +80,7 @@ pub struct Run {
     pub records: Recorder,
     pub scheduler: scheduler::Scheduler,
     pub schemas: SchemaCache,
-    pub agents: AgentBook,
-    pub sandboxes: crate::sandbox::SandboxBook,
     pub stages: stages::StageBook,
-    pub router: crate::messaging::Router,
     pub progress: progress::Progress,
     /// The run's secret values: text from harnesses is scrubbed of them before it is recorded.
     pub secrets: Arc<crate::redact::Redactor>,
@@ -89,8 +93,6 @@ pub struct Run {
     simulated: AtomicBool,
     budget_warned: AtomicBool,
     responder_loader: ResponderLoader,
-    /// The script host's engine for this run (held weakly: the engine holds the run).
-    pub script_engine: std::sync::OnceLock<std::sync::Weak<dyn std::any::Any + Send + Sync>>,
     responders: Mutex<HashMap<PathBuf, Arc<dyn Responder>>>,
     /// The run's lock, held by this attempt until it finishes (or its process dies).
     lock: Mutex<Option<record::lock::RunLock>>,
@@ -185,10 +187,7 @@ impl Run {
             records,
             scheduler: scheduler::Scheduler::new(spec.limits),
             schemas: SchemaCache::default(),
-            agents: AgentBook::default(),
-            sandboxes: crate::sandbox::SandboxBook::new(spec.sandbox),
             stages: stages::StageBook::default(),
-            router: crate::messaging::Router::default(),
             progress: progress::Progress::default(),
             secrets,
             started: Instant::now(),
@@ -199,7 +198,6 @@ impl Run {
             simulated: AtomicBool::new(false),
             budget_warned: AtomicBool::new(false),
             responder_loader,
-            script_engine: std::sync::OnceLock::new(),
             responders: Mutex::new(HashMap::new()),
             lock: Mutex::new(Some(run_lock)),
         }))
@@ -312,7 +310,7 @@ impl Run {
         self.records.event(
             "op-settled",
             &OpSettled {
-                agent: &s.agent.key,
+                agent: s.agent,
                 op_id: &o.op_id,
                 outcome: o.kind.as_str(),
                 reason: o.reason.as_deref(),
@@ -320,7 +318,7 @@ impl Run {
                 cost_usd: o.usage.cost_usd,
             },
         );
-        self.scheduler.record(&s.agent.key, s.stage, s.model, &s.outcome.usage);
+        self.scheduler.record(s.agent, s.stage, s.model, &s.outcome.usage);
         if s.outcome.simulated {
             self.simulated.store(true, Ordering::Relaxed);
         }
@@ -333,19 +331,26 @@ impl Run {
         lock(&self.usage_log).iter().filter_map(|l| serde_json::from_str(l).ok()).collect()
     }
 
-    /// Writes `result.json`, completes `run.json`, and closes the records.
-    pub fn finish(&self, status: &str, value: Option<&Value>, error: Option<&str>, ended_in: Option<&str>) -> Value {
+    /// Writes `result.json` (with the books' own summaries, such as `sandboxes`), completes
+    /// `run.json`, closes the records and releases the run's lock.
+    pub fn finish(
+        &self,
+        status: &str,
+        value: Option<&Value>,
+        error: Option<&str>,
+        ended_in: Option<&str>,
+        sandboxes: Value,
+    ) -> Value {
         let finished_at = record::now_iso();
         let accounts = self.scheduler.accounts();
         let result = json!({
             "v": record::FORMAT_VERSION, "run_id": self.id, "status": status,
             "value": value, "error": error, "ended_in": ended_in,
             "stages": self.stages.summary(), "accounting": accounts,
-            "simulated": self.simulated(), "sandboxes": self.sandboxes.summary(),
+            "simulated": self.simulated(), "sandboxes": sandboxes,
             "started_at": self.started_at, "finished_at": finished_at,
             "duration_ms": self.started.elapsed().as_millis() as u64,
         });
-        self.router.finish(self);
         self.records.event("run-finished", &json!({ "status": status, "error": error }));
         self.records.flush(true);
         if let Err(e) = self.records.write_document("result.json", &result) {

@@ -57,7 +57,7 @@ fn own_dirs(control: &Path) -> Result<(PathBuf, PathBuf), String> {
     let home = control.join("home");
     let state = control.join("state");
     for d in [&home, &state] {
-        crate::control::server::private_dir(d).map_err(|e| format!("cannot create {}: {e}", d.display()))?;
+        crate::record::private::ensure_dir(d).map_err(|e| format!("cannot create {}: {e}", d.display()))?;
     }
     Ok((home, state))
 }

@@ -6,7 +6,7 @@
 use super::api;
 use super::guard;
 use super::resolver::Resolver;
-use crate::run::{scope, Run};
+use crate::run::scope;
 use rhai::packages::{Package, StandardPackage};
 use rhai::{Dynamic, Engine, EvalAltResult, NativeCallContext, OptimizationLevel, Scope};
 use std::sync::{Arc, OnceLock};
@@ -32,7 +32,7 @@ pub fn compile_scope() -> Scope<'static> {
 
 /// Builds an engine. With a run, `ctx` resolves to it and its cancellation reaches loops; without
 /// one (checking, responders), `ctx` is absent.
-pub fn build(run: Option<Arc<Run>>, resolver: Option<Resolver>, args: Option<Dynamic>) -> Engine {
+pub fn build(host: Option<Arc<api::ScriptRun>>, resolver: Option<Resolver>, args: Option<Dynamic>) -> Engine {
     let mut engine = Engine::new_raw();
     engine.register_global_module(std_package());
     engine
@@ -66,7 +66,8 @@ pub fn build(run: Option<Arc<Run>>, resolver: Option<Resolver>, args: Option<Dyn
     }
     guard::register(&mut engine);
     api::register(&mut engine);
-    if let Some(run) = run {
+    if let Some(host) = host {
+        let run = host.run.clone();
         let r = run.clone();
         engine.on_print(move |s| r.log("print", s, &serde_json::Value::Null));
         let r = run.clone();
@@ -85,7 +86,7 @@ pub fn build(run: Option<Arc<Run>>, resolver: Option<Resolver>, args: Option<Dyn
             }
             interruption()
         });
-        let ctx = api::Ctx(run);
+        let ctx = api::Ctx(host);
         #[allow(deprecated)] // on_var is marked volatile, not deprecated (RHAI-HOST.md pitfall 1)
         engine.on_var(move |name, index, context| match name {
             "ctx" => Ok(Some(Dynamic::from(ctx.clone()))),

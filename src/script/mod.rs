@@ -12,7 +12,8 @@ mod render;
 mod resolver;
 mod responder;
 
-use crate::run::{scope, Run};
+use crate::host::{Failure, ScriptEnd};
+use crate::run::scope;
 use resolver::Resolver;
 use rhai::{CallFnOptions, EvalAltResult, Position, Scope, AST};
 use serde_json::Value;
@@ -41,21 +42,6 @@ pub struct Program {
     strategy: bool,
     cwd: PathBuf,
     ast: Arc<AST>,
-}
-
-/// How a script ended.
-pub enum ScriptEnd {
-    Value(Value),
-    Failed(Failure),
-}
-
-pub struct Failure {
-    /// The rustc-style text: message, position, source line, call chain.
-    pub rendered: String,
-    /// The message alone.
-    pub message: String,
-    /// A stop, cancellation or deadline rather than an error.
-    pub terminated: bool,
 }
 
 fn display_path(path: &Path, cwd: &Path) -> String {
@@ -176,9 +162,20 @@ pub fn read_literals(name: &str, text: &str) -> Result<serde_json::Map<String, V
     Ok(literals_of(&ast))
 }
 
+impl crate::host::Script for Program {
+    /// Runs the program on a thread of its own; the receiver gets how it ended.
+    fn start(
+        &self,
+        host: Arc<crate::host::Host>,
+        args: Value,
+    ) -> std::io::Result<tokio::sync::oneshot::Receiver<ScriptEnd>> {
+        spawn(host, self, args)
+    }
+}
+
 /// Runs `program` on a thread of its own; the receiver gets how it ended.
-pub fn spawn(
-    run: Arc<Run>,
+fn spawn(
+    host: Arc<crate::host::Host>,
     program: &Program,
     args: Value,
 ) -> std::io::Result<tokio::sync::oneshot::Receiver<ScriptEnd>> {
@@ -193,9 +190,10 @@ pub fn spawn(
     let (display, source, cwd) = (program.display.clone(), program.source.clone(), program.cwd.clone());
     std::thread::Builder::new().name("awf-script".into()).stack_size(SCRIPT_STACK).spawn(move || {
         let args = convert::to_dynamic(&args);
-        let engine = Arc::new(engine::build(Some(run.clone()), Some(resolver), Some(args.clone())));
-        let any: Arc<dyn std::any::Any + Send + Sync> = engine.clone();
-        let _ = run.script_engine.set(Arc::downgrade(&any));
+        let script_run = api::ScriptRun::new(host.clone());
+        let engine = Arc::new(engine::build(Some(script_run.clone()), Some(resolver), Some(args.clone())));
+        script_run.set_engine(&engine);
+        let run = &host.run;
         let _root = scope::enter(Arc::new(scope::Frame::root(run.root.clone(), run.deadline)));
         let mut scope = Scope::new();
         let result = if has_run_fn {
@@ -214,7 +212,7 @@ pub fn spawn(
             run.rt.block_on(async {
                 tokio::select! {
                     _ = run.root.cancelled() => {}
-                    _ = run.router.settle(&None) => {}
+                    _ = host.router.settle(&None) => {}
                 }
             })
         });

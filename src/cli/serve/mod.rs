@@ -9,11 +9,12 @@ mod listen;
 mod private;
 mod scripts;
 
-use super::script::{check_script_args, prepare, settle, Output, RunFlags};
+use super::script::{check_script_args, prepare, RunFlags};
 use super::EXIT_OK;
 use crate::council::{self, registry::Registry};
+use crate::host::{drive, Host, Output};
 use crate::run::{Run, StopCause};
-use crate::script::{self, Program, ScriptEnd};
+use crate::script::{self, Program};
 use anyhow::{bail, Context, Result};
 use axum::extract::{Path as UrlPath, State};
 use axum::http::StatusCode;
@@ -241,64 +242,29 @@ async fn start_run(State(server): State<Shared>, body: Option<Json<Value>>) -> R
         dir,
         run: None,
     });
-    tokio::spawn(drive(server.clone(), id.clone(), job, spec));
+    tokio::spawn(run_job(server.clone(), id.clone(), job, spec));
     (StatusCode::ACCEPTED, Json(json!({ "run_id": id, "status": "queued" }))).into_response()
 }
 
 /// Waits for a slot, then runs the job to its end.
-async fn drive(server: Shared, id: String, job: Job, spec: crate::run::RunSpec) {
+async fn run_job(server: Shared, id: String, job: Job, spec: crate::run::RunSpec) {
     let Ok(_slot) = server.slots.clone().acquire_owned().await else { return };
     if server.status(&id).is_none_or(|s| terminal(&s)) {
         return; // stopped while queued
     }
     let deadline = spec.deadline;
-    let run =
-        match Run::start_with_id(spec, id.clone(), tokio::runtime::Handle::current(), Box::new(script::load_responder))
-        {
-            Ok(r) => r,
-            Err(e) => {
-                tracing::error!("cannot create the run folder for {id}: {e}");
-                server.set_status(&id, "failed", None);
-                return;
-            }
-        };
-    server.set_status(&id, "running", Some(run.clone()));
-    let end = match script::spawn(run.clone(), &job.program, job.input) {
-        Ok(rx) => wait(&run, rx, deadline).await,
+    let rt = tokio::runtime::Handle::current();
+    let host = match Host::start(spec, Some(id.clone()), rt, Box::new(script::load_responder)) {
+        Ok(h) => h,
         Err(e) => {
-            let result = run.finish("failed", None, Some(&format!("cannot start the script thread: {e}")), None);
-            server.set_status(&id, result["status"].as_str().unwrap_or("failed"), None);
+            tracing::error!("cannot create the run folder for {id}: {e}");
+            server.set_status(&id, "failed", None);
             return;
         }
     };
-    let settled = settle(&run, end, job.output);
-    server.set_status(&id, settled.status, None);
-}
-
-/// Waits for the script, handling the run deadline and a stop (a 5 s grace once stopping).
-async fn wait(
-    run: &Run,
-    mut rx: tokio::sync::oneshot::Receiver<ScriptEnd>,
-    deadline: Option<Duration>,
-) -> Option<ScriptEnd> {
-    let deadline_at = deadline.map(|d| tokio::time::Instant::now() + d);
-    let mut grace_until: Option<tokio::time::Instant> = None;
-    loop {
-        if grace_until.is_none() && run.stop_cause().is_some() {
-            grace_until = Some(tokio::time::Instant::now() + Duration::from_secs(5));
-        }
-        if grace_until.is_none() && deadline_at.is_some_and(|at| tokio::time::Instant::now() >= at) {
-            run.stop_with(StopCause::Deadline);
-            continue;
-        }
-        if grace_until.is_some_and(|at| tokio::time::Instant::now() >= at) {
-            return None;
-        }
-        tokio::select! {
-            end = &mut rx => return end.ok(),
-            _ = tokio::time::sleep(Duration::from_millis(50)) => {}
-        }
-    }
+    server.set_status(&id, "running", Some(host.run.clone()));
+    let end = drive(host, &*job.program, job.input, deadline, job.output).await;
+    server.set_status(&id, end.status, None);
 }
 
 fn row(e: &Entry) -> Value {

@@ -16,11 +16,11 @@ pub fn register(engine: &mut Engine) {
     engine
         .register_fn("open", open)
         .register_fn("get", |a: &mut Agents, key: &str| match a.0.agents.get(key) {
-            Some(agent) => Dynamic::from(AgentHandle { run: a.0.clone(), agent }),
+            Some(agent) => Dynamic::from(AgentHandle { host: a.0.clone(), agent }),
             None => Dynamic::UNIT,
         })
-        .register_fn("stop", |a: &mut Agents, key: &str| a.0.agents.stop(&a.0, key, "stopped by the workflow"))
-        .register_fn("stop", |a: &mut Agents, key: &str, reason: &str| a.0.agents.stop(&a.0, key, reason))
+        .register_fn("stop", |a: &mut Agents, key: &str| a.0.agents.stop(key, "stopped by the workflow"))
+        .register_fn("stop", |a: &mut Agents, key: &str, reason: &str| a.0.agents.stop(key, reason))
         .register_get("key", |h: &mut AgentHandle| h.agent.key.clone())
         .register_get("harness", |h: &mut AgentHandle| h.agent.harness().to_string())
         .register_get("model", |h: &mut AgentHandle| h.agent.model())
@@ -32,8 +32,8 @@ pub fn register(engine: &mut Engine) {
         .register_fn("ask", |nc: NativeCallContext, h: &mut AgentHandle, prompt: &str, schema: Map| {
             ask(&nc, h, prompt, Some(Dynamic::from_map(schema)))
         })
-        .register_fn("stop", |h: &mut AgentHandle| h.run.agents.stop(&h.run, &h.agent.key, "stopped by the workflow"))
-        .register_fn("stop", |h: &mut AgentHandle, reason: &str| h.run.agents.stop(&h.run, &h.agent.key, reason))
+        .register_fn("stop", |h: &mut AgentHandle| h.host.agents.stop(&h.agent.key, "stopped by the workflow"))
+        .register_fn("stop", |h: &mut AgentHandle, reason: &str| h.host.agents.stop(&h.agent.key, reason))
         .register_fn("fork", fork)
         .register_fn("set", set)
         .register_fn("compact", compact);
@@ -41,8 +41,8 @@ pub fn register(engine: &mut Engine) {
 
 fn open(nc: NativeCallContext, a: &mut Agents, spec: Map) -> RResult<AgentHandle> {
     let req = parse_spec(&spec).map_err(|e| script_err(&nc, format!("ctx.agents.open: {e}")))?;
-    let agent = a.0.agents.open(&a.0, req).map_err(|e| script_err(&nc, e))?;
-    Ok(AgentHandle { run: a.0.clone(), agent })
+    let agent = a.0.agents.open(req).map_err(|e| script_err(&nc, e))?;
+    Ok(AgentHandle { host: a.0.clone(), agent })
 }
 
 fn parse_spec(spec: &Map) -> Result<OpenRequest, String> {
@@ -93,15 +93,15 @@ fn parse_turn(h: &AgentHandle, turn: &Map) -> Result<Turn, String> {
     f.check_known(&["prompt", "schema", "id", "label", "timeout_ms", "deadline", "nudge"])?;
     let prompt = f.string("prompt")?.ok_or("turn needs `prompt` (a string)")?;
     let schema = match f.get("schema") {
-        None => h.run.schemas.compile(&serde_json::json!({ "type": "string" })),
-        Some(v) => h.run.schemas.by_fingerprint(crate::script::convert::fingerprint(v), || {
+        None => h.host.run.schemas.compile(&serde_json::json!({ "type": "string" })),
+        Some(v) => h.host.run.schemas.by_fingerprint(crate::script::convert::fingerprint(v), || {
             to_json(v).map_err(|e| format!("`schema`: {e}"))
         }),
     }
     .map_err(|e| if e.starts_with("`schema`") { e } else { format!("`schema` is {e}") })?;
     let (timeout_ms, deadline_ms) = f.timeout()?;
     let nudge = match f.get("nudge") {
-        None => Nudge { text: DEFAULT_NUDGE.into(), max: h.run.scheduler.limits.nudges },
+        None => Nudge { text: DEFAULT_NUDGE.into(), max: h.host.run.scheduler.limits.nudges },
         Some(v) if v.as_bool() == Ok(false) => Nudge { text: DEFAULT_NUDGE.into(), max: 0 },
         Some(v) if v.is_map() => {
             let m = v.clone().cast::<Map>();
@@ -109,7 +109,7 @@ fn parse_turn(h: &AgentHandle, turn: &Map) -> Result<Turn, String> {
             nf.check_known(&["prompt", "max"])?;
             Nudge {
                 text: nf.string("prompt")?.unwrap_or_else(|| DEFAULT_NUDGE.into()),
-                max: nf.positive("max")?.map(|n| n as u32).unwrap_or(h.run.scheduler.limits.nudges),
+                max: nf.positive("max")?.map(|n| n as u32).unwrap_or(h.host.run.scheduler.limits.nudges),
             }
         }
         Some(v) => return Err(format!("`nudge` must be false or #{{ prompt, max }}, got {}", v.type_name())),
@@ -123,10 +123,15 @@ fn do_run(nc: &NativeCallContext, h: &AgentHandle, turn: &Map, method: &str) -> 
     let Some(frame) = scope::current() else {
         return Err(script_err(nc, "agent operations can only run inside a run"));
     };
-    op::run(&h.run, &h.agent, turn, &frame).map_err(|e| match e {
+    op::run(&h.host.agents, &h.agent, turn, &frame).map_err(|e| op_err(nc, e))
+}
+
+/// An operation's error as the script sees it: a catchable error, or a termination.
+fn op_err(nc: &NativeCallContext, e: OpError) -> Box<rhai::EvalAltResult> {
+    match e {
         OpError::Invalid(m) => script_err(nc, m),
         OpError::Terminated(r) => terminated(nc, r),
-    })
+    }
 }
 
 fn run(nc: NativeCallContext, h: &mut AgentHandle, turn: Map) -> RResult<Map> {
@@ -188,8 +193,11 @@ fn fork(nc: NativeCallContext, h: &mut AgentHandle, opts: Map) -> RResult<AgentH
         Ok((key, f.string("instructions")?, f.string("effort")?))
     })();
     let (key, instructions, effort) = parsed.map_err(|e| script_err(&nc, format!("{}.fork: {e}", h.agent.key)))?;
-    let agent = h.run.agents.fork(&h.run, &h.agent, key, instructions, effort).map_err(|e| script_err(&nc, e))?;
-    Ok(AgentHandle { run: h.run.clone(), agent })
+    let Some(frame) = scope::current() else {
+        return Err(script_err(&nc, "agent operations can only run inside a run"));
+    };
+    let agent = op::fork(&h.host.agents, &h.agent, key, instructions, effort, &frame).map_err(|e| op_err(&nc, e))?;
+    Ok(AgentHandle { host: h.host.clone(), agent })
 }
 
 fn set(nc: NativeCallContext, h: &mut AgentHandle, opts: Map) -> RResult<()> {
@@ -199,7 +207,10 @@ fn set(nc: NativeCallContext, h: &mut AgentHandle, opts: Map) -> RResult<()> {
         Ok((f.string("model")?, f.string("effort")?))
     })();
     let (model, effort) = parsed.map_err(|e| script_err(&nc, format!("{}.set: {e}", h.agent.key)))?;
-    h.agent.set(&h.run, model, effort).map_err(|e| script_err(&nc, e))
+    let Some(frame) = scope::current() else {
+        return Err(script_err(&nc, "agent operations can only run inside a run"));
+    };
+    op::set(&h.host.agents, &h.agent, model, effort, &frame).map_err(|e| op_err(&nc, e))
 }
 
 fn compact(nc: NativeCallContext, h: &mut AgentHandle, opts: Map) -> RResult<String> {
@@ -212,8 +223,5 @@ fn compact(nc: NativeCallContext, h: &mut AgentHandle, opts: Map) -> RResult<Str
     let Some(frame) = scope::current() else {
         return Err(script_err(&nc, "agent operations can only run inside a run"));
     };
-    h.agent.compact(&h.run, &prompt, &frame.cancel).map_err(|e| match e {
-        OpError::Invalid(m) => script_err(&nc, m),
-        OpError::Terminated(r) => terminated(&nc, r),
-    })
+    op::compact(&h.host.agents, &h.agent, &prompt, &frame).map_err(|e| op_err(&nc, e))
 }

@@ -9,27 +9,27 @@ use std::time::Duration;
 
 pub fn register(engine: &mut Engine) {
     engine
-        .register_get("run_id", |c: &mut Ctx| c.0.id.clone())
-        .register_get("attempt", |c: &mut Ctx| c.0.attempt as INT)
-        .register_get("cwd", |c: &mut Ctx| c.0.cwd.display().to_string())
-        .register_get("deadline", |c: &mut Ctx| match c.0.deadline_unix_ms {
+        .register_get("run_id", |c: &mut Ctx| c.0.run.id.clone())
+        .register_get("attempt", |c: &mut Ctx| c.0.run.attempt as INT)
+        .register_get("cwd", |c: &mut Ctx| c.0.run.cwd.display().to_string())
+        .register_get("deadline", |c: &mut Ctx| match c.0.run.deadline_unix_ms {
             Some(ms) => Dynamic::from(ms as INT),
             None => Dynamic::UNIT,
         })
         .register_get("agents", |c: &mut Ctx| Agents(c.0.clone()))
         .register_get("messages", |c: &mut Ctx| Messages(c.0.clone()))
         .register_get("budget", budget)
-        .register_fn("log", |c: &mut Ctx, text: &str| c.0.log("info", text, &serde_json::Value::Null))
+        .register_fn("log", |c: &mut Ctx, text: &str| c.0.run.log("info", text, &serde_json::Value::Null))
         .register_fn("log", |nc: NativeCallContext, c: &mut Ctx, text: &str, fields: Map| {
             log_fields(&nc, c, "info", text, fields)
         })
-        .register_fn("warn", |c: &mut Ctx, text: &str| c.0.log("warn", text, &serde_json::Value::Null))
+        .register_fn("warn", |c: &mut Ctx, text: &str| c.0.run.log("warn", text, &serde_json::Value::Null))
         .register_fn("warn", |nc: NativeCallContext, c: &mut Ctx, text: &str, fields: Map| {
             log_fields(&nc, c, "warn", text, fields)
         })
-        .register_fn("usage", |c: &mut Ctx| -> rhai::Array { c.0.usage().iter().map(to_dynamic).collect() })
+        .register_fn("usage", |c: &mut Ctx| -> rhai::Array { c.0.run.usage().iter().map(to_dynamic).collect() })
         .register_fn("spent", |c: &mut Ctx| {
-            let (tokens, usd) = c.0.scheduler.spent();
+            let (tokens, usd) = c.0.run.scheduler.spent();
             let mut m = Map::new();
             m.insert("tokens".into(), (tokens as INT).into());
             m.insert("cost_usd".into(), usd.into());
@@ -42,14 +42,14 @@ pub fn register(engine: &mut Engine) {
 }
 
 /// An agent handle of this run, or why the value is not one.
-fn route_end(run: &std::sync::Arc<crate::run::Run>, v: &Dynamic, field: &str) -> Result<String, String> {
+fn route_end(run: &std::sync::Arc<super::ScriptRun>, v: &Dynamic, field: &str) -> Result<String, String> {
     let Some(h) = v.clone().try_cast::<AgentHandle>() else {
         return Err(format!(
             "`{field}` must be an agent handle (the value ctx.agents.open returned), not a {}",
             v.type_name().rsplit("::").next().unwrap_or("value")
         ));
     };
-    if !std::sync::Arc::ptr_eq(&h.run, run) {
+    if !std::sync::Arc::ptr_eq(&h.host, run) {
         return Err(format!("`{field}`: agent {} belongs to another run", h.agent.key));
     }
     match run.agents.get(&h.agent.key) {
@@ -93,15 +93,15 @@ fn allow(nc: NativeCallContext, m: &mut Messages, route: Map) -> RResult<INT> {
         Ok(crate::messaging::Route { id: 0, a, b, both, purpose, max, sent: 0, stage, open: true })
     })();
     let route = parsed.map_err(|e| script_err(&nc, format!("ctx.messages.allow: {e}")))?;
-    Ok(run.router.allow(run, route) as INT)
+    Ok(run.router.allow(&run.run, route) as INT)
 }
 
 fn budget(c: &mut Ctx) -> Dynamic {
-    let limits = &c.0.scheduler.limits;
+    let limits = &c.0.run.scheduler.limits;
     if limits.budget_usd.is_none() && limits.budget_tokens.is_none() {
         return Dynamic::UNIT;
     }
-    let (tokens, usd) = c.0.scheduler.spent();
+    let (tokens, usd) = c.0.run.scheduler.spent();
     let mut m = Map::new();
     let opt_f = |v: Option<f64>| v.map(Dynamic::from).unwrap_or(Dynamic::UNIT);
     let opt_i = |v: Option<u64>| v.map(|n| Dynamic::from(n as INT)).unwrap_or(Dynamic::UNIT);
@@ -115,7 +115,7 @@ fn budget(c: &mut Ctx) -> Dynamic {
 fn log_fields(nc: &NativeCallContext, c: &mut Ctx, level: &str, text: &str, fields: Map) -> RResult<()> {
     let fields =
         to_json(&Dynamic::from_map(fields)).map_err(|e| script_err(nc, format!("ctx.{level}: fields: {e}")))?;
-    c.0.log(level, text, &fields);
+    c.0.run.log(level, text, &fields);
     Ok(())
 }
 
@@ -127,7 +127,7 @@ fn sleep(nc: NativeCallContext, c: &mut Ctx, ms: INT) -> RResult<()> {
         return Err(script_err(&nc, "ctx.sleep called outside a run"));
     };
     let deadline = frame.deadline.as_ref().map(|d| d.at);
-    let woke = c.0.rt.block_on(async {
+    let woke = c.0.run.rt.block_on(async {
         let until_deadline = async {
             match deadline {
                 Some(at) => tokio::time::sleep_until(at.into()).await,
@@ -149,7 +149,7 @@ fn sleep(nc: NativeCallContext, c: &mut Ctx, ms: INT) -> RResult<()> {
 }
 
 fn stop(nc: &NativeCallContext, c: &mut Ctx, reason: &str) -> RResult<()> {
-    c.0.stop_with(StopCause::Stopped(reason.to_string()));
+    c.0.run.stop_with(StopCause::Stopped(reason.to_string()));
     let mut m = Map::new();
     m.insert("stopped".into(), reason.into());
     Err(EvalAltResult::ErrorTerminated(Dynamic::from_map(m), nc.call_position()).into())

@@ -8,28 +8,58 @@ mod parallel;
 pub use parallel::WORKER_STACK;
 mod stage;
 
-use crate::run::Run;
+use crate::host::Host;
 use rhai::{Dynamic, Engine, EvalAltResult, Map, NativeCallContext};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock, Weak};
 
 pub type RResult<T> = Result<T, Box<EvalAltResult>>;
 
+/// What the script host keeps for one run: the host (run, agents, router) and the run's engine,
+/// which pooled branch threads need to call closures on.
+pub struct ScriptRun {
+    pub host: Arc<Host>,
+    engine: OnceLock<Weak<Engine>>,
+}
+
+impl ScriptRun {
+    pub fn new(host: Arc<Host>) -> Arc<ScriptRun> {
+        Arc::new(ScriptRun { host, engine: OnceLock::new() })
+    }
+
+    /// Notes the engine this run's script runs on (held weakly: the engine holds the run).
+    pub fn set_engine(&self, engine: &Arc<Engine>) {
+        let _ = self.engine.set(Arc::downgrade(engine));
+    }
+
+    /// The run's engine, while the script runs.
+    pub fn engine(&self) -> Option<Arc<Engine>> {
+        self.engine.get().and_then(Weak::upgrade)
+    }
+}
+
+impl std::ops::Deref for ScriptRun {
+    type Target = Host;
+    fn deref(&self) -> &Host {
+        &self.host
+    }
+}
+
 /// `ctx`: a cheap handle on the run, supplied by `on_var`, never stored in a scope.
 #[derive(Clone)]
-pub struct Ctx(pub Arc<Run>);
+pub struct Ctx(pub Arc<ScriptRun>);
 
 /// `ctx.agents`.
 #[derive(Clone)]
-pub struct Agents(pub Arc<Run>);
+pub struct Agents(pub Arc<ScriptRun>);
 
 /// `ctx.messages`.
 #[derive(Clone)]
-pub struct Messages(pub Arc<Run>);
+pub struct Messages(pub Arc<ScriptRun>);
 
 /// An agent handle.
 #[derive(Clone)]
 pub struct AgentHandle {
-    pub run: Arc<Run>,
+    pub host: Arc<ScriptRun>,
     pub agent: Arc<crate::agent::Agent>,
 }
 

@@ -2,7 +2,7 @@
 //! stack and the group's scope), results in input order, the first error cancelling the siblings
 //! and their agents' turns, deadlines, labelled progress, and data races turned into advice.
 
-use super::{script_err, terminated, Ctx, Fields, RResult};
+use super::{script_err, terminated, Ctx, Fields, RResult, ScriptRun};
 use crate::run::scope::{self, DeadlineKind, Frame};
 use crate::run::Run;
 use crate::script::pool;
@@ -210,13 +210,14 @@ const DATA_RACE_ADVICE: &str = "two parallel branches used the same captured var
 
 fn parallel(
     nc: &NativeCallContext,
-    run: &Arc<Run>,
+    host: &Arc<ScriptRun>,
     items: Array,
     f: FnPtr,
     opts: Map,
     settled: bool,
 ) -> RResult<Array> {
     let name = if settled { "ctx.parallel_settled" } else { "ctx.parallel" };
+    let run = &host.run;
     let opts = parse_opts(&opts).map_err(|e| script_err(nc, format!("{name}: {e}")))?;
     let parent = scope::current().ok_or_else(|| script_err(nc, format!("{name} called outside a run")))?;
     let n = items.len();
@@ -236,12 +237,7 @@ fn parallel(
         &json!({ "label": opts.label, "items": n, "concurrency": conc, "stage": parent.stage.as_deref() }),
     );
 
-    let engine = run
-        .script_engine
-        .get()
-        .and_then(|w| w.upgrade())
-        .and_then(|a| a.downcast::<rhai::Engine>().ok())
-        .ok_or_else(|| script_err(nc, format!("{name}: the script engine is gone")))?;
+    let engine = host.engine().ok_or_else(|| script_err(nc, format!("{name}: the script engine is gone")))?;
     #[allow(deprecated)] // store_data is marked volatile, not deprecated
     let shared = Arc::new(Shared {
         engine,

@@ -1,10 +1,10 @@
 //! `ctx.stage(name, fn)` and `ctx.stage(name, #{ result, summary }, fn)`: one use of a name per
 //! run, no nesting, the value validated and recorded, failures recorded with their message.
 
-use super::{script_err, Ctx, Fields, RResult};
+use super::{script_err, Ctx, Fields, RResult, ScriptRun};
 use crate::run::scope::{self, Frame};
 use crate::run::stages::StageEnd;
-use crate::run::{Run, StopCause};
+use crate::run::StopCause;
 use crate::script::convert::to_json;
 use crate::script::render;
 use rhai::{Dynamic, FnPtr, Map, NativeCallContext};
@@ -22,7 +22,8 @@ pub fn register(engine: &mut rhai::Engine) {
 }
 
 /// Waits for the stage's routes to fall quiet, unless the stage is cancelled or its deadline passes.
-fn settle_routes(run: &Arc<Run>, name: &str, frame: &Frame) -> Result<(), String> {
+fn settle_routes(host: &ScriptRun, name: &str, frame: &Frame) -> Result<(), String> {
+    let run = &host.run;
     let stage: Option<Arc<str>> = Some(Arc::from(name));
     let deadline = frame.deadline.as_ref().map(|d| d.at);
     run.rt.block_on(async {
@@ -36,12 +37,13 @@ fn settle_routes(run: &Arc<Run>, name: &str, frame: &Frame) -> Result<(), String
             biased;
             _ = frame.cancel.cancelled() => Err(run.stop_reason()),
             _ = until => Err("deadline exceeded while the stage's messages settled".to_string()),
-            _ = run.router.settle(&stage) => Ok(()),
+            _ = host.router.settle(&stage) => Ok(()),
         }
     })
 }
 
-fn stage(nc: &NativeCallContext, run: &Arc<Run>, name: &str, opts: Map, f: FnPtr) -> RResult<Dynamic> {
+fn stage(nc: &NativeCallContext, host: &Arc<ScriptRun>, name: &str, opts: Map, f: FnPtr) -> RResult<Dynamic> {
+    let run = &host.run;
     let fields = Fields { map: &opts, what: "stage options" };
     fields.check_known(&["result", "summary"]).map_err(|e| script_err(nc, format!("ctx.stage(\"{name}\"): {e}")))?;
     let schema = match fields.get("result") {
@@ -94,10 +96,10 @@ fn stage(nc: &NativeCallContext, run: &Arc<Run>, name: &str, opts: Map, f: FnPtr
     // A stage ends only when its routes carry nothing more: message operations settled, every
     // answer owed given or failed. Then its routes close.
     let result = match result {
-        Ok(v) => settle_routes(run, name, &frame).map(|_| v).map_err(|why| super::terminated(nc, why)),
+        Ok(v) => settle_routes(host, name, &frame).map(|_| v).map_err(|why| super::terminated(nc, why)),
         Err(e) => Err(e),
     };
-    run.router.close_stage(run, name);
+    host.router.close_stage(run, name);
     run.progress.stage_ended(name);
     let end = |status: &str, value: Option<&serde_json::Value>, summary: Option<&str>, reason: Option<&str>| {
         run.stages.end(&run.records, StageEnd { name, attempt: run.attempt, status, value, summary, reason });

@@ -1,0 +1,201 @@
+//! The agents of one run, by key: opening with the compatibility rules, getting, stopping, the
+//! keys that were stopped, the folder names under `agents/`. The book receives the run core and
+//! the router; it is the router's `Directory` of agents.
+
+use super::messenger::AgentMessenger;
+use super::seating::SandboxBook;
+use super::{lock, resolve_runtime, Agent, OpenRequest};
+use crate::harness::{self, AgentInfo};
+use crate::messaging::{Directory, Presence, Router};
+use crate::run::Run;
+use crate::sandbox::Confinement;
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, Weak};
+
+/// The agents of one run, and what opening one needs: the run core, the router, the sandboxes.
+pub struct AgentBook {
+    pub run: Arc<Run>,
+    pub router: Arc<Router>,
+    pub sandboxes: SandboxBook,
+    /// This book, for the agents' messengers and the message operations it starts.
+    pub(super) me: Weak<AgentBook>,
+    open: Mutex<HashMap<String, Arc<Agent>>>,
+    slugs: Mutex<HashSet<String>>,
+    stopped: Mutex<HashMap<String, String>>,
+}
+
+impl AgentBook {
+    pub fn new(run: Arc<Run>, router: Arc<Router>, sandboxes: SandboxBook) -> Arc<AgentBook> {
+        Arc::new_cyclic(|me| AgentBook {
+            run,
+            router,
+            sandboxes,
+            me: me.clone(),
+            open: Mutex::new(HashMap::new()),
+            slugs: Mutex::new(HashSet::new()),
+            stopped: Mutex::new(HashMap::new()),
+        })
+    }
+
+    pub fn get(&self, key: &str) -> Option<Arc<Agent>> {
+        lock(&self.open).get(key).cloned()
+    }
+
+    pub fn all(&self) -> Vec<Arc<Agent>> {
+        lock(&self.open).values().cloned().collect()
+    }
+
+    pub(super) fn messenger(&self, key: &str) -> AgentMessenger {
+        AgentMessenger { book: self.me.clone(), key: key.to_string() }
+    }
+
+    /// A folder name under `agents/` for `key`, unique in the run (`-2`, `-3`, ... on clashes).
+    pub(super) fn claim_slug(&self, key: &str) -> String {
+        let mut slugs = lock(&self.slugs);
+        let base = crate::record::agent_files::slug(key);
+        let mut s = base.clone();
+        let mut k = 2;
+        while !slugs.insert(s.clone()) {
+            s = format!("{base}-{k}");
+            k += 1;
+        }
+        s
+    }
+
+    /// Opens an agent, or returns the open one with that key when the spec is compatible.
+    pub fn open(&self, req: OpenRequest) -> Result<Arc<Agent>, String> {
+        let run = &self.run;
+        if req.key.trim().is_empty() {
+            return Err("agent spec needs a non-empty `key`".into());
+        }
+        if let Some(why) = lock(&self.stopped).get(&req.key) {
+            return Err(format!("agent {} was stopped ({why}); its key cannot be opened again in this run", req.key));
+        }
+        let runtime = resolve_runtime(run, &req.runtime)?;
+        let mut open = lock(&self.open);
+        if let Some(existing) = open.get(&req.key) {
+            let differs = if existing.runtime != runtime {
+                Some("runtime")
+            } else if existing.request.cwd != req.cwd {
+                Some("cwd")
+            } else if existing.request.instructions != req.instructions {
+                Some("instructions")
+            } else if existing.request.sandbox != req.sandbox {
+                Some("sandbox")
+            } else {
+                None
+            };
+            return match differs {
+                Some(f) => Err(format!("agent {} is already open with different {f}", req.key)),
+                None => Ok(existing.clone()),
+            };
+        }
+        harness::check_available(&runtime.harness).map_err(|e| format!("agent {}: {e}", req.key))?;
+        let sandbox = self
+            .sandboxes
+            .choose(run, &req.key, req.sandbox.as_ref(), &runtime.harness)
+            .map_err(|e| format!("agent {}: {e}", req.key))?;
+        run.scheduler.admit_agent()?;
+        let info = AgentInfo {
+            key: req.key.clone(),
+            instructions: req.instructions.clone(),
+            model: runtime.model.clone().unwrap_or_else(|| harness::default_model(&runtime.harness)),
+            effort: runtime.effort.clone(),
+            labels: req.labels.clone(),
+        };
+        let responder = match &runtime.responder {
+            Some(path) => Some(run.responder(path)?),
+            None => None,
+        };
+        let (session, endpoint) = self.session_for(&req, &runtime, &info, responder, sandbox.as_ref())?;
+        // Every harness reports through this wrapper: its texts reach the engine scrubbed of secrets.
+        let session = harness::scrubbed::Scrubbed::wrap(session, run.secrets.clone());
+        if let Some(s) = sandbox.filter(|_| crate::sandbox::confinement(&runtime.harness) != Confinement::Wrapped) {
+            self.sandboxes.seated_in_process(run, &s, &req.key, &runtime.harness);
+        }
+        let messenger = self.messenger(&req.key);
+        let agent = Arc::new(Agent::new(req, runtime, info, session, endpoint, messenger));
+        open.insert(agent.key.clone(), agent.clone());
+        drop(open);
+        run.progress.agents_open.fetch_add(1, Ordering::Relaxed);
+        run.records.event(
+            "agent-opened",
+            &serde_json::json!({
+                "agent": agent.key, "harness": agent.harness(), "model": agent.model(),
+                "effort": agent.effort(), "labels": agent.request.labels,
+            }),
+        );
+        Ok(agent)
+    }
+
+    /// Adds an agent forked from `parent` on the session `session` (see `op::fork`).
+    pub(super) fn add_fork(
+        &self,
+        parent: &Agent,
+        info: AgentInfo,
+        session: Box<dyn crate::harness::Session>,
+    ) -> Result<Arc<Agent>, String> {
+        let key = info.key.clone();
+        let mut open = lock(&self.open);
+        if open.contains_key(&key) || lock(&self.stopped).contains_key(&key) {
+            return Err(format!("cannot fork into {key}: an agent with that key was already opened in this run"));
+        }
+        let endpoint = session.endpoint();
+        let mut request = parent.request.clone();
+        request.key = key.clone();
+        request.instructions = info.instructions.clone();
+        let messenger = self.messenger(&key);
+        let agent = Arc::new(Agent::new(request, parent.runtime.clone(), info, session, endpoint, messenger));
+        open.insert(key.clone(), agent.clone());
+        drop(open);
+        self.run.progress.agents_open.fetch_add(1, Ordering::Relaxed);
+        self.run.records.event(
+            "agent-opened",
+            &serde_json::json!({ "agent": key, "forked_from": parent.key, "harness": agent.harness(), "model": agent.model() }),
+        );
+        Ok(agent)
+    }
+
+    /// Whether `key` is free for a new agent (never opened, never stopped).
+    pub(super) fn key_free(&self, key: &str) -> bool {
+        !lock(&self.open).contains_key(key) && !lock(&self.stopped).contains_key(key)
+    }
+
+    /// Ends an agent; its key is never opened again in this run. False when it was not open.
+    pub fn stop(&self, key: &str, reason: &str) -> bool {
+        let run = &self.run;
+        let Some(agent) = lock(&self.open).remove(key) else {
+            return false;
+        };
+        lock(&self.stopped).insert(key.to_string(), reason.to_string());
+        agent.close(&format!("stopped: {reason}"));
+        self.router.fail_asks_to(run, key, &format!("{key} stopped: {reason}"), true);
+        run.progress.agents_closed.fetch_add(1, Ordering::Relaxed);
+        run.records.event("agent-stopped", &serde_json::json!({ "agent": key, "reason": reason }));
+        true
+    }
+}
+
+impl Directory for AgentBook {
+    fn presence(&self, key: &str) -> Presence {
+        match self.get(key) {
+            Some(a) if a.closed().is_none() => {
+                if a.busy() == 0 {
+                    Presence::Idle
+                } else {
+                    Presence::Busy
+                }
+            }
+            _ => Presence::Gone,
+        }
+    }
+
+    fn wake(&self, key: &str, stage: Option<Arc<str>>) {
+        match (self.me.upgrade(), self.get(key)) {
+            (Some(book), Some(agent)) => super::op::wake_for_messages(book, agent, stage),
+            // Gone since it was found idle: nothing will run, so the count comes off again.
+            _ => self.router.woke(&stage),
+        }
+    }
+}

@@ -1,0 +1,449 @@
+//! What each kind of operation does inside the pipeline (`op::execute`), and the calls that start
+//! them: a turn (`a.run`/`a.turn`/`a.ask`), a message operation (an idle agent woken for the
+//! messages held for it, owned by the route's stage), a compaction, a fork, a settings change.
+
+use super::op::{execute, instant_of, open_slot, remember, turn_hash, Op, OpError};
+use super::supervise::{supervise, Nudge, OpPlan, Settle};
+use super::{lock, Agent, AgentBook};
+use crate::accounting::{CostSource, Usage};
+use crate::control::schema::Schema;
+use crate::control::slot::ResultSlot;
+use crate::harness::{AgentInfo, Session, TurnEnd, TurnInput, TurnKind};
+use crate::run::scope::Frame;
+use crate::run::{Outcome, OutcomeKind, Run};
+use serde_json::{json, Value};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// `a.run(turn)`, parsed.
+pub struct Turn {
+    pub prompt: String,
+    pub schema: Schema,
+    pub id: Option<String>,
+    pub label: Option<String>,
+    pub timeout_ms: Option<u64>,
+    pub deadline_ms: Option<i64>,
+    pub nudge: Nudge,
+}
+
+/// What an operation does inside the pipeline.
+pub(super) enum Body<'a> {
+    Turn(&'a Turn),
+    Message,
+    Compact(&'a str),
+    Fork(AgentInfo),
+    Set { model: Option<&'a str>, effort: Option<&'a str> },
+}
+
+/// How an operation's body ended.
+pub(super) struct Done {
+    pub kind: OutcomeKind,
+    pub value: Option<Value>,
+    pub reason: Option<String>,
+    pub usage: Usage,
+    pub cost_source: CostSource,
+    pub simulated: bool,
+    /// A fork's new session.
+    pub forked: Option<Box<dyn Session>>,
+}
+
+impl Done {
+    fn answered(value: Option<Value>) -> Done {
+        Done::of(OutcomeKind::Answered, value, None)
+    }
+
+    fn of(kind: OutcomeKind, value: Option<Value>, reason: Option<String>) -> Done {
+        Done {
+            kind,
+            value,
+            reason,
+            usage: Usage::default(),
+            cost_source: CostSource::Simulated,
+            simulated: false,
+            forked: None,
+        }
+    }
+}
+
+impl Body<'_> {
+    /// The `kind` field of the operation's records.
+    pub fn kind_name(&self) -> &'static str {
+        match self {
+            Body::Turn(_) => "turn",
+            Body::Message => "message",
+            Body::Compact(_) => "compact",
+            Body::Fork(_) => "fork",
+            Body::Set { .. } => "set",
+        }
+    }
+
+    /// The slot answers are submitted to: a turn's validates against its schema; a message
+    /// operation's takes anything (it asks for no result); the others have none.
+    pub fn slot(&self, run: &Run, op: &Op<'_>) -> Option<Arc<ResultSlot>> {
+        match self {
+            Body::Turn(t) => Some(Arc::new(ResultSlot::new(op.op_id.clone(), t.schema.clone()))),
+            Body::Message => open_slot(run, &op.op_id, &json!(true)),
+            _ => None,
+        }
+    }
+
+    /// Whether an accepted answer is journalled (what resume replays): turns.
+    pub fn journals(&self) -> bool {
+        matches!(self, Body::Turn(_))
+    }
+
+    /// Whether a failed or timed-out operation closes its agent: a turn's does, a message
+    /// operation's too unless the budget stopped it; a compaction, fork or settings change that
+    /// failed leaves the agent as it was.
+    pub fn closes_on_failure(&self, budget: bool) -> bool {
+        match self {
+            Body::Turn(_) => true,
+            Body::Message => !budget,
+            _ => false,
+        }
+    }
+
+    /// Whether the operation leaves a `turns.jsonl` line and counts in the accounts: every kind
+    /// but a settings change (no harness call, nothing spent; its record is `agent-set`).
+    pub fn records_turn(&self) -> bool {
+        !matches!(self, Body::Set { .. })
+    }
+
+    /// What the operation is called in the reason its agent closed with.
+    pub fn noun(&self) -> &'static str {
+        match self {
+            Body::Message => "message operation",
+            _ => "operation",
+        }
+    }
+
+    /// Whether the asks a failed operation leaves unanswered fail before its agent closes.
+    pub fn asks_fail_first(&self) -> bool {
+        matches!(self, Body::Message)
+    }
+
+    /// Why asks the agent was shown during the operation fail, when it ends without replying.
+    pub fn unanswered_asks(&self, agent: &Agent, o: &Outcome) -> Option<String> {
+        match self {
+            Body::Turn(_) => Some(format!("{} ended its turn without replying", agent.key)),
+            Body::Message if o.kind == OutcomeKind::Answered => {
+                Some(format!("{} ended its turn without replying", agent.key))
+            }
+            Body::Message => Some(format!(
+                "{}'s message operation {}: {}",
+                agent.key,
+                o.kind.as_str(),
+                o.reason.as_deref().unwrap_or("")
+            )),
+            _ => None,
+        }
+    }
+
+    /// Runs the body on the agent's session (the pipeline holds its queue and a permit).
+    pub async fn run(
+        &self,
+        session: &mut dyn Session,
+        book: &Arc<AgentBook>,
+        agent: &Arc<Agent>,
+        op: &Op<'_>,
+        slot: Option<Arc<ResultSlot>>,
+        deadline_unix_ms: Option<i64>,
+    ) -> Done {
+        match self {
+            Body::Turn(turn) => {
+                let Some(slot) = slot else { return Done::of(OutcomeKind::Failed, None, Some("no slot".into())) };
+                let launcher = agent.launcher();
+                let plan = OpPlan {
+                    op_id: &op.op_id,
+                    agent,
+                    prompt: &turn.prompt,
+                    n: op.n,
+                    launcher: &launcher,
+                    nudge: &turn.nudge,
+                    slot,
+                    deadline_unix_ms,
+                };
+                let s = supervise(session, plan, book).await;
+                let (kind, value, reason) = match s.settle {
+                    Settle::Answered(v) => (OutcomeKind::Answered, Some(v), None),
+                    Settle::Unanswered(r) => (OutcomeKind::Unanswered, None, Some(r)),
+                    Settle::Failed(r) => (OutcomeKind::Failed, None, Some(r)),
+                    Settle::Blocked(r) => (OutcomeKind::Blocked, None, Some(r)),
+                };
+                Done {
+                    kind,
+                    value,
+                    reason,
+                    usage: s.usage,
+                    cost_source: s.cost_source,
+                    simulated: s.simulated,
+                    forked: None,
+                }
+            }
+            Body::Message => {
+                let Some(slot) = slot else { return Done::of(OutcomeKind::Failed, None, Some("no slot".into())) };
+                message(session, book, agent, op, slot, deadline_unix_ms).await
+            }
+            Body::Compact(prompt) => match session.compact(prompt).await {
+                Ok(summary) => Done::answered(Some(Value::String(summary))),
+                Err(why) => Done::of(OutcomeKind::Failed, None, Some(why)),
+            },
+            Body::Fork(info) => match session.fork(info.clone()) {
+                Ok(s) => Done { forked: Some(s), ..Done::answered(None) },
+                Err(why) => {
+                    Done::of(OutcomeKind::Failed, None, Some(format!("harness {} cannot fork: {why}", agent.harness())))
+                }
+            },
+            Body::Set { model, effort } => match session.set(*model, *effort) {
+                Ok(()) => Done::answered(None),
+                Err(why) => Done::of(OutcomeKind::Failed, None, Some(why)),
+            },
+        }
+    }
+}
+
+/// One message operation: the agent is shown the messages held for it, with its routes.
+async fn message(
+    session: &mut dyn Session,
+    book: &Arc<AgentBook>,
+    agent: &Arc<Agent>,
+    op: &Op<'_>,
+    slot: Arc<ResultSlot>,
+    deadline_unix_ms: Option<i64>,
+) -> Done {
+    let run = &book.run;
+    let launcher = agent.launcher();
+    let held = book.router.take_held(run, &agent.key);
+    let routes = book.router.routes_of(&agent.key);
+    let shown = format!(
+        "You have new messages from other agents. Read them and act: reply where asked, message others if useful.\n\n{}",
+        crate::messaging::context_text(&launcher, &routes, &agent.key, &held)
+    );
+    if let Some(e) = &agent.endpoint {
+        e.open_turn(&op.op_id, slot.clone(), deadline_unix_ms);
+    }
+    let input = TurnInput {
+        op_id: op.op_id.clone(),
+        prompt: shown.clone(),
+        shown,
+        nudge: 0,
+        n: op.n,
+        slot,
+        deadline_unix_ms,
+        kind: TurnKind::Message,
+        messages: held,
+        messenger: Some(agent.messenger()),
+    };
+    let r = session.turn(input).await;
+    let (kind, reason) = match r.end {
+        TurnEnd::Ended => (OutcomeKind::Answered, None),
+        TurnEnd::Failed(why) => (OutcomeKind::Failed, Some(why)),
+        TurnEnd::Blocked(why) => (OutcomeKind::Blocked, Some(why)),
+    };
+    Done { kind, value: None, reason, usage: r.usage, cost_source: r.cost_source, simulated: r.simulated, forked: None }
+}
+
+fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// The next number of an operation that is not a turn or a message (compaction, fork, set).
+fn next_other(agent: &Agent) -> u64 {
+    agent.other_ops.fetch_add(1, Ordering::SeqCst) + 1
+}
+
+fn other_op<'a>(agent: &Agent, tag: &str) -> Op<'a> {
+    let n = next_other(agent);
+    Op {
+        op_id: format!("{}#{tag}{n}", agent.key),
+        n,
+        label: None,
+        hash: String::new(),
+        own_deadline: None,
+        started: Instant::now(),
+        needs_permit: true,
+    }
+}
+
+fn closed(agent: &Agent) -> Result<(), OpError> {
+    match agent.closed() {
+        Some(why) => Err(OpError::Invalid(format!("agent {} is closed: {why}", agent.key))),
+        None => Ok(()),
+    }
+}
+
+/// Runs one turn of `agent` under `frame`, blocking the calling (script) thread until it settles.
+pub fn run(book: &Arc<AgentBook>, agent: &Arc<Agent>, turn: Turn, frame: &Frame) -> Result<Outcome, OpError> {
+    let run = &book.run;
+    let n = agent.runs.fetch_add(1, Ordering::SeqCst) + 1;
+    let op_id = turn.id.clone().unwrap_or_else(|| format!("{}#{n}", agent.key));
+    let hash = turn_hash(&turn);
+    if let Some((h, outcome)) = lock(&agent.ops).get(&op_id) {
+        return if *h == hash {
+            Ok(outcome.clone())
+        } else {
+            Err(OpError::Invalid(format!(
+                "op id {op_id} was already used with a different turn; give this turn another id"
+            )))
+        };
+    }
+    closed(agent)?;
+    // A later attempt of the run replays what the journal says was answered: no second turn, no
+    // second spend.
+    if let Some(recorded) = run.replayed_op(&agent.key, &op_id, &hash) {
+        if let Ok(outcome) = serde_json::from_value::<Outcome>(recorded.clone()) {
+            run.records
+                .event("op-replayed", &json!({ "agent": agent.key, "op_id": op_id, "stage": frame.stage.as_deref() }));
+            if turn.id.is_some() {
+                remember(agent, &op_id, &hash, &outcome);
+            }
+            return Ok(outcome);
+        }
+    }
+    let started = Instant::now();
+    let own_deadline =
+        earliest(turn.timeout_ms.map(|ms| started + Duration::from_millis(ms)), turn.deadline_ms.map(instant_of));
+    let op = Op {
+        op_id: op_id.clone(),
+        n,
+        label: turn.label.as_deref(),
+        hash: hash.clone(),
+        own_deadline,
+        started,
+        needs_permit: true,
+    };
+    let result = run.rt.block_on(execute(book, agent, op, Body::Turn(&turn), frame));
+    // Only explicit ids can recur within a run (default ids count up), so only they are kept for
+    // the same-id-same-outcome rule.
+    if let (Ok((outcome, _)), Some(_)) = (&result, &turn.id) {
+        remember(agent, &op_id, &hash, outcome);
+    }
+    result.map(|(o, _)| o)
+}
+
+/// Replaces the session's history with a summary (a compaction operation) and returns it.
+pub fn compact(book: &Arc<AgentBook>, agent: &Arc<Agent>, prompt: &str, frame: &Frame) -> Result<String, OpError> {
+    closed(agent)?;
+    let op = other_op(agent, "compact-");
+    let (outcome, _) = book.run.rt.block_on(execute(book, agent, op, Body::Compact(prompt), frame))?;
+    match (outcome.kind, outcome.value) {
+        (OutcomeKind::Answered, Some(Value::String(summary))) => {
+            book.run.records.event(
+                "agent-compacted",
+                &json!({ "agent": agent.key, "op_id": outcome.op_id, "summary_chars": summary.len() }),
+            );
+            Ok(summary)
+        }
+        (kind, _) => Err(OpError::Invalid(outcome.reason.unwrap_or_else(|| format!("compaction {}", kind.as_str())))),
+    }
+}
+
+/// Forks `parent` into a new agent `key` on a copy of its session (a fork operation, queued
+/// behind the parent's running operations).
+pub fn fork(
+    book: &Arc<AgentBook>,
+    parent: &Arc<Agent>,
+    key: String,
+    instructions: Option<String>,
+    effort: Option<String>,
+    frame: &Frame,
+) -> Result<Arc<Agent>, OpError> {
+    closed(parent)?;
+    if !book.key_free(&key) {
+        return Err(OpError::Invalid(format!(
+            "cannot fork into {key}: an agent with that key was already opened in this run"
+        )));
+    }
+    book.run.scheduler.admit_agent().map_err(OpError::Invalid)?;
+    let mut info = parent.info();
+    info.key = key;
+    if instructions.is_some() {
+        info.instructions = instructions;
+    }
+    if effort.is_some() {
+        info.effort = effort;
+    }
+    let op = other_op(parent, "fork-");
+    let (outcome, session) = book.run.rt.block_on(execute(book, parent, op, Body::Fork(info.clone()), frame))?;
+    match session {
+        Some(s) => book.add_fork(parent, info, s).map_err(OpError::Invalid),
+        None => Err(OpError::Invalid(outcome.reason.unwrap_or_else(|| "the fork failed".into()))),
+    }
+}
+
+/// Changes model or effort for later turns (a settings operation, queued behind running turns).
+pub fn set(
+    book: &Arc<AgentBook>,
+    agent: &Arc<Agent>,
+    model: Option<String>,
+    effort: Option<String>,
+    frame: &Frame,
+) -> Result<(), OpError> {
+    closed(agent)?;
+    let op = other_op(agent, "set-");
+    let body = Body::Set { model: model.as_deref(), effort: effort.as_deref() };
+    let (outcome, _) = book.run.rt.block_on(execute(book, agent, op, body, frame))?;
+    if outcome.kind != OutcomeKind::Answered {
+        return Err(OpError::Invalid(outcome.reason.unwrap_or_else(|| "the settings change failed".into())));
+    }
+    {
+        let mut info = lock(&agent.info);
+        if let Some(m) = &model {
+            info.model = m.clone();
+        }
+        if effort.is_some() {
+            info.effort = effort.clone();
+        }
+    }
+    book.run.records.event("agent-set", &json!({ "agent": agent.key, "model": model, "effort": effort }));
+    Ok(())
+}
+
+/// Starts message operations for `agent` in the background, one after another while messages are
+/// held for it. The caller has counted it with the router (`waking`); it is uncounted when done.
+pub fn wake_for_messages(book: Arc<AgentBook>, agent: Arc<Agent>, stage: Option<Arc<str>>) {
+    let rt = book.run.rt.clone();
+    rt.spawn(async move {
+        // Counted busy for the whole round, so that messages arriving meanwhile are held for it.
+        agent.enter();
+        message_round(&book, &agent, &stage).await;
+        agent.leave(&book);
+        book.router.woke(&stage);
+    });
+}
+
+async fn message_round(book: &Arc<AgentBook>, agent: &Arc<Agent>, stage: &Option<Arc<str>>) {
+    let (run, router) = (&book.run, &book.router);
+    let mut frame = Frame::root(run.root.clone(), run.deadline);
+    frame.stage = stage.clone();
+    while router.has_held(&agent.key) && agent.closed().is_none() && !run.root.is_cancelled() {
+        if let Some(why) = run.scheduler.budget_exhausted() {
+            run.budget_exhausted_once(&why);
+            router.fail_asks_to(run, &agent.key, &why, true);
+            // No operation can start again: the held messages would wake the agent forever.
+            router.drop_held(run, &agent.key, &why);
+            return;
+        }
+        let k = agent.message_ops.fetch_add(1, Ordering::SeqCst) + 1;
+        let op = Op {
+            op_id: format!("{}#m{k}", agent.key),
+            n: k,
+            label: None,
+            hash: String::new(),
+            own_deadline: None,
+            started: Instant::now(),
+            // An asker keeps its operation slot while it waits for the reply: a message operation
+            // that answers an ask runs on that slot, else with every slot held by askers (always,
+            // with --max-concurrency 1) no reply could ever come.
+            needs_permit: !router.holds_ask(&agent.key),
+        };
+        match execute(book, agent, op, Body::Message, &frame).await {
+            Ok((o, _)) if matches!(o.kind, OutcomeKind::Answered | OutcomeKind::Blocked) => {}
+            _ => return,
+        }
+    }
+}

@@ -1,0 +1,168 @@
+//! An agent's sandbox chosen, seated and recorded: a name from `[sandboxes]`, an inline policy, or
+//! the run-level `--sandbox`; bwrap probed once; the run's record of every sandbox opened with the
+//! agents seated in it (`sandbox-opened`, `sandbox-seated`, result.json `sandboxes`).
+
+use crate::run::Run;
+use crate::sandbox::{confinement, provider, seat, Chosen, Confinement, Named, Policy, Sandbox, Scope, Seat};
+use serde::Serialize;
+use serde_json::{json, Value};
+use std::path::PathBuf;
+use std::sync::{Mutex, OnceLock};
+
+#[derive(Debug, Clone, Serialize)]
+struct SeatRecord {
+    agent: String,
+    harness: String,
+    /// False for in-process harnesses: nothing to confine.
+    confined: bool,
+    seat: Option<Seat>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+struct Opened {
+    name: String,
+    scope: Scope,
+    provider: crate::sandbox::policy::Provider,
+    bwrap: Option<PathBuf>,
+    policy: Policy,
+    agents: Vec<SeatRecord>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // Records are only appended; a poisoned lock still holds a valid list.
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The run's sandboxes: the run-level one, bwrap's readiness (probed once), and every sandbox
+/// opened with the agents seated in it.
+#[derive(Default)]
+pub struct SandboxBook {
+    run_level: Option<Named>,
+    ready: OnceLock<Result<PathBuf, String>>,
+    opened: Mutex<Vec<Opened>>,
+}
+
+impl SandboxBook {
+    pub fn new(run_level: Option<Named>) -> SandboxBook {
+        SandboxBook { run_level, ..Default::default() }
+    }
+
+    /// The sandbox for agent `key` of `harness`, from its spec's `sandbox` and the run-level one;
+    /// `None` when it has none. Refuses, saying which and how to fix it, when the sandbox is
+    /// unknown, clashes with the run-level one, or cannot be made here.
+    pub fn choose(&self, run: &Run, key: &str, spec: Option<&Value>, harness: &str) -> Result<Option<Chosen>, String> {
+        let asked = match spec {
+            None => None,
+            Some(Value::String(name)) => {
+                Some((name.clone(), Scope::Config, run.config.sandbox(name).map_err(|e| e.to_string())?))
+            }
+            Some(v @ Value::Object(_)) => Some((format!("inline:{key}"), Scope::Inline, Policy::from_json(v)?)),
+            Some(_) => return Err("`sandbox` must be a name from [sandboxes] in awf.toml or a policy map".into()),
+        };
+        let (name, scope, policy) = match (&self.run_level, asked) {
+            (None, None) => return Ok(None),
+            (None, Some(a)) => a,
+            (Some(r), None) => (r.name.clone(), Scope::Run, r.policy.clone()),
+            (Some(r), Some((name, Scope::Config, _))) if name == r.name => (name, Scope::Run, r.policy.clone()),
+            (Some(r), Some((name, _, _))) => {
+                return Err(format!(
+                    "asks for sandbox `{name}`, but this run seats every agent in sandbox `{}` (--sandbox {}); drop `sandbox` from its spec or name `{}`",
+                    r.name, r.name, r.name
+                ))
+            }
+        };
+        let fail = |why: String| format!("sandbox `{name}` cannot be made: {why}");
+        // Checked once resolved, so that `..` cannot sneak `/` into `writable`.
+        let home = std::env::var_os("HOME").filter(|h| !h.is_empty()).map(PathBuf::from);
+        let policy = policy.resolve(&run.cwd, home.as_deref()).map_err(fail)?;
+        policy.check().map_err(fail)?;
+        let bwrap = match confinement(harness) {
+            Confinement::InProcess => None,
+            Confinement::Wrapped => Some(self.ready.get_or_init(provider::ready).clone().map_err(|why| {
+                format!("{}; the agent was not started (awf never runs a sandboxed agent without its sandbox)", fail(why))
+            })?),
+            Confinement::Unsupported => {
+                return Err(format!(
+                    "harness `{harness}` cannot run inside sandbox `{name}` yet, and awf never runs a sandboxed agent without its sandbox; use the `command` harness or drop the sandbox"
+                ))
+            }
+        };
+        Ok(Some(Chosen { name, scope, policy, bwrap }))
+    }
+
+    /// Seats a program agent: finds its concrete paths and checks that the policy can be enforced
+    /// for it. `place.workspace` is replaced by the run's working folder under a run-level
+    /// sandbox, so that its agents share one. Record the agent with `seated` once it opens.
+    pub fn seat(&self, run: &Run, chosen: &Chosen, place: seat::Placement<'_>) -> Result<Sandbox, String> {
+        let fail = |why: String| format!("sandbox `{}` cannot be made: {why}", chosen.name);
+        let bwrap = chosen.bwrap.clone().ok_or_else(|| fail("its harness does not wrap a program".into()))?;
+        let place =
+            seat::Placement { workspace: if chosen.scope == Scope::Run { &run.cwd } else { place.workspace }, ..place };
+        let seat = seat::seat(&chosen.policy, &place, &seat::Operator::current()).map_err(fail)?;
+        Ok(Sandbox { name: chosen.name.clone(), scope: chosen.scope, bwrap, policy: chosen.policy.clone(), seat })
+    }
+
+    /// Records a program agent seated in `sandbox` (a `sandbox-seated` event, and `sandbox-opened`
+    /// for the sandbox's first agent).
+    pub fn seated(&self, run: &Run, sandbox: &Sandbox, agent: &str, harness: &str) {
+        let seated = SeatRecord {
+            agent: agent.into(),
+            harness: harness.into(),
+            confined: true,
+            seat: Some(sandbox.seat.clone()),
+        };
+        let chosen = Chosen {
+            name: sandbox.name.clone(),
+            scope: sandbox.scope,
+            policy: sandbox.policy.clone(),
+            bwrap: Some(sandbox.bwrap.clone()),
+        };
+        self.record(run, &chosen, seated);
+    }
+
+    /// Records an in-process agent (`Confinement::InProcess`) as seated, with nothing confined.
+    pub fn seated_in_process(&self, run: &Run, chosen: &Chosen, agent: &str, harness: &str) {
+        self.record(
+            run,
+            chosen,
+            SeatRecord { agent: agent.into(), harness: harness.into(), confined: false, seat: None },
+        );
+    }
+
+    fn record(&self, run: &Run, chosen: &Chosen, seated: SeatRecord) {
+        let mut opened = lock(&self.opened);
+        let at = match opened.iter().position(|o| o.name == chosen.name) {
+            Some(i) => i,
+            None => {
+                let o = Opened {
+                    name: chosen.name.clone(),
+                    scope: chosen.scope,
+                    provider: chosen.policy.provider,
+                    bwrap: chosen.bwrap.clone(),
+                    policy: chosen.policy.clone(),
+                    agents: Vec::new(),
+                };
+                run.records.event(
+                    "sandbox-opened",
+                    &json!({ "sandbox": o.name, "scope": o.scope, "provider": o.provider, "bwrap": o.bwrap, "policy": o.policy }),
+                );
+                opened.push(o);
+                opened.len() - 1
+            }
+        };
+        let o = &mut opened[at];
+        if o.bwrap.is_none() {
+            o.bwrap = chosen.bwrap.clone();
+        }
+        run.records.event(
+            "sandbox-seated",
+            &json!({ "sandbox": o.name, "agent": seated.agent, "harness": seated.harness, "confined": seated.confined, "seat": seated.seat }),
+        );
+        o.agents.push(seated);
+    }
+
+    /// Every sandbox opened, in order, with its policy and seated agents (result.json `sandboxes`).
+    pub fn summary(&self) -> Value {
+        serde_json::to_value(&*lock(&self.opened)).unwrap_or(Value::Null)
+    }
+}

@@ -1,0 +1,48 @@
+//! The host: what a running script acts on (the run core, its agents and its router, put
+//! together), and `drive`, the one way a run goes from start to its recorded end, which
+//! `script run`, `council run`, `runs resume` and `serve` all call. The script itself is passed in
+//! through the `Script` trait, so this layer never names the script host.
+
+pub mod drive;
+pub mod exit;
+
+use crate::agent::seating::SandboxBook;
+use crate::agent::AgentBook;
+use crate::messaging::Router;
+use crate::run::{ResponderLoader, Run, RunSpec};
+use serde_json::Value;
+use std::sync::Arc;
+
+pub use drive::{drive, settle, wait, Failure, Output, RunEnd, Script, ScriptEnd};
+
+/// A run with its books: the run core, the agents, the router.
+pub struct Host {
+    pub run: Arc<Run>,
+    pub agents: Arc<AgentBook>,
+    pub router: Arc<Router>,
+}
+
+impl Host {
+    /// Starts a run (its folder, `run.json`, `run-started`) with a new id, or a resumed run with
+    /// its own, and opens its books.
+    pub fn start(
+        mut spec: RunSpec,
+        new_id: Option<String>,
+        rt: tokio::runtime::Handle,
+        responders: ResponderLoader,
+    ) -> std::io::Result<Arc<Host>> {
+        let run_level = spec.sandbox.take();
+        let id = new_id.unwrap_or_else(crate::record::new_run_id);
+        let run = Run::start_with_id(spec, id, rt, responders)?;
+        let router = Arc::new(Router::default());
+        let agents = AgentBook::new(run.clone(), router.clone(), SandboxBook::new(run_level));
+        Ok(Arc::new(Host { run, agents, router }))
+    }
+
+    /// Settles what the books still hold (messages never delivered, asks still owed), then writes
+    /// `result.json` and completes `run.json`.
+    pub fn finish(&self, status: &str, value: Option<&Value>, error: Option<&str>, ended_in: Option<&str>) -> Value {
+        self.router.finish(&self.run);
+        self.run.finish(status, value, error, ended_in, self.agents.sandboxes.summary())
+    }
+}

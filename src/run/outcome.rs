@@ -1,0 +1,144 @@
+//! An operation's outcome as scripts and records see it: how it ended, its value and usage, and the
+//! `turns.jsonl` and `journal.jsonl` lines a settled operation leaves.
+
+use crate::accounting::{CostSource, Usage};
+use crate::record::now_iso;
+use serde::Serialize;
+use serde_json::Value;
+
+/// How an operation ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum OutcomeKind {
+    Answered,
+    Unanswered,
+    Blocked,
+    TimedOut,
+    Failed,
+    Cancelled,
+}
+
+impl OutcomeKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OutcomeKind::Answered => "answered",
+            OutcomeKind::Unanswered => "unanswered",
+            OutcomeKind::Blocked => "blocked",
+            OutcomeKind::TimedOut => "timed-out",
+            OutcomeKind::Failed => "failed",
+            OutcomeKind::Cancelled => "cancelled",
+        }
+    }
+}
+
+/// The settled result of one operation, as scripts and records see it.
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
+pub struct Outcome {
+    pub kind: OutcomeKind,
+    pub value: Option<Value>,
+    pub reason: Option<String>,
+    pub op_id: String,
+    pub usage: Usage,
+    pub duration_ms: u64,
+    pub cost_source: CostSource,
+    pub simulated: bool,
+}
+
+/// A settled operation, as the records need it.
+pub struct Settled<'a> {
+    pub agent: &'a str,
+    pub harness: &'a str,
+    pub outcome: &'a Outcome,
+    pub stage: Option<&'a str>,
+    pub label: Option<&'a str>,
+    pub turn_hash: &'a str,
+    pub model: &'a str,
+    pub started_at: &'a str,
+    pub rejections: u32,
+    /// `turn` for a `run`, `message` for a message operation.
+    pub kind: &'a str,
+}
+
+impl Settled<'_> {
+    /// The `turns.jsonl` line.
+    pub fn turn_line(&self) -> String {
+        let (o, u) = (self.outcome, &self.outcome.usage);
+        let line = TurnLine {
+            agent: self.agent,
+            op_id: &o.op_id,
+            kind: self.kind,
+            outcome: o.kind.as_str(),
+            reason: o.reason.as_deref(),
+            stage: self.stage,
+            label: self.label,
+            harness: self.harness,
+            model: self.model,
+            input_tokens: u.input_tokens,
+            output_tokens: u.output_tokens,
+            cache_read_tokens: u.cache_read_tokens,
+            cache_write_tokens: u.cache_write_tokens,
+            tokens: u.tokens(),
+            cost_usd: u.cost_usd,
+            cost_source: o.cost_source,
+            simulated: o.simulated,
+            rejections: self.rejections,
+            duration_ms: o.duration_ms,
+            delivered_at: self.started_at,
+            settled_at: &now_iso(),
+            sessions: &[],
+        };
+        serde_json::to_string(&line).unwrap_or_default()
+    }
+
+    /// The `journal.jsonl` line, for answered operations only.
+    pub fn journal_line(&self) -> Option<String> {
+        (self.outcome.kind == OutcomeKind::Answered).then(|| {
+            let line = JournalLine {
+                agent: self.agent,
+                op_id: &self.outcome.op_id,
+                turn_hash: self.turn_hash,
+                settled: true,
+                outcome: self.outcome,
+            };
+            serde_json::to_string(&line).unwrap_or_default()
+        })
+    }
+}
+
+/// One `turns.jsonl` line. Serialised straight from borrowed fields: no JSON tree is built.
+#[derive(serde::Serialize)]
+struct TurnLine<'a> {
+    agent: &'a str,
+    op_id: &'a str,
+    kind: &'a str,
+    outcome: &'a str,
+    reason: Option<&'a str>,
+    stage: Option<&'a str>,
+    label: Option<&'a str>,
+    harness: &'a str,
+    model: &'a str,
+    input_tokens: u64,
+    output_tokens: u64,
+    cache_read_tokens: u64,
+    cache_write_tokens: u64,
+    tokens: u64,
+    cost_usd: f64,
+    cost_source: CostSource,
+    simulated: bool,
+    rejections: u32,
+    duration_ms: u64,
+    delivered_at: &'a str,
+    settled_at: &'a str,
+    sessions: &'a [String],
+}
+
+/// One `journal.jsonl` line: written when an answer is accepted (`settled: false`) and again when
+/// the operation settles; readers keep an op's last line.
+#[derive(serde::Serialize)]
+pub struct JournalLine<'a> {
+    pub agent: &'a str,
+    pub op_id: &'a str,
+    pub turn_hash: &'a str,
+    pub settled: bool,
+    pub outcome: &'a Outcome,
+}
