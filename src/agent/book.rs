@@ -18,6 +18,7 @@ pub struct AgentBook {
     pub run: Arc<Run>,
     pub router: Arc<Router>,
     pub sandboxes: SandboxBook,
+    responders: super::Responders,
     /// This book, for the agents' messengers and the message operations it starts.
     pub(super) me: Weak<AgentBook>,
     open: Mutex<HashMap<String, Arc<Agent>>>,
@@ -26,11 +27,17 @@ pub struct AgentBook {
 }
 
 impl AgentBook {
-    pub fn new(run: Arc<Run>, router: Arc<Router>, sandboxes: SandboxBook) -> Arc<AgentBook> {
+    pub fn new(
+        run: Arc<Run>,
+        router: Arc<Router>,
+        sandboxes: SandboxBook,
+        responders: super::Responders,
+    ) -> Arc<AgentBook> {
         Arc::new_cyclic(|me| AgentBook {
             run,
             router,
             sandboxes,
+            responders,
             me: me.clone(),
             open: Mutex::new(HashMap::new()),
             slugs: Mutex::new(HashSet::new()),
@@ -105,7 +112,7 @@ impl AgentBook {
             labels: req.labels.clone(),
         };
         let responder = match &runtime.responder {
-            Some(path) => Some(run.responder(path)?),
+            Some(path) => Some(self.responders.get(run, path)?),
             None => None,
         };
         let (session, endpoint) = self.session_for(&req, &runtime, &info, responder, sandbox.as_ref())?;

@@ -2,13 +2,14 @@
 //! them: a turn (`a.run`/`a.turn`/`a.ask`), a message operation (an idle agent woken for the
 //! messages held for it, owned by the route's stage), a compaction, a fork, a settings change.
 
-use super::op::{execute, instant_of, open_slot, remember, turn_hash, Op, OpError};
+use super::op::{execute, open_slot, remember, turn_hash, Op, OpError};
 use super::supervise::{supervise, Nudge, OpPlan, Settle};
 use super::{lock, Agent, AgentBook};
 use crate::accounting::{CostSource, Usage};
-use crate::control::schema::Schema;
 use crate::control::slot::ResultSlot;
 use crate::harness::{AgentInfo, Session, TurnEnd, TurnInput, TurnKind};
+use crate::run::deadline::instant_of;
+use crate::run::schema::Schema;
 use crate::run::scope::Frame;
 use crate::run::{Outcome, OutcomeKind, Run};
 use serde_json::{json, Value};

@@ -8,12 +8,14 @@ mod book;
 mod kinds;
 pub mod messenger;
 pub mod op;
+mod responders;
 pub mod seating;
 mod session;
 pub mod supervise;
 
 pub use crate::run::{Outcome, OutcomeKind};
 pub use book::AgentBook;
+pub use responders::Responders;
 
 use crate::config::RuntimeConfig;
 use crate::harness::{AgentInfo, Session};

@@ -10,6 +10,7 @@ use super::{lock, Agent, AgentBook};
 use crate::accounting::{CostSource, Usage};
 use crate::control::slot::ResultSlot;
 use crate::record::now_iso;
+use crate::run::deadline::instant_of;
 use crate::run::scope::{DeadlineKind, Frame};
 use crate::run::{Outcome, OutcomeKind, Run, Settled};
 use serde_json::json;
@@ -40,12 +41,6 @@ pub(super) fn turn_hash(turn: &Turn) -> String {
     h.update(turn.nudge.text.as_bytes());
     h.update(&turn.nudge.max.to_le_bytes());
     format!("{:032x}", h.digest128())
-}
-
-/// Converts a unix-ms deadline to an `Instant` (already passed deadlines become now).
-pub fn instant_of(unix_ms: i64) -> Instant {
-    let now = crate::record::now_unix_ms();
-    Instant::now() + Duration::from_millis((unix_ms - now).max(0) as u64)
 }
 
 fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
@@ -121,8 +116,7 @@ pub(super) async fn execute(
     );
     let own_deadline = earliest(op.own_deadline, agent_deadline);
     let scope_deadline = frame.deadline.as_ref().map(|d| d.at);
-    let deadline_unix_ms = earliest(own_deadline, scope_deadline)
-        .map(|at| crate::record::now_unix_ms() + at.saturating_duration_since(Instant::now()).as_millis() as i64);
+    let deadline_unix_ms = earliest(own_deadline, scope_deadline).map(crate::run::deadline::unix_ms_of);
 
     let work = async {
         let mut session = agent.session.lock().await;

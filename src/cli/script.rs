@@ -3,8 +3,8 @@
 use super::live::Live;
 use super::{EXIT_OK, EXIT_USAGE};
 use crate::config::{parse_duration, Config};
-use crate::control::schema::SchemaCache;
 use crate::host::{drive, Host, Output, RunEnd};
+use crate::run::schema::SchemaCache;
 use crate::run::{Limits, Run, RunSpec, StopCause};
 use crate::script::{self, Program};
 use anyhow::{anyhow, bail, Context, Result};

@@ -1,10 +1,10 @@
-//! The answer channel every harness shares: JSON Schema validation, result slots, and the protocol
-//! text appended to prompts. The socket server and `awf wf` come with the protocol issue.
+//! The answer channel every harness shares: result slots (answers validated against the op's
+//! schema), the protocol text appended to prompts, the control-plane frames, an agent's socket and
+//! who may use it, and the messenger an agent sends, asks and replies through.
 
 pub mod messenger;
 pub mod peer;
 pub mod prompt;
 pub mod protocol;
-pub mod schema;
 pub mod server;
 pub mod slot;

@@ -3,6 +3,7 @@
 //! its ancestry (the ppid chain in `/proc`) reaches the leader of a running turn, or it or an
 //! ancestor is in such a leader's process group. Whatever the uid.
 
+use crate::run::leftovers::stat;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::Notify;
@@ -94,17 +95,6 @@ impl Drop for Admission {
             g.leaders.swap_remove(i);
         }
     }
-}
-
-/// `(ppid, pgid)` of a process, from `/proc/<pid>/stat`.
-pub fn stat(pid: i32) -> Option<(i32, i32)> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name is in parentheses and may hold anything: the fields follow the last `)`.
-    let rest = &text[text.rfind(')')? + 1..];
-    let mut fields = rest.split_whitespace().skip(1);
-    let ppid = fields.next()?.parse().ok()?;
-    let pgid = fields.next()?.parse().ok()?;
-    Some((ppid, pgid))
 }
 
 /// Whether `pid`, or an ancestor, is one of `leaders` or in one of their process groups.

@@ -1,7 +1,7 @@
 //! Result slots: where an operation's answer is submitted, validated against the op's schema, and
 //! kept. Every harness answers through one, so every agent sees the same rejection language.
 
-use super::schema::{Schema, Violation};
+use crate::run::schema::{Schema, Violation};
 use serde_json::Value;
 use std::sync::Mutex;
 
@@ -204,7 +204,7 @@ impl ResultSlot {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::control::schema::SchemaCache;
+    use crate::run::schema::SchemaCache;
     use serde_json::json;
 
     fn slot() -> ResultSlot {

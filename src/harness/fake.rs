@@ -5,8 +5,8 @@
 
 use super::{AgentInfo, BoxFuture, Responder, Session, TurnEnd, TurnInput, TurnReport};
 use crate::accounting::{CostSource, Usage};
-use crate::control::schema::example_value;
 use crate::control::slot::Submission;
+use crate::run::schema::example_value;
 use serde_json::{json, Value};
 use std::sync::Arc;
 use std::time::Duration;
@@ -79,7 +79,7 @@ impl FakeSession {
             let r = m.reply(n, &body);
             replies.push(json!({ "reply": n, "ok": r.is_ok(), "error": r.err() }));
         }
-        let deadline = input.deadline_unix_ms.map(crate::agent::op::instant_of);
+        let deadline = input.deadline_unix_ms.map(crate::run::deadline::instant_of);
         for a in &asks {
             let (Some(to), Some(body)) = (text(a, "to"), text(a, "text")) else {
                 return Err(format!("ask entries need `to` and `text`, got {a}"));

@@ -99,6 +99,9 @@ pub trait Responder: Send + Sync {
     fn respond(&self, turn: &Value) -> Result<Value, String>;
 }
 
+/// Loads a fake responder script (the script host supplies it).
+pub type ResponderLoader = Box<dyn Fn(&std::path::Path) -> Result<Arc<dyn Responder>, String> + Send + Sync>;
+
 /// Harness names the design knows, and whether this build drives them.
 pub const KNOWN_HARNESSES: &[(&str, bool)] = &[
     ("fake", true),

@@ -8,8 +8,9 @@ pub mod exit;
 
 use crate::agent::seating::SandboxBook;
 use crate::agent::AgentBook;
+use crate::harness::ResponderLoader;
 use crate::messaging::Router;
-use crate::run::{ResponderLoader, Run, RunSpec};
+use crate::run::{Run, RunSpec};
 use serde_json::Value;
 use std::sync::Arc;
 
@@ -33,9 +34,10 @@ impl Host {
     ) -> std::io::Result<Arc<Host>> {
         let run_level = spec.sandbox.take();
         let id = new_id.unwrap_or_else(crate::record::new_run_id);
-        let run = Run::start_with_id(spec, id, rt, responders)?;
+        let run = Run::start_with_id(spec, id, rt)?;
         let router = Arc::new(Router::default());
-        let agents = AgentBook::new(run.clone(), router.clone(), SandboxBook::new(run_level));
+        let responders = crate::agent::Responders::new(responders);
+        let agents = AgentBook::new(run.clone(), router.clone(), SandboxBook::new(run_level), responders);
         Ok(Arc::new(Host { run, agents, router }))
     }
 

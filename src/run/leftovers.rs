@@ -22,7 +22,7 @@ pub fn end(run_dir: &Path, run_id: &str) -> Vec<i32> {
         let found: Vec<i32> = pids()
             .into_iter()
             .filter(|p| *p != me)
-            .filter(|p| crate::control::peer::stat(*p).is_some_and(|(_, pgid)| groups.contains(&pgid)))
+            .filter(|p| stat(*p).is_some_and(|(_, pgid)| groups.contains(&pgid)))
             .filter(|p| carries(*p, &tag))
             .collect();
         if found.is_empty() {
@@ -51,6 +51,17 @@ fn carries(pid: i32, tag: &str) -> bool {
     std::fs::read(format!("/proc/{pid}/environ"))
         .map(|env| env.split(|b| *b == 0).any(|entry| entry == tag.as_bytes()))
         .unwrap_or(false)
+}
+
+/// `(ppid, pgid)` of a process, from `/proc/<pid>/stat`.
+pub fn stat(pid: i32) -> Option<(i32, i32)> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name is in parentheses and may hold anything: the fields follow the last `)`.
+    let rest = &text[text.rfind(')')? + 1..];
+    let mut fields = rest.split_whitespace().skip(1);
+    let ppid = fields.next()?.parse().ok()?;
+    let pgid = fields.next()?.parse().ok()?;
+    Some((ppid, pgid))
 }
 
 #[cfg(test)]

@@ -3,19 +3,20 @@
 //! scheduler (limits, budgets, accounts), schemas, stages, progress, and what a resumed attempt
 //! replays. It owns no book: agents, routes and sandboxes live above it and receive it.
 
+pub mod deadline;
 pub mod leftovers;
 pub mod outcome;
 pub mod progress;
 pub mod resume;
 pub mod scheduler;
+pub mod schema;
 pub mod scope;
 pub mod stages;
 
 use crate::accounting::Price;
 use crate::config::Config;
-use crate::control::schema::SchemaCache;
-use crate::harness::Responder;
 use crate::record::{self, Recorder, Stream};
+use schema::SchemaCache;
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -59,9 +60,6 @@ pub struct RunSpec {
     pub resume: Option<resume::Resume>,
 }
 
-/// Loads a fake responder script (the script host supplies it).
-pub type ResponderLoader = Box<dyn Fn(&Path) -> Result<Arc<dyn Responder>, String> + Send + Sync>;
-
 pub struct Run {
     pub id: String,
     pub attempt: u32,
@@ -92,8 +90,6 @@ pub struct Run {
     usage_log: Mutex<Vec<String>>,
     simulated: AtomicBool,
     budget_warned: AtomicBool,
-    responder_loader: ResponderLoader,
-    responders: Mutex<HashMap<PathBuf, Arc<dyn Responder>>>,
     /// The run's lock, held by this attempt until it finishes (or its process dies).
     lock: Mutex<Option<record::lock::RunLock>>,
 }
@@ -104,23 +100,10 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl Run {
-    /// Creates the run folder, writes `run.json` and the `run-started` event.
-    pub fn start(
-        spec: RunSpec,
-        rt: tokio::runtime::Handle,
-        responder_loader: ResponderLoader,
-    ) -> std::io::Result<Arc<Run>> {
-        Run::start_with_id(spec, record::new_run_id(), rt, responder_loader)
-    }
-
-    /// As [`Run::start`], with the id of a new run chosen by the caller (`awf serve` names a run
-    /// when it is queued); a resumed run keeps its own id.
-    pub fn start_with_id(
-        mut spec: RunSpec,
-        new_id: String,
-        rt: tokio::runtime::Handle,
-        responder_loader: ResponderLoader,
-    ) -> std::io::Result<Arc<Run>> {
+    /// Creates the run folder, writes `run.json` and the `run-started` event. A new run takes
+    /// `new_id` (the caller names it: `awf serve` names a run when it is queued); a resumed run
+    /// keeps its own.
+    pub fn start_with_id(mut spec: RunSpec, new_id: String, rt: tokio::runtime::Handle) -> std::io::Result<Arc<Run>> {
         let started_at = record::now_iso();
         let (id, dir, attempt, run_doc) = match &mut spec.resume {
             None => {
@@ -197,8 +180,6 @@ impl Run {
             usage_log: Mutex::new(Vec::new()),
             simulated: AtomicBool::new(false),
             budget_warned: AtomicBool::new(false),
-            responder_loader,
-            responders: Mutex::new(HashMap::new()),
             lock: Mutex::new(Some(run_lock)),
         }))
     }
@@ -253,27 +234,6 @@ impl Run {
     /// The price of a model: config `[prices]` first, then the built-in table.
     pub fn price(&self, model: &str) -> Option<Price> {
         self.config.prices.get(model).copied().or_else(|| crate::accounting::builtin_price(model))
-    }
-
-    /// A fake responder script, compiled once per run.
-    pub fn responder(&self, path: &Path) -> Result<Arc<dyn Responder>, String> {
-        let resolved = [self.script.parent().map(|d| d.join(path)), Some(self.cwd.join(path))]
-            .into_iter()
-            .flatten()
-            .find(|p| p.is_file())
-            .ok_or_else(|| {
-                format!(
-                    "fake responder {} not found (looked beside the script and in {})",
-                    path.display(),
-                    self.cwd.display()
-                )
-            })?;
-        if let Some(r) = lock(&self.responders).get(&resolved) {
-            return Ok(r.clone());
-        }
-        let r = (self.responder_loader)(&resolved)?;
-        lock(&self.responders).insert(resolved, r.clone());
-        Ok(r)
     }
 
     /// Logs once that the budget is exhausted.

@@ -64,7 +64,7 @@ impl HttpSession {
                     },
                     "wf_ask" => match (field("to"), field("text")) {
                         (Some(to), Some(text)) => {
-                            let deadline = input.deadline_unix_ms.map(crate::agent::op::instant_of);
+                            let deadline = input.deadline_unix_ms.map(crate::run::deadline::instant_of);
                             m.ask(&to, &text, deadline).await.unwrap_or_else(|e| {
                                 if e.starts_with("refused") {
                                     e

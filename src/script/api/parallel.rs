@@ -172,7 +172,7 @@ fn parse_opts(opts: &Map) -> Result<Opts, String> {
     let (timeout_ms, deadline_ms) = f.timeout()?;
     let deadline = timeout_ms
         .map(|ms| std::time::Instant::now() + std::time::Duration::from_millis(ms))
-        .or(deadline_ms.map(crate::agent::op::instant_of));
+        .or(deadline_ms.map(crate::run::deadline::instant_of));
     Ok(Opts { concurrency, label: f.string("label")?, deadline })
 }
 
