@@ -138,12 +138,14 @@
 //!                            every folder awf makes here is 0700 and every file it writes 0600
 //!   run.json       id, script path and sha256, cwd, args, META, attempts [{n, started_at, finished_at, status, from_stage}]
 //!                  (a `running` attempt found dead by a later one is rewritten `interrupted`)
-//!   events.jsonl   {"v":1,"type":T,"at":ISO-8601,"attempt":N,"data":{...}}; types: run-started, agent-opened,
-//!                  agent-stopped, agent-closed, agent-set, agent-compacted, op-started, op-nudged, op-settled,
-//!                  stage-started, stage-finished, parallel-started, parallel-finished, log, budget-exhausted,
-//!                  op-submission, op-waiting, control-refused (with the caller's pid when it is a stranger),
-//!                  sandbox-opened, sandbox-seated, leftovers-killed, op-replayed, run-stopping,
-//!                  run-finished. Readers skip types they do not know.
+//!   events.jsonl   {"v":1,"type":T,"at":ISO-8601,"attempt":N,"data":{...}}; one `run::Event` each; types:
+//!                  run-started, run-stopping, run-finished, leftovers-killed, agent-opened, agent-stopped,
+//!                  agent-closed, agent-set, agent-compacted, op-started, op-nudged, op-replayed,
+//!                  op-submission, op-waiting, op-settled, control-refused, stage-started, stage-finished,
+//!                  parallel-started, parallel-finished, log, budget-exhausted, sandbox-opened,
+//!                  sandbox-seated, route-granted, route-closed, message-sent, message-delivered,
+//!                  message-undelivered, message-replied, message-ask-failed, http-retry.
+//!                  Readers skip types they do not know.
 //!   turns.jsonl    one line per settled operation: agent, op_id, outcome, reason, stage, label, harness, model,
 //!                  tokens by kind, cost_usd, cost_source, simulated, rejections, delivered_at, settled_at
 //!   stages.jsonl   one line per stage end: name, attempt, status (succeeded|failed|stopped), value, summary, reason

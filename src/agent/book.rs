@@ -7,7 +7,7 @@ use super::seating::SandboxBook;
 use super::{lock, resolve_runtime, Agent, OpenRequest};
 use crate::harness::{self, AgentInfo};
 use crate::messaging::{Directory, Presence, Router};
-use crate::run::Run;
+use crate::run::{Event, Run};
 use crate::sandbox::Confinement;
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::Ordering;
@@ -126,13 +126,14 @@ impl AgentBook {
         open.insert(agent.key.clone(), agent.clone());
         drop(open);
         run.progress.agents_open.fetch_add(1, Ordering::Relaxed);
-        run.records.event(
-            "agent-opened",
-            &serde_json::json!({
-                "agent": agent.key, "harness": agent.harness(), "model": agent.model(),
-                "effort": agent.effort(), "labels": agent.request.labels,
-            }),
-        );
+        run.records.event(&Event::AgentOpened {
+            agent: &agent.key,
+            harness: agent.harness(),
+            model: &agent.model(),
+            effort: agent.effort().as_deref(),
+            labels: &agent.request.labels,
+            forked_from: None,
+        });
         Ok(agent)
     }
 
@@ -157,10 +158,14 @@ impl AgentBook {
         open.insert(key.clone(), agent.clone());
         drop(open);
         self.run.progress.agents_open.fetch_add(1, Ordering::Relaxed);
-        self.run.records.event(
-            "agent-opened",
-            &serde_json::json!({ "agent": key, "forked_from": parent.key, "harness": agent.harness(), "model": agent.model() }),
-        );
+        self.run.records.event(&Event::AgentOpened {
+            agent: &key,
+            harness: agent.harness(),
+            model: &agent.model(),
+            effort: agent.effort().as_deref(),
+            labels: &agent.request.labels,
+            forked_from: Some(&parent.key),
+        });
         Ok(agent)
     }
 
@@ -179,7 +184,7 @@ impl AgentBook {
         agent.close(&format!("stopped: {reason}"));
         self.router.fail_asks_to(run, key, &format!("{key} stopped: {reason}"), true);
         run.progress.agents_closed.fetch_add(1, Ordering::Relaxed);
-        run.records.event("agent-stopped", &serde_json::json!({ "agent": key, "reason": reason }));
+        run.records.event(&Event::AgentStopped { agent: key, reason });
         true
     }
 }

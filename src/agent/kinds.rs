@@ -11,7 +11,7 @@ use crate::harness::{AgentInfo, Session, TurnEnd, TurnInput, TurnKind};
 use crate::run::deadline::instant_of;
 use crate::run::schema::Schema;
 use crate::run::scope::Frame;
-use crate::run::{Outcome, OutcomeKind, Run};
+use crate::run::{Event, Outcome, OutcomeKind, Run};
 use serde_json::{json, Value};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -297,8 +297,7 @@ pub fn run(book: &Arc<AgentBook>, agent: &Arc<Agent>, turn: Turn, frame: &Frame)
     // second spend.
     if let Some(recorded) = run.replayed_op(&agent.key, &op_id, &hash) {
         if let Ok(outcome) = serde_json::from_value::<Outcome>(recorded.clone()) {
-            run.records
-                .event("op-replayed", &json!({ "agent": agent.key, "op_id": op_id, "stage": frame.stage.as_deref() }));
+            run.records.event(&Event::OpReplayed { agent: &agent.key, op_id: &op_id, stage: frame.stage.as_deref() });
             if turn.id.is_some() {
                 remember(agent, &op_id, &hash, &outcome);
             }
@@ -333,10 +332,11 @@ pub fn compact(book: &Arc<AgentBook>, agent: &Arc<Agent>, prompt: &str, frame: &
     let (outcome, _) = book.run.rt.block_on(execute(book, agent, op, Body::Compact(prompt), frame))?;
     match (outcome.kind, outcome.value) {
         (OutcomeKind::Answered, Some(Value::String(summary))) => {
-            book.run.records.event(
-                "agent-compacted",
-                &json!({ "agent": agent.key, "op_id": outcome.op_id, "summary_chars": summary.len() }),
-            );
+            book.run.records.event(&Event::AgentCompacted {
+                agent: &agent.key,
+                op_id: &outcome.op_id,
+                summary_chars: summary.len(),
+            });
             Ok(summary)
         }
         (kind, _) => Err(OpError::Invalid(outcome.reason.unwrap_or_else(|| format!("compaction {}", kind.as_str())))),
@@ -400,7 +400,7 @@ pub fn set(
             info.effort = effort.clone();
         }
     }
-    book.run.records.event("agent-set", &json!({ "agent": agent.key, "model": model, "effort": effort }));
+    book.run.records.event(&Event::AgentSet { agent: &agent.key, model: model.as_deref(), effort: effort.as_deref() });
     Ok(())
 }
 

@@ -134,7 +134,7 @@ impl Agent {
         let run = &book.run;
         if self.close(why) {
             run.progress.agents_closed.fetch_add(1, Ordering::Relaxed);
-            run.records.event("agent-closed", &serde_json::json!({ "agent": self.key, "reason": why }));
+            run.records.event(&crate::run::Event::AgentClosed { agent: &self.key, reason: why });
         }
         book.router.fail_asks_to(run, &self.key, &format!("{} closed: {why}", self.key), true);
     }

@@ -12,8 +12,7 @@ use crate::control::slot::ResultSlot;
 use crate::record::now_iso;
 use crate::run::deadline::instant_of;
 use crate::run::scope::{DeadlineKind, Frame};
-use crate::run::{Outcome, OutcomeKind, Run, Settled};
-use serde_json::json;
+use crate::run::{Event, Outcome, OutcomeKind, Run, Settled};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -98,11 +97,14 @@ pub(super) async fn execute(
     agent.enter();
     let started_at = now_iso();
     let model = agent.model();
-    run.records.event(
-        "op-started",
-        &json!({ "agent": agent.key, "op_id": op.op_id, "stage": frame.stage.as_deref(), "label": op.label,
-                 "n": op.n, "kind": kind }),
-    );
+    run.records.event(&Event::OpStarted {
+        agent: &agent.key,
+        op_id: &op.op_id,
+        kind,
+        stage: frame.stage.as_deref(),
+        label: op.label,
+        n: op.n,
+    });
     let slot = body.slot(run, &op);
     // An answer from an agent's process is journalled the moment it is accepted, before the agent
     // hears `accepted`: a crash after that never runs the operation again. The fake harness

@@ -2,10 +2,10 @@
 //! the run-level `--sandbox`; bwrap probed once; the run's record of every sandbox opened with the
 //! agents seated in it (`sandbox-opened`, `sandbox-seated`, result.json `sandboxes`).
 
-use crate::run::Run;
+use crate::run::{Event, Run};
 use crate::sandbox::{confinement, provider, seat, Chosen, Confinement, Named, Policy, Sandbox, Scope, Seat};
 use serde::Serialize;
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::path::PathBuf;
 use std::sync::{Mutex, OnceLock};
 
@@ -142,10 +142,13 @@ impl SandboxBook {
                     policy: chosen.policy.clone(),
                     agents: Vec::new(),
                 };
-                run.records.event(
-                    "sandbox-opened",
-                    &json!({ "sandbox": o.name, "scope": o.scope, "provider": o.provider, "bwrap": o.bwrap, "policy": o.policy }),
-                );
+                run.records.event(&Event::SandboxOpened {
+                    sandbox: &o.name,
+                    scope: o.scope,
+                    provider: o.provider,
+                    bwrap: o.bwrap.as_deref(),
+                    policy: &o.policy,
+                });
                 opened.push(o);
                 opened.len() - 1
             }
@@ -154,10 +157,13 @@ impl SandboxBook {
         if o.bwrap.is_none() {
             o.bwrap = chosen.bwrap.clone();
         }
-        run.records.event(
-            "sandbox-seated",
-            &json!({ "sandbox": o.name, "agent": seated.agent, "harness": seated.harness, "confined": seated.confined, "seat": seated.seat }),
-        );
+        run.records.event(&Event::SandboxSeated {
+            sandbox: &o.name,
+            agent: &seated.agent,
+            harness: &seated.harness,
+            confined: seated.confined,
+            seat: seated.seat.as_ref(),
+        });
         o.agents.push(seated);
     }
 

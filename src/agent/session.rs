@@ -7,7 +7,6 @@ use crate::config::RuntimeConfig;
 use crate::control::server::Endpoint;
 use crate::harness::{self, AgentInfo, Session};
 use crate::run::Run;
-use serde_json::Value;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -32,12 +31,7 @@ impl AgentBook {
         let dir = crate::record::agent_files::agent_dir(run.dir(), &slug);
         let awf =
             std::env::current_exe().map_err(|e| format!("cannot find the awf executable for the launcher: {e}"))?;
-        let weak = Arc::downgrade(run);
-        let events: crate::control::server::EventSink = Arc::new(move |ty: &str, data: Value| {
-            if let Some(r) = weak.upgrade() {
-                r.records.event(ty, &data);
-            }
-        });
+        let events = event_sink(run);
         if matches!(runtime.harness.as_str(), "openai" | "anthropic") {
             let cfg = http_config(run, &req.key, runtime)?;
             let session = harness::http::HttpSession::new(info.clone(), cfg, dir.join("history.json"), events)
@@ -150,18 +144,23 @@ fn http_config(run: &Run, key: &str, runtime: &RuntimeConfig) -> Result<harness:
 
 /// Opens the control folder and socket of an agent forked from a CLI agent (a fork answers
 /// through a launcher of its own), and seats it in its parent's sandbox when there is one.
+/// Where a harness and an agent's socket record their events: the run's records, while it lives.
+fn event_sink(run: &Arc<Run>) -> crate::control::server::EventSink {
+    let weak = Arc::downgrade(run);
+    Arc::new(move |event: &crate::run::Event<'_>| {
+        if let Some(r) = weak.upgrade() {
+            r.records.event(event);
+        }
+    })
+}
+
 fn cli_endpoint_opener(book: std::sync::Weak<AgentBook>, awf: PathBuf) -> harness::cli::EndpointOpener {
     Arc::new(move |key: &str, parent: Option<(&crate::sandbox::Sandbox, &str)>| {
         let book = book.upgrade().ok_or("the run has ended")?;
         let run = &book.run;
         let slug = book.claim_slug(key);
         let dir = crate::record::agent_files::agent_dir(run.dir(), &slug);
-        let events_run = Arc::downgrade(run);
-        let events: crate::control::server::EventSink = Arc::new(move |ty: &str, data: Value| {
-            if let Some(r) = events_run.upgrade() {
-                r.records.event(ty, &data);
-            }
-        });
+        let events = event_sink(run);
         let messenger: Arc<dyn crate::control::messenger::Messenger> = Arc::new(book.messenger(key));
         let _rt = run.rt.enter();
         let endpoint = Endpoint::open(&dir, key, &awf, run_tag(run), events, messenger)

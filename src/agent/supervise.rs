@@ -6,7 +6,7 @@ use crate::accounting::{CostSource, Usage};
 use crate::control::prompt;
 use crate::control::slot::ResultSlot;
 use crate::harness::{Session, TurnEnd, TurnInput};
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::sync::Arc;
 
 /// How supervision ended, before deadlines and cancellation are considered.
@@ -56,7 +56,7 @@ pub async fn supervise(session: &mut dyn Session, plan: OpPlan<'_>, book: &Agent
         let body = if k == 0 {
             prompt::with_answer_instructions(plan.prompt, plan.launcher, plan.op_id, &schema_text)
         } else {
-            run.records.event("op-nudged", &json!({ "agent": key, "op_id": plan.op_id, "nudge": k }));
+            run.records.event(&crate::run::Event::OpNudged { agent: key, op_id: plan.op_id, nudge: k });
             prompt::nudge_text(&plan.nudge.text, plan.launcher, plan.op_id, &schema_text)
         };
         // Routes and held messages are shown with every turn, check-ins included.

@@ -8,6 +8,7 @@ use super::peer::Turns;
 use super::protocol::{exit, parse_request, Command, Response, VERSION};
 use super::slot::{ResultSlot, Submission};
 use crate::accounting::Usage;
+use crate::run::Event;
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::os::unix::fs::PermissionsExt;
@@ -19,7 +20,7 @@ use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::Notify;
 
 /// Records an event for the run: `(type, data)`.
-pub type EventSink = Arc<dyn Fn(&str, Value) + Send + Sync>;
+pub type EventSink = Arc<dyn Fn(&Event<'_>) + Send + Sync>;
 
 /// The longest socket path a `sockaddr_un` takes, less a margin.
 const MAX_SOCKET_PATH: usize = 100;
@@ -231,12 +232,12 @@ fn stranger(state: &State, pid: Option<i32>) -> Response {
         "refused: {who} is not a process of agent {}'s running turn; an agent answers only for itself, through the launcher its own turn was given",
         state.key
     );
-    (state.events)("control-refused", json!({ "agent": state.key, "why": why, "pid": pid }));
+    (state.events)(&Event::ControlRefused { agent: &state.key, why: &why, frame: &Value::Null, pid });
     Response::new(exit::REFUSED, why)
 }
 
 fn refuse(state: &State, text: String, data: Value) -> Response {
-    (state.events)("control-refused", json!({ "agent": state.key, "why": text, "frame": data }));
+    (state.events)(&Event::ControlRefused { agent: &state.key, why: &text, frame: &data, pid: None });
     Response::new(exit::REFUSED, text)
 }
 
@@ -268,10 +269,12 @@ async fn handle(state: &State, line: &str) -> Response {
             Ok(o) => {
                 // Recorded before the agent is told: an accepted answer survives a crash of awf.
                 let sub = o.slot.submit_text_recorded(&json).await;
-                (state.events)(
-                    "op-submission",
-                    json!({ "agent": state.key, "op_id": op, "accepted": sub == Submission::Accepted, "bytes": json.len() }),
-                );
+                (state.events)(&Event::OpSubmission {
+                    agent: &state.key,
+                    op_id: &op,
+                    accepted: sub == Submission::Accepted,
+                    bytes: json.len(),
+                });
                 if sub == Submission::Accepted {
                     o.answered.notify_waiters();
                     o.answered.notify_one();
@@ -284,10 +287,12 @@ async fn handle(state: &State, line: &str) -> Response {
             Ok(o) => {
                 let wait = timeout_ms.map(Duration::from_millis).unwrap_or(DEFAULT_WAIT);
                 *lock(&o.waiting) = Some((Instant::now() + wait, reason.clone()));
-                (state.events)(
-                    "op-waiting",
-                    json!({ "agent": state.key, "op_id": op, "reason": reason, "timeout_ms": wait.as_millis() as u64 }),
-                );
+                (state.events)(&Event::OpWaiting {
+                    agent: &state.key,
+                    op_id: &op,
+                    reason: &reason,
+                    timeout_ms: wait.as_millis() as u64,
+                });
                 Response::new(
                     exit::OK,
                     format!(

@@ -7,8 +7,7 @@ mod prompt;
 pub use prompt::context_text;
 
 use crate::control::messenger::Held;
-use crate::run::Run;
-use serde_json::json;
+use crate::run::{Event, Run};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use tokio::sync::{oneshot, Notify};
@@ -118,11 +117,15 @@ impl Router {
         let mut inner = lock(&self.inner);
         route.id = inner.routes.len() as u64 + 1;
         let id = route.id;
-        run.records.event(
-            "route-granted",
-            &json!({ "route": id, "from": route.a, "to": route.b, "both": route.both, "purpose": route.purpose,
-                     "max_messages": route.max, "stage": route.stage.as_deref() }),
-        );
+        run.records.event(&Event::RouteGranted {
+            route: id,
+            from: &route.a,
+            to: &route.b,
+            both: route.both,
+            purpose: &route.purpose,
+            max_messages: route.max,
+            stage: route.stage.as_deref(),
+        });
         inner.routes.push(route);
         id
     }
@@ -140,10 +143,13 @@ impl Router {
             if let Some(o) = inner.owed.get_mut(&m.n) {
                 o.shown = true;
             }
-            run.records.event(
-                "message-delivered",
-                &json!({ "n": m.n, "route": m.route, "from": m.from, "to": m.to, "bytes": m.text.len() }),
-            );
+            run.records.event(&Event::MessageDelivered {
+                n: m.n,
+                route: m.route,
+                from: &m.from,
+                to: &m.to,
+                bytes: m.text.len(),
+            });
         }
         msgs.into_iter().map(|m| Held { n: m.n, from: m.from, text: m.text, asks: m.asks }).collect()
     }
@@ -153,10 +159,13 @@ impl Router {
     pub fn drop_held(&self, run: &Run, key: &str, why: &str) {
         let msgs = lock(&self.inner).held.remove(key).unwrap_or_default();
         for m in msgs {
-            run.records.event(
-                "message-undelivered",
-                &json!({ "n": m.n, "from": m.from, "to": m.to, "bytes": m.text.len(), "reason": why }),
-            );
+            run.records.event(&Event::MessageUndelivered {
+                n: m.n,
+                from: &m.from,
+                to: &m.to,
+                bytes: m.text.len(),
+                reason: Some(why),
+            });
         }
     }
 
@@ -206,10 +215,7 @@ impl Router {
         let (route_id, stage) = (route.id, route.stage.clone());
         inner.next_n += 1;
         let n = inner.next_n;
-        run.records.event(
-            "message-sent",
-            &json!({ "n": n, "route": route_id, "from": from, "to": to, "bytes": text.len(), "asks": ask.is_some() }),
-        );
+        run.records.event(&Event::MessageSent { n, route: route_id, from, to, bytes: text.len(), asks: ask.is_some() });
         let asks = ask.is_some();
         if let Some(reply) = ask {
             inner.owed.insert(n, Owed { asker: from.into(), to: to.into(), stage: stage.clone(), reply, shown: false });
@@ -261,7 +267,7 @@ impl Router {
         let Some(owed) = inner.owed.remove(&n) else {
             return Err(format!("refused: message {n} is not waiting for a reply"));
         };
-        run.records.event("message-replied", &json!({ "n": n, "from": from, "to": owed.asker, "bytes": text.len() }));
+        run.records.event(&Event::MessageReplied { n, from, to: &owed.asker, bytes: text.len() });
         let _ = owed.reply.send(Ok(text.to_string()));
         drop(inner);
         self.quiet.notify_waiters();
@@ -276,7 +282,7 @@ impl Router {
             inner.owed.iter().filter(|(_, o)| o.to == key && (all || o.shown)).map(|(n, _)| *n).collect();
         for n in ns {
             if let Some(o) = inner.owed.remove(&n) {
-                run.records.event("message-ask-failed", &json!({ "n": n, "to": key, "asker": o.asker, "why": why }));
+                run.records.event(&Event::MessageAskFailed { n, to: key, asker: &o.asker, why });
                 let _ = o.reply.send(Err(why.to_string()));
             }
         }
@@ -307,7 +313,7 @@ impl Router {
         let mut inner = lock(&self.inner);
         for r in inner.routes.iter_mut().filter(|r| r.open && r.stage.as_deref() == Some(stage)) {
             r.open = false;
-            run.records.event("route-closed", &json!({ "route": r.id, "stage": stage }));
+            run.records.event(&Event::RouteClosed { route: r.id, stage: Some(stage) });
         }
     }
 
@@ -316,10 +322,13 @@ impl Router {
         let mut inner = lock(&self.inner);
         for (_, msgs) in inner.held.drain() {
             for m in msgs {
-                run.records.event(
-                    "message-undelivered",
-                    &json!({ "n": m.n, "from": m.from, "to": m.to, "bytes": m.text.len() }),
-                );
+                run.records.event(&Event::MessageUndelivered {
+                    n: m.n,
+                    from: &m.from,
+                    to: &m.to,
+                    bytes: m.text.len(),
+                    reason: None,
+                });
             }
         }
         for (n, o) in inner.owed.drain() {

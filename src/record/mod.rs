@@ -40,6 +40,12 @@ struct Envelope<'a, T: Serialize + ?Sized> {
     data: &'a T,
 }
 
+/// An event a run records: its fields are the envelope's `data`, its name the `type`. The run core
+/// defines every event type (`run::Event`).
+pub trait RecordEvent: Serialize {
+    fn name(&self) -> &'static str;
+}
+
 /// Now, as ISO-8601 UTC with milliseconds.
 pub fn now_iso() -> String {
     humantime::format_rfc3339_millis(SystemTime::now()).to_string()
@@ -73,8 +79,8 @@ impl Recorder {
     }
 
     /// Appends an event to `events.jsonl` in the `{"v","type","at","attempt","data"}` envelope.
-    pub fn event<T: Serialize + ?Sized>(&self, ty: &str, data: &T) {
-        let env = Envelope { v: FORMAT_VERSION, ty, at: now_iso(), attempt: self.attempt, data };
+    pub fn event<E: RecordEvent + ?Sized>(&self, event: &E) {
+        let env = Envelope { v: FORMAT_VERSION, ty: event.name(), at: now_iso(), attempt: self.attempt, data: event };
         self.line(Stream::Events, &env);
     }
 
@@ -174,14 +180,24 @@ pub fn read_jsonl(path: &Path) -> io::Result<Vec<Value>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+
+    #[derive(Serialize)]
+    struct Tick {
+        i: usize,
+    }
+
+    impl RecordEvent for Tick {
+        fn name(&self) -> &'static str {
+            "tick"
+        }
+    }
 
     #[test]
     fn lines_arrive_whole_in_order_and_torn_tail_is_skipped() {
         let dir = tempfile::tempdir().expect("tempdir");
         let rec = Recorder::create(dir.path(), 1).expect("recorder");
         for i in 0..1000 {
-            rec.event("tick", &json!({ "i": i }));
+            rec.event(&Tick { i });
         }
         rec.flush(false);
         let path = dir.path().join("events.jsonl");

@@ -4,6 +4,7 @@
 //! replays. It owns no book: agents, routes and sandboxes live above it and receive it.
 
 pub mod deadline;
+pub mod event;
 pub mod leftovers;
 pub mod outcome;
 pub mod progress;
@@ -25,6 +26,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
+pub use event::Event;
 pub use outcome::{Outcome, OutcomeKind, Settled};
 pub use scheduler::Limits;
 
@@ -32,7 +34,8 @@ pub use scheduler::Limits;
 pub type BoxFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
 
 /// Why a run ended before its script returned.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[serde(tag = "kind", content = "reason", rename_all = "kebab-case")]
 pub enum StopCause {
     /// `ctx.stop(reason)`: status `stopped`, exit 3.
     Stopped(String),
@@ -141,14 +144,16 @@ impl Run {
         records.write_document("run.json", &run_doc)?;
         let deadline = spec.deadline.map(|d| Instant::now() + d);
         let deadline_unix_ms = spec.deadline.map(|d| record::now_unix_ms() + d.as_millis() as i64);
-        records.event(
-            "run-started",
-            &json!({ "run_id": id, "script": spec.script.display().to_string(), "limits": format!("{:?}", spec.limits) }),
-        );
+        records.event(&Event::RunStarted {
+            run_id: &id,
+            script: &spec.script.display().to_string(),
+            attempt,
+            limits: &spec.limits,
+        });
         if spec.resume.is_some() {
             let killed = leftovers::end(&dir, &id);
             if !killed.is_empty() {
-                records.event("leftovers-killed", &json!({ "pids": killed }));
+                records.event(&Event::LeftoversKilled { pids: &killed });
             }
         }
         let replay = spec.resume.map(|r| (r.stages, r.journal)).unwrap_or_default();
@@ -206,7 +211,7 @@ impl Run {
         {
             let mut stop = lock(&self.stop);
             if stop.is_none() {
-                self.records.event("run-stopping", &json!({ "cause": format!("{cause:?}") }));
+                self.records.event(&Event::RunStopping { cause: &cause });
                 *stop = Some(cause);
             }
         }
@@ -240,13 +245,13 @@ impl Run {
     pub fn budget_exhausted_once(&self, why: &str) {
         if !self.budget_warned.swap(true, Ordering::SeqCst) {
             self.log("warn", &format!("{why}; no new operation will start"), &Value::Null);
-            self.records.event("budget-exhausted", &json!({ "reason": why }));
+            self.records.event(&Event::BudgetExhausted { reason: why });
         }
     }
 
     /// A log line: recorded as an event and shown in the live view.
     pub fn log(&self, level: &str, text: &str, fields: &Value) {
-        self.records.event("log", &json!({ "level": level, "text": text, "fields": fields }));
+        self.records.event(&Event::Log { level, text, fields });
         self.progress.line(level, text);
     }
 
@@ -257,27 +262,15 @@ impl Run {
         if let Some(j) = s.journal_line() {
             self.records.raw_line(Stream::Journal, &j);
         }
-        #[derive(serde::Serialize)]
-        struct OpSettled<'a> {
-            agent: &'a str,
-            op_id: &'a str,
-            outcome: &'a str,
-            reason: Option<&'a str>,
-            tokens: u64,
-            cost_usd: f64,
-        }
         let o = s.outcome;
-        self.records.event(
-            "op-settled",
-            &OpSettled {
-                agent: s.agent,
-                op_id: &o.op_id,
-                outcome: o.kind.as_str(),
-                reason: o.reason.as_deref(),
-                tokens: o.usage.tokens(),
-                cost_usd: o.usage.cost_usd,
-            },
-        );
+        self.records.event(&Event::OpSettled {
+            agent: s.agent,
+            op_id: &o.op_id,
+            outcome: o.kind.as_str(),
+            reason: o.reason.as_deref(),
+            tokens: o.usage.tokens(),
+            cost_usd: o.usage.cost_usd,
+        });
         self.scheduler.record(s.agent, s.stage, s.model, &s.outcome.usage);
         if s.outcome.simulated {
             self.simulated.store(true, Ordering::Relaxed);
@@ -311,7 +304,7 @@ impl Run {
             "started_at": self.started_at, "finished_at": finished_at,
             "duration_ms": self.started.elapsed().as_millis() as u64,
         });
-        self.records.event("run-finished", &json!({ "status": status, "error": error }));
+        self.records.event(&Event::RunFinished { status, error });
         self.records.flush(true);
         if let Err(e) = self.records.write_document("result.json", &result) {
             tracing::error!("cannot write result.json: {e}");

@@ -6,15 +6,30 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-/// The limits a run enforces.
-#[derive(Debug, Clone)]
+/// The limits a run enforces (recorded as they are, the stall timeout in milliseconds).
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize, PartialEq)]
 pub struct Limits {
     pub max_concurrency: usize,
     pub max_agents: usize,
     pub budget_usd: Option<f64>,
     pub budget_tokens: Option<u64>,
     pub nudges: u32,
+    #[serde(rename = "stall_timeout_ms", with = "millis")]
     pub stall_timeout: std::time::Duration,
+}
+
+/// A duration as whole milliseconds.
+mod millis {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use std::time::Duration;
+
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(d.as_millis() as u64)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        u64::deserialize(d).map(Duration::from_millis)
+    }
 }
 
 impl Default for Limits {

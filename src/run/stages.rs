@@ -45,7 +45,7 @@ impl StageBook {
                      "value": end.value, "summary": end.summary, "reason": end.reason,
                      "at": crate::record::now_iso() }),
         );
-        records.event("stage-finished", &json!({ "name": end.name, "status": end.status, "reason": end.reason }));
+        records.event(&super::Event::StageFinished { name: end.name, status: end.status, reason: end.reason });
         self.lock().ended.push((end.name.to_string(), end.status.to_string()));
         records.flush(true);
     }

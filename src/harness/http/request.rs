@@ -4,7 +4,7 @@
 use super::session::HttpSession;
 use super::{anthropic, openai, sse, Api, Reply, ToolCall, ToolSpec};
 use futures_util::StreamExt;
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::time::Duration;
 
 /// Retries of one request on rate limits, overload and failed connections.
@@ -37,10 +37,12 @@ impl HttpSession {
                 Ok(r) => return Ok(r),
                 Err(e) if e.retry && attempt <= MAX_RETRIES => {
                     let wait = e.after.unwrap_or(Duration::from_millis(500 * 2u64.pow(attempt - 1))).min(MAX_BACKOFF);
-                    (self.events)(
-                        "http-retry",
-                        json!({ "agent": self.info.key, "attempt": attempt, "wait_ms": wait.as_millis() as u64, "why": self.cfg.redactor.scrub(&e.message) }),
-                    );
+                    (self.events)(&crate::run::Event::HttpRetry {
+                        agent: &self.info.key,
+                        attempt,
+                        wait_ms: wait.as_millis() as u64,
+                        why: &self.cfg.redactor.scrub(&e.message),
+                    });
                     tokio::time::sleep(wait).await;
                 }
                 Err(e) => return Err(self.cfg.redactor.scrub(&e.message)),

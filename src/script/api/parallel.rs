@@ -4,11 +4,11 @@
 
 use super::{script_err, terminated, Ctx, Fields, RResult, ScriptRun};
 use crate::run::scope::{self, DeadlineKind, Frame};
+use crate::run::Event;
 use crate::run::Run;
 use crate::script::pool;
 use crate::script::render;
 use rhai::{Array, Dynamic, EvalAltResult, FnPtr, Map, NativeCallContext, INT};
-use serde_json::json;
 use std::ops::{Range as ExclusiveRange, RangeInclusive as InclusiveRange};
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -232,10 +232,12 @@ fn parallel(
         group: opts.label.as_deref().map(Arc::from).or(parent.group.clone()),
     });
     let group = opts.label.as_deref().map(|l| run.progress.group_started(l, n));
-    run.records.event(
-        "parallel-started",
-        &json!({ "label": opts.label, "items": n, "concurrency": conc, "stage": parent.stage.as_deref() }),
-    );
+    run.records.event(&Event::ParallelStarted {
+        label: opts.label.as_deref(),
+        items: n,
+        concurrency: conc,
+        stage: parent.stage.as_deref(),
+    });
 
     let engine = host.engine().ok_or_else(|| script_err(nc, format!("{name}: the script engine is gone")))?;
     #[allow(deprecated)] // store_data is marked volatile, not deprecated
@@ -277,7 +279,7 @@ fn parallel(
     }
     let mut results = results;
     let failed = results.iter().filter(|r| matches!(r, Some(Err(_)))).count();
-    run.records.event("parallel-finished", &json!({ "label": opts.label, "items": n, "failed": failed }));
+    run.records.event(&Event::ParallelFinished { label: opts.label.as_deref(), items: n, failed });
 
     if parent.cancel.is_cancelled() {
         return Err(terminated(nc, run.stop_reason()));

@@ -8,7 +8,6 @@ use crate::run::StopCause;
 use crate::script::convert::to_json;
 use crate::script::render;
 use rhai::{Dynamic, FnPtr, Map, NativeCallContext};
-use serde_json::json;
 use std::sync::Arc;
 
 pub fn register(engine: &mut rhai::Engine) {
@@ -81,7 +80,7 @@ fn stage(nc: &NativeCallContext, host: &Arc<ScriptRun>, name: &str, opts: Map, f
         run.stages.end(&run.records, reuse);
         return Ok(if schema.is_some() { crate::script::convert::to_dynamic(value) } else { Dynamic::UNIT });
     }
-    run.records.event("stage-started", &json!({ "name": name }));
+    run.records.event(&crate::run::Event::StageStarted { name });
     run.progress.stage_started(name);
     let frame = Arc::new(Frame {
         cancel: parent.cancel.child_token(),

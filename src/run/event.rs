@@ -1,0 +1,131 @@
+//! Every type of `events.jsonl` line, as one enum: its name is the envelope's `type`, its fields
+//! the envelope's `data`. `src/lib.rs` lists the names; a test checks the list against `NAMES`.
+
+use crate::record::RecordEvent;
+use serde::Serialize;
+use serde_json::Value;
+
+/// Defines `Event` with its `type` names, and `NAMES` in declaration order.
+macro_rules! events {
+    ($( $(#[$doc:meta])* $variant:ident = $name:literal { $($(#[$fattr:meta])* $field:ident : $ty:ty),* $(,)? } ),* $(,)?) => {
+        /// One event of a run. Borrowed fields: an event is serialised as it is recorded.
+        #[derive(Debug, Serialize)]
+        #[serde(untagged)]
+        pub enum Event<'a> {
+            $( $(#[$doc])* $variant { $($(#[$fattr])* $field: $ty),* } ),*
+        }
+
+        impl Event<'_> {
+            /// Every event type, as `events.jsonl` writes it.
+            pub const NAMES: &'static [&'static str] = &[$($name),*];
+
+            /// This event's `type`.
+            pub fn name(&self) -> &'static str {
+                match self {
+                    $( Event::$variant { .. } => $name ),*
+                }
+            }
+        }
+    };
+}
+
+events! {
+    /// The attempt started: its limits as the run enforces them.
+    RunStarted = "run-started" { run_id: &'a str, script: &'a str, attempt: u32, limits: &'a super::Limits },
+    /// A stop was asked (the first cause stands).
+    RunStopping = "run-stopping" { cause: &'a super::StopCause },
+    RunFinished = "run-finished" { status: &'a str, error: Option<&'a str> },
+    /// Processes an earlier attempt left were ended before this one started.
+    LeftoversKilled = "leftovers-killed" { pids: &'a [i32] },
+    AgentOpened = "agent-opened" {
+        agent: &'a str, harness: &'a str, model: &'a str, effort: Option<&'a str>, labels: &'a Value,
+        forked_from: Option<&'a str>,
+    },
+    AgentStopped = "agent-stopped" { agent: &'a str, reason: &'a str },
+    AgentClosed = "agent-closed" { agent: &'a str, reason: &'a str },
+    AgentSet = "agent-set" { agent: &'a str, model: Option<&'a str>, effort: Option<&'a str> },
+    AgentCompacted = "agent-compacted" { agent: &'a str, op_id: &'a str, summary_chars: usize },
+    OpStarted = "op-started" {
+        agent: &'a str, op_id: &'a str, kind: &'a str, stage: Option<&'a str>, label: Option<&'a str>, n: u64,
+    },
+    OpNudged = "op-nudged" { agent: &'a str, op_id: &'a str, nudge: u32 },
+    /// An answered operation of an earlier attempt returned from the journal, not run again.
+    OpReplayed = "op-replayed" { agent: &'a str, op_id: &'a str, stage: Option<&'a str> },
+    /// An answer submitted through the control channel, and whether it was accepted.
+    OpSubmission = "op-submission" { agent: &'a str, op_id: &'a str, accepted: bool, bytes: usize },
+    OpWaiting = "op-waiting" { agent: &'a str, op_id: &'a str, reason: &'a str, timeout_ms: u64 },
+    OpSettled = "op-settled" {
+        agent: &'a str, op_id: &'a str, outcome: &'a str, reason: Option<&'a str>, tokens: u64, cost_usd: f64,
+    },
+    /// A control frame refused: another agent's op, an unknown op, a stranger's process.
+    ControlRefused = "control-refused" { agent: &'a str, why: &'a str, frame: &'a Value, pid: Option<i32> },
+    StageStarted = "stage-started" { name: &'a str },
+    StageFinished = "stage-finished" { name: &'a str, status: &'a str, reason: Option<&'a str> },
+    ParallelStarted = "parallel-started" {
+        label: Option<&'a str>, items: usize, concurrency: usize, stage: Option<&'a str>,
+    },
+    ParallelFinished = "parallel-finished" { label: Option<&'a str>, items: usize, failed: usize },
+    Log = "log" { level: &'a str, text: &'a str, fields: &'a Value },
+    BudgetExhausted = "budget-exhausted" { reason: &'a str },
+    SandboxOpened = "sandbox-opened" {
+        sandbox: &'a str, scope: crate::sandbox::Scope, provider: crate::sandbox::policy::Provider,
+        bwrap: Option<&'a std::path::Path>, policy: &'a crate::sandbox::Policy,
+    },
+    SandboxSeated = "sandbox-seated" {
+        sandbox: &'a str, agent: &'a str, harness: &'a str, confined: bool, seat: Option<&'a crate::sandbox::Seat>,
+    },
+    RouteGranted = "route-granted" {
+        route: u64, from: &'a str, to: &'a str, both: bool, purpose: &'a str, max_messages: Option<u32>,
+        stage: Option<&'a str>,
+    },
+    RouteClosed = "route-closed" { route: u64, stage: Option<&'a str> },
+    MessageSent = "message-sent" { n: u64, route: u64, from: &'a str, to: &'a str, bytes: usize, asks: bool },
+    MessageDelivered = "message-delivered" { n: u64, route: u64, from: &'a str, to: &'a str, bytes: usize },
+    MessageUndelivered = "message-undelivered" {
+        n: u64, from: &'a str, to: &'a str, bytes: usize,
+        /// Why, when the run did not simply end first.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        reason: Option<&'a str>,
+    },
+    MessageReplied = "message-replied" { n: u64, from: &'a str, to: &'a str, bytes: usize },
+    MessageAskFailed = "message-ask-failed" { n: u64, to: &'a str, asker: &'a str, why: &'a str },
+    /// An HTTP request that failed in a way worth retrying, and the wait before the next try.
+    HttpRetry = "http-retry" { agent: &'a str, attempt: u32, wait_ms: u64, why: &'a str },
+}
+
+impl RecordEvent for Event<'_> {
+    fn name(&self) -> &'static str {
+        Event::name(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The events list of `src/lib.rs` (the run-folder overview) names exactly the enum's types.
+    #[test]
+    fn the_events_listed_in_lib_rs_are_the_enum() {
+        let lib = include_str!("../lib.rs");
+        let start = lib.find("events.jsonl   {").expect("the events line in lib.rs");
+        let rest = &lib[start..];
+        let list = &rest[rest.find("types:").expect("types:") + 6..rest.find("Readers skip").expect("Readers skip")];
+        let mut listed: Vec<String> = list
+            .split(|c: char| c == ',' || c == '.' || c.is_whitespace() || c == '/' || c == '!')
+            .map(|w| w.trim().to_string())
+            .filter(|w| !w.is_empty() && w.contains('-') || ["log"].contains(&w.as_str()))
+            .collect();
+        listed.sort();
+        listed.dedup();
+        let mut names: Vec<String> = Event::NAMES.iter().map(|s| s.to_string()).collect();
+        names.sort();
+        assert_eq!(listed, names, "src/lib.rs lists other event types than run::Event");
+    }
+
+    #[test]
+    fn an_event_serialises_as_its_fields_under_its_name() {
+        let e = Event::AgentClosed { agent: "a", reason: "why" };
+        assert_eq!(e.name(), "agent-closed");
+        assert_eq!(serde_json::to_value(&e).expect("json"), serde_json::json!({ "agent": "a", "reason": "why" }));
+    }
+}
