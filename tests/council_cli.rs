@@ -439,7 +439,7 @@ fn eval(dir: &Path, program: &Program) -> Value {
         .block_on(async { tokio::time::timeout(TIMEOUT, drive(host, program, input, None, Output::Value)).await })
         .expect("the strategy ended in time");
     match end.value {
-        Some(v) if end.status == "succeeded" => v,
+        Some(v) if end.status == awf::run::RunStatus::Succeeded => v,
         _ => panic!("the strategy failed: {:?}", end.rendered),
     }
 }

@@ -6,6 +6,7 @@ use super::{EXIT_OK, EXIT_USAGE};
 use crate::config::Config;
 use crate::host::Output;
 use crate::run::resume;
+use crate::run::RunStatus;
 use crate::script;
 use anyhow::{Context, Result};
 use serde_json::Value;
@@ -65,7 +66,8 @@ fn run_dir(root: &Path, id: &str) -> Result<PathBuf, String> {
 
 /// The status of each attempt as shown: as recorded, except that an attempt recorded `running`
 /// whose process is gone (the run's lock is free, or a later attempt started) is `interrupted`.
-fn attempt_statuses(dir: &Path, run: &Value) -> Vec<String> {
+/// `None` for a status this version does not know.
+fn attempt_statuses(dir: &Path, run: &Value) -> Vec<Option<RunStatus>> {
     let attempts = run["attempts"].as_array().cloned().unwrap_or_default();
     // When `/proc/locks` cannot say, the record is trusted.
     let live = crate::record::lock::held(dir) != Some(false);
@@ -73,19 +75,20 @@ fn attempt_statuses(dir: &Path, run: &Value) -> Vec<String> {
     attempts
         .iter()
         .enumerate()
-        .map(|(i, a)| match a["status"].as_str().unwrap_or("?") {
-            "running" if i < last || !live => "interrupted".to_string(),
-            s => s.to_string(),
+        .map(|(i, a)| match serde_json::from_value::<RunStatus>(a["status"].clone()).ok() {
+            Some(RunStatus::Running) if i < last || !live => Some(RunStatus::Interrupted),
+            s => s,
         })
         .collect()
 }
 
 /// A run's status: its live or interrupted last attempt's, else the result's.
 fn run_status(dir: &Path, run: &Value, result: &Value) -> String {
-    match (attempt_statuses(dir, run).pop(), result["status"].as_str()) {
-        (Some(s), _) if s == "running" || s == "interrupted" => s,
+    let last = attempt_statuses(dir, run).pop().flatten();
+    match (last, result["status"].as_str()) {
+        (Some(s @ (RunStatus::Running | RunStatus::Interrupted)), _) => s.to_string(),
         (_, Some(r)) => r.to_string(),
-        (Some(s), None) => s,
+        (Some(s), None) => s.to_string(),
         (None, None) => "?".into(),
     }
 }
@@ -140,7 +143,7 @@ pub fn exec(cmd: RunsCommand) -> Result<i32> {
                 println!(
                     "attempt {}: {} ({} → {})",
                     a["n"],
-                    status,
+                    status.map(RunStatus::as_str).or(a["status"].as_str()).unwrap_or("?"),
                     a["started_at"].as_str().unwrap_or("?"),
                     a["finished_at"].as_str().unwrap_or("-")
                 );

@@ -5,7 +5,7 @@ use super::{EXIT_OK, EXIT_USAGE};
 use crate::config::{parse_duration, Config};
 use crate::host::{drive, Host, Output, RunEnd};
 use crate::run::schema::SchemaCache;
-use crate::run::{Limits, Run, RunSpec, StopCause};
+use crate::run::{Limits, Run, RunSpec, RunStatus, StopCause};
 use crate::script::{self, Program};
 use anyhow::{anyhow, bail, Context, Result};
 use serde_json::{Map, Value};
@@ -338,7 +338,7 @@ async fn interrupts(host: Arc<Host>) {
     host.run.stop_with(StopCause::Cancelled("interrupted (Ctrl-C)".into()));
     if tokio::signal::ctrl_c().await.is_ok() {
         eprintln!("awf: killed by a second Ctrl-C");
-        let _ = host.finish("cancelled", None, Some("killed by a second Ctrl-C"), None);
+        let _ = host.finish(RunStatus::Cancelled, None, Some("killed by a second Ctrl-C"), None);
         std::process::exit(130);
     }
 }
@@ -360,7 +360,7 @@ fn report(run: &Run, end: RunEnd, args: &RunFlags, output: Output) -> i32 {
         eprintln!("awf: {why}");
     }
     if let Some(r) = rendered {
-        if status == "failed" {
+        if status == RunStatus::Failed {
             eprintln!("{r}");
         } else {
             eprintln!("awf: run {status}: {}", error.as_deref().unwrap_or(""));
@@ -373,7 +373,7 @@ fn report(run: &Run, end: RunEnd, args: &RunFlags, output: Output) -> i32 {
 }
 
 /// The closing spend line.
-fn summary(run: &Run, status: &str, result: &Value) -> String {
+fn summary(run: &Run, status: RunStatus, result: &Value) -> String {
     let totals = &result["accounting"]["totals"];
     let mut s = format!(
         "awf: {status} in {:.2}s · {} agents · {} operations · {} tokens · ${:.4}",

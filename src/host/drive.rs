@@ -4,7 +4,7 @@
 //! (`result.json`, `run.json`). It prints nothing: the commands print what they need.
 
 use super::{exit, Host};
-use crate::run::{Run, StopCause};
+use crate::run::{Run, RunStatus, StopCause};
 use serde_json::Value;
 use std::sync::Arc;
 use std::time::Duration;
@@ -46,7 +46,7 @@ pub enum Output {
 /// How a run ended, with its `result.json` written.
 pub struct RunEnd {
     pub result: Value,
-    pub status: &'static str,
+    pub status: RunStatus,
     pub value: Option<Value>,
     pub error: Option<String>,
     /// The script's rendered error, when it failed or was cut short.
@@ -108,19 +108,21 @@ pub fn settle(host: &Host, end: Option<ScriptEnd>, output: Output) -> RunEnd {
         _ => run.stop_cause(),
     };
     let (status, value, error, rendered, code) = match (end, cause) {
-        (Some(ScriptEnd::Value(v)), _) => ("succeeded", Some(v), None, None, exit::OK),
+        (Some(ScriptEnd::Value(v)), _) => (RunStatus::Succeeded, Some(v), None, None, exit::OK),
         (Some(ScriptEnd::Failed(f)), Some(StopCause::Stopped(r))) => {
-            ("stopped", None, Some(r), Some(f.rendered), exit::STOPPED)
+            (RunStatus::Stopped, None, Some(r), Some(f.rendered), exit::STOPPED)
         }
         (Some(ScriptEnd::Failed(f)), Some(StopCause::Cancelled(r))) => {
-            ("cancelled", None, Some(r), Some(f.rendered), exit::CANCELLED)
+            (RunStatus::Cancelled, None, Some(r), Some(f.rendered), exit::CANCELLED)
         }
         (Some(ScriptEnd::Failed(f)), Some(StopCause::Deadline)) => {
-            ("cancelled", None, Some("run deadline exceeded".to_string()), Some(f.rendered), exit::CANCELLED)
+            (RunStatus::Cancelled, None, Some("run deadline exceeded".to_string()), Some(f.rendered), exit::CANCELLED)
         }
-        (Some(ScriptEnd::Failed(f)), None) => ("failed", None, Some(f.message), Some(f.rendered), exit::FAILED),
+        (Some(ScriptEnd::Failed(f)), None) => {
+            (RunStatus::Failed, None, Some(f.message), Some(f.rendered), exit::FAILED)
+        }
         (None, _) => (
-            "cancelled",
+            RunStatus::Cancelled,
             None,
             Some(format!("{}; the script did not end within the 5 s grace period", run.stop_reason())),
             None,
@@ -135,10 +137,10 @@ pub fn settle(host: &Host, end: Option<ScriptEnd>, output: Output) -> RunEnd {
         _ => None,
     };
     let (status, error, code) = match &strategy_error {
-        Some(e) => ("failed", Some(e.clone()), exit::FAILED),
+        Some(e) => (RunStatus::Failed, Some(e.clone()), exit::FAILED),
         None => (status, error, code),
     };
-    let ended_in = if status == "succeeded" { None } else { run.stages.failed_in() };
+    let ended_in = if status == RunStatus::Succeeded { None } else { run.stages.failed_in() };
     let result = host.finish(status, value.as_ref(), error.as_deref(), ended_in.as_deref());
     RunEnd { result, status, value, error, rendered, strategy_error, code }
 }

@@ -43,7 +43,13 @@ impl Host {
 
     /// Settles what the books still hold (messages never delivered, asks still owed), then writes
     /// `result.json` and completes `run.json`.
-    pub fn finish(&self, status: &str, value: Option<&Value>, error: Option<&str>, ended_in: Option<&str>) -> Value {
+    pub fn finish(
+        &self,
+        status: crate::run::RunStatus,
+        value: Option<&Value>,
+        error: Option<&str>,
+        ended_in: Option<&str>,
+    ) -> Value {
         self.router.finish(&self.run);
         self.run.finish(status, value, error, ended_in, self.agents.sandboxes.summary())
     }

@@ -34,7 +34,7 @@ events! {
     RunStarted = "run-started" { run_id: &'a str, script: &'a str, attempt: u32, limits: &'a super::Limits },
     /// A stop was asked (the first cause stands).
     RunStopping = "run-stopping" { cause: &'a super::StopCause },
-    RunFinished = "run-finished" { status: &'a str, error: Option<&'a str> },
+    RunFinished = "run-finished" { status: super::RunStatus, error: Option<&'a str> },
     /// Processes an earlier attempt left were ended before this one started.
     LeftoversKilled = "leftovers-killed" { pids: &'a [i32] },
     AgentOpened = "agent-opened" {
@@ -60,7 +60,7 @@ events! {
     /// A control frame refused: another agent's op, an unknown op, a stranger's process.
     ControlRefused = "control-refused" { agent: &'a str, why: &'a str, frame: &'a Value, pid: Option<i32> },
     StageStarted = "stage-started" { name: &'a str },
-    StageFinished = "stage-finished" { name: &'a str, status: &'a str, reason: Option<&'a str> },
+    StageFinished = "stage-finished" { name: &'a str, status: super::StageStatus, reason: Option<&'a str> },
     ParallelStarted = "parallel-started" {
         label: Option<&'a str>, items: usize, concurrency: usize, stage: Option<&'a str>,
     },

@@ -13,6 +13,7 @@ pub mod scheduler;
 pub mod schema;
 pub mod scope;
 pub mod stages;
+pub mod status;
 
 use crate::accounting::Price;
 use crate::config::Config;
@@ -29,6 +30,7 @@ use tokio_util::sync::CancellationToken;
 pub use event::Event;
 pub use outcome::{Outcome, OutcomeKind, Settled};
 pub use scheduler::Limits;
+pub use status::{RunStatus, StageStatus};
 
 /// A boxed future, as the trait objects between the layers return them.
 pub type BoxFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
@@ -115,7 +117,7 @@ impl Run {
                     "v": record::FORMAT_VERSION, "id": id, "script": spec.script.display().to_string(),
                     "script_sha256": spec.script_sha256, "cwd": spec.cwd.display().to_string(),
                     "args": spec.args, "meta": spec.meta,
-                    "attempts": [{ "n": 1, "started_at": started_at, "finished_at": null, "status": "running", "from_stage": null }],
+                    "attempts": [{ "n": 1, "started_at": started_at, "finished_at": null, "status": RunStatus::Running, "from_stage": null }],
                 });
                 (id.clone(), spec.runs_dir.join(&id), 1, doc)
             }
@@ -124,10 +126,10 @@ impl Run {
                 doc["script_sha256"] = json!(spec.script_sha256);
                 if let Some(a) = doc["attempts"].as_array_mut() {
                     // This attempt holds the run's lock: any other still `running` on record died.
-                    for earlier in a.iter_mut().filter(|e| e["status"] == "running") {
-                        earlier["status"] = json!("interrupted");
+                    for earlier in a.iter_mut().filter(|e| e["status"] == RunStatus::Running.as_str()) {
+                        earlier["status"] = json!(RunStatus::Interrupted);
                     }
-                    a.push(json!({ "n": r.attempt, "started_at": started_at, "finished_at": null, "status": "running", "from_stage": r.from_stage }));
+                    a.push(json!({ "n": r.attempt, "started_at": started_at, "finished_at": null, "status": RunStatus::Running, "from_stage": r.from_stage }));
                 }
                 (r.run_id.clone(), r.dir.clone(), r.attempt, doc)
             }
@@ -288,7 +290,7 @@ impl Run {
     /// `run.json`, closes the records and releases the run's lock.
     pub fn finish(
         &self,
-        status: &str,
+        status: RunStatus,
         value: Option<&Value>,
         error: Option<&str>,
         ended_in: Option<&str>,

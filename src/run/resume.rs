@@ -45,7 +45,7 @@ pub fn load(dir: &Path, from_stage: Option<&str>) -> Result<Resume, String> {
         if !order.iter().any(|n| n == name) {
             order.push(name.to_string());
         }
-        if matches!(line["status"].as_str(), Some("succeeded" | "reused")) {
+        if serde_json::from_value::<super::StageStatus>(line["status"].clone()).is_ok_and(|s| s.reusable()) {
             done.insert(name.to_string(), (line["value"].clone(), line["summary"].as_str().map(String::from)));
         }
     }

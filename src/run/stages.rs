@@ -1,5 +1,6 @@
 //! Stage bookkeeping: each name once per run, the order stages ended in, and their records.
 
+use super::StageStatus;
 use crate::record::{Recorder, Stream};
 use serde_json::{json, Value};
 use std::collections::HashSet;
@@ -13,7 +14,7 @@ pub struct StageBook {
 #[derive(Default)]
 struct Inner {
     names: HashSet<String>,
-    ended: Vec<(String, String)>,
+    ended: Vec<(String, StageStatus)>,
     failed_in: Option<String>,
 }
 
@@ -21,7 +22,7 @@ struct Inner {
 pub struct StageEnd<'a> {
     pub name: &'a str,
     pub attempt: u32,
-    pub status: &'a str,
+    pub status: StageStatus,
     pub value: Option<&'a Value>,
     pub summary: Option<&'a str>,
     pub reason: Option<&'a str>,
@@ -46,7 +47,7 @@ impl StageBook {
                      "at": crate::record::now_iso() }),
         );
         records.event(&super::Event::StageFinished { name: end.name, status: end.status, reason: end.reason });
-        self.lock().ended.push((end.name.to_string(), end.status.to_string()));
+        self.lock().ended.push((end.name.to_string(), end.status));
         records.flush(true);
     }
 

@@ -13,7 +13,7 @@ use super::script::{check_script_args, prepare, RunFlags};
 use super::EXIT_OK;
 use crate::council::{self, registry::Registry};
 use crate::host::{drive, Host, Output};
-use crate::run::{Run, StopCause};
+use crate::run::{Run, RunStatus, StopCause};
 use crate::script::{self, Program};
 use anyhow::{bail, Context, Result};
 use axum::extract::{Path as UrlPath, State};
@@ -59,7 +59,7 @@ struct Entry {
     id: String,
     script: String,
     /// queued, running, or the run's final status.
-    status: String,
+    status: RunStatus,
     dir: PathBuf,
     run: Option<Arc<Run>>,
 }
@@ -81,22 +81,18 @@ impl Server {
         self.runs.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn set_status(&self, id: &str, status: &str, run: Option<Arc<Run>>) {
+    fn set_status(&self, id: &str, status: RunStatus, run: Option<Arc<Run>>) {
         if let Some(e) = self.entries().iter_mut().find(|e| e.id == id) {
-            e.status = status.to_string();
+            e.status = status;
             if run.is_some() {
                 e.run = run;
             }
         }
     }
 
-    fn status(&self, id: &str) -> Option<String> {
-        self.entries().iter().find(|e| e.id == id).map(|e| e.status.clone())
+    fn status(&self, id: &str) -> Option<RunStatus> {
+        self.entries().iter().find(|e| e.id == id).map(|e| e.status)
     }
-}
-
-fn terminal(status: &str) -> bool {
-    !matches!(status, "queued" | "running")
 }
 
 pub fn exec(args: ServeArgs) -> Result<i32> {
@@ -155,7 +151,7 @@ async fn serve(server: Shared, args: ServeArgs, cwd: PathBuf) -> Result<i32> {
         run.stop_with(StopCause::Cancelled("the server stopped".into()));
     }
     for _ in 0..60 {
-        if server.entries().iter().all(|e| e.status != "running") {
+        if server.entries().iter().all(|e| e.status != RunStatus::Running) {
             break;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -238,18 +234,18 @@ async fn start_run(State(server): State<Shared>, body: Option<Json<Value>>) -> R
     server.entries().push(Entry {
         id: id.clone(),
         script: job.program.display.clone(),
-        status: "queued".into(),
+        status: RunStatus::Queued,
         dir,
         run: None,
     });
     tokio::spawn(run_job(server.clone(), id.clone(), job, spec));
-    (StatusCode::ACCEPTED, Json(json!({ "run_id": id, "status": "queued" }))).into_response()
+    (StatusCode::ACCEPTED, Json(json!({ "run_id": id, "status": RunStatus::Queued }))).into_response()
 }
 
 /// Waits for a slot, then runs the job to its end.
 async fn run_job(server: Shared, id: String, job: Job, spec: crate::run::RunSpec) {
     let Ok(_slot) = server.slots.clone().acquire_owned().await else { return };
-    if server.status(&id).is_none_or(|s| terminal(&s)) {
+    if server.status(&id).is_none_or(|s| s.is_final()) {
         return; // stopped while queued
     }
     let deadline = spec.deadline;
@@ -258,11 +254,11 @@ async fn run_job(server: Shared, id: String, job: Job, spec: crate::run::RunSpec
         Ok(h) => h,
         Err(e) => {
             tracing::error!("cannot create the run folder for {id}: {e}");
-            server.set_status(&id, "failed", None);
+            server.set_status(&id, RunStatus::Failed, None);
             return;
         }
     };
-    server.set_status(&id, "running", Some(host.run.clone()));
+    server.set_status(&id, RunStatus::Running, Some(host.run.clone()));
     let end = drive(host, &*job.program, job.input, deadline, job.output).await;
     server.set_status(&id, end.status, None);
 }
@@ -281,9 +277,9 @@ fn read_json(path: &std::path::Path) -> Option<Value> {
 }
 
 async fn show_run(State(server): State<Shared>, UrlPath(id): UrlPath<String>) -> Response {
-    let found = server.entries().iter().find(|e| e.id == id).map(|e| (row(e), e.dir.clone(), e.status.clone()));
+    let found = server.entries().iter().find(|e| e.id == id).map(|e| (row(e), e.dir.clone(), e.status));
     match found {
-        Some((row, dir, status)) if terminal(&status) => match read_json(&dir.join("result.json")) {
+        Some((row, dir, status)) if status.is_final() => match read_json(&dir.join("result.json")) {
             Some(result) => Json(result).into_response(),
             None => Json(row).into_response(),
         },
@@ -297,12 +293,12 @@ async fn stop_run(State(server): State<Shared>, UrlPath(id): UrlPath<String>) ->
     let Some(e) = entries.iter_mut().find(|e| e.id == id) else {
         return error(StatusCode::NOT_FOUND, format!("no run {id} in this server"));
     };
-    match (e.status.as_str(), &e.run) {
-        ("queued", _) => {
-            e.status = "cancelled".into();
-            (StatusCode::ACCEPTED, Json(json!({ "run_id": id, "status": "cancelled" }))).into_response()
+    match (e.status, &e.run) {
+        (RunStatus::Queued, _) => {
+            e.status = RunStatus::Cancelled;
+            (StatusCode::ACCEPTED, Json(json!({ "run_id": id, "status": RunStatus::Cancelled }))).into_response()
         }
-        ("running", Some(run)) => {
+        (RunStatus::Running, Some(run)) => {
             run.stop_with(StopCause::Cancelled("stopped over the API".into()));
             (StatusCode::ACCEPTED, Json(json!({ "run_id": id, "status": "stopping" }))).into_response()
         }
@@ -349,7 +345,7 @@ async fn events(State(server): State<Shared>, UrlPath(id): UrlPath<String>) -> R
                 return None;
             }
             // Read the status first: a run that has finished has written its last line.
-            let finished = t.server.status(&t.id).is_none_or(|s| terminal(&s));
+            let finished = t.server.status(&t.id).is_none_or(|s| s.is_final());
             if let Ok(bytes) = tokio::fs::read(&t.path).await {
                 let fresh = bytes.get(t.offset..).unwrap_or_default();
                 if let Some(end) = fresh.iter().rposition(|b| *b == b'\n') {

@@ -4,7 +4,7 @@
 use super::{script_err, Ctx, Fields, RResult, ScriptRun};
 use crate::run::scope::{self, Frame};
 use crate::run::stages::StageEnd;
-use crate::run::StopCause;
+use crate::run::{StageStatus, StopCause};
 use crate::script::convert::to_json;
 use crate::script::render;
 use rhai::{Dynamic, FnPtr, Map, NativeCallContext};
@@ -72,7 +72,7 @@ fn stage(nc: &NativeCallContext, host: &Arc<ScriptRun>, name: &str, opts: Map, f
         let reuse = StageEnd {
             name,
             attempt: run.attempt,
-            status: "reused",
+            status: StageStatus::Reused,
             value: Some(value),
             summary: summary.as_deref(),
             reason: None,
@@ -100,7 +100,7 @@ fn stage(nc: &NativeCallContext, host: &Arc<ScriptRun>, name: &str, opts: Map, f
     };
     host.router.close_stage(run, name);
     run.progress.stage_ended(name);
-    let end = |status: &str, value: Option<&serde_json::Value>, summary: Option<&str>, reason: Option<&str>| {
+    let end = |status: StageStatus, value: Option<&serde_json::Value>, summary: Option<&str>, reason: Option<&str>| {
         run.stages.end(&run.records, StageEnd { name, attempt: run.attempt, status, value, summary, reason });
     };
     let value = match result {
@@ -108,8 +108,8 @@ fn stage(nc: &NativeCallContext, host: &Arc<ScriptRun>, name: &str, opts: Map, f
         Err(e) => {
             frame.cancel.cancel();
             let status = match run.stop_cause() {
-                Some(StopCause::Stopped(_)) => "stopped",
-                _ => "failed",
+                Some(StopCause::Stopped(_)) => StageStatus::Stopped,
+                _ => StageStatus::Failed,
             };
             run.stages.note_failure(name);
             end(status, None, None, Some(&render::message(&e)));
@@ -118,7 +118,7 @@ fn stage(nc: &NativeCallContext, host: &Arc<ScriptRun>, name: &str, opts: Map, f
     };
     let fail = |why: String| {
         run.stages.note_failure(name);
-        end("failed", None, None, Some(&why));
+        end(StageStatus::Failed, None, None, Some(&why));
         script_err(nc, why)
     };
     let Some(schema) = schema else {
@@ -128,7 +128,7 @@ fn stage(nc: &NativeCallContext, host: &Arc<ScriptRun>, name: &str, opts: Map, f
                 value.type_name()
             )));
         }
-        end("succeeded", None, None, None);
+        end(StageStatus::Succeeded, None, None, None);
         return Ok(Dynamic::UNIT);
     };
     let json = to_json(&value).map_err(|e| fail(format!("stage `{name}` returned a value that is not JSON: {e}")))?;
@@ -148,6 +148,6 @@ fn stage(nc: &NativeCallContext, host: &Arc<ScriptRun>, name: &str, opts: Map, f
                 .to_string(),
         ),
     };
-    end("succeeded", Some(&json), summary_text.as_deref(), None);
+    end(StageStatus::Succeeded, Some(&json), summary_text.as_deref(), None);
     Ok(value)
 }
