@@ -7,44 +7,77 @@
 //! orchestrate: every effect (an agent turn, a log line, a stage record) is a host call into the
 //! Rust core, which owns scheduling, deadlines, cancellation, validation, records and accounting.
 //!
-//! A run goes: `cli::script` loads the config and the script (`script::load`: compile once with
-//! imports embedded, static checks, META read without running), checks the arguments against
-//! `META.args`, creates the run (`run::Run::start`: folder, `run.json`), and starts the script on
-//! a thread of its own (`script::spawn`). Host calls block that thread on the tokio runtime; the
-//! CLI's async side waits for the script, Ctrl-C and the deadline, then writes `result.json`.
+//! A run goes: a command (`cli::script`, `cli::council`, `cli::runs`, `cli::serve`) loads the config
+//! and the script (`script::load`: compile once with imports embedded, static checks, META read
+//! without running), checks the arguments against `META.args`, starts the run with its books
+//! (`host::Host::start`: folder, `run.json`), and calls `host::drive`, which starts the script on a
+//! thread of its own, waits for it under the run's deadline and any stop (a 5 s grace), decides the
+//! status and writes `result.json`. Host calls block the script thread on the tokio runtime.
+//!
+//! # Layers
+//!
+//! Top-level modules form layers; a module names only modules below it (`python3
+//! ../shared/tools/layers.py src` checks that there is no cycle). Bottom to top:
+//!
+//! 1. `record`, `accounting`, `stdlib`; `sandbox` (policy, argv, seat: data and pure functions).
+//! 2. `config` (`awf.toml`); `redact` and `watch` use it.
+//! 3. `run`: **the run core**. A run's identity and folder, config, tokio handle, root scope, the
+//!    one deadline helper, the stop cause, records and the `Event` enum, statuses, outcomes, the
+//!    scheduler (limits, permits, budgets, accounts), schemas, stages, progress, resume data. It
+//!    owns no book: the books above receive it.
+//! 4. `control`: the answer channel (slots, protocol, an agent's socket, who may use it).
+//! 5. `harness`: one session per agent and harness.
+//! 6. `messaging`: the router. It reaches agents only through the `Directory` trait it defines.
+//! 7. `agent`: the agents of a run (`AgentBook`, the router's `Directory`) and the one operation
+//!    pipeline.
+//! 8. `host`: a run with its books, and `drive`. The script comes in through the `Script` trait.
+//! 9. `script` (the rhai host), then `council`, then `cli`.
 //!
 //! # Code map
 //!
 //! - `cli/`: argument definitions and one call per command; the only place that prints and uses
-//!   anyhow. `script.rs` (`script run|check`, `--watch`), `council.rs` (`council list|show|run`),
-//!   `runs.rs` (`runs list|show|resume`), `serve/` (`awf serve`: the axum HTTP JSON API on a
-//!   Unix socket or loopback port; runs execute in-process, `--max-runs` at once, the rest queued;
-//!   it starts runs through `script::prepare` and ends them through `script::settle`, the
-//!   non-printing halves of `script run`; `auth.rs` the Host, Origin and bearer-token checks on
-//!   TCP, `private.rs` the 0600 socket and token file, `scripts.rs` which script a client may
-//!   name, `listen.rs` the two listeners), `init.rs`, `live.rs` (the terminal view), `wf.rs`
-//!   (`awf wf`, the agent side of the protocol), `doctor.rs` (`awf doctor`: a list of checks, each
-//!   a name, an ok flag and a detail).
+//!   anyhow. `script.rs` (`script run|check`, `--watch`; `prepare` builds a run's spec from the
+//!   flags and config, shared by every command that starts runs), `council.rs` (`council
+//!   list|show|run`), `runs.rs` (`runs list|show|resume`), `serve/` (`awf serve`: the axum HTTP JSON
+//!   API on a Unix socket or loopback port; runs execute in-process through `host::drive`,
+//!   `--max-runs` at once, the rest queued; `auth.rs` the Host, Origin and bearer-token checks on
+//!   TCP, `private.rs` the 0600 socket and token file, `scripts.rs` which script a client may name,
+//!   `listen.rs` the two listeners), `init.rs`, `live.rs` (the terminal view), `wf.rs` (`awf wf`,
+//!   the agent side of the protocol), `doctor.rs` (`awf doctor`: a list of checks, each a name, an
+//!   ok flag and a detail).
 //! - `script/`: the script host, **the only module that names rhai**. `engine.rs` (the one engine
 //!   builder: limits, no `eval`, `sleep` replaced, print/debug to the run log, `ctx`/`args` via
 //!   `on_var`, the progress hook), `guard.rs` (the data guard in place of rhai's size limits:
 //!   nesting depth and memory, measured from `on_var` at a cost proportional to the work done),
 //!   `resolver.rs` (imports limited to the script's folder, `scripts/`, `stdlib/`, the user's
-//!   strategies folder and the embedded stdlib), `check.rs` (unknown
-//!   functions, method calls a script function would shadow), `render.rs` (rustc-style errors;
-//!   long lines cut around the caret; which files may show lines),
-//!   `convert.rs` (the one place `Dynamic` meets JSON), `responder.rs` (fake responder scripts),
-//!   `pool.rs` (reused branch threads, and helpers that join a parallel's caller after a grace),
-//!   `api/` (one file per `ctx` namespace: `ctx.rs` (with `messages.allow`), `agents.rs`,
-//!   `parallel.rs`, `stage.rs`).
-//! - `run/`: a run's life. `mod.rs` (identity, stop cause, settle and finish), `scope.rs` (the
-//!   per-thread scope: cancellation token, deadline, stage, group), `scheduler.rs` (the one gate
-//!   for every operation: concurrency, agents, budgets), `stages.rs`, `progress.rs`, `resume.rs`
-//!   (what a new attempt reuses: stages on record, and answered operations from the journal; the
-//!   run's lock is taken first), `leftovers.rs` (killing what a dead attempt's agents left).
-//! - `agent/`: logical agents. `mod.rs` (open with the compatibility rules, stop, fork, set,
-//!   compact), `session.rs` (starting a harness session: folder, endpoint, HTTP settings, seat), `op.rs` (one operation from call to record), `supervise.rs` (nudges, and the routes
-//!   and held messages shown with every turn), `message_op.rs` (waking an idle agent for messages).
+//!   strategies folder and the embedded stdlib), `check.rs` (unknown functions, method calls a
+//!   script function would shadow), `render.rs` (rustc-style errors; long lines cut around the
+//!   caret; which files may show lines), `convert.rs` (the one place `Dynamic` meets JSON),
+//!   `responder.rs` (fake responder scripts), `pool.rs` (reused branch threads, and helpers that
+//!   join a parallel's caller after a grace), `api/` (`mod.rs`: `ScriptRun`, the host plus the
+//!   run's engine for branch threads; one file per `ctx` namespace: `ctx.rs` (with
+//!   `messages.allow`), `agents.rs`, `parallel.rs`, `stage.rs`).
+//! - `host/`: `mod.rs` (`Host`: the run, its `AgentBook` and `Router`; `finish` settles the books,
+//!   then the run), `drive.rs` (a run from the script's start to `result.json`: wait, deadline,
+//!   stop grace, status), `exit.rs` (exit codes).
+//! - `run/`: the run core. `mod.rs` (identity, stop cause, recording a settled operation, finish),
+//!   `event.rs` (every events.jsonl type), `status.rs` (`RunStatus`, `StageStatus`), `outcome.rs`
+//!   (outcomes and their `turns.jsonl`/`journal.jsonl` lines), `schema.rs` (validators cached by
+//!   schema text, violations with JSON pointers, example values), `deadline.rs`, `scope.rs` (the
+//!   per-thread scope: cancellation token, deadline, stage, group), `scheduler.rs` (the one gate for
+//!   every operation: concurrency, agents, budgets; the accounts), `stages.rs`, `progress.rs`,
+//!   `resume.rs` (what a new attempt reuses: stages on record, and answered operations from the
+//!   journal; the run's lock is taken first), `leftovers.rs` (killing what a dead attempt's agents
+//!   left).
+//! - `agent/`: logical agents. `mod.rs` (the agent: runtime, session, counters, closing), `book.rs`
+//!   (`AgentBook`: open with the compatibility rules, get, stop; the router's `Directory`),
+//!   `op.rs` (**the one operation pipeline**: ids, replay, queue, permit, budget, deadlines,
+//!   cancellation, records), `kinds.rs` (what a turn, message operation, compaction, fork and
+//!   settings change do inside it, and the calls that start them), `supervise.rs` (a turn's nudges,
+//!   and the routes and held messages shown with every turn), `session.rs` (starting a harness
+//!   session: folder, endpoint, HTTP settings, seat), `seating.rs` (an agent's sandbox chosen,
+//!   seated and recorded), `messenger.rs` (an agent's side of the router), `responders.rs` (fake
+//!   responder scripts, compiled once per run).
 //! - `messaging/`: routes, held messages, asks and replies, stages that wait for their routes to
 //!   fall quiet; `prompt.rs` (what an agent is told about its routes and messages).
 //! - `council/`: the strategy catalog (discovery, META without running, teams, catalog lines, the
@@ -53,34 +86,34 @@
 //!   embedded at build time (`build.rs`).
 //! - `harness/`: the `Session` trait and one file per harness (`fake.rs`, `command.rs`);
 //!   `spawn.rs` (starting a turn's process group: death with awf, `AWF_RUN_ID`, recorded, admitted
-//!   to the socket); `http/`
-//!   `scrubbed.rs` (the wrapper every session is opened in: what a harness reports is scrubbed of
-//!   the run's secrets before the engine sees it); `http/`
-//!   (`openai`, `anthropic`; `session.rs`: history and turns, `tools.rs`: the `wf_*` tools,
-//!   `request.rs`: retries and the streamed reply, `sse.rs`); `cli/` (`claude.rs`, `codex.rs`,
-//!   `pi.rs`: agent CLIs run per turn in a process group, a home per agent (the sandbox seat's home
-//!   when sandboxed: the argv is wrapped like `command`'s), judged by their JSONL events; `mod.rs`
-//!   holds what they share and the pinned versions, `session.rs` the session and its turns,
-//!   `run.rs` one process run and its verdict, `home.rs` the home and credential seeding,
-//!   `events.rs` the event helpers, `doctor.rs` `doctor_checks`).
-//! - `control/`: the answer channel every harness shares: `schema.rs` (validators cached by schema
-//!   text, violations with JSON pointers, example values), `slot.rs` (result slots, rejection
+//!   to the socket); `scrubbed.rs` (the wrapper every session is opened in: what a harness reports
+//!   is scrubbed of the run's secrets before the engine sees it); `http/` (`openai`, `anthropic`;
+//!   `session.rs`: history and turns, `tools.rs`: the `wf_*` tools, `request.rs`: retries and the
+//!   streamed reply, `sse.rs`); `cli/` (`claude.rs`, `codex.rs`, `pi.rs`: agent CLIs run per turn in
+//!   a process group, a home per agent (the sandbox seat's home when sandboxed: the argv is wrapped
+//!   like `command`'s), judged by their JSONL events; `mod.rs` holds what they share and the pinned
+//!   versions, `session.rs` the session and its turns, `run.rs` one process run and its verdict,
+//!   `home.rs` the home and credential seeding, `events.rs` the event helpers, `doctor.rs`
+//!   `doctor_checks`).
+//! - `control/`: the answer channel every harness shares: `slot.rs` (result slots, rejection
 //!   text), `prompt.rs` (the answer instructions and the nudge), `protocol.rs` (the control-plane
 //!   frames; **no I/O**), `server.rs` (one agent's socket, launcher and open operations), `peer.rs`
-//!   (which processes a socket serves: its agent's running turns).
-//! - `sandbox/`: where a program agent (`command`, `claude`, `codex`, `pi`) runs confined. `mod.rs` (choosing an agent's sandbox: a
-//!   `[sandboxes]` name, an inline policy or the run-level `--sandbox`; seating; the run's record of
-//!   sandboxes), `policy.rs` (the policy as data, **no I/O**), `seat.rs` (an agent's concrete paths:
-//!   workspace, own home, control folder, hidden home folders and what the program needs from
-//!   them), `bwrap.rs` (**the one pure function** policy + seat → bwrap argv and the environment it is
-//!   spawned with: no variable's value on a command line; mount order explained),
-//!   `provider.rs` (bwrap on PATH, probed once).
-//! - `record/`: the run folder, **the only module that writes it**: the JSONL envelope, the writer
-//!   thread, atomic JSON documents, readers tolerant of a torn last line; `groups.rs` (turn process
-//!   groups on record), `lock.rs` (the run's lock, and whether a live attempt holds it).
-//!   thread, atomic JSON documents, readers tolerant of a torn last line; `private.rs` (folders
-//!   0700 and files 0600, created so: what the harnesses write in a run folder goes through it too).
-//! - `accounting.rs`: usage, the price table, folds by agent, stage and model.
+//!   (which processes a socket serves: its agent's running turns), `messenger.rs` (the trait an
+//!   agent sends, asks and replies through).
+//! - `sandbox/`: where a program agent (`command`, `claude`, `codex`, `pi`) runs confined, as data
+//!   and pure functions. `mod.rs` (how each harness meets a sandbox; a seated agent's sandbox),
+//!   `policy.rs` (the policy as data, **no I/O**), `seat.rs` (an agent's concrete paths: workspace,
+//!   own home, control folder, hidden home folders and what the program needs from them),
+//!   `bwrap.rs` (**the one pure function** policy + seat → bwrap argv and the environment it is
+//!   spawned with: no variable's value on a command line; mount order explained), `provider.rs`
+//!   (bwrap on PATH, probed once).
+//! - `record/`: the run folder, **the only module that writes it**: the JSONL envelope (a
+//!   `RecordEvent` names its type), the writer thread, atomic JSON documents, readers tolerant of a
+//!   torn last line; `groups.rs` (turn process groups on record), `lock.rs` (the run's lock, and
+//!   whether a live attempt holds it), `private.rs` (folders 0700 and files 0600, created so: what
+//!   the harnesses write in a run folder goes through it too).
+//! - `accounting.rs`: usage, prices (the built-in table; `[prices]` overrides), folds by agent,
+//!   stage and model.
 //! - `redact.rs`: a run's secret values (key variables, secret-looking names) and the scrubbing of
 //!   text: those values, `Bearer` tokens and `x-api-key` values become `[redacted]`.
 //! - `config.rs`: `awf.toml`, runtime aliases.
@@ -90,8 +123,10 @@
 //!
 //! - `ctx` is never a scope variable: `on_var` supplies it, so closures that use it never capture
 //!   it and `ctx.parallel` never meets a data race on it (RHAI-HOST.md pitfall 1).
-//! - Every agent operation goes through `agent::op::run`, and so through the scheduler: budgets,
-//!   the concurrency limit, deadlines and cancellation apply to all of them alike.
+//! - Every agent operation (turn, message operation, compaction, fork, settings change) goes
+//!   through `agent::op::execute`, and so through the agent's queue and the scheduler: budgets, the
+//!   concurrency limit, deadlines and cancellation apply to all of them alike, and each but a
+//!   settings change leaves its `turns.jsonl` line and its spend in the accounts.
 //! - An agent runs its operations one at a time, in call order (a FIFO lock on its session).
 //! - Every answer, from any harness, enters through a `ResultSlot`: validated against the op's
 //!   schema; the first accepted answer wins.
