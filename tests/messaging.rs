@@ -944,3 +944,35 @@ fn the_cooperate_example_completes_on_the_default_fake_runtime() {
     let check = env.awf(&["script", "check", &cooperate()]);
     check.expect_code(0).stdout_has("(cooperate; fn run(args))");
 }
+
+// ---------------------------------------------------------------------------------------------
+// What message operations spend
+
+#[test]
+fn an_agents_usage_counts_its_message_operations_too() {
+    let env = Env::new();
+    env.with_responder(
+        r#"fn respond(turn) {
+            let spend = #{ input_tokens: 100, output_tokens: 10, cost_usd: 0.5 };
+            if turn.agent == "a" && turn.kind == "turn" { return #{ send: #{ to: "b", text: "note" }, answer: "ok", usage: spend }; }
+            if turn.agent == "b" && turn.kind == "message" { return #{ usage: spend }; }
+            ()
+        }"#,
+    );
+    let script = r#"
+        let a = ctx.agents.open(#{ key: "a" });
+        let b = ctx.agents.open(#{ key: "b" });
+        ctx.stage("talk", || {
+            ctx.messages.allow(#{ from: a, to: b, purpose: "notes" });
+            a.ask("Start.");
+            ()
+        });
+        #{ a: a.usage, b: b.usage, spent: ctx.spent() }
+    "#;
+    let v = env.run(script, &[]).expect_code(0).json();
+    assert_eq!(v["b"]["operations"], 1, "b's message operation is counted: {v}");
+    assert_eq!(v["b"]["tokens"], 110, "{v}");
+    assert_eq!(v["a"]["operations"], 1, "{v}");
+    let total = v["a"]["tokens"].as_u64().unwrap_or(0) + v["b"]["tokens"].as_u64().unwrap_or(0);
+    assert_eq!(total, v["spent"]["tokens"].as_u64().unwrap_or(0), "the agents' usage is the run's spend: {v}");
+}

@@ -107,6 +107,12 @@ impl Scheduler {
         self.lock().clone()
     }
 
+    /// What one agent's settled operations spent so far (every kind: turns, message operations,
+    /// compactions).
+    pub fn agent_tally(&self, agent: &str) -> crate::accounting::Tally {
+        self.lock().by_agent.get(agent).cloned().unwrap_or_default()
+    }
+
     /// Tokens and USD spent so far.
     pub fn spent(&self) -> (u64, f64) {
         let a = self.lock();

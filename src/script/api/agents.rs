@@ -25,6 +25,7 @@ pub fn register(engine: &mut Engine) {
         .register_get("harness", |h: &mut AgentHandle| h.agent.harness().to_string())
         .register_get("model", |h: &mut AgentHandle| h.agent.model())
         .register_get("effort", |h: &mut AgentHandle| h.agent.effort().map(Dynamic::from).unwrap_or(Dynamic::UNIT))
+        .register_get("usage", |h: &mut AgentHandle| tally_map(&h.host.run.scheduler.agent_tally(&h.agent.key)))
         .register_fn("run", run)
         // `turn` is `run` under a name no workflow's `fn run(args)` shadows.
         .register_fn("turn", run)
@@ -163,6 +164,24 @@ fn ask(nc: &NativeCallContext, h: &mut AgentHandle, prompt: &str, schema: Option
             Err(rhai::EvalAltResult::ErrorRuntime(Dynamic::from_map(err), nc.call_position()).into())
         }
     }
+}
+
+/// What an agent's operations spent: `#{ operations, input_tokens, output_tokens,
+/// cache_read_tokens, cache_write_tokens, tokens, cost_usd }`.
+fn tally_map(t: &crate::accounting::Tally) -> Map {
+    let mut m = Map::new();
+    for (k, v) in [
+        ("operations", t.operations),
+        ("input_tokens", t.input_tokens),
+        ("output_tokens", t.output_tokens),
+        ("cache_read_tokens", t.cache_read_tokens),
+        ("cache_write_tokens", t.cache_write_tokens),
+        ("tokens", t.tokens),
+    ] {
+        m.insert(k.into(), (v as INT).into());
+    }
+    m.insert("cost_usd".into(), t.cost_usd.into());
+    m
 }
 
 /// The outcome map scripts get: `#{ kind, ok, value, reason, op_id, usage, simulated }`.
