@@ -16,6 +16,16 @@ pub struct Price {
     pub cache_write: f64,
 }
 
+/// USD rounded to the micro-dollar, as values and records show it (no `0.10999999999999999`).
+pub fn micro(usd: f64) -> f64 {
+    (usd * 1e6).round() / 1e6
+}
+
+/// Serialises USD rounded to the micro-dollar.
+pub fn serialize_usd<S: serde::Serializer>(usd: &f64, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64(micro(*usd))
+}
+
 /// What one operation spent.
 #[derive(Debug, Clone, Copy, Default, Serialize, serde::Deserialize, PartialEq)]
 #[serde(default)]
@@ -24,6 +34,7 @@ pub struct Usage {
     pub output_tokens: u64,
     pub cache_read_tokens: u64,
     pub cache_write_tokens: u64,
+    #[serde(serialize_with = "serialize_usd")]
     pub cost_usd: f64,
 }
 
@@ -93,6 +104,7 @@ pub struct Tally {
     pub cache_read_tokens: u64,
     pub cache_write_tokens: u64,
     pub tokens: u64,
+    #[serde(serialize_with = "serialize_usd")]
     pub cost_usd: f64,
 }
 
@@ -114,12 +126,16 @@ pub struct Accounts {
     pub by_agent: BTreeMap<String, Tally>,
     pub by_stage: BTreeMap<String, Tally>,
     pub by_model: BTreeMap<String, Tally>,
+    /// By attempt number: what each try of the run spent.
+    pub by_attempt: BTreeMap<u32, Tally>,
     pub totals: Tally,
 }
 
 impl Accounts {
-    /// Adds one settled operation. Work outside any stage is filed under `(none)`.
-    pub fn add(&mut self, agent: &str, stage: Option<&str>, model: &str, u: &Usage) {
+    /// Adds one settled operation of attempt `attempt`. Work outside any stage is filed under
+    /// `(none)`.
+    pub fn add(&mut self, agent: &str, stage: Option<&str>, model: &str, attempt: u32, u: &Usage) {
+        self.by_attempt.entry(attempt).or_default().add(u);
         self.by_agent.entry(agent.to_string()).or_default().add(u);
         self.by_stage.entry(stage.unwrap_or("(none)").to_string()).or_default().add(u);
         self.by_model.entry(model.to_string()).or_default().add(u);
@@ -138,8 +154,8 @@ mod tests {
         assert!((cost - 4.5).abs() < 1e-9, "{cost}");
         assert_eq!(price_tokens(builtin_price("nope"), &u), None);
         let mut a = Accounts::default();
-        a.add("x", Some("s"), "m", &Usage { cost_usd: 1.0, input_tokens: 3, ..Default::default() });
-        a.add("y", None, "m", &Usage { cost_usd: 2.0, output_tokens: 4, ..Default::default() });
+        a.add("x", Some("s"), "m", 1, &Usage { cost_usd: 1.0, input_tokens: 3, ..Default::default() });
+        a.add("y", None, "m", 2, &Usage { cost_usd: 2.0, output_tokens: 4, ..Default::default() });
         assert_eq!(a.totals.tokens, 7);
         assert_eq!(a.by_model["m"].operations, 2);
         assert_eq!(a.by_stage["(none)"].cost_usd, 2.0);

@@ -171,7 +171,8 @@ fn command_agents_exchange_messages_both_ways() {
     assert_eq!(step(&env, "b", "send")["out"], "sent #2");
     let stdin = state(&env, "b", "b#m1.stdin");
     assert!(stdin.contains("- #1 from a:\nhello b\n"), "{stdin}");
-    assert!(stdin.contains("- a: say hello (no message limit)"), "b is told its route back: {stdin}");
+    // Routes without `max_messages` carry at most 20, both ways together (a's message used one).
+    assert!(stdin.contains("- a: say hello (19 messages left)"), "b is told its route back: {stdin}");
     assert_eq!(env.turn("b#m1")["kind"], "message");
     // a read its message during its turn: nothing was left to wake it for.
     assert_eq!(op_ids(&env).iter().filter(|id| id.starts_with("a#m")).count(), 0, "{:?}", op_ids(&env));
@@ -708,6 +709,8 @@ fn a_message_that_arrives_after_the_budget_is_spent_is_undelivered_and_the_stage
     let env = Env::new();
     // a's turn is running when x spends the whole budget; a then sends to b, which is idle. No
     // operation can start any more, so b cannot be woken: the message is dropped, not retried.
+    // w's cheap turn first gives the budget an estimate, so that x and a may run at once.
+    let w = planned(&env, "w", json!({ "turn": [["usage", 1, 0], ["answer", "warm"]] }));
     let x = planned(
         &env,
         "x",
@@ -720,6 +723,7 @@ fn a_message_that_arrives_after_the_budget_is_spent_is_undelivered_and_the_stage
     );
     let script = format!(
         r#"
+        {w}.ask("Warm up.");
         let x = {x};
         let a = {a};
         let b = {b};
@@ -872,14 +876,14 @@ fn the_prompt_tells_an_agent_its_routes_purpose_and_messages_left() {
     let a = v["a"].as_str().expect("a's check-in prompt");
     assert!(a.contains("You may message other agents:\n"), "{a}");
     assert!(a.contains("- b: share findings (1 message left)\n"), "{a}");
-    assert!(a.contains("- c: compare notes (no message limit)\n"), "{a}");
+    assert!(a.contains("- c: compare notes (20 messages left)\n"), "{a}");
     assert!(a.contains("Send with: wf send <agent> <<'WF_MSG'"), "{a}");
     assert!(a.contains("Ask and wait for the reply with: wf ask <agent>"), "{a}");
     // b only receives on its route; c may answer a on theirs.
     let b = v["b"].as_str().expect("b's prompt");
     assert!(!b.contains("You may message other agents"), "{b}");
     let c = v["c"].as_str().expect("c's prompt");
-    assert!(c.contains("- a: compare notes (no message limit)"), "{c}");
+    assert!(c.contains("- a: compare notes (20 messages left)"), "{c}");
     assert!(!c.contains("share findings"), "{c}");
     assert_eq!(env.events_of("op-nudged").len(), 1);
 }

@@ -54,7 +54,9 @@ fn a_resumed_run_reuses_succeeded_stages_and_replays_answered_operations() {
     assert_eq!(run["attempts"][1]["status"], "succeeded");
     let result = common::read_json(&env.run_dir().join("result.json"));
     assert_eq!(result["status"], "succeeded");
-    assert_eq!(result["accounting"]["totals"]["operations"], 0, "nothing was spent twice");
+    // The accounts cover the whole run: attempt 1's operations once, attempt 2 spent nothing.
+    assert_eq!(result["accounting"]["by_attempt"]["2"]["operations"], 0, "nothing was spent twice: {result}");
+    assert_eq!(result["accounting"]["totals"]["operations"], result["accounting"]["by_attempt"]["1"]["operations"]);
 }
 
 #[test]
@@ -69,7 +71,12 @@ fn from_stage_runs_that_stage_again_and_unknown_stages_are_listed() {
     let stages = read_jsonl(&env.run_dir().join("stages.jsonl"));
     let gather: Vec<_> = stages.iter().filter(|s| s["name"] == "gather" && s["attempt"] == 2).collect();
     assert_eq!(gather[0]["status"], "succeeded", "gather ran again: {stages:?}");
-    assert_eq!(events(&env, "op-replayed").len(), 2, "both answered operations came from the journal");
+    // DESIGN section 7: S and everything after run fresh, so nothing is replayed from the journal.
+    assert_eq!(events(&env, "op-replayed").len(), 0, "from --from-stage on, nothing comes from the journal");
+    assert!(
+        events(&env, "op-started").iter().any(|e| e["attempt"] == 2 && e["data"]["op_id"] == "b#1"),
+        "b#1 was asked again"
+    );
 }
 
 #[test]

@@ -182,6 +182,7 @@ impl AgentBook {
         };
         lock(&self.stopped).insert(key.to_string(), reason.to_string());
         agent.close(&format!("stopped: {reason}"));
+        agent.stopped.cancel();
         self.router.fail_asks_to(run, key, &format!("{key} stopped: {reason}"), true);
         run.progress.agents_closed.fetch_add(1, Ordering::Relaxed);
         run.records.event(&Event::AgentStopped { agent: key, reason });

@@ -11,7 +11,7 @@ use crate::harness::{AgentInfo, Session, TurnEnd, TurnInput, TurnKind};
 use crate::run::deadline::instant_of;
 use crate::run::schema::Schema;
 use crate::run::scope::Frame;
-use crate::run::{Event, Outcome, OutcomeKind, Run};
+use crate::run::{Event, Outcome, OutcomeKind, Replay, Run};
 use serde_json::{json, Value};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -266,7 +266,7 @@ fn other_op<'a>(agent: &Agent, tag: &str) -> Op<'a> {
         hash: String::new(),
         own_deadline: None,
         started: Instant::now(),
-        needs_permit: true,
+        answers_ask: false,
     }
 }
 
@@ -295,14 +295,26 @@ pub fn run(book: &Arc<AgentBook>, agent: &Arc<Agent>, turn: Turn, frame: &Frame)
     closed(agent)?;
     // A later attempt of the run replays what the journal says was answered: no second turn, no
     // second spend.
-    if let Some(recorded) = run.replayed_op(&agent.key, &op_id, &hash) {
-        if let Ok(outcome) = serde_json::from_value::<Outcome>(recorded.clone()) {
-            run.records.event(&Event::OpReplayed { agent: &agent.key, op_id: &op_id, stage: frame.stage.as_deref() });
-            if turn.id.is_some() {
-                remember(agent, &op_id, &hash, &outcome);
+    match run.replay(&agent.key, &op_id, &hash) {
+        Replay::Same(recorded) => {
+            if let Ok(outcome) = serde_json::from_value::<Outcome>(recorded.clone()) {
+                run.records.event(&Event::OpReplayed {
+                    agent: &agent.key,
+                    op_id: &op_id,
+                    stage: frame.stage.as_deref(),
+                });
+                if turn.id.is_some() {
+                    remember(agent, &op_id, &hash, &outcome);
+                }
+                return Ok(outcome);
             }
-            return Ok(outcome);
         }
+        Replay::Changed => run.records.event(&Event::OpRerun {
+            agent: &agent.key,
+            op_id: &op_id,
+            why: "its prompt, schema or nudge changed since the attempt that answered it",
+        }),
+        Replay::None => {}
     }
     let started = Instant::now();
     let own_deadline =
@@ -314,7 +326,7 @@ pub fn run(book: &Arc<AgentBook>, agent: &Arc<Agent>, turn: Turn, frame: &Frame)
         hash: hash.clone(),
         own_deadline,
         started,
-        needs_permit: true,
+        answers_ask: false,
     };
     let result = run.rt.block_on(execute(book, agent, op, Body::Turn(&turn), frame));
     // Only explicit ids can recur within a run (default ids count up), so only they are kept for
@@ -440,7 +452,7 @@ async fn message_round(book: &Arc<AgentBook>, agent: &Arc<Agent>, stage: &Option
             // An asker keeps its operation slot while it waits for the reply: a message operation
             // that answers an ask runs on that slot, else with every slot held by askers (always,
             // with --max-concurrency 1) no reply could ever come.
-            needs_permit: !router.holds_ask(&agent.key),
+            answers_ask: router.holds_ask(&agent.key),
         };
         match execute(book, agent, op, Body::Message, &frame).await {
             Ok((o, _)) if matches!(o.kind, OutcomeKind::Answered | OutcomeKind::Blocked) => {}

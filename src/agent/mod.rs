@@ -64,6 +64,8 @@ pub struct Agent {
     /// Outcomes of turns with an explicit id, for the same-id-same-outcome rule.
     ops: Mutex<HashMap<String, (String, Outcome)>>,
     closed: Mutex<Option<String>>,
+    /// Cancelled when the workflow stops the agent: its running operation settles `cancelled`.
+    stopped: tokio_util::sync::CancellationToken,
     messenger: Arc<messenger::AgentMessenger>,
 }
 
@@ -94,6 +96,7 @@ impl Agent {
             busy: AtomicUsize::new(0),
             ops: Mutex::new(HashMap::new()),
             closed: Mutex::new(None),
+            stopped: tokio_util::sync::CancellationToken::new(),
             messenger: Arc::new(messenger),
         }
     }

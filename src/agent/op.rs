@@ -67,8 +67,9 @@ pub(super) struct Op<'a> {
     /// The operation's own deadline (its `timeout_ms`/`deadline`), before the agent's and the scope's.
     pub own_deadline: Option<Instant>,
     pub started: Instant,
-    /// A message operation answering an ask runs on its asker's slot (see `kinds::message`).
-    pub needs_permit: bool,
+    /// A message operation answering an ask runs on its asker's slot and budget place (see
+    /// `kinds::message_round`): it neither takes a permit nor waits for one.
+    pub answers_ask: bool,
 }
 
 /// How the pipeline ended an operation, before it is recorded.
@@ -78,6 +79,8 @@ enum End {
     TimedOut,
     ScopeDeadline,
     Cancelled,
+    /// The workflow stopped the agent while the operation ran.
+    AgentStopped,
 }
 
 /// Runs one operation of `agent` under `frame` to its settled outcome and records it. Returns the
@@ -122,20 +125,22 @@ pub(super) async fn execute(
 
     let work = async {
         let mut session = agent.session.lock().await;
-        let _permit = if op.needs_permit { Some(run.scheduler.acquire().await) } else { None };
-        if let Some(why) = run.scheduler.budget_exhausted() {
-            return End::Budget(why);
-        }
+        let _permit = if op.answers_ask { None } else { Some(run.scheduler.acquire().await) };
+        let admission = match run.scheduler.admit(!op.answers_ask).await {
+            Ok(a) => a,
+            Err(why) => return (End::Budget(why), None),
+        };
         run.progress.agent_working(true);
         let done = body.run(&mut **session, book, agent, &op, slot.clone(), deadline_unix_ms).await;
         run.progress.agent_working(false);
-        End::Done(done)
+        (End::Done(done), Some(admission))
     };
-    let end = tokio::select! {
+    let (end, admission) = tokio::select! {
         biased;
-        _ = frame.cancel.cancelled() => End::Cancelled,
-        _ = sleep_until(scope_deadline) => End::ScopeDeadline,
-        _ = sleep_until(own_deadline) => End::TimedOut,
+        _ = frame.cancel.cancelled() => (End::Cancelled, None),
+        _ = agent.stopped.cancelled() => (End::AgentStopped, None),
+        _ = sleep_until(scope_deadline) => (End::ScopeDeadline, None),
+        _ = sleep_until(own_deadline) => (End::TimedOut, None),
         end = work => end,
     };
 
@@ -171,6 +176,10 @@ pub(super) async fn execute(
             terminated = Some(why.to_string());
             (OutcomeKind::TimedOut, None, Some(why.to_string()))
         }
+        End::AgentStopped => {
+            let why = agent.closed().unwrap_or_else(|| "the agent was stopped".into());
+            (OutcomeKind::Cancelled, None, Some(why))
+        }
         End::Cancelled => {
             let why = run.stop_reason();
             terminated = Some(why.clone());
@@ -197,6 +206,7 @@ pub(super) async fn execute(
         simulated,
     };
     let settled = Settled {
+        attempt: run.attempt,
         agent: &agent.key,
         harness: agent.harness(),
         outcome: &outcome,
@@ -209,7 +219,7 @@ pub(super) async fn execute(
         kind,
     };
     if body.records_turn() {
-        run.settle(&settled);
+        run.settle(&settled, admission);
     }
     let closes = body.closes_on_failure(budget) && matches!(outcome_kind, OutcomeKind::Failed | OutcomeKind::TimedOut);
     let close = || {
@@ -256,6 +266,7 @@ fn accepted_journal(
     hash: &str,
     started: Instant,
 ) -> crate::control::slot::OnAccept {
+    let attempt = run.attempt;
     let (run, agent, op_id, hash) = (Arc::downgrade(run), agent.to_string(), op_id.to_string(), hash.to_string());
     Box::new(move |value| {
         let outcome = Outcome {
@@ -269,6 +280,7 @@ fn accepted_journal(
             simulated: false,
         };
         let line = crate::run::outcome::JournalLine {
+            attempt,
             agent: &agent,
             op_id: &op_id,
             turn_hash: &hash,

@@ -45,7 +45,7 @@ pub fn exec(cmd: CouncilCommand) -> Result<i32> {
     match cmd {
         CouncilCommand::List => {
             for s in council::discover(&cwd) {
-                println!("{}", council::catalog_line(&s));
+                out!("{}", council::catalog_line(&s));
             }
             Ok(EXIT_OK)
         }
@@ -57,18 +57,18 @@ pub fn exec(cmd: CouncilCommand) -> Result<i32> {
                     return Ok(EXIT_USAGE);
                 }
             };
-            println!("{} ({})", s.name, s.origin);
-            println!("{}", serde_json::to_string_pretty(&s.meta).unwrap_or_default());
+            out!("{} ({})", s.name, s.origin);
+            out!("{}", serde_json::to_string_pretty(&s.meta).unwrap_or_default());
             let (teams, personas) = council::teams(&cwd);
             if let Some(team) = s.meta.get("team").and_then(Value::as_str) {
-                println!("\ndefault team {team}:");
+                out!("\ndefault team {team}:");
                 for m in teams.get(team).and_then(Value::as_array).into_iter().flatten() {
                     let name =
                         m.as_str().map(String::from).unwrap_or_else(|| m["name"].as_str().unwrap_or("?").to_string());
                     let p = personas.get(&name).cloned().unwrap_or_else(|| m.clone());
                     let label = p.get("label").and_then(Value::as_str).unwrap_or(&name);
                     let instructions = p.get("instructions").and_then(Value::as_str).unwrap_or("");
-                    println!("- {label}: {instructions}");
+                    out!("- {label}: {instructions}");
                 }
             }
             Ok(EXIT_OK)

@@ -111,15 +111,15 @@ fn harness_checks() -> Vec<Check> {
 pub fn exec(args: DoctorArgs) -> Result<i32> {
     let checks = checks();
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&checks)?);
+        out!("{}", serde_json::to_string_pretty(&checks)?);
     } else {
         let width = checks.iter().map(|c| c.name.len()).max().unwrap_or(0);
         for c in &checks {
-            println!("{:<4}  {:<width$}  {}", if c.ok { "ok" } else { "FAIL" }, c.name, c.detail);
+            out!("{:<4}  {:<width$}  {}", if c.ok { "ok" } else { "FAIL" }, c.name, c.detail);
         }
         let missing: Vec<&str> = KNOWN_HARNESSES.iter().filter(|(_, built)| !built).map(|(n, _)| *n).collect();
         if !missing.is_empty() {
-            println!("not built in this version: {}", missing.join(", "));
+            out!("not built in this version: {}", missing.join(", "));
         }
     }
     Ok(if checks.iter().all(|c| c.ok) { EXIT_OK } else { EXIT_FAILED })

@@ -67,7 +67,7 @@ pub fn exec(args: InitArgs) -> Result<i32> {
         .with_context(|| format!("cannot create {}", args.dir.display()))?;
     std::fs::write(&config, CONFIG).with_context(|| format!("cannot write {}", config.display()))?;
     std::fs::write(&example, EXAMPLE).with_context(|| format!("cannot write {}", example.display()))?;
-    println!("wrote {} and {}", config.display(), example.display());
-    println!("run it with: awf script run {}", example.display());
+    out!("wrote {} and {}", config.display(), example.display());
+    out!("run it with: awf script run {}", example.display());
     Ok(super::EXIT_OK)
 }

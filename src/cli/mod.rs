@@ -2,6 +2,14 @@
 //! and that uses anyhow. Exit codes: 0 succeeded, 1 failed, 2 bad usage/script/config, 3 stopped
 //! by `ctx.stop`, 4 cancelled or past its deadline.
 
+/// `println!` for the command line: a closed stdout (`awf runs list | head -3`) ends the output
+/// quietly instead of panicking.
+macro_rules! out {
+    ($($arg:tt)*) => {
+        $crate::cli::print_line(format_args!($($arg)*))
+    };
+}
+
 mod council;
 mod doctor;
 mod init;
@@ -43,6 +51,12 @@ enum Command {
     Serve(serve::ServeArgs),
     /// The agent side: what agents run (through their launcher) to answer and report
     Wf(wf::WfArgs),
+}
+
+/// Writes one line on stdout, ignoring a reader that went away.
+pub fn print_line(args: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stdout().lock(), "{args}");
 }
 
 /// Invoked through an agent's launcher (a symlink named `wf`), awf is `awf wf --socket <the socket

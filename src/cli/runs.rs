@@ -39,9 +39,13 @@ pub struct ResumeArgs {
     /// Run this stage and every later one fresh; earlier ones are reused
     #[arg(long)]
     from_stage: Option<String>,
-    /// Resume even though the script changed since the run started
+    /// Resume even though the script changed since the last attempt (each attempt's script hash
+    /// is kept in run.json)
     #[arg(long)]
     allow_changed: bool,
+    /// Start a new attempt of a run that already succeeded (its records and spend are kept)
+    #[arg(long)]
+    again: bool,
     #[command(flatten)]
     flags: RunFlags,
 }
@@ -121,7 +125,7 @@ pub fn exec(cmd: RunsCommand) -> Result<i32> {
                             .unwrap_or_else(|_| s.to_string())
                     })
                     .unwrap_or_default();
-                println!("{id}  {status:<9}  attempts {attempts}  {script}");
+                out!("{id}  {status:<9}  attempts {attempts}  {script}");
             }
             Ok(EXIT_OK)
         }
@@ -136,11 +140,11 @@ pub fn exec(cmd: RunsCommand) -> Result<i32> {
             };
             let run = read(&dir.join("run.json"));
             let result = read(&dir.join("result.json"));
-            println!("run {run_id}: {}", run_status(&dir, &run, &result));
-            println!("script: {}", run["script"].as_str().unwrap_or("?"));
+            out!("run {run_id}: {}", run_status(&dir, &run, &result));
+            out!("script: {}", run["script"].as_str().unwrap_or("?"));
             let statuses = attempt_statuses(&dir, &run);
             for (a, status) in run["attempts"].as_array().into_iter().flatten().zip(&statuses) {
-                println!(
+                out!(
                     "attempt {}: {} ({} → {})",
                     a["n"],
                     status.map(RunStatus::as_str).or(a["status"].as_str()).unwrap_or("?"),
@@ -149,19 +153,19 @@ pub fn exec(cmd: RunsCommand) -> Result<i32> {
                 );
             }
             for s in result["stages"].as_array().into_iter().flatten() {
-                println!("stage {}: {}", s["name"].as_str().unwrap_or("?"), s["status"].as_str().unwrap_or("?"));
+                out!("stage {}: {}", s["name"].as_str().unwrap_or("?"), s["status"].as_str().unwrap_or("?"));
             }
             if let Some(e) = result["error"].as_str() {
-                println!("error: {e}");
+                out!("error: {e}");
             }
             let t = &result["accounting"]["totals"];
-            println!(
+            out!(
                 "spend (last attempt): {} operations, {} tokens, ${:.4}",
                 t["operations"],
                 t["tokens"],
                 t["cost_usd"].as_f64().unwrap_or(0.0)
             );
-            println!("records: {}", dir.display());
+            out!("records: {}", dir.display());
             Ok(EXIT_OK)
         }
         RunsCommand::Resume(args) => resume_run(&cwd, *args),
@@ -186,6 +190,13 @@ fn resume_run(cwd: &Path, args: ResumeArgs) -> Result<i32> {
         Ok(r) => r,
         Err(e) => return refuse(e),
     };
+    let last = resume.run_doc["attempts"].as_array().and_then(|a| a.last()).cloned().unwrap_or_default();
+    if last["status"] == RunStatus::Succeeded.as_str() && !args.again {
+        return refuse(format!(
+            "run {} already succeeded (attempt {}): a resume would start it over; pass --again to start a new attempt on purpose (its records and spend are kept)",
+            args.run_id, last["n"]
+        ));
+    }
     let script_path = PathBuf::from(resume.run_doc["script"].as_str().unwrap_or_default());
     if script_path.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("council:")) {
         return refuse("resuming a council run is not built in this version of awf yet".into());
@@ -197,7 +208,8 @@ fn resume_run(cwd: &Path, args: ResumeArgs) -> Result<i32> {
             return Ok(EXIT_USAGE);
         }
     };
-    let recorded = resume.run_doc["script_sha256"].as_str().unwrap_or_default();
+    // The script as the last attempt ran it (each attempt keeps its hash; older runs only the first).
+    let recorded = last["script_sha256"].as_str().or(resume.run_doc["script_sha256"].as_str()).unwrap_or_default();
     if recorded != program.sha256 && !args.allow_changed {
         return refuse(format!(
             "{} changed since run {} started (sha256 {recorded} then, {} now); pass --allow-changed to resume it anyway",
@@ -205,13 +217,15 @@ fn resume_run(cwd: &Path, args: ResumeArgs) -> Result<i32> {
         ));
     }
     let script_args = resume.run_doc["args"].clone();
-    eprintln!(
-        "awf: attempt {} of run {}: {} stages reused, {} answered operations on record",
-        resume.attempt,
-        resume.run_id,
-        resume.stages.len(),
-        resume.journal.len()
-    );
+    if !args.flags.quiet {
+        eprintln!(
+            "awf: attempt {} of run {}: {} stages reused, {} answered operations on record",
+            resume.attempt,
+            resume.run_id,
+            resume.stages.len(),
+            resume.journal.len()
+        );
+    }
     let mut flags = args.flags.clone();
     flags.runs_dir = Some(root);
     execute_attempt(&program, script_args, &flags, Output::Value, Some(resume))

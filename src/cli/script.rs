@@ -102,7 +102,7 @@ fn check(files: &[PathBuf], max_bytes: u64) -> Result<i32> {
             Ok(p) => {
                 let name = p.meta.get("name").and_then(Value::as_str).unwrap_or("(no META name)");
                 let entry = if p.has_run_fn { "fn run(args)" } else { "top-level script" };
-                println!("ok {} ({name}; {entry})", p.display);
+                out!("ok {} ({name}; {entry})", p.display);
             }
             Err(e) => {
                 eprintln!("{e}");
@@ -152,16 +152,30 @@ fn parse_args(args: &RunArgs, cwd: &Path) -> Result<Value> {
     Ok(value)
 }
 
-fn limits(args: &RunFlags, config: &Config) -> Result<Limits> {
-    let d = Limits::default();
-    let l = &config.limits;
+/// The run's limits: the flags, then (a resumed run) the limits its run.json keeps, then the
+/// config, then the defaults.
+fn limits(args: &RunFlags, config: &Config, recorded: Option<Limits>) -> Result<Limits> {
+    let base = match recorded {
+        Some(r) => r,
+        None => {
+            let d = Limits::default();
+            let l = &config.limits;
+            Limits {
+                max_concurrency: l.max_concurrency.unwrap_or(d.max_concurrency),
+                max_agents: l.max_agents.unwrap_or(d.max_agents),
+                budget_usd: l.budget_usd,
+                budget_tokens: l.budget_tokens,
+                nudges: l.nudges.unwrap_or(d.nudges),
+                stall_timeout: config.stall_timeout()?.unwrap_or(d.stall_timeout),
+            }
+        }
+    };
     let limits = Limits {
-        max_concurrency: args.max_concurrency.or(l.max_concurrency).unwrap_or(d.max_concurrency),
-        max_agents: args.max_agents.or(l.max_agents).unwrap_or(d.max_agents),
-        budget_usd: args.budget_usd.or(l.budget_usd),
-        budget_tokens: args.budget_tokens.or(l.budget_tokens),
-        nudges: l.nudges.unwrap_or(d.nudges),
-        stall_timeout: config.stall_timeout()?.unwrap_or(d.stall_timeout),
+        max_concurrency: args.max_concurrency.unwrap_or(base.max_concurrency),
+        max_agents: args.max_agents.unwrap_or(base.max_agents),
+        budget_usd: args.budget_usd.or(base.budget_usd),
+        budget_tokens: args.budget_tokens.or(base.budget_tokens),
+        ..base
     };
     if limits.max_concurrency == 0 {
         bail!("--max-concurrency must be at least 1");
@@ -277,7 +291,8 @@ pub fn prepare(
 ) -> Result<RunSpec> {
     let cwd = cwd()?;
     let config = Config::load(&cwd)?;
-    let limits = limits(flags, &config)?;
+    let recorded = resume.as_ref().and_then(|r| serde_json::from_value::<Limits>(r.run_doc["limits"].clone()).ok());
+    let limits = limits(flags, &config, recorded)?;
     let deadline = match &flags.deadline {
         Some(d) => Some(parse_duration(d).map_err(|e| anyhow!("--deadline: {e}"))?),
         None => config.deadline()?,
@@ -328,32 +343,58 @@ pub fn check_script_args(program: &Program, script_args: &Value) -> Result<(), S
     Ok(())
 }
 
-/// Ctrl-C stops the run (its script gets the grace to unwind); a second one records the run as
-/// killed and exits at once.
+/// Ctrl-C, SIGTERM or SIGHUP stops the run (its script gets the grace to unwind); a second one
+/// records the run as killed and exits at once.
 async fn interrupts(host: Arc<Host>) {
-    if tokio::signal::ctrl_c().await.is_err() {
-        return;
-    }
-    eprintln!("awf: stopping (Ctrl-C again to kill)");
-    host.run.stop_with(StopCause::Cancelled("interrupted (Ctrl-C)".into()));
-    if tokio::signal::ctrl_c().await.is_ok() {
-        eprintln!("awf: killed by a second Ctrl-C");
-        let _ = host.finish(RunStatus::Cancelled, None, Some("killed by a second Ctrl-C"), None);
+    let Ok(mut signals) = Signals::new() else { return };
+    let Some(name) = signals.next().await else { return };
+    eprintln!("awf: stopping on {name} ({name} again to kill)");
+    host.run.stop_with(StopCause::Cancelled(format!("interrupted ({name})")));
+    if let Some(name) = signals.next().await {
+        eprintln!("awf: killed by a second {name}");
+        let _ = host.finish(RunStatus::Cancelled, None, Some(&format!("killed by a second {name}")), None);
         std::process::exit(130);
+    }
+}
+
+/// The signals that stop a run: Ctrl-C (SIGINT), SIGTERM and SIGHUP.
+pub struct Signals {
+    int: tokio::signal::unix::Signal,
+    term: tokio::signal::unix::Signal,
+    hup: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    pub fn new() -> std::io::Result<Signals> {
+        use tokio::signal::unix::{signal, SignalKind};
+        Ok(Signals {
+            int: signal(SignalKind::interrupt())?,
+            term: signal(SignalKind::terminate())?,
+            hup: signal(SignalKind::hangup())?,
+        })
+    }
+
+    /// The next signal's name. Cancel safety: dropping the future loses no signal.
+    pub async fn next(&mut self) -> Option<&'static str> {
+        tokio::select! {
+            s = self.int.recv() => s.map(|_| "Ctrl-C"),
+            s = self.term.recv() => s.map(|_| "SIGTERM"),
+            s = self.hup.recv() => s.map(|_| "SIGHUP"),
+        }
     }
 }
 
 fn report(run: &Run, end: RunEnd, args: &RunFlags, output: Output) -> i32 {
     let RunEnd { result, status, value, error, rendered, strategy_error, code } = end;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&result).unwrap_or_default());
+        out!("{}", serde_json::to_string_pretty(&result).unwrap_or_default());
     } else if let Some(v) = &value {
         match (v, output) {
             (v, Output::Strategy) if v.get("output").is_some() => {
-                println!("{}", v["output"].as_str().map(String::from).unwrap_or_else(|| v["output"].to_string()));
+                out!("{}", v["output"].as_str().map(String::from).unwrap_or_else(|| v["output"].to_string()));
             }
-            (Value::String(s), _) => println!("{s}"),
-            (other, _) => println!("{}", serde_json::to_string_pretty(other).unwrap_or_default()),
+            (Value::String(s), _) => out!("{s}"),
+            (other, _) => out!("{}", serde_json::to_string_pretty(other).unwrap_or_default()),
         }
     }
     if let Some(why) = &strategy_error {

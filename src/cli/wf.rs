@@ -88,7 +88,7 @@ pub fn exec(args: WfArgs) -> i32 {
     match result {
         Ok(r) => {
             if !r.text.is_empty() {
-                println!("{}", r.text);
+                out!("{}", r.text);
             }
             r.exit
         }

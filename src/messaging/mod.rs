@@ -12,6 +12,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use tokio::sync::{oneshot, Notify};
 
+/// The messages a route carries when the workflow names no `max_messages`.
+pub const DEFAULT_MAX_MESSAGES: u32 = 20;
+
 /// How the router sees an agent: the agent layer implements this, so that messaging never names it.
 pub trait Directory: Send + Sync {
     /// Whether agent `key` can take messages, and whether it is working.
@@ -267,10 +270,16 @@ impl Router {
         let Some(owed) = inner.owed.remove(&n) else {
             return Err(format!("refused: message {n} is not waiting for a reply"));
         };
-        run.records.event(&Event::MessageReplied { n, from, to: &owed.asker, bytes: text.len() });
-        let _ = owed.reply.send(Ok(text.to_string()));
+        let delivered = owed.reply.send(Ok(text.to_string())).is_ok();
         drop(inner);
         self.quiet.notify_waiters();
+        if !delivered {
+            return Err(format!(
+                "refused: nobody waits for a reply to message {n} any more ({} stopped waiting: its operation ended or passed its deadline)",
+                owed.asker
+            ));
+        }
+        run.records.event(&Event::MessageReplied { n, from, to: &owed.asker, bytes: text.len() });
         Ok(())
     }
 
@@ -320,6 +329,11 @@ impl Router {
     /// At the run's end: records what was never delivered and fails the asks still owed.
     pub fn finish(&self, run: &Run) {
         let mut inner = lock(&self.inner);
+        // Routes granted outside any stage close with the run.
+        for r in inner.routes.iter_mut().filter(|r| r.open) {
+            r.open = false;
+            run.records.event(&Event::RouteClosed { route: r.id, stage: r.stage.as_deref() });
+        }
         for (_, msgs) in inner.held.drain() {
             for m in msgs {
                 run.records.event(&Event::MessageUndelivered {

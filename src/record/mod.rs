@@ -152,6 +152,28 @@ pub fn write_document(path: &Path, value: &Value) -> io::Result<()> {
     std::fs::rename(&tmp, path)
 }
 
+/// Cuts a torn last line (no newline at its end: a write cut short by a crash) from each JSONL file
+/// of a run folder, so that the next attempt appends after whole lines. Returns each file healed
+/// and the bytes cut.
+pub fn heal(dir: &Path) -> io::Result<Vec<(String, u64)>> {
+    let mut healed = Vec::new();
+    for name in ["events.jsonl", "turns.jsonl", "stages.jsonl", "journal.jsonl"] {
+        let path = dir.join(name);
+        let bytes = match std::fs::read(&path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(e),
+        };
+        if bytes.is_empty() || bytes.ends_with(b"\n") {
+            continue;
+        }
+        let keep = bytes.iter().rposition(|b| *b == b'\n').map(|i| i + 1).unwrap_or(0);
+        std::fs::OpenOptions::new().write(true).open(&path)?.set_len(keep as u64)?;
+        healed.push((name.to_string(), (bytes.len() - keep) as u64));
+    }
+    Ok(healed)
+}
+
 /// Reads a JSONL file, skipping a torn (unparseable) last line; a bad line elsewhere is an error.
 pub fn read_jsonl(path: &Path) -> io::Result<Vec<Value>> {
     let file = match std::fs::File::open(path) {
@@ -170,7 +192,15 @@ pub fn read_jsonl(path: &Path) -> io::Result<Vec<Value>> {
             Ok(v) => out.push(v),
             Err(_) if i == last => break,
             Err(e) => {
-                return Err(io::Error::new(io::ErrorKind::InvalidData, format!("{}:{}: {e}", path.display(), i + 1)))
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!(
+                        "{}:{}: not a JSON record ({e}); awf only appends whole lines, so this line was edited or \
+                         damaged: repair or delete it",
+                        path.display(),
+                        i + 1
+                    ),
+                ))
             }
         }
     }

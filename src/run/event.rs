@@ -51,11 +51,17 @@ events! {
     OpNudged = "op-nudged" { agent: &'a str, op_id: &'a str, nudge: u32 },
     /// An answered operation of an earlier attempt returned from the journal, not run again.
     OpReplayed = "op-replayed" { agent: &'a str, op_id: &'a str, stage: Option<&'a str> },
+    /// An operation an earlier attempt answered runs again: its turn changed.
+    OpRerun = "op-rerun" { agent: &'a str, op_id: &'a str, why: &'a str },
+    /// A torn last line (a crash mid-write) was cut from a record file before this attempt appended.
+    RecordsHealed = "records-healed" { file: &'a str, bytes: u64 },
     /// An answer submitted through the control channel, and whether it was accepted.
     OpSubmission = "op-submission" { agent: &'a str, op_id: &'a str, accepted: bool, bytes: usize },
     OpWaiting = "op-waiting" { agent: &'a str, op_id: &'a str, reason: &'a str, timeout_ms: u64 },
     OpSettled = "op-settled" {
-        agent: &'a str, op_id: &'a str, outcome: &'a str, reason: Option<&'a str>, tokens: u64, cost_usd: f64,
+        agent: &'a str, op_id: &'a str, outcome: &'a str, reason: Option<&'a str>, tokens: u64,
+        #[serde(serialize_with = "crate::accounting::serialize_usd")]
+        cost_usd: f64,
     },
     /// A control frame refused: another agent's op, an unknown op, a stranger's process.
     ControlRefused = "control-refused" { agent: &'a str, why: &'a str, frame: &'a Value, pid: Option<i32> },

@@ -35,6 +35,15 @@ pub use status::{RunStatus, StageStatus};
 /// A boxed future, as the trait objects between the layers return them.
 pub type BoxFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
 
+/// What a resumed attempt makes of an operation the journal may hold.
+pub enum Replay<'a> {
+    /// Answered before with the same turn: its recorded outcome.
+    Same(&'a Value),
+    /// Answered before, but the turn is not the same now: it runs again.
+    Changed,
+    None,
+}
+
 /// Why a run ended before its script returned.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 #[serde(tag = "kind", content = "reason", rename_all = "kebab-case")]
@@ -116,20 +125,23 @@ impl Run {
                 let doc = json!({
                     "v": record::FORMAT_VERSION, "id": id, "script": spec.script.display().to_string(),
                     "script_sha256": spec.script_sha256, "cwd": spec.cwd.display().to_string(),
-                    "args": spec.args, "meta": spec.meta,
-                    "attempts": [{ "n": 1, "started_at": started_at, "finished_at": null, "status": RunStatus::Running, "from_stage": null }],
+                    "args": spec.args, "meta": spec.meta, "limits": spec.limits,
+                    "attempts": [{ "n": 1, "started_at": started_at, "finished_at": null, "status": RunStatus::Running,
+                                   "from_stage": null, "script_sha256": spec.script_sha256 }],
                 });
                 (id.clone(), spec.runs_dir.join(&id), 1, doc)
             }
             Some(r) => {
                 let mut doc = r.run_doc.clone();
-                doc["script_sha256"] = json!(spec.script_sha256);
+                // The limits apply to every later attempt too, unless a resume sets new ones.
+                doc["limits"] = json!(spec.limits);
                 if let Some(a) = doc["attempts"].as_array_mut() {
                     // This attempt holds the run's lock: any other still `running` on record died.
                     for earlier in a.iter_mut().filter(|e| e["status"] == RunStatus::Running.as_str()) {
                         earlier["status"] = json!(RunStatus::Interrupted);
                     }
-                    a.push(json!({ "n": r.attempt, "started_at": started_at, "finished_at": null, "status": RunStatus::Running, "from_stage": r.from_stage }));
+                    a.push(json!({ "n": r.attempt, "started_at": started_at, "finished_at": null, "status": RunStatus::Running,
+                                   "from_stage": r.from_stage, "script_sha256": spec.script_sha256 }));
                 }
                 (r.run_id.clone(), r.dir.clone(), r.attempt, doc)
             }
@@ -142,7 +154,12 @@ impl Run {
                 record::lock::RunLock::acquire(&dir, &id).map_err(std::io::Error::other)?
             }
         };
+        // A crash may have cut the last line of a record short: cut it off before appending.
+        let healed = if spec.resume.is_some() { record::heal(&dir)? } else { Vec::new() };
         let records = Recorder::create(&dir, attempt)?;
+        for (file, bytes) in &healed {
+            records.event(&Event::RecordsHealed { file, bytes: *bytes });
+        }
         records.write_document("run.json", &run_doc)?;
         let deadline = spec.deadline.map(|d| Instant::now() + d);
         let deadline_unix_ms = spec.deadline.map(|d| record::now_unix_ms() + d.as_millis() as i64);
@@ -158,7 +175,13 @@ impl Run {
                 records.event(&Event::LeftoversKilled { pids: &killed });
             }
         }
-        let replay = spec.resume.map(|r| (r.stages, r.journal)).unwrap_or_default();
+        let (replay, mut prior) = match spec.resume {
+            Some(r) => ((r.stages, r.journal), (r.spent, r.turn_lines)),
+            None => Default::default(),
+        };
+        // Every attempt has its line in the accounts, one that spent nothing too.
+        prior.0.by_attempt.entry(attempt).or_default();
+        let simulated = prior.1.iter().any(|l| l.contains("\"simulated\":true"));
         let vars = std::env::vars_os().filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)));
         let secrets = Arc::new(crate::redact::Redactor::new(&spec.config, vars));
         Ok(Arc::new(Run {
@@ -175,7 +198,7 @@ impl Run {
             deadline,
             deadline_unix_ms,
             records,
-            scheduler: scheduler::Scheduler::new(spec.limits),
+            scheduler: scheduler::Scheduler::new(spec.limits, prior.0),
             schemas: SchemaCache::default(),
             stages: stages::StageBook::default(),
             progress: progress::Progress::default(),
@@ -184,8 +207,8 @@ impl Run {
             started_at,
             run_doc: Mutex::new(run_doc),
             stop: Mutex::new(None),
-            usage_log: Mutex::new(Vec::new()),
-            simulated: AtomicBool::new(false),
+            usage_log: Mutex::new(prior.1),
+            simulated: AtomicBool::new(simulated),
             budget_warned: AtomicBool::new(false),
             lock: Mutex::new(Some(run_lock)),
         }))
@@ -200,12 +223,14 @@ impl Run {
         self.replay_stages.get(name)
     }
 
-    /// The recorded outcome of an answered operation with this agent, op id and turn.
-    pub fn replayed_op(&self, agent: &str, op_id: &str, turn_hash: &str) -> Option<&Value> {
-        self.replay_ops
-            .get(&(agent.to_string(), op_id.to_string()))
-            .filter(|(hash, _)| hash == turn_hash)
-            .map(|(_, outcome)| outcome)
+    /// What the journal says of this agent's op id: replay its outcome (the turn is the same), run
+    /// it again (the turn changed), or nothing on record.
+    pub fn replay(&self, agent: &str, op_id: &str, turn_hash: &str) -> Replay<'_> {
+        match self.replay_ops.get(&(agent.to_string(), op_id.to_string())) {
+            Some((hash, outcome)) if hash == turn_hash => Replay::Same(outcome),
+            Some(_) => Replay::Changed,
+            None => Replay::None,
+        }
     }
 
     /// Ends the run early; the first cause stands. Cancels every scope.
@@ -257,8 +282,9 @@ impl Run {
         self.progress.line(level, text);
     }
 
-    /// Records a settled operation everywhere it belongs.
-    pub fn settle(&self, s: &Settled<'_>) {
+    /// Records a settled operation everywhere it belongs; its spend enters the accounts through
+    /// its admission (which releases what the budget set aside for it).
+    pub fn settle(&self, s: &Settled<'_>, admission: Option<scheduler::Admission<'_>>) {
         let line = s.turn_line();
         self.records.raw_line(Stream::Turns, &line);
         if let Some(j) = s.journal_line() {
@@ -273,7 +299,10 @@ impl Run {
             tokens: o.usage.tokens(),
             cost_usd: o.usage.cost_usd,
         });
-        self.scheduler.record(s.agent, s.stage, s.model, &s.outcome.usage);
+        match admission {
+            Some(a) => a.settle(s.agent, s.stage, s.model, self.attempt, &s.outcome.usage),
+            None => self.scheduler.record(s.agent, s.stage, s.model, self.attempt, &s.outcome.usage),
+        }
         if s.outcome.simulated {
             self.simulated.store(true, Ordering::Relaxed);
         }

@@ -46,6 +46,7 @@ pub struct Outcome {
 
 /// A settled operation, as the records need it.
 pub struct Settled<'a> {
+    pub attempt: u32,
     pub agent: &'a str,
     pub harness: &'a str,
     pub outcome: &'a Outcome,
@@ -64,6 +65,7 @@ impl Settled<'_> {
     pub fn turn_line(&self) -> String {
         let (o, u) = (self.outcome, &self.outcome.usage);
         let line = TurnLine {
+            attempt: self.attempt,
             agent: self.agent,
             op_id: &o.op_id,
             kind: self.kind,
@@ -94,6 +96,7 @@ impl Settled<'_> {
     pub fn journal_line(&self) -> Option<String> {
         (self.outcome.kind == OutcomeKind::Answered).then(|| {
             let line = JournalLine {
+                attempt: self.attempt,
                 agent: self.agent,
                 op_id: &self.outcome.op_id,
                 turn_hash: self.turn_hash,
@@ -108,6 +111,7 @@ impl Settled<'_> {
 /// One `turns.jsonl` line. Serialised straight from borrowed fields: no JSON tree is built.
 #[derive(serde::Serialize)]
 struct TurnLine<'a> {
+    attempt: u32,
     agent: &'a str,
     op_id: &'a str,
     kind: &'a str,
@@ -122,6 +126,7 @@ struct TurnLine<'a> {
     cache_read_tokens: u64,
     cache_write_tokens: u64,
     tokens: u64,
+    #[serde(serialize_with = "crate::accounting::serialize_usd")]
     cost_usd: f64,
     cost_source: CostSource,
     simulated: bool,
@@ -136,6 +141,7 @@ struct TurnLine<'a> {
 /// the operation settles; readers keep an op's last line.
 #[derive(serde::Serialize)]
 pub struct JournalLine<'a> {
+    pub attempt: u32,
     pub agent: &'a str,
     pub op_id: &'a str,
     pub turn_hash: &'a str,

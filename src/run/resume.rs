@@ -23,6 +23,10 @@ pub struct Resume {
     pub stages: HashMap<String, (Value, Option<String>)>,
     /// (agent, op id) → (turn hash, outcome), for every answered operation on record.
     pub journal: HashMap<(String, String), (String, Value)>,
+    /// What the earlier attempts spent: the run's budget and accounts count on from it.
+    pub spent: crate::accounting::Accounts,
+    /// The earlier attempts' `turns.jsonl` lines (`ctx.usage()` shows the whole run).
+    pub turn_lines: Vec<String>,
 }
 
 /// Reads a run folder for a new attempt. With `from_stage`, only the stages recorded before it
@@ -62,14 +66,25 @@ pub fn load(dir: &Path, from_stage: Option<&str>) -> Result<Resume, String> {
         },
     };
     let stages = done.into_iter().filter(|(n, _)| keep.contains(n)).collect();
+    // `--from-stage S`: S and everything after run fresh, so nothing is replayed.
     let mut journal = HashMap::new();
-    for line in read("journal.jsonl")? {
+    for line in if from_stage.is_some() { Vec::new() } else { read("journal.jsonl")? } {
         let (Some(agent), Some(op), Some(hash)) =
             (line["agent"].as_str(), line["op_id"].as_str(), line["turn_hash"].as_str())
         else {
             continue;
         };
         journal.insert((agent.to_string(), op.to_string()), (hash.to_string(), line["outcome"].clone()));
+    }
+    let mut spent = crate::accounting::Accounts::default();
+    let mut turn_lines = Vec::new();
+    for line in read("turns.jsonl")? {
+        let usage: crate::accounting::Usage = serde_json::from_value(line.clone()).unwrap_or_default();
+        // Lines written before attempts were recorded belong to the first.
+        let attempt = line["attempt"].as_u64().unwrap_or(1) as u32;
+        let text = |k: &str| line[k].as_str().unwrap_or("?").to_string();
+        spent.add(&text("agent"), line["stage"].as_str(), &text("model"), attempt, &usage);
+        turn_lines.push(line.to_string());
     }
     Ok(Resume {
         lock: Some(lock),
@@ -80,5 +95,7 @@ pub fn load(dir: &Path, from_stage: Option<&str>) -> Result<Resume, String> {
         run_doc,
         stages,
         journal,
+        spent,
+        turn_lines,
     })
 }

@@ -4,7 +4,7 @@
 use crate::accounting::{Accounts, Usage};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 
 /// The limits a run enforces (recorded as they are, the stall timeout in milliseconds).
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize, PartialEq)]
@@ -49,13 +49,86 @@ pub struct Scheduler {
     pub limits: Limits,
     slots: Arc<Semaphore>,
     agents: AtomicUsize,
-    accounts: Mutex<Accounts>,
+    book: Mutex<Book>,
+    /// Woken when an operation settles or gives up its place: admissions waiting on the budget
+    /// look again.
+    changed: Notify,
+}
+
+/// Spend and what is set aside for the operations in flight.
+#[derive(Default)]
+struct Book {
+    accounts: Accounts,
+    /// Reserved for operations admitted and not yet settled.
+    reserved: Spend,
+    in_flight: usize,
+    /// The most one settled operation of this run spent: the reservation for the next one.
+    largest: Option<Spend>,
+}
+
+/// Tokens and USD.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Spend {
+    pub tokens: u64,
+    pub usd: f64,
+}
+
+impl Spend {
+    fn of(u: &Usage) -> Spend {
+        Spend { tokens: u.tokens(), usd: u.cost_usd }
+    }
+}
+
+/// An operation's place under the budget: what was set aside for it until it settles (or is
+/// dropped unsettled, which gives the place up).
+pub struct Admission<'a> {
+    scheduler: &'a Scheduler,
+    held: Option<Spend>,
+}
+
+impl Admission<'_> {
+    /// Records the settled operation's spend and releases what was set aside for it, in one step.
+    pub fn settle(mut self, agent: &str, stage: Option<&str>, model: &str, attempt: u32, usage: &Usage) {
+        let s = self.scheduler;
+        {
+            let mut b = s.lock();
+            if let Some(held) = self.held.take() {
+                b.release(held);
+            }
+            b.accounts.add(agent, stage, model, attempt, usage);
+            let spent = Spend::of(usage);
+            b.largest = Some(match b.largest {
+                Some(l) => Spend { tokens: l.tokens.max(spent.tokens), usd: l.usd.max(spent.usd) },
+                None => spent,
+            });
+        }
+        s.changed.notify_waiters();
+    }
+}
+
+impl Drop for Admission<'_> {
+    fn drop(&mut self) {
+        if let Some(held) = self.held.take() {
+            self.scheduler.lock().release(held);
+            self.scheduler.changed.notify_waiters();
+        }
+    }
+}
+
+impl Book {
+    fn release(&mut self, held: Spend) {
+        self.in_flight = self.in_flight.saturating_sub(1);
+        self.reserved.tokens = self.reserved.tokens.saturating_sub(held.tokens);
+        self.reserved.usd = (self.reserved.usd - held.usd).max(0.0);
+    }
 }
 
 impl Scheduler {
-    pub fn new(limits: Limits) -> Scheduler {
+    /// A scheduler for `limits`, counting on from `spent` (earlier attempts of the run).
+    pub fn new(limits: Limits, spent: Accounts) -> Scheduler {
         let slots = Arc::new(Semaphore::new(limits.max_concurrency.max(1)));
-        Scheduler { limits, slots, agents: AtomicUsize::new(0), accounts: Mutex::new(Accounts::default()) }
+        let book = Book { accounts: spent, ..Book::default() };
+        Scheduler { limits, slots, agents: AtomicUsize::new(0), book: Mutex::new(book), changed: Notify::new() }
     }
 
     /// Counts a new agent against `max_agents`.
@@ -73,10 +146,16 @@ impl Scheduler {
 
     /// `Some(why)` once spend has reached a budget: no new operation may start.
     pub fn budget_exhausted(&self) -> Option<String> {
-        let a = self.lock();
+        self.exhausted(&self.lock().accounts)
+    }
+
+    fn exhausted(&self, a: &Accounts) -> Option<String> {
         if let Some(usd) = self.limits.budget_usd {
             if a.totals.cost_usd >= usd {
-                return Some(format!("budget exhausted: spent ${:.4} of ${usd:.4} (--budget-usd)", a.totals.cost_usd));
+                return Some(format!(
+                    "budget exhausted: spent ${:.4} of ${usd:.4} (--budget-usd)",
+                    crate::accounting::micro(a.totals.cost_usd)
+                ));
             }
         }
         if let Some(tokens) = self.limits.budget_tokens {
@@ -90,6 +169,52 @@ impl Scheduler {
         None
     }
 
+    /// Whether an operation may start now: spend plus what is set aside for the operations in
+    /// flight plus its own share stays within every budget; or nothing is in flight and the budget
+    /// is not reached (so the overshoot is at most one operation). Until an operation of the run
+    /// has settled there is no estimate, and operations start one at a time.
+    fn fits(&self, b: &Book) -> bool {
+        let Some(est) = b.largest else { return b.in_flight == 0 };
+        if b.in_flight == 0 {
+            return true;
+        }
+        let usd_ok =
+            self.limits.budget_usd.is_none_or(|usd| b.accounts.totals.cost_usd + b.reserved.usd + est.usd <= usd);
+        let tokens_ok =
+            self.limits.budget_tokens.is_none_or(|t| b.accounts.totals.tokens + b.reserved.tokens + est.tokens <= t);
+        usd_ok && tokens_ok
+    }
+
+    /// Admits an operation under the budget, waiting while the operations in flight may still
+    /// spend what is left; the reason when the budget is spent. `waits: false` (an answer an asker
+    /// is waiting for) never waits on others: it starts unless the budget is reached.
+    /// Cancel safety: dropping the future gives nothing up, since nothing was taken yet.
+    pub async fn admit(&self, waits: bool) -> Result<Admission<'_>, String> {
+        let budgeted = self.limits.budget_usd.is_some() || self.limits.budget_tokens.is_some();
+        loop {
+            let changed = self.changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            {
+                let mut b = self.lock();
+                if let Some(why) = self.exhausted(&b.accounts) {
+                    return Err(why);
+                }
+                if !budgeted {
+                    return Ok(Admission { scheduler: self, held: None });
+                }
+                if !waits || self.fits(&b) {
+                    let held = b.largest.unwrap_or_default();
+                    b.in_flight += 1;
+                    b.reserved.tokens += held.tokens;
+                    b.reserved.usd += held.usd;
+                    return Ok(Admission { scheduler: self, held: Some(held) });
+                }
+            }
+            changed.await;
+        }
+    }
+
     /// Waits for an operation slot. Cancel safety: dropping the future gives up the place in line.
     pub async fn acquire(&self) -> OwnedSemaphorePermit {
         // The semaphore is never closed, so acquiring cannot fail.
@@ -99,28 +224,30 @@ impl Scheduler {
         }
     }
 
-    pub fn record(&self, agent: &str, stage: Option<&str>, model: &str, usage: &Usage) {
-        self.lock().add(agent, stage, model, usage);
+    /// Records a settled operation that was never admitted (it ended before it could start).
+    pub fn record(&self, agent: &str, stage: Option<&str>, model: &str, attempt: u32, usage: &Usage) {
+        self.lock().accounts.add(agent, stage, model, attempt, usage);
     }
 
+    /// The run's accounts: every attempt's settled operations.
     pub fn accounts(&self) -> Accounts {
-        self.lock().clone()
+        self.lock().accounts.clone()
     }
 
     /// What one agent's settled operations spent so far (every kind: turns, message operations,
     /// compactions).
     pub fn agent_tally(&self, agent: &str) -> crate::accounting::Tally {
-        self.lock().by_agent.get(agent).cloned().unwrap_or_default()
+        self.lock().accounts.by_agent.get(agent).cloned().unwrap_or_default()
     }
 
-    /// Tokens and USD spent so far.
+    /// Tokens and USD the run has spent so far, over every attempt.
     pub fn spent(&self) -> (u64, f64) {
-        let a = self.lock();
-        (a.totals.tokens, a.totals.cost_usd)
+        let b = self.lock();
+        (b.accounts.totals.tokens, b.accounts.totals.cost_usd)
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Accounts> {
-        // Accounts are plain sums; a panic elsewhere cannot leave them half-updated.
-        self.accounts.lock().unwrap_or_else(|p| p.into_inner())
+    fn lock(&self) -> std::sync::MutexGuard<'_, Book> {
+        // Plain sums, each updated whole; a panic elsewhere cannot leave them half-updated.
+        self.book.lock().unwrap_or_else(|p| p.into_inner())
     }
 }

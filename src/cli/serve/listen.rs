@@ -7,13 +7,12 @@ use axum::Router;
 use std::path::Path;
 use std::sync::Arc;
 
-/// Ctrl-C, listened for from now on: a SIGINT that comes as soon as the port accepts still stops
-/// the server cleanly (its token file and socket removed).
+/// Ctrl-C, SIGTERM or SIGHUP, listened for from now on: a signal that comes as soon as the port
+/// accepts still stops the server cleanly (its token file and socket removed).
 fn ctrl_c() -> Result<impl std::future::Future<Output = ()>> {
-    use tokio::signal::unix::{signal, SignalKind};
-    let mut interrupt = signal(SignalKind::interrupt()).context("cannot listen for Ctrl-C")?;
+    let mut signals = crate::cli::script::Signals::new().context("cannot listen for Ctrl-C")?;
     Ok(async move {
-        interrupt.recv().await;
+        signals.next().await;
     })
 }
 

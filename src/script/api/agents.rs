@@ -180,7 +180,7 @@ fn tally_map(t: &crate::accounting::Tally) -> Map {
     ] {
         m.insert(k.into(), (v as INT).into());
     }
-    m.insert("cost_usd".into(), t.cost_usd.into());
+    m.insert("cost_usd".into(), crate::accounting::micro(t.cost_usd).into());
     m
 }
 
@@ -197,7 +197,7 @@ pub fn outcome_map(o: &Outcome) -> Map {
     u.insert("output_tokens".into(), (o.usage.output_tokens as INT).into());
     u.insert("cache_read_tokens".into(), (o.usage.cache_read_tokens as INT).into());
     u.insert("cache_write_tokens".into(), (o.usage.cache_write_tokens as INT).into());
-    u.insert("cost_usd".into(), o.usage.cost_usd.into());
+    u.insert("cost_usd".into(), crate::accounting::micro(o.usage.cost_usd).into());
     u.insert("duration_ms".into(), (o.duration_ms as INT).into());
     m.insert("usage".into(), u.into());
     m.insert("simulated".into(), o.simulated.into());

@@ -32,7 +32,7 @@ pub fn register(engine: &mut Engine) {
             let (tokens, usd) = c.0.run.scheduler.spent();
             let mut m = Map::new();
             m.insert("tokens".into(), (tokens as INT).into());
-            m.insert("cost_usd".into(), usd.into());
+            m.insert("cost_usd".into(), crate::accounting::micro(usd).into());
             m
         })
         .register_fn("sleep", sleep)
@@ -68,9 +68,11 @@ fn allow(nc: NativeCallContext, m: &mut Messages, route: Map) -> RResult<INT> {
             .string("purpose")?
             .filter(|p| !p.trim().is_empty())
             .ok_or("a route needs a `purpose` (shown to the agents)")?;
+        // Every route has a cap, so that no two agents can talk forever.
         let max = match f.int("max_messages")? {
             Some(n) if n < 1 => return Err(format!("`max_messages` must be at least 1, got {n}")),
-            other => other.map(|n| n as u32),
+            Some(n) => Some(n as u32),
+            None => Some(crate::messaging::DEFAULT_MAX_MESSAGES),
         };
         let (a, b, both) = match (f.get("between"), f.get("from"), f.get("to")) {
             (Some(pair), None, None) => {
@@ -107,7 +109,7 @@ fn budget(c: &mut Ctx) -> Dynamic {
     let opt_i = |v: Option<u64>| v.map(|n| Dynamic::from(n as INT)).unwrap_or(Dynamic::UNIT);
     m.insert("usd".into(), opt_f(limits.budget_usd));
     m.insert("tokens".into(), opt_i(limits.budget_tokens));
-    m.insert("remaining_usd".into(), opt_f(limits.budget_usd.map(|b| (b - usd).max(0.0))));
+    m.insert("remaining_usd".into(), opt_f(limits.budget_usd.map(|b| crate::accounting::micro((b - usd).max(0.0)))));
     m.insert("remaining_tokens".into(), opt_i(limits.budget_tokens.map(|b| b.saturating_sub(tokens))));
     Dynamic::from_map(m)
 }

@@ -67,8 +67,24 @@ fn stage(nc: &NativeCallContext, host: &Arc<ScriptRun>, name: &str, opts: Map, f
         return Err(script_err(nc, format!("stage `{name}` cannot start inside stage `{outer}`: stages do not nest")));
     }
     run.stages.claim(name).map_err(|e| script_err(nc, e))?;
-    // A later attempt reuses what an earlier one recorded: the function does not run again.
-    if let Some((value, summary)) = run.reused_stage(name) {
+    // A later attempt reuses what an earlier one recorded: the function does not run again; unless
+    // the script changed so that the recorded value no longer fits the stage's result schema.
+    let recorded = run.reused_stage(name).filter(|(value, _)| {
+        let misfit: Vec<String> =
+            schema.as_ref().map(|s| s.violations(value).iter().map(|v| v.to_string()).collect()).unwrap_or_default();
+        if !misfit.is_empty() {
+            run.log(
+                "warn",
+                &format!(
+                    "stage `{name}`: its recorded value no longer fits its result schema ({}); it runs again",
+                    misfit.join("; ")
+                ),
+                &serde_json::Value::Null,
+            );
+        }
+        misfit.is_empty()
+    });
+    if let Some((value, summary)) = recorded {
         let reuse = StageEnd {
             name,
             attempt: run.attempt,
