@@ -53,15 +53,18 @@
 //!   embedded at build time (`build.rs`).
 //! - `harness/`: the `Session` trait and one file per harness (`fake.rs`, `command.rs`);
 //!   `spawn.rs` (starting a turn's process group: death with awf, `AWF_RUN_ID`, recorded, admitted
-//!   to the socket); `http/`
+//!   to the socket); `process.rs` (the one lifecycle of a turn's process, for `command` and the
+//!   CLIs: `process/pipes.rs` stdin in the background, the captures, stdout's lines;
+//!   `process/watch.rs` the state machine (running, killed, draining, over) with the stall clock
+//!   and the answer's and the final event's graces; then an acknowledged wait, the group killed);
 //!   `scrubbed.rs` (the wrapper every session is opened in: what a harness reports is scrubbed of
-//!   the run's secrets before the engine sees it); `http/`
-//!   (`openai`, `anthropic`; `session.rs`: history and turns, `tools.rs`: the `wf_*` tools,
-//!   `request.rs`: retries and the streamed reply, `sse.rs`); `cli/` (`claude.rs`, `codex.rs`,
-//!   `pi.rs`: agent CLIs run per turn in a process group, a home per agent (the sandbox seat's home
-//!   when sandboxed: the argv is wrapped like `command`'s), judged by their JSONL events; `mod.rs`
-//!   holds what they share and the pinned versions, `session.rs` the session and its turns,
-//!   `run.rs` one process run and its verdict, `home.rs` the home and credential seeding,
+//!   the run's secrets before the engine sees it); `http/` (`openai`, `anthropic`; `session.rs`:
+//!   history and turns, `tools.rs`: the `wf_*` tools as control commands, `request.rs`: retries
+//!   and the streamed reply, `sse.rs`); `cli/` (`claude.rs`, `codex.rs`, `pi.rs`: agent CLIs run
+//!   per turn in a process group, a home per agent (the sandbox seat's home when sandboxed: the
+//!   argv is wrapped like `command`'s), judged by their JSONL events; `mod.rs` holds what they
+//!   share and the pinned versions, `session.rs` the session and its turns, `run.rs` one process
+//!   run through `process.rs` and its verdict, `home.rs` the home and credential seeding,
 //!   `events.rs` the event helpers, `doctor.rs` `doctor_checks`).
 //! - `control/`: the answer channel every harness shares: `schema.rs` (validators cached by schema
 //!   text, violations with JSON pointers, example values), `slot.rs` (result slots, rejection
