@@ -3,7 +3,7 @@
 //! processes of the agent's running turns (`peer.rs`) and reaches only its own operations;
 //! anything else is refused and logged.
 
-use super::messenger::Messenger;
+use super::messenger::{MessageError, Messenger};
 use super::peer::Turns;
 use super::protocol::{exit, parse_request, Command, Response, VERSION};
 use super::slot::{ResultSlot, Submission};
@@ -325,20 +325,20 @@ async fn handle(state: &State, line: &str) -> Response {
         }
         Command::Send { to, text } => match state.messenger.send(&to, &text) {
             Ok(n) => Response::new(exit::OK, format!("sent #{n}")),
-            Err(why) => refuse(state, why, json!({ "cmd": "send", "to": to })),
+            Err(e) => refuse(state, e.to_string(), json!({ "cmd": "send", "to": to })),
         },
         Command::Ask { to, text } => {
             let deadline =
                 lock(&state.current).clone().and_then(|op| lock(&state.ops).get(&op).cloned()).and_then(|o| o.deadline);
             match state.messenger.ask(&to, &text, deadline).await {
                 Ok(reply) => Response::new(exit::OK, reply),
-                Err(why) if why.starts_with("refused") => refuse(state, why, json!({ "cmd": "ask", "to": to })),
-                Err(why) => Response::new(exit::REFUSED, format!("ask failed: {why}")),
+                Err(MessageError::Refused(why)) => refuse(state, why, json!({ "cmd": "ask", "to": to })),
+                Err(MessageError::Failed(why)) => Response::new(exit::REFUSED, format!("ask failed: {why}")),
             }
         }
         Command::Reply { n, text } => match state.messenger.reply(n, &text) {
             Ok(()) => Response::new(exit::OK, format!("replied to #{n}")),
-            Err(why) => refuse(state, why, json!({ "cmd": "reply", "n": n })),
+            Err(e) => refuse(state, e.to_string(), json!({ "cmd": "reply", "n": n })),
         },
         Command::Inbox { json } => {
             let held = state.messenger.inbox();

@@ -6,7 +6,7 @@ mod prompt;
 
 pub use prompt::context_text;
 
-use crate::control::messenger::{Held, Messenger};
+use crate::control::messenger::{Held, MessageError, Messenger};
 use crate::harness::BoxFuture;
 use crate::run::Run;
 use serde_json::json;
@@ -307,6 +307,10 @@ impl Router {
     }
 }
 
+fn ended() -> MessageError {
+    MessageError::Refused("refused: the run has ended".into())
+}
+
 /// One agent's view of the router, for its control socket and its harness.
 pub struct AgentMessenger {
     pub run: Weak<Run>,
@@ -314,18 +318,17 @@ pub struct AgentMessenger {
 }
 
 impl Messenger for AgentMessenger {
-    fn send(&self, to: &str, text: &str) -> Result<u64, String> {
-        let run = self.run.upgrade().ok_or("refused: the run has ended")?;
-        run.router.send(&run, &self.key, to, text, None)
+    fn send(&self, to: &str, text: &str) -> Result<u64, MessageError> {
+        let run = self.run.upgrade().ok_or_else(ended)?;
+        run.router.send(&run, &self.key, to, text, None).map_err(MessageError::Refused)
     }
 
-    fn ask(&self, to: &str, text: &str, deadline: Option<Instant>) -> BoxFuture<'static, Result<String, String>> {
+    fn ask(&self, to: &str, text: &str, deadline: Option<Instant>) -> BoxFuture<'static, Result<String, MessageError>> {
         let (tx, rx) = oneshot::channel();
-        let sent = self
-            .run
-            .upgrade()
-            .ok_or_else(|| "refused: the run has ended".to_string())
-            .and_then(|run| run.router.send(&run, &self.key, to, text, Some(tx)).map(|n| (n, run.root.clone())));
+        let sent = self.run.upgrade().ok_or_else(ended).and_then(|run| {
+            let n = run.router.send(&run, &self.key, to, text, Some(tx)).map_err(MessageError::Refused)?;
+            Ok((n, run.root.clone()))
+        });
         let to = to.to_string();
         Box::pin(async move {
             let (n, stop) = sent?;
@@ -335,17 +338,18 @@ impl Messenger for AgentMessenger {
                     None => std::future::pending().await,
                 }
             };
-            tokio::select! {
+            let replied = tokio::select! {
                 r = rx => r.unwrap_or_else(|_| Err(format!("{to} never replied to message {n}"))),
                 _ = until => Err(format!("no reply from {to} to message {n} before your operation's deadline")),
                 _ = stop.cancelled() => Err("the run was stopped".into()),
-            }
+            };
+            replied.map_err(MessageError::Failed)
         })
     }
 
-    fn reply(&self, n: u64, text: &str) -> Result<(), String> {
-        let run = self.run.upgrade().ok_or("refused: the run has ended")?;
-        run.router.reply(&run, &self.key, n, text)
+    fn reply(&self, n: u64, text: &str) -> Result<(), MessageError> {
+        let run = self.run.upgrade().ok_or_else(ended)?;
+        run.router.reply(&run, &self.key, n, text).map_err(MessageError::Refused)
     }
 
     fn inbox(&self) -> Vec<Held> {

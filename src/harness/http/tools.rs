@@ -2,6 +2,7 @@
 
 use super::session::HttpSession;
 use super::{ToolCall, ToolSpec};
+use crate::control::messenger::MessageError;
 use crate::harness::TurnInput;
 use serde_json::{json, Value};
 
@@ -58,19 +59,16 @@ impl HttpSession {
                 match name {
                     "wf_send" => match (field("to"), field("text")) {
                         (Some(to), Some(text)) => {
-                            m.send(&to, &text).map(|n| format!("sent #{n}")).unwrap_or_else(|e| e)
+                            m.send(&to, &text).map(|n| format!("sent #{n}")).unwrap_or_else(|e| e.to_string())
                         }
                         _ => "refused: wf_send needs `to` and `text`".into(),
                     },
                     "wf_ask" => match (field("to"), field("text")) {
                         (Some(to), Some(text)) => {
                             let deadline = input.deadline_unix_ms.map(crate::agent::op::instant_of);
-                            m.ask(&to, &text, deadline).await.unwrap_or_else(|e| {
-                                if e.starts_with("refused") {
-                                    e
-                                } else {
-                                    format!("ask failed: {e}")
-                                }
+                            m.ask(&to, &text, deadline).await.unwrap_or_else(|e| match e {
+                                MessageError::Refused(why) => why,
+                                MessageError::Failed(why) => format!("ask failed: {why}"),
                             })
                         }
                         _ => "refused: wf_ask needs `to` and `text`".into(),
@@ -79,7 +77,7 @@ impl HttpSession {
                         let n = args.as_ref().ok().and_then(|a| a.get("n")).and_then(Value::as_u64);
                         match (n, field("text")) {
                             (Some(n), Some(text)) => {
-                                m.reply(n, &text).map(|_| format!("replied to #{n}")).unwrap_or_else(|e| e)
+                                m.reply(n, &text).map(|_| format!("replied to #{n}")).unwrap_or_else(|e| e.to_string())
                             }
                             _ => "refused: wf_reply needs `n` and `text`".into(),
                         }
