@@ -69,7 +69,10 @@
 //! - `control/`: the answer channel every harness shares: `schema.rs` (validators cached by schema
 //!   text, violations with JSON pointers, example values), `slot.rs` (result slots, rejection
 //!   text), `prompt.rs` (the answer instructions and the nudge), `protocol.rs` (the control-plane
-//!   frames; **no I/O**), `server.rs` (one agent's socket, launcher and open operations), `peer.rs`
+//!   frames; **no I/O**), `dispatch.rs` (**the one dispatcher**: an agent's control state, its open
+//!   operations, and a `Command` carried out against it, with the same `Response` and events for
+//!   the socket and the HTTP `wf_*` tools), `messenger.rs` (the `Messenger` trait, errors typed
+//!   `Refused | Failed`), `server.rs` (one agent's socket and launcher), `peer.rs`
 //!   (which processes a socket serves: its agent's running turns).
 //! - `sandbox/`: where a program agent (`command`, `claude`, `codex`, `pi`) runs confined. `mod.rs` (choosing an agent's sandbox: a
 //!   `[sandboxes]` name, an inline policy or the run-level `--sandbox`; seating; the run's record of
@@ -109,6 +112,9 @@
 //!   turns, `control/peer.rs`); anything else is refused and recorded as a `control-refused` event.
 //! - An answer accepted from an agent (socket or HTTP tool) is written to `journal.jsonl` before
 //!   the agent is told `accepted`.
+//! - Every control command, from an agent's socket or an HTTP agent's `wf_*` tool, is carried out
+//!   by `control::dispatch`: the same answer and the same events (`op-submission` with its
+//!   verdict, `op-waiting`, `control-refused`) whichever way it came.
 //! - A `command` or CLI turn runs in its own process group (`harness/spawn.rs`), and the group is
 //!   killed when the turn ends (after an acknowledged wait or the answer's grace) or is cancelled,
 //!   timed out or stalled. Its leader dies with awf (`PR_SET_PDEATHSIG`, forked from a thread
