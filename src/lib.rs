@@ -86,20 +86,26 @@
 //!   embedded at build time (`build.rs`).
 //! - `harness/`: the `Session` trait and one file per harness (`fake.rs`, `command.rs`);
 //!   `spawn.rs` (starting a turn's process group: death with awf, `AWF_RUN_ID`, recorded, admitted
-//!   to the socket); `scrubbed.rs` (the wrapper every session is opened in: what a harness reports
-//!   is scrubbed of the run's secrets before the engine sees it); `http/` (`openai`, `anthropic`;
-//!   `session.rs`: history and turns, `tools.rs`: the `wf_*` tools, `request.rs`: retries and the
-//!   streamed reply, `sse.rs`); `cli/` (`claude.rs`, `codex.rs`, `pi.rs`: agent CLIs run per turn in
-//!   a process group, a home per agent (the sandbox seat's home when sandboxed: the argv is wrapped
-//!   like `command`'s), judged by their JSONL events; `mod.rs` holds what they share and the pinned
-//!   versions, `session.rs` the session and its turns, `run.rs` one process run and its verdict,
-//!   `home.rs` the home and credential seeding, `events.rs` the event helpers, `doctor.rs`
-//!   `doctor_checks`).
+//!   to the socket); `process.rs` (the one lifecycle of a turn's process, for `command` and the
+//!   CLIs: `process/pipes.rs` stdin in the background, the captures, stdout's lines;
+//!   `process/watch.rs` the state machine (running, killed, draining, over) with the stall clock
+//!   and the answer's and the final event's graces; then an acknowledged wait, the group killed);
+//!   `scrubbed.rs` (the wrapper every session is opened in: what a harness reports is scrubbed of
+//!   the run's secrets before the engine sees it); `http/` (`openai`, `anthropic`; `session.rs`:
+//!   history and turns, `tools.rs`: the `wf_*` tools as control commands, `request.rs`: retries
+//!   and the streamed reply, `sse.rs`); `cli/` (`claude.rs`, `codex.rs`, `pi.rs`: agent CLIs run
+//!   per turn in a process group, a home per agent (the sandbox seat's home when sandboxed: the
+//!   argv is wrapped like `command`'s), judged by their JSONL events; `mod.rs` holds what they
+//!   share and the pinned versions, `session.rs` the session and its turns, `run.rs` one process
+//!   run through `process.rs` and its verdict, `home.rs` the home and credential seeding,
+//!   `events.rs` the event helpers, `doctor.rs` `doctor_checks`).
 //! - `control/`: the answer channel every harness shares: `slot.rs` (result slots, rejection
 //!   text), `prompt.rs` (the answer instructions and the nudge), `protocol.rs` (the control-plane
-//!   frames; **no I/O**), `server.rs` (one agent's socket, launcher and open operations), `peer.rs`
-//!   (which processes a socket serves: its agent's running turns), `messenger.rs` (the trait an
-//!   agent sends, asks and replies through).
+//!   frames; **no I/O**), `dispatch.rs` (**the one dispatcher**: an agent's control state, its open
+//!   operations, and a `Command` carried out against it, with the same `Response` and events for
+//!   the socket and the HTTP `wf_*` tools), `messenger.rs` (the `Messenger` trait, errors typed
+//!   `Refused | Failed`), `server.rs` (one agent's socket and launcher), `peer.rs`
+//!   (which processes a socket serves: its agent's running turns).
 //! - `sandbox/`: where a program agent (`command`, `claude`, `codex`, `pi`) runs confined, as data
 //!   and pure functions. `mod.rs` (how each harness meets a sandbox; a seated agent's sandbox),
 //!   `policy.rs` (the policy as data, **no I/O**), `seat.rs` (an agent's concrete paths: workspace,
@@ -141,6 +147,9 @@
 //!   turns, `control/peer.rs`); anything else is refused and recorded as a `control-refused` event.
 //! - An answer accepted from an agent (socket or HTTP tool) is written to `journal.jsonl` before
 //!   the agent is told `accepted`.
+//! - Every control command, from an agent's socket or an HTTP agent's `wf_*` tool, is carried out
+//!   by `control::dispatch`: the same answer and the same events (`op-submission` with its
+//!   verdict, `op-waiting`, `control-refused`) whichever way it came.
 //! - A `command` or CLI turn runs in its own process group (`harness/spawn.rs`), and the group is
 //!   killed when the turn ends (after an acknowledged wait or the answer's grace) or is cancelled,
 //!   timed out or stalled. Its leader dies with awf (`PR_SET_PDEATHSIG`, forked from a thread

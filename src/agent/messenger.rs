@@ -2,7 +2,7 @@
 //! and read the inbox, each as this agent.
 
 use super::AgentBook;
-use crate::control::messenger::{Held, Messenger};
+use crate::control::messenger::{Held, MessageError, Messenger};
 use crate::run::BoxFuture;
 use std::sync::{Arc, Weak};
 use std::time::Instant;
@@ -14,22 +14,28 @@ pub struct AgentMessenger {
     pub(super) key: String,
 }
 
+fn ended() -> MessageError {
+    MessageError::Refused("refused: the run has ended".into())
+}
+
 impl AgentMessenger {
-    fn book(&self) -> Result<Arc<AgentBook>, String> {
-        self.book.upgrade().ok_or_else(|| "refused: the run has ended".to_string())
+    fn book(&self) -> Result<Arc<AgentBook>, MessageError> {
+        self.book.upgrade().ok_or_else(ended)
     }
 }
 
 impl Messenger for AgentMessenger {
-    fn send(&self, to: &str, text: &str) -> Result<u64, String> {
+    fn send(&self, to: &str, text: &str) -> Result<u64, MessageError> {
         let book = self.book()?;
-        book.router.send(&book.run, &*book, &self.key, to, text, None)
+        book.router.send(&book.run, &*book, &self.key, to, text, None).map_err(MessageError::Refused)
     }
 
-    fn ask(&self, to: &str, text: &str, deadline: Option<Instant>) -> BoxFuture<'static, Result<String, String>> {
+    fn ask(&self, to: &str, text: &str, deadline: Option<Instant>) -> BoxFuture<'static, Result<String, MessageError>> {
         let (tx, rx) = oneshot::channel();
         let sent = self.book().and_then(|book| {
-            book.router.send(&book.run, &*book, &self.key, to, text, Some(tx)).map(|n| (n, book.run.root.clone()))
+            let n =
+                book.router.send(&book.run, &*book, &self.key, to, text, Some(tx)).map_err(MessageError::Refused)?;
+            Ok((n, book.run.root.clone()))
         });
         let to = to.to_string();
         Box::pin(async move {
@@ -40,17 +46,18 @@ impl Messenger for AgentMessenger {
                     None => std::future::pending().await,
                 }
             };
-            tokio::select! {
+            let replied = tokio::select! {
                 r = rx => r.unwrap_or_else(|_| Err(format!("{to} never replied to message {n}"))),
                 _ = until => Err(format!("no reply from {to} to message {n} before your operation's deadline")),
                 _ = stop.cancelled() => Err("the run was stopped".into()),
-            }
+            };
+            replied.map_err(MessageError::Failed)
         })
     }
 
-    fn reply(&self, n: u64, text: &str) -> Result<(), String> {
+    fn reply(&self, n: u64, text: &str) -> Result<(), MessageError> {
         let book = self.book()?;
-        book.router.reply(&book.run, &self.key, n, text)
+        book.router.reply(&book.run, &self.key, n, text).map_err(MessageError::Refused)
     }
 
     fn inbox(&self) -> Vec<Held> {

@@ -14,13 +14,25 @@ pub struct Held {
     pub asks: bool,
 }
 
+/// Why a message command did not go through; the text is what the agent is told.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum MessageError {
+    /// Refused before anything was sent (no such route, the route spent, the recipient closed, a
+    /// reply to a message that did not ask): recorded as a `control-refused` event.
+    #[error("{0}")]
+    Refused(String),
+    /// Sent, but no reply came (the deadline passed, the run stopped or ended).
+    #[error("{0}")]
+    Failed(String),
+}
+
 pub trait Messenger: Send + Sync {
     /// Sends over a granted route; the message number, or why it was refused.
-    fn send(&self, to: &str, text: &str) -> Result<u64, String>;
+    fn send(&self, to: &str, text: &str) -> Result<u64, MessageError>;
     /// Sends and waits for the reply, until `deadline` at most.
-    fn ask(&self, to: &str, text: &str, deadline: Option<Instant>) -> BoxFuture<'static, Result<String, String>>;
+    fn ask(&self, to: &str, text: &str, deadline: Option<Instant>) -> BoxFuture<'static, Result<String, MessageError>>;
     /// Answers message `n`, which must have asked this agent.
-    fn reply(&self, n: u64, text: &str) -> Result<(), String>;
+    fn reply(&self, n: u64, text: &str) -> Result<(), MessageError>;
     /// The messages held for this agent; reading them delivers them.
     fn inbox(&self) -> Vec<Held>;
 }

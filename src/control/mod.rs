@@ -1,7 +1,9 @@
 //! The answer channel every harness shares: result slots (answers validated against the op's
-//! schema), the protocol text appended to prompts, the control-plane frames, an agent's socket and
-//! who may use it, and the messenger an agent sends, asks and replies through.
+//! schema), the protocol text appended to prompts, the control-plane frames, the one dispatcher of
+//! their commands, an agent's socket and who may use it, and the messenger an agent sends, asks and
+//! replies through.
 
+pub mod dispatch;
 pub mod messenger;
 pub mod peer;
 pub mod prompt;

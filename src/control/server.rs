@@ -1,54 +1,26 @@
 //! The control socket of one agent: a Unix socket in a 0700 folder, newline-delimited JSON frames,
-//! and the agent's open operations. The socket is the agent's authority: it serves only the
-//! processes of the agent's running turns (`peer.rs`) and reaches only its own operations;
-//! anything else is refused and logged.
+//! each carried out by the one dispatcher (`dispatch.rs`) against the agent's control state. The
+//! socket is the agent's authority: it serves only the processes of the agent's running turns
+//! (`peer.rs`) and reaches only its own operations; anything else is refused and logged.
 
+use super::dispatch::{dispatch, Control};
 use super::messenger::Messenger;
 use super::peer::Turns;
 use super::protocol::{exit, parse_request, Command, Response, VERSION};
-use super::slot::{ResultSlot, Submission};
-use crate::accounting::Usage;
-use crate::run::Event;
-use serde_json::{json, Value};
-use std::collections::HashMap;
+use super::slot::ResultSlot;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
-use tokio::sync::Notify;
 
-/// Records an event for the run: `(type, data)`.
-pub type EventSink = Arc<dyn Fn(&Event<'_>) + Send + Sync>;
+pub use super::dispatch::{EventSink, OpControl};
 
 /// The longest socket path a `sockaddr_un` takes, less a margin.
 const MAX_SOCKET_PATH: usize = 100;
 /// The longest frame accepted (an answer's JSON is inside it).
 const MAX_FRAME: u64 = 16 << 20;
-/// How long `waiting` holds nudges off when no `--timeout` is given.
-const DEFAULT_WAIT: Duration = Duration::from_secs(600);
-
-/// One open operation, as the control plane sees it.
-pub struct OpControl {
-    pub slot: Arc<ResultSlot>,
-    pub answered: Notify,
-    waiting: Mutex<Option<(Instant, String)>>,
-    usage: Mutex<Usage>,
-    deadline_text: String,
-    deadline: Option<Instant>,
-}
-
-impl OpControl {
-    /// When the agent's acknowledged wait ends, if it is still running.
-    pub fn waiting_until(&self) -> Option<Instant> {
-        lock(&self.waiting).as_ref().map(|(at, _)| *at).filter(|at| *at > Instant::now())
-    }
-
-    pub fn usage(&self) -> Usage {
-        *lock(&self.usage)
-    }
-}
 
 /// The run an endpoint serves: every agent process gets its id as `AWF_RUN_ID`, and the process
 /// groups of its turns are recorded in its folder (`groups.jsonl`) under its attempt.
@@ -60,14 +32,9 @@ pub struct RunTag {
 }
 
 struct State {
-    key: String,
     turns: Arc<Turns>,
-    ops: Mutex<HashMap<String, Arc<OpControl>>>,
-    settled: Mutex<HashMap<String, String>>,
-    current: Mutex<Option<String>>,
+    control: Control,
     activity: Mutex<Instant>,
-    events: EventSink,
-    messenger: Arc<dyn Messenger>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -131,14 +98,9 @@ impl Endpoint {
             crate::record::private::write(&dir.join("wf.target"), socket.display().to_string())?;
         }
         let state = Arc::new(State {
-            key: key.to_string(),
             turns: Arc::new(Turns::default()),
-            ops: Mutex::new(HashMap::new()),
-            settled: Mutex::new(HashMap::new()),
-            current: Mutex::new(None),
+            control: Control::new(key, events, Some(messenger)),
             activity: Mutex::new(Instant::now()),
-            events,
-            messenger,
         });
         let s = state.clone();
         let task = tokio::spawn(async move {
@@ -164,38 +126,17 @@ impl Endpoint {
         deadline_text: String,
         deadline: Option<Instant>,
     ) -> Arc<OpControl> {
-        let op = Arc::new(OpControl {
-            slot,
-            answered: Notify::new(),
-            waiting: Mutex::new(None),
-            usage: Mutex::new(Usage::default()),
-            deadline_text,
-            deadline,
-        });
-        lock(&self.state.ops).insert(op_id.to_string(), op.clone());
-        *lock(&self.state.current) = Some(op_id.to_string());
-        op
+        self.state.control.open_op(op_id, slot, deadline_text, deadline)
     }
 
     /// Opens a turn's operation with its deadline (unix ms), which `waiting` answers quote.
     pub fn open_turn(&self, op_id: &str, slot: Arc<ResultSlot>, deadline_unix_ms: Option<i64>) -> Arc<OpControl> {
-        let now = crate::record::now_unix_ms();
-        let text = match deadline_unix_ms {
-            Some(ms) => format!("deadline in {} s", (ms - now).max(0) / 1000),
-            None => "no deadline".into(),
-        };
-        let at = deadline_unix_ms.map(|ms| Instant::now() + Duration::from_millis((ms - now).max(0) as u64));
-        self.open_op(op_id, slot, text, at)
+        self.state.control.open_turn(op_id, slot, deadline_unix_ms)
     }
 
     /// Closes an operation; later frames for it are told why.
     pub fn settle_op(&self, op_id: &str, why: &str) {
-        lock(&self.state.ops).remove(op_id);
-        lock(&self.state.settled).insert(op_id.to_string(), why.to_string());
-        let mut current = lock(&self.state.current);
-        if current.as_deref() == Some(op_id) {
-            *current = None;
-        }
+        self.state.control.settle_op(op_id, why)
     }
 
     /// When a frame last arrived on this socket.
@@ -213,8 +154,11 @@ async fn serve(stream: UnixStream, state: Arc<State>) {
     let response = match reader.read_line(&mut line).await {
         Ok(0) => return,
         Ok(_) => match pid {
-            Some(pid) if state.turns.admits(pid).await => handle(&state, &line).await,
-            pid => stranger(&state, pid),
+            Some(pid) if state.turns.admits(pid).await => match parse_request(&line) {
+                Ok(req) => dispatch(&state.control, req.cmd).await,
+                Err(e) => Response::new(exit::ERROR, e),
+            },
+            pid => stranger(&state.control, pid),
         },
         Err(e) => Response::new(exit::ERROR, format!("cannot read the frame: {e}")),
     };
@@ -226,142 +170,13 @@ async fn serve(stream: UnixStream, state: Arc<State>) {
 }
 
 /// Refuses a process that is not one of the agent's own (`pid` unknown when the kernel gave none).
-fn stranger(state: &State, pid: Option<i32>) -> Response {
+fn stranger(control: &Control, pid: Option<i32>) -> Response {
     let who = pid.map(|p| format!("process {p}")).unwrap_or_else(|| "a process awf cannot identify".into());
     let why = format!(
         "refused: {who} is not a process of agent {}'s running turn; an agent answers only for itself, through the launcher its own turn was given",
-        state.key
+        control.key()
     );
-    (state.events)(&Event::ControlRefused { agent: &state.key, why: &why, frame: &Value::Null, pid });
-    Response::new(exit::REFUSED, why)
-}
-
-fn refuse(state: &State, text: String, data: Value) -> Response {
-    (state.events)(&Event::ControlRefused { agent: &state.key, why: &text, frame: &data, pid: None });
-    Response::new(exit::REFUSED, text)
-}
-
-fn op_of(state: &State, op: &str) -> Result<Arc<OpControl>, Response> {
-    if let Some(o) = lock(&state.ops).get(op) {
-        return Ok(o.clone());
-    }
-    if let Some(why) = lock(&state.settled).get(op) {
-        return Err(Response::new(
-            exit::REFUSED,
-            format!("op {op} is already settled ({why}); nothing more is accepted for it"),
-        ));
-    }
-    Err(refuse(
-        state,
-        format!("unknown op {op}: agent {} has no such operation (use the op id from your prompt)", state.key),
-        json!({ "op": op }),
-    ))
-}
-
-async fn handle(state: &State, line: &str) -> Response {
-    let req = match parse_request(line) {
-        Ok(r) => r,
-        Err(e) => return Response::new(exit::ERROR, e),
-    };
-    match req.cmd {
-        Command::Result { op, json } => match op_of(state, &op) {
-            Err(r) => r,
-            Ok(o) => {
-                // Recorded before the agent is told: an accepted answer survives a crash of awf.
-                let sub = o.slot.submit_text_recorded(&json).await;
-                (state.events)(&Event::OpSubmission {
-                    agent: &state.key,
-                    op_id: &op,
-                    accepted: sub == Submission::Accepted,
-                    bytes: json.len(),
-                });
-                if sub == Submission::Accepted {
-                    o.answered.notify_waiters();
-                    o.answered.notify_one();
-                }
-                Response::new(sub.exit_code(), sub.text())
-            }
-        },
-        Command::Waiting { op, reason, timeout_ms } => match op_of(state, &op) {
-            Err(r) => r,
-            Ok(o) => {
-                let wait = timeout_ms.map(Duration::from_millis).unwrap_or(DEFAULT_WAIT);
-                *lock(&o.waiting) = Some((Instant::now() + wait, reason.clone()));
-                (state.events)(&Event::OpWaiting {
-                    agent: &state.key,
-                    op_id: &op,
-                    reason: &reason,
-                    timeout_ms: wait.as_millis() as u64,
-                });
-                Response::new(
-                    exit::OK,
-                    format!(
-                        "waiting acknowledged: no check-in for {}s; this does not extend the deadline ({})",
-                        wait.as_secs(),
-                        o.deadline_text
-                    ),
-                )
-            }
-        },
-        Command::Usage { input, output, cost_usd } => {
-            let current = lock(&state.current).clone();
-            match current.and_then(|op| lock(&state.ops).get(&op).cloned()) {
-                None => refuse(
-                    state,
-                    "usage refused: this agent has no operation running".into(),
-                    json!({ "cmd": "usage" }),
-                ),
-                Some(o) => {
-                    let mut u = lock(&o.usage);
-                    u.input_tokens += input;
-                    u.output_tokens += output;
-                    if let Some(c) = cost_usd {
-                        u.cost_usd += c;
-                    }
-                    Response::new(exit::OK, "usage recorded")
-                }
-            }
-        }
-        Command::Send { to, text } => match state.messenger.send(&to, &text) {
-            Ok(n) => Response::new(exit::OK, format!("sent #{n}")),
-            Err(why) => refuse(state, why, json!({ "cmd": "send", "to": to })),
-        },
-        Command::Ask { to, text } => {
-            let deadline =
-                lock(&state.current).clone().and_then(|op| lock(&state.ops).get(&op).cloned()).and_then(|o| o.deadline);
-            match state.messenger.ask(&to, &text, deadline).await {
-                Ok(reply) => Response::new(exit::OK, reply),
-                Err(why) if why.starts_with("refused") => refuse(state, why, json!({ "cmd": "ask", "to": to })),
-                Err(why) => Response::new(exit::REFUSED, format!("ask failed: {why}")),
-            }
-        }
-        Command::Reply { n, text } => match state.messenger.reply(n, &text) {
-            Ok(()) => Response::new(exit::OK, format!("replied to #{n}")),
-            Err(why) => refuse(state, why, json!({ "cmd": "reply", "n": n })),
-        },
-        Command::Inbox { json } => {
-            let held = state.messenger.inbox();
-            let text = if json {
-                held.iter().filter_map(|m| serde_json::to_string(m).ok()).collect::<Vec<_>>().join("\n")
-            } else if held.is_empty() {
-                "no messages".to_string()
-            } else {
-                held.iter()
-                    .map(|m| {
-                        format!(
-                            "#{} from {}{}:\n{}",
-                            m.n,
-                            m.from,
-                            if m.asks { " (asks for a reply)" } else { "" },
-                            m.text
-                        )
-                    })
-                    .collect::<Vec<_>>()
-                    .join("\n")
-            };
-            Response::new(exit::OK, text)
-        }
-    }
+    control.refuse_from(why, serde_json::Value::Null, pid)
 }
 
 /// The frame `awf wf` sends, as a line.

@@ -1,21 +1,16 @@
 //! The `command` harness: any executable as an agent. The prompt goes to its stdin; it answers by
 //! running the launcher (`$AWF_LAUNCHER result $AWF_OP`). Each turn runs in a process group of its
-//! own (`spawn.rs`), killed when the turn is cancelled, times out, stalls, or outlives its answer's
-//! grace.
+//! own, run through the lifecycle `process.rs` keeps: killed when the turn is cancelled, times out,
+//! stalls, or outlives its answer's grace.
 
-use super::{AgentInfo, BoxFuture, Session, TurnEnd, TurnInput, TurnReport};
+use super::{process, AgentInfo, BoxFuture, Session, TurnEnd, TurnInput, TurnReport};
 use crate::accounting::CostSource;
 use crate::control::server::Endpoint;
-use crate::record::agent_files::{Capture, OpLog};
+use crate::record::agent_files::OpLog;
 use serde_json::json;
 use std::path::PathBuf;
-use std::process::Stdio;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
-
-/// How long a turn may keep running after its answer was accepted.
-pub const ANSWER_GRACE: Duration = Duration::from_secs(10);
+use std::sync::Arc;
+use std::time::Duration;
 
 pub struct CommandSession {
     info: AgentInfo,
@@ -51,35 +46,6 @@ impl CommandSession {
     pub fn sandboxed(self, sandbox: Option<crate::sandbox::Sandbox>) -> Self {
         CommandSession { sandbox, ..self }
     }
-}
-
-/// An acknowledged wait keeps a turn's processes alive until it ends or an answer comes.
-pub(crate) async fn hold_for_wait(op: &crate::control::server::OpControl, log: &mut OpLog) {
-    if let Some(until) = op.waiting_until() {
-        log.event("waiting", json!({ "until_ms": until.saturating_duration_since(Instant::now()).as_millis() as u64 }));
-        tokio::select! {
-            _ = op.answered.notified() => {}
-            _ = tokio::time::sleep_until(until.into()) => {}
-        }
-    }
-}
-
-/// Copies a child's stream into a bounded capture, noting when output last arrived.
-pub(crate) fn pump(
-    mut from: impl AsyncRead + Unpin + Send + 'static,
-    to: Arc<Mutex<Capture>>,
-    activity: Arc<Mutex<Instant>>,
-) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        let mut buf = vec![0u8; 16 * 1024];
-        while let Ok(n) = from.read(&mut buf).await {
-            if n == 0 {
-                break;
-            }
-            to.lock().unwrap_or_else(|p| p.into_inner()).push(&buf[..n]);
-            *activity.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
-        }
-    })
 }
 
 impl Session for CommandSession {
@@ -123,87 +89,33 @@ impl Session for CommandSession {
                     cmd
                 }
             };
-            cmd.current_dir(&self.cwd).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
-            let (mut child, mut group) =
-                match super::spawn::spawn(cmd, &self.endpoint, &self.info.key, &input.op_id).await {
-                    Ok(c) => c,
-                    Err(e) => {
-                        let why = format!("cannot start `{}`: {e}", self.argv[0]);
-                        log.event("spawn-failed", json!({ "error": why }));
-                        return report(TurnEnd::Failed(why), op.usage());
-                    }
-                };
-            let sandbox = self.sandbox.as_ref().map(|s| &s.name);
-            log.event(
-                "spawned",
-                json!({ "pid": child.id(), "nudge": input.nudge, "argv": self.argv, "sandbox": sandbox }),
-            );
-            let activity = Arc::new(Mutex::new(Instant::now()));
-            let stdout = Arc::new(Mutex::new(Capture::open(&self.agent_dir, &input.op_id, "stdout")));
-            let stderr = Arc::new(Mutex::new(Capture::open(&self.agent_dir, &input.op_id, "stderr")));
-            let mut pumps = Vec::new();
-            if let Some(out) = child.stdout.take() {
-                pumps.push(pump(out, stdout.clone(), activity.clone()));
-            }
-            if let Some(err) = child.stderr.take() {
-                pumps.push(pump(err, stderr.clone(), activity.clone()));
-            }
-            if let Some(mut stdin) = child.stdin.take() {
-                // Written in the background: a program that never reads its stdin must not block the turn.
-                tokio::spawn(async move {
-                    let _ = stdin.write_all(prompt.as_bytes()).await;
-                });
-            }
-            let last_activity =
-                || (*activity.lock().unwrap_or_else(|p| p.into_inner())).max(self.endpoint.last_activity());
-            let mut answered_at: Option<Instant> = None;
-            let status = loop {
-                let stall_at = last_activity() + self.stall;
-                let grace = async {
-                    match answered_at {
-                        Some(at) => tokio::time::sleep_until((at + ANSWER_GRACE).into()).await,
-                        None => std::future::pending().await,
-                    }
-                };
-                tokio::select! {
-                    status = child.wait() => break status.ok(),
-                    _ = op.answered.notified(), if answered_at.is_none() => {
-                        answered_at = Some(Instant::now());
-                        log.event("answered", json!({}));
-                    }
-                    _ = grace => {
-                        log.event("released", json!({ "after_ms": ANSWER_GRACE.as_millis() as u64 }));
-                        group.kill();
-                        break None;
-                    }
-                    _ = tokio::time::sleep_until(stall_at.into()), if answered_at.is_none() => {
-                        if last_activity() + self.stall <= Instant::now() {
-                            group.kill();
-                            log.event("stalled", json!({ "stall_ms": self.stall.as_millis() as u64 }));
-                            return report(TurnEnd::Failed(format!("stalled: no output or event for {} s", self.stall.as_secs())), op.usage());
-                        }
-                    }
-                }
+            cmd.current_dir(&self.cwd);
+            let spec = process::Spec {
+                endpoint: &self.endpoint,
+                agent: &self.info.key,
+                agent_dir: &self.agent_dir,
+                capture: &input.op_id,
+                op: Some(&op),
+                stdin: Some(process::Stdin { text: prompt, keep_open: false }),
+                stall: self.stall,
+                program: &self.argv[0],
+                install: None,
+                shown: json!({ "nudge": input.nudge, "argv": self.argv, "sandbox": self.sandbox.as_ref().map(|s| &s.name) }),
             };
-            log.event("exited", json!({ "status": status.map(|s| s.to_string()) }));
-            if input.slot.answer().is_none() {
-                hold_for_wait(&op, &mut log).await;
-            }
-            if group.kill() {
-                log.event("group-killed", json!({}));
-            }
-            for p in pumps {
-                let _ = tokio::time::timeout(Duration::from_secs(2), p).await;
-            }
-            let end = match status {
+            let exit = match process::run(cmd, spec, &mut log, process::Stdout::Captured).await {
+                Ok(exit) => exit,
+                Err(why) => return report(TurnEnd::Failed(why), op.usage()),
+            };
+            let end = match exit.status {
+                _ if exit.stalled => {
+                    TurnEnd::Failed(format!("stalled: no output or event for {} s", self.stall.as_secs()))
+                }
                 _ if input.slot.answer().is_some() => TurnEnd::Ended,
-                Some(s) if s.success() => TurnEnd::Ended,
-                None => TurnEnd::Ended,
-                Some(s) => {
-                    let tail = stderr.lock().unwrap_or_else(|p| p.into_inner()).tail();
-                    let tail = if tail.is_empty() { "(no stderr)".to_string() } else { tail };
+                Some(s) if !s.success() => {
+                    let tail = if exit.stderr_tail.is_empty() { "(no stderr)".to_string() } else { exit.stderr_tail };
                     TurnEnd::Failed(format!("`{}` exited with {s}: {tail}", self.argv[0]))
                 }
+                _ => TurnEnd::Ended,
             };
             report(end, op.usage())
         })

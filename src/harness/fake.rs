@@ -70,14 +70,16 @@ impl FakeSession {
                 return Err(format!("send entries need `to` and `text`, got {s}"));
             };
             let r = m.send(&to, &body);
-            replies.push(json!({ "send": to, "ok": r.is_ok(), "n": r.as_ref().ok(), "error": r.err() }));
+            replies.push(
+                json!({ "send": to, "ok": r.is_ok(), "n": r.as_ref().ok(), "error": r.err().map(|e| e.to_string()) }),
+            );
         }
         for a in &answers {
             let (Some(n), Some(body)) = (a.get("n").and_then(Value::as_u64), text(a, "text")) else {
                 return Err(format!("reply entries need `n` and `text`, got {a}"));
             };
             let r = m.reply(n, &body);
-            replies.push(json!({ "reply": n, "ok": r.is_ok(), "error": r.err() }));
+            replies.push(json!({ "reply": n, "ok": r.is_ok(), "error": r.err().map(|e| e.to_string()) }));
         }
         let deadline = input.deadline_unix_ms.map(crate::run::deadline::instant_of);
         for a in &asks {
@@ -85,7 +87,9 @@ impl FakeSession {
                 return Err(format!("ask entries need `to` and `text`, got {a}"));
             };
             let r = m.ask(&to, &body, deadline).await;
-            replies.push(json!({ "ask": to, "ok": r.is_ok(), "text": r.as_ref().ok(), "error": r.err() }));
+            replies.push(
+                json!({ "ask": to, "ok": r.is_ok(), "text": r.as_ref().ok(), "error": r.err().map(|e| e.to_string()) }),
+            );
         }
         Ok(!asks.is_empty())
     }

@@ -56,7 +56,8 @@ events! {
     /// A torn last line (a crash mid-write) was cut from a record file before this attempt appended.
     RecordsHealed = "records-healed" { file: &'a str, bytes: u64 },
     /// An answer submitted through the control channel, and whether it was accepted.
-    OpSubmission = "op-submission" { agent: &'a str, op_id: &'a str, accepted: bool, bytes: usize },
+    /// `verdict`: accepted, rejected, or closed (the operation was already settled).
+    OpSubmission = "op-submission" { agent: &'a str, op_id: &'a str, accepted: bool, verdict: &'a str, bytes: usize },
     OpWaiting = "op-waiting" { agent: &'a str, op_id: &'a str, reason: &'a str, timeout_ms: u64 },
     OpSettled = "op-settled" {
         agent: &'a str, op_id: &'a str, outcome: &'a str, reason: Option<&'a str>, tokens: u64,

@@ -1,11 +1,11 @@
 //! One agent's HTTP session: its message history (in memory and in the run folder), turns that
 //! chain requests and tool calls (or take a structured reply as the submission), forks, compaction.
 
-use super::tools::{result_parameters, tool_specs};
+use super::tools::{call_tool, result_parameters, tool_specs};
 use super::{HttpConfig, Msg};
 use crate::accounting::{CostSource, Usage};
-use crate::control::server::EventSink;
-use crate::control::slot::Submission;
+use crate::control::dispatch::{dispatch, Control, EventSink};
+use crate::control::protocol::{exit, Command};
 use crate::harness::{AgentInfo, BoxFuture, Session, TurnEnd, TurnInput, TurnReport};
 use serde_json::{json, Value};
 use std::path::PathBuf;
@@ -58,6 +58,9 @@ impl HttpSession {
         let structured = self.cfg.structured && input.kind == crate::harness::TurnKind::Turn;
         let tools = if structured { Vec::new() } else { tool_specs(&schema, &input.op_id) };
         let wrapped_schema = result_parameters(&schema).0;
+        // The turn's control state: its answers and messages go through the one dispatcher.
+        let control = Control::new(&self.info.key, self.events.clone(), input.messenger.clone());
+        control.open_turn(&input.op_id, input.slot.clone(), input.deadline_unix_ms);
         for _ in 0..MAX_STEPS {
             let reply = match self.request(&tools, structured.then_some(&wrapped_schema)).await {
                 Ok(r) => r,
@@ -74,13 +77,14 @@ impl HttpSession {
                     return report(TurnEnd::Failed("the reply was cut off at max_tokens (finish_reason: length): a partial answer is not a result".into()), usage);
                 }
                 let (_, wrapped) = result_parameters(&schema);
-                let sub = match serde_json::from_str::<Value>(unfence(&reply.text)) {
-                    Ok(v) if wrapped => input.slot.submit_recorded(v.get("value").cloned().unwrap_or(v)).await,
-                    Ok(v) => input.slot.submit_recorded(v).await,
-                    Err(_) => input.slot.submit_text_recorded(unfence(&reply.text)).await,
+                let json = match serde_json::from_str::<Value>(unfence(&reply.text)) {
+                    Ok(v) if wrapped => v.get("value").cloned().unwrap_or(v).to_string(),
+                    Ok(v) => v.to_string(),
+                    Err(_) => unfence(&reply.text).to_string(),
                 };
-                if let Submission::Rejected(_) = sub {
-                    self.history.push(Msg::User { text: sub.text() });
+                let answer = dispatch(&control, Command::Result { op: input.op_id.clone(), json }).await;
+                if answer.exit == exit::REJECTED {
+                    self.history.push(Msg::User { text: answer.text });
                     continue;
                 }
                 self.save();
@@ -91,7 +95,7 @@ impl HttpSession {
                 return report(TurnEnd::Ended, usage);
             }
             for call in &reply.calls {
-                let text = self.call_tool(call, &input).await;
+                let text = call_tool(&control, call, &input).await;
                 self.history.push(Msg::Tool { id: call.id.clone(), name: call.name.clone(), text });
             }
             if input.slot.answer().is_some() {

@@ -1,7 +1,9 @@
-//! The `wf_*` tools offered to the model and their execution, answering with the launcher's texts.
+//! The `wf_*` tools offered to the model, and each call as the control command it stands for,
+//! carried out by the one dispatcher (`control::dispatch`): the launcher's texts, the same events.
 
-use super::session::HttpSession;
 use super::{ToolCall, ToolSpec};
+use crate::control::dispatch::{dispatch, Control};
+use crate::control::protocol::Command;
 use crate::harness::TurnInput;
 use serde_json::{json, Value};
 
@@ -33,79 +35,47 @@ pub(super) fn tool_specs(schema: &Value, op_id: &str) -> Vec<ToolSpec> {
     ]
 }
 
-impl HttpSession {
-    /// Runs one tool call, answering with the launcher's texts.
-    pub(super) async fn call_tool(&self, call: &ToolCall, input: &TurnInput) -> String {
-        let args: Result<Value, _> =
-            serde_json::from_str(if call.arguments.trim().is_empty() { "{}" } else { &call.arguments });
-        let field = |k: &str| args.as_ref().ok().and_then(|a| a.get(k)).and_then(Value::as_str).map(String::from);
-        match call.name.as_str() {
-            "wf_result" => {
-                let (_, wrapped) = result_parameters(&input.slot.schema().value);
-                // Recorded before the model is told: an accepted answer survives a crash of awf.
-                let sub = match args {
-                    Ok(v) if wrapped => match v.get("value") {
-                        Some(inner) => input.slot.submit_recorded(inner.clone()).await,
-                        None => input.slot.submit_text("{\"value\" is missing}"),
-                    },
-                    Ok(v) => input.slot.submit_recorded(v).await,
-                    Err(_) => input.slot.submit_text_recorded(&call.arguments).await,
-                };
-                sub.text()
-            }
-            name @ ("wf_send" | "wf_ask" | "wf_reply" | "wf_inbox") => {
-                let Some(m) = &input.messenger else { return "refused: this turn cannot message other agents".into() };
-                match name {
-                    "wf_send" => match (field("to"), field("text")) {
-                        (Some(to), Some(text)) => {
-                            m.send(&to, &text).map(|n| format!("sent #{n}")).unwrap_or_else(|e| e)
-                        }
-                        _ => "refused: wf_send needs `to` and `text`".into(),
-                    },
-                    "wf_ask" => match (field("to"), field("text")) {
-                        (Some(to), Some(text)) => {
-                            let deadline = input.deadline_unix_ms.map(crate::run::deadline::instant_of);
-                            m.ask(&to, &text, deadline).await.unwrap_or_else(|e| {
-                                if e.starts_with("refused") {
-                                    e
-                                } else {
-                                    format!("ask failed: {e}")
-                                }
-                            })
-                        }
-                        _ => "refused: wf_ask needs `to` and `text`".into(),
-                    },
-                    "wf_reply" => {
-                        let n = args.as_ref().ok().and_then(|a| a.get("n")).and_then(Value::as_u64);
-                        match (n, field("text")) {
-                            (Some(n), Some(text)) => {
-                                m.reply(n, &text).map(|_| format!("replied to #{n}")).unwrap_or_else(|e| e)
-                            }
-                            _ => "refused: wf_reply needs `n` and `text`".into(),
-                        }
-                    }
-                    _ => {
-                        let held = m.inbox();
-                        if held.is_empty() {
-                            "no messages".into()
-                        } else {
-                            held.iter()
-                                .map(|h| {
-                                    format!(
-                                        "#{} from {}{}:\n{}",
-                                        h.n,
-                                        h.from,
-                                        if h.asks { " (asks for a reply)" } else { "" },
-                                        h.text
-                                    )
-                                })
-                                .collect::<Vec<_>>()
-                                .join("\n")
-                        }
-                    }
-                }
-            }
-            other => format!("unknown tool {other}: the tools are wf_result, wf_send, wf_ask, wf_reply and wf_inbox"),
+/// Runs one tool call through the control dispatcher, answering with the launcher's texts.
+pub(super) async fn call_tool(control: &Control, call: &ToolCall, input: &TurnInput) -> String {
+    match command_of(call, input) {
+        Ok(cmd) => dispatch(control, cmd).await.text,
+        Err(text) => text,
+    }
+}
+
+/// The command a tool call stands for, or what the model is told when it stands for none.
+fn command_of(call: &ToolCall, input: &TurnInput) -> Result<Command, String> {
+    let args: Result<Value, _> =
+        serde_json::from_str(if call.arguments.trim().is_empty() { "{}" } else { &call.arguments });
+    let field = |k: &str| args.as_ref().ok().and_then(|a| a.get(k)).and_then(Value::as_str).map(String::from);
+    let op = input.op_id.clone();
+    match call.name.as_str() {
+        "wf_result" => {
+            let (_, wrapped) = result_parameters(&input.slot.schema().value);
+            let json = match &args {
+                Ok(v) if wrapped => match v.get("value") {
+                    Some(inner) => inner.to_string(),
+                    // Not JSON: rejected as such, with the missing field named in the error.
+                    None => "{\"value\" is missing}".to_string(),
+                },
+                Ok(v) => v.to_string(),
+                Err(_) => call.arguments.clone(),
+            };
+            Ok(Command::Result { op, json })
         }
+        name @ ("wf_send" | "wf_ask") => match (field("to"), field("text")) {
+            (Some(to), Some(text)) if name == "wf_send" => Ok(Command::Send { to, text }),
+            (Some(to), Some(text)) => Ok(Command::Ask { to, text }),
+            _ => Err(format!("refused: {name} needs `to` and `text`")),
+        },
+        "wf_reply" => {
+            let n = args.as_ref().ok().and_then(|a| a.get("n")).and_then(Value::as_u64);
+            match (n, field("text")) {
+                (Some(n), Some(text)) => Ok(Command::Reply { n, text }),
+                _ => Err("refused: wf_reply needs `n` and `text`".into()),
+            }
+        }
+        "wf_inbox" => Ok(Command::Inbox { json: false }),
+        other => Err(format!("unknown tool {other}: the tools are wf_result, wf_send, wf_ask, wf_reply and wf_inbox")),
     }
 }

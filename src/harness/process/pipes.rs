@@ -1,0 +1,133 @@
+//! A turn process's pipes: stdin written in the background (a program that never reads it must not
+//! block the turn), stdout and stderr copied into their captures (stdout also line by line, for a
+//! harness that reads its events there), noting when output last came.
+
+use super::{Stdin, DRAIN};
+use crate::record::agent_files::Capture;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::process::Child;
+use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
+use tokio::task::JoinHandle;
+
+/// A task aborted when its handle is dropped (with the turn, however it ends).
+struct AbortOnDrop(JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// The pipes of one process, taken from its `Child`.
+pub(super) struct Pipes {
+    /// stdout's lines, when it is read line by line; `None` once it closed.
+    pub(super) lines: Option<UnboundedReceiver<String>>,
+    /// When output last arrived on stdout or stderr.
+    pub(super) activity: Arc<Mutex<Instant>>,
+    readers: Vec<JoinHandle<()>>,
+    writer: Option<AbortOnDrop>,
+    stderr: Arc<Mutex<Capture>>,
+}
+
+impl Pipes {
+    /// Takes the child's pipes: its captures go under `agent_dir` as `<capture>.stdout|.stderr`.
+    pub(super) fn open(
+        child: &mut Child,
+        agent_dir: &Path,
+        capture: &str,
+        stdin: Option<Stdin>,
+        by_line: bool,
+    ) -> Pipes {
+        let activity = Arc::new(Mutex::new(Instant::now()));
+        let stdout = Arc::new(Mutex::new(Capture::open(agent_dir, capture, "stdout")));
+        let stderr = Arc::new(Mutex::new(Capture::open(agent_dir, capture, "stderr")));
+        let mut readers = Vec::new();
+        let mut lines = None;
+        if let Some(out) = child.stdout.take() {
+            if by_line {
+                let (tx, rx) = unbounded_channel();
+                readers.push(read_lines(out, stdout, activity.clone(), tx));
+                lines = Some(rx);
+            } else {
+                readers.push(pump(out, stdout, activity.clone()));
+            }
+        }
+        if let Some(err) = child.stderr.take() {
+            readers.push(pump(err, stderr.clone(), activity.clone()));
+        }
+        let writer = match (child.stdin.take(), stdin) {
+            (Some(mut pipe), Some(Stdin { text, keep_open })) => Some(AbortOnDrop(tokio::spawn(async move {
+                let _ = pipe.write_all(text.as_bytes()).await;
+                let _ = pipe.flush().await;
+                if keep_open {
+                    std::future::pending::<()>().await;
+                }
+            }))),
+            _ => None,
+        };
+        Pipes { lines, activity, readers, writer, stderr }
+    }
+
+    /// Closes stdin and lets the output still in the pipes arrive (`DRAIN` at most); the tail of
+    /// stderr.
+    pub(super) async fn close(self) -> String {
+        let Pipes { lines, readers, writer, stderr, .. } = self;
+        drop((writer, lines));
+        let until = tokio::time::Instant::now() + DRAIN;
+        for r in readers {
+            let _ = tokio::time::timeout_at(until, r).await;
+        }
+        let tail = stderr.lock().unwrap_or_else(|p| p.into_inner()).tail();
+        tail
+    }
+}
+
+fn note(capture: &Mutex<Capture>, activity: &Mutex<Instant>, bytes: &[u8]) {
+    capture.lock().unwrap_or_else(|p| p.into_inner()).push(bytes);
+    *activity.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
+}
+
+/// Copies a child's stream into a bounded capture, noting when output last arrived.
+fn pump(
+    mut from: impl AsyncRead + Unpin + Send + 'static,
+    to: Arc<Mutex<Capture>>,
+    activity: Arc<Mutex<Instant>>,
+) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut buf = vec![0u8; 16 * 1024];
+        while let Ok(n) = from.read(&mut buf).await {
+            if n == 0 {
+                break;
+            }
+            note(&to, &activity, &buf[..n]);
+        }
+    })
+}
+
+/// As `pump`, a line at a time, each line also sent on `lines`.
+fn read_lines(
+    from: impl AsyncRead + Unpin + Send + 'static,
+    to: Arc<Mutex<Capture>>,
+    activity: Arc<Mutex<Instant>>,
+    lines: UnboundedSender<String>,
+) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut reader = tokio::io::BufReader::new(from);
+        let mut buf = Vec::new();
+        loop {
+            buf.clear();
+            match reader.read_until(b'\n', &mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {
+                    note(&to, &activity, &buf);
+                    if lines.send(String::from_utf8_lossy(&buf).into_owned()).is_err() {
+                        break;
+                    }
+                }
+            }
+        }
+    })
+}

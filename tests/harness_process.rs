@@ -1,0 +1,53 @@
+//! The lifecycle of a turn's process (`harness/process.rs`), where the harness tests do not reach
+//! it: a process that leaves its own process group.
+
+mod common;
+
+use common::Env;
+use std::os::unix::fs::PermissionsExt;
+use std::time::{Duration, Instant};
+
+/// A CLI stand-in that moves into awf's process group (out of the group its turn runs in), notes
+/// its pid and sleeps without a word: a group kill no longer reaches it.
+const RUNAWAY: &str = r#"#!/usr/bin/env python3
+import os, time
+os.setpgid(0, os.getpgid(os.getppid()))
+with open("runaway.pid", "w") as f:
+    f.write(str(os.getpid()))
+time.sleep(120)
+"#;
+
+fn alive(pid: &str) -> bool {
+    match std::fs::read_to_string(format!("/proc/{}/stat", pid.trim())) {
+        Ok(stat) => stat.split_whitespace().nth(2).is_none_or(|s| s != "Z"),
+        Err(_) => false,
+    }
+}
+
+#[test]
+fn a_stalled_cli_that_left_its_group_is_killed_without_waiting_for_the_timeout() {
+    let env = Env::new();
+    let program = env.write("runaway.py", RUNAWAY);
+    std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    env.write(
+        "awf.toml",
+        &format!(
+            "[runtimes.m]\nharness = \"claude\"\nbase_url = \"http://127.0.0.1:9\"\n[harnesses.claude]\ncommand = \"{}\"\n[limits]\nstall_timeout = \"700ms\"\n",
+            program.display()
+        ),
+    );
+    let script = r#"
+let a = ctx.agents.open(#{ key: "a", runtime: "m" });
+let o = a.run(#{ prompt: "x", schema: #{ type: "object" }, timeout_ms: 60000 });
+#{ kind: o.kind, reason: o.reason }
+"#;
+    let started = Instant::now();
+    let out = env.run(script, &[]);
+    out.expect_code(0);
+    let v = out.json();
+    assert_eq!(v["kind"], "failed", "{v}");
+    assert!(v["reason"].as_str().unwrap_or("").starts_with("stalled"), "{v}");
+    assert!(started.elapsed() < Duration::from_secs(30), "waited {:?} for a process out of reach", started.elapsed());
+    let pid = std::fs::read_to_string(env.path().join("runaway.pid")).expect("the runaway started");
+    assert!(!alive(&pid), "the runaway {pid} still runs after its turn");
+}
