@@ -108,10 +108,12 @@
 //!   spawned with: no variable's value on a command line; mount order explained), `provider.rs`
 //!   (bwrap on PATH, probed once).
 //! - `record/`: the run folder, **the only module that writes it**: the JSONL envelope (a
-//!   `RecordEvent` names its type), the writer thread, atomic JSON documents, readers tolerant of a
-//!   torn last line; `groups.rs` (turn process groups on record), `lock.rs` (the run's lock, and
-//!   whether a live attempt holds it), `private.rs` (folders 0700 and files 0600, created so: what
-//!   the harnesses write in a run folder goes through it too).
+//!   `RecordEvent` names its type), atomic JSON documents, readers tolerant of a torn last line;
+//!   `writer.rs` (per-file buffers behind one lock and the writer thread that writes them in
+//!   batches, woken only when it is idle or a caller waits), `groups.rs` (turn process groups on
+//!   record), `lock.rs` (the run's lock, and whether a live attempt holds it), `private.rs`
+//!   (folders 0700 and files 0600, created so: what the harnesses write in a run folder goes
+//!   through it too).
 //! - `accounting.rs`: usage, prices (the built-in table; `[prices]` overrides), folds by agent,
 //!   stage and model.
 //! - `redact.rs`: a run's secret values (key variables, secret-looking names) and the scrubbing of
