@@ -5,6 +5,7 @@
 mod api;
 mod check;
 mod convert;
+mod deferred;
 mod engine;
 mod guard;
 mod pool;
