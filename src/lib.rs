@@ -55,7 +55,8 @@
 //!   caret; which files may show lines), `convert.rs` (the one place `Dynamic` meets JSON),
 //!   `responder.rs` (fake responder scripts), `pool.rs` (reused branch threads, parked when idle),
 //!   `deferred.rs` (helpers that join a parallel's caller after a grace, started by a timer thread
-//!   that ticks while groups come), `api/` (`mod.rs`: `ScriptRun`, the host plus the
+//!   that ticks while groups come), `constants.rs` (each parallel worker's own copy of the global
+//!   constants), `api/` (`mod.rs`: `ScriptRun`, the host plus the
 //!   run's engine for branch threads; one file per `ctx` namespace: `ctx.rs` (with
 //!   `messages.allow`), `agents.rs`, `parallel.rs`, `stage.rs`).
 //! - `host/`: `mod.rs` (`Host`: the run, its `AgentBook` and `Router`; `finish` settles the books,

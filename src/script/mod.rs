@@ -4,6 +4,7 @@
 
 mod api;
 mod check;
+mod constants;
 mod convert;
 mod deferred;
 mod engine;
