@@ -6,7 +6,8 @@
 //! `turns.jsonl` holds exactly the operations made. Reference: `benches/reference.py`, a bare
 //! asyncio program doing the same fan-out with no records; it counts only if it prints the count
 //! expected. Both are timed as whole processes (interpreter start included), alternating, and the
-//! median of `AWF_BENCH_REPS` runs (default 3) counts, with its peak RSS.
+//! median of `AWF_BENCH_REPS` runs (default 3) counts, with its peak RSS (and for awf, its
+//! voluntary context switches).
 //!
 //! `AWF_BENCH_BIN` runs another awf binary (to compare builds in the same minutes);
 //! `AWF_BENCH_ONLY` keeps the cases whose name contains it (`map`, `magi`, `push`).
@@ -39,6 +40,8 @@ struct Case {
 struct Measure {
     wall: Duration,
     rss_mb: f64,
+    /// Voluntary context switches: how often the process's threads blocked.
+    switches: i64,
 }
 
 fn map_case(n: usize) -> Case {
@@ -73,7 +76,7 @@ fn push_case(n: usize) -> Case {
     Case { name: "push", n, script: PUSH, args: format!(r#"{{"n":{n}}}"#), max_agents: 1, ops: 0, reference, count: n }
 }
 
-/// Runs the child to completion and returns (exit status, wall time, peak RSS in MB).
+/// Runs the child to completion and returns its exit status and measure.
 fn spawn_and_wait(cmd: &mut Command, what: &str) -> (i32, Measure) {
     let start = Instant::now();
     let child = cmd.spawn().unwrap_or_else(|e| panic!("{what}: cannot start: {e}"));
@@ -86,7 +89,7 @@ fn spawn_and_wait(cmd: &mut Command, what: &str) -> (i32, Measure) {
     assert_eq!(rc, pid, "wait4 failed: {}", std::io::Error::last_os_error());
     let code = if libc::WIFEXITED(status) { libc::WEXITSTATUS(status) } else { -1 };
     drop(child); // already reaped; dropping a Child neither waits nor kills
-    (code, Measure { wall, rss_mb: usage.ru_maxrss as f64 / 1024.0 })
+    (code, Measure { wall, rss_mb: usage.ru_maxrss as f64 / 1024.0, switches: usage.ru_nvcsw })
 }
 
 /// One awf run; an error says why it does not count (exit status, records short).
@@ -264,8 +267,8 @@ fn main() {
     println!("awf engine bench: {}", awf.display());
     println!("fake harness, all records on disk, -q; reference: bare asyncio, no records; median of {reps}");
     println!(
-        "{:<9} {:>7} {:>9} {:>8} {:>10} {:>8} {:>9} {:>8}",
-        "case", "N", "awf s", "awf MB", "asyncio s", "py MB", "ratio", "µs/op"
+        "{:<9} {:>7} {:>9} {:>8} {:>10} {:>8} {:>9} {:>8} {:>9}",
+        "case", "N", "awf s", "awf MB", "asyncio s", "py MB", "ratio", "µs/op", "awf csw"
     );
     let mut rows = Vec::new();
     for case in cases.iter().filter(|c| c.name.contains(only.as_str())) {
@@ -278,7 +281,7 @@ fn main() {
                     ops => format!("{:.1}", m.wall.as_secs_f64() * 1e6 / ops as f64),
                 };
                 println!(
-                    "{:<9} {:>7} {:>9.3} {:>8.1} {:>10.3} {:>8.1} {:>8.2}x {:>8}",
+                    "{:<9} {:>7} {:>9.3} {:>8.1} {:>10.3} {:>8.1} {:>8.2}x {:>8} {:>9}",
                     row.name,
                     row.n,
                     m.wall.as_secs_f64(),
@@ -286,7 +289,8 @@ fn main() {
                     py.0,
                     py.1,
                     row.ratio(m),
-                    per_op
+                    per_op,
+                    m.switches
                 );
             }
             Err(e) => {
