@@ -1,9 +1,16 @@
-//! `cargo bench --bench engine`: runs the release `awf` binary on the fake harness, with every record
-//! written to disk, and prints wall time, the child's peak RSS and the time per operation.
+//! `cargo bench --bench engine`: awf beside a reference of the same shape, in one process run, with
+//! the ratio of the two (the machine is shared and noisy: ratios are what we judge).
 //!
-//! Each case writes a workflow into a temporary folder and runs `awf script run -q` there as a child
-//! process, `AWF_BENCH_REPS` times (default 3); the table shows the run with the median wall time. A
-//! run counts only if it exits 0 and `turns.jsonl` holds exactly the expected number of turns.
+//! awf: the release binary runs a workflow from `benches/workflows/` on the fake harness as
+//! `awf script run -q`, every record written to disk; a run counts only if it exits 0 and
+//! `turns.jsonl` holds exactly the operations made. Reference: `benches/reference.py`, a bare
+//! asyncio program doing the same fan-out with no records; it counts only if it prints the count
+//! expected. Both are timed as whole processes (interpreter start included), alternating, and the
+//! median of `AWF_BENCH_REPS` runs (default 3) counts, with its peak RSS (and for awf, its
+//! voluntary context switches).
+//!
+//! `AWF_BENCH_BIN` runs another awf binary (to compare builds in the same minutes);
+//! `AWF_BENCH_ONLY` keeps the cases whose name contains it (`map`, `magi`, `push`).
 #![allow(unsafe_code)] // libc::wait4, to read the child's peak RSS
 
 use std::fs;
@@ -11,84 +18,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-const AWF: &str = env!("CARGO_BIN_EXE_awf");
-
-/// Case (a): every item opens its own agent and makes one schema-validated turn, in one stage.
-const MAP: &str = r#"
-const VERDICT = #{
-    type: "object",
-    properties: #{ verdict: #{ enum: ["keep", "drop", "unsure"] }, note: #{ type: "string" } },
-    required: ["verdict", "note"],
-};
-
-fn run(args) {
-    let items = [];
-    items.pad(args.n, 0);
-    let out = ctx.stage("map", #{ result: #{ type: "array" } }, || {
-        ctx.parallel(items, |item, i| {
-            let a = ctx.agents.open(#{ key: `a-${i}` });
-            a.ask(`Judge item ${i}`, global::VERDICT)
-        }, #{ concurrency: 16 })
-    });
-    out.len()
-}
-"#;
-
-/// Case (b): three agents; each round three parallel votes, three parallel reflections, a tally.
-const MAGI: &str = r#"
-const VOTE = #{
-    type: "object",
-    properties: #{ choice: #{ enum: ["approve", "reject", "abstain"] }, reason: #{ type: "string" } },
-    required: ["choice", "reason"],
-};
-const REFLECT = #{
-    type: "object",
-    properties: #{ stance: #{ enum: ["keep", "change"] }, note: #{ type: "string" } },
-    required: ["stance", "note"],
-};
-
-fn run(args) {
-    for k in 0..3 {
-        ctx.agents.open(#{ key: `m${k}` });
-    }
-    let wins = #{};
-    for r in 0..args.rounds {
-        let votes = ctx.parallel([0, 1, 2], |k, i| {
-            ctx.agents.get(`m${k}`).ask(`Round ${r}: vote on proposal ${r}`, global::VOTE)
-        });
-        let shown = votes.map(|v| v.choice);
-        let reflections = ctx.parallel([0, 1, 2], |k, i| {
-            ctx.agents.get(`m${k}`).ask(`Round ${r}: the votes were ${shown}; reflect`, global::REFLECT)
-        });
-        let counts = #{};
-        for v in votes {
-            counts[v.choice] = (counts[v.choice] ?? 0) + 1;
-        }
-        let best = "";
-        let most = 0;
-        for c in counts.keys() {
-            if counts[c] > most {
-                most = counts[c];
-                best = c;
-            }
-        }
-        wins[best] = (wins[best] ?? 0) + 1;
-    }
-    wins
-}
-"#;
-
-/// Case (c): no agents; a script that builds a list of strings with `push` (linear since rhai's
-/// size limits, which re-measured the array on every push, gave way to awf's data guard).
-const PUSH: &str = r#"
-fn run(args) {
-    let a = [];
-    for i in 0..args.n {
-        a.push(`item ${i}`);
-    }
-    a.len()
-}
-"#;
+const REFERENCE: &str = include_str!("reference.py");
+const MAP: &str = include_str!("workflows/map.rhai");
+const MAGI: &str = include_str!("workflows/magi.rhai");
+const PUSH: &str = include_str!("workflows/push.rhai");
 
 struct Case {
     name: &'static str,
@@ -98,37 +31,55 @@ struct Case {
     max_agents: usize,
     /// Lines `turns.jsonl` must hold: the operations the run makes.
     ops: usize,
+    /// The reference's arguments, and the count it must print.
+    reference: Vec<String>,
+    count: usize,
 }
 
+#[derive(Clone, Copy)]
 struct Measure {
     wall: Duration,
     rss_mb: f64,
-    ops: usize,
+    /// Voluntary context switches: how often the process's threads blocked.
+    switches: i64,
 }
 
 fn map_case(n: usize) -> Case {
-    Case { name: "map", n, script: MAP, args: format!(r#"{{"n":{n}}}"#), max_agents: n + 10, ops: n }
-}
-
-fn push_case(n: usize) -> Case {
-    Case { name: "push", n, script: PUSH, args: format!(r#"{{"n":{n}}}"#), max_agents: 1, ops: 0 }
-}
-
-fn magi_case(rounds: usize) -> Case {
+    let reference = vec!["map".into(), n.to_string()];
     Case {
-        name: "magi",
-        n: rounds,
-        script: MAGI,
-        args: format!(r#"{{"rounds":{rounds}}}"#),
-        max_agents: 13,
-        ops: rounds * 6,
+        name: "map",
+        n,
+        script: MAP,
+        args: format!(r#"{{"n":{n}}}"#),
+        max_agents: n + 10,
+        ops: n,
+        reference,
+        count: n,
     }
 }
 
-/// Runs the child to completion and returns (exit status, wall time, peak RSS in KiB).
-fn spawn_and_wait(cmd: &mut Command) -> (i32, Duration, i64) {
+fn magi_case(rounds: usize, new: bool) -> Case {
+    Case {
+        name: if new { "magi-new" } else { "magi" },
+        n: rounds,
+        script: MAGI,
+        args: format!(r#"{{"rounds":{rounds},"fresh":{new}}}"#),
+        max_agents: if new { 3 * rounds + 13 } else { 13 },
+        ops: rounds * 6,
+        reference: vec!["magi".into(), rounds.to_string(), if new { "new" } else { "reused" }.into()],
+        count: rounds,
+    }
+}
+
+fn push_case(n: usize) -> Case {
+    let reference = vec!["push".into(), n.to_string()];
+    Case { name: "push", n, script: PUSH, args: format!(r#"{{"n":{n}}}"#), max_agents: 1, ops: 0, reference, count: n }
+}
+
+/// Runs the child to completion and returns its exit status and measure.
+fn spawn_and_wait(cmd: &mut Command, what: &str) -> (i32, Measure) {
     let start = Instant::now();
-    let child = cmd.spawn().unwrap_or_else(|e| panic!("cannot start {AWF}: {e}"));
+    let child = cmd.spawn().unwrap_or_else(|e| panic!("{what}: cannot start: {e}"));
     let pid = child.id() as libc::pid_t;
     let mut status: libc::c_int = 0;
     // SAFETY: rusage is plain old data; wait4 fills it and the status for our own child.
@@ -138,18 +89,17 @@ fn spawn_and_wait(cmd: &mut Command) -> (i32, Duration, i64) {
     assert_eq!(rc, pid, "wait4 failed: {}", std::io::Error::last_os_error());
     let code = if libc::WIFEXITED(status) { libc::WEXITSTATUS(status) } else { -1 };
     drop(child); // already reaped; dropping a Child neither waits nor kills
-    (code, wall, usage.ru_maxrss)
+    (code, Measure { wall, rss_mb: usage.ru_maxrss as f64 / 1024.0, switches: usage.ru_nvcsw })
 }
 
-fn run_once(case: &Case) -> Measure {
+/// One awf run; an error says why it does not count (exit status, records short).
+fn awf_once(awf: &Path, case: &Case) -> Result<Measure, String> {
     let dir = tempfile::tempdir().expect("cannot create a temporary folder");
     let root = dir.path();
     let script = root.join("bench.rhai");
     fs::write(&script, case.script).expect("cannot write the workflow");
     let runs = root.join("runs");
-    let out = fs::File::create(root.join("stdout")).expect("stdout file");
-    let err = fs::File::create(root.join("stderr")).expect("stderr file");
-    let mut cmd = Command::new(AWF);
+    let mut cmd = Command::new(awf);
     cmd.current_dir(root)
         .env("XDG_CONFIG_HOME", root) // no user config
         .env_remove("AWF_RUNTIME")
@@ -162,19 +112,42 @@ fn run_once(case: &Case) -> Measure {
         .arg(&case.args)
         .arg(&script)
         .stdin(Stdio::null())
-        .stdout(out)
-        .stderr(err);
-    let (code, wall, maxrss_kib) = spawn_and_wait(&mut cmd);
-    let what = format!("{} N={}", case.name, case.n);
+        .stdout(fs::File::create(root.join("stdout")).expect("stdout file"))
+        .stderr(fs::File::create(root.join("stderr")).expect("stderr file"));
+    let what = format!("awf {} N={}", case.name, case.n);
+    let (code, m) = spawn_and_wait(&mut cmd, &what);
+    let stderr = || fs::read_to_string(root.join("stderr")).unwrap_or_default();
     if code != 0 {
-        let stderr = fs::read_to_string(root.join("stderr")).unwrap_or_default();
-        panic!("{what}: awf exited {code}\n{stderr}");
+        return Err(format!("{what}: exited {code}\n{}", stderr()));
     }
     let run_dir = only_run(&runs, &what);
     let turns = fs::read(run_dir.join("turns.jsonl")).unwrap_or_else(|e| panic!("{what}: turns.jsonl: {e}"));
     let lines = turns.iter().filter(|&&b| b == b'\n').count();
-    assert_eq!(lines, case.ops, "{what}: turns.jsonl has {lines} lines, expected {}", case.ops);
-    Measure { wall, rss_mb: maxrss_kib as f64 / 1024.0, ops: lines }
+    if lines != case.ops {
+        return Err(format!("{what}: turns.jsonl has {lines} lines, expected {}\n{}", case.ops, stderr()));
+    }
+    Ok(m)
+}
+
+fn reference_once(case: &Case) -> Measure {
+    let dir = tempfile::tempdir().expect("cannot create a temporary folder");
+    let root = dir.path();
+    let program = root.join("reference.py");
+    fs::write(&program, REFERENCE).expect("cannot write the reference");
+    let mut cmd = Command::new("python3");
+    cmd.arg(&program)
+        .args(&case.reference)
+        .stdin(Stdio::null())
+        .stdout(fs::File::create(root.join("stdout")).expect("stdout file"))
+        .stderr(fs::File::create(root.join("stderr")).expect("stderr file"));
+    let what = format!("asyncio {} N={}", case.name, case.n);
+    let (code, m) = spawn_and_wait(&mut cmd, &what);
+    let stdout = fs::read_to_string(root.join("stdout")).unwrap_or_default();
+    if code != 0 || stdout.trim() != case.count.to_string() {
+        let stderr = fs::read_to_string(root.join("stderr")).unwrap_or_default();
+        panic!("{what}: exited {code}, printed {stdout:?}, expected {}\n{stderr}", case.count);
+    }
+    m
 }
 
 fn only_run(runs: &Path, what: &str) -> PathBuf {
@@ -187,56 +160,148 @@ fn only_run(runs: &Path, what: &str) -> PathBuf {
     dirs.into_iter().next().unwrap_or_default()
 }
 
-/// Runs the case `reps` times and keeps the run with the median wall time.
-fn measure(case: &Case, reps: usize) -> Measure {
-    let mut all: Vec<Measure> = (0..reps).map(|_| run_once(case)).collect();
+fn median(mut all: Vec<Measure>) -> Measure {
     all.sort_by_key(|m| m.wall);
-    all.swap_remove(all.len() / 2)
+    all[all.len() / 2]
 }
 
-fn verdict(ok: bool) -> &'static str {
-    if ok {
-        "met"
-    } else {
-        "MISSED"
+/// One case's figures: awf and the reference, each the median of `reps` alternating runs. A case
+/// where any awf run failed has no awf figure: it misses every target.
+struct Row {
+    name: &'static str,
+    n: usize,
+    awf: Result<Measure, String>,
+    reference: Measure,
+}
+
+impl Row {
+    fn ratio(&self, awf: &Measure) -> f64 {
+        awf.wall.as_secs_f64() / self.reference.wall.as_secs_f64()
+    }
+}
+
+fn measure(awf: &Path, case: &Case, reps: usize) -> Row {
+    let (mut a, mut r) = (Vec::new(), Vec::new());
+    let mut failed = None;
+    for _ in 0..reps {
+        match awf_once(awf, case) {
+            Ok(m) => a.push(m),
+            Err(e) => failed = failed.or(Some(e)),
+        }
+        r.push(reference_once(case));
+    }
+    let awf = match failed {
+        Some(e) => Err(e),
+        None => Ok(median(a)),
+    };
+    Row { name: case.name, n: case.n, awf, reference: median(r) }
+}
+
+/// Prints one target line: what, the figure, the target and PASS or MISS.
+fn target(what: &str, figure: String, goal: &str, ok: bool) {
+    println!("  {what:<28} {figure:>11}  {goal:<12} {}", if ok { "PASS" } else { "MISS" });
+}
+
+/// The case's awf figure, or a MISS line for each of its targets when it failed.
+fn ran<'a>(row: Option<&'a Row>, goals: &[&str]) -> Option<&'a Measure> {
+    let row = row?;
+    match &row.awf {
+        Ok(m) => Some(m),
+        Err(_) => {
+            for goal in goals {
+                target(&format!("{} {}", row.name, row.n), "failed".into(), goal, false);
+            }
+            None
+        }
+    }
+}
+
+fn targets(rows: &[Row]) {
+    let find = |name: &str, n: usize| rows.iter().find(|r| r.name == name && r.n == n);
+    println!();
+    println!("targets (issue 11):");
+    if let Some(m) = ran(find("map", 10_000), &["<= 0.2 s", "<= 60 MB", "<= 0.67x"]) {
+        let row = find("map", 10_000).expect("ran found it");
+        let s = m.wall.as_secs_f64();
+        target("map 10000 wall", format!("{s:.3} s"), "<= 0.2 s", s <= 0.2);
+        target("map 10000 RSS", format!("{:.1} MB", m.rss_mb), "<= 60 MB", m.rss_mb <= 60.0);
+        target("map 10000 / asyncio", format!("{:.2}x", row.ratio(m)), "<= 0.67x", row.ratio(m) <= 0.67);
+        if let Some(big) = ran(find("map", 100_000), &["completes", "<= 12x"]) {
+            let grow = big.wall.as_secs_f64() / s;
+            target("map 100000 completes", format!("{:.3} s", big.wall.as_secs_f64()), "completes", true);
+            target("map 100000 / map 10000", format!("{grow:.2}x"), "<= 12x", grow <= 12.0);
+        }
+    }
+    for name in ["magi", "magi-new"] {
+        let goals: &[&str] = if name == "magi" { &["<= 1 s", "<= 1.4x"] } else { &["<= 1 s", "<= 1.4x", "<= 80 MB"] };
+        if let Some(m) = ran(find(name, 10_000), goals) {
+            let row = find(name, 10_000).expect("ran found it");
+            let s = m.wall.as_secs_f64();
+            target(&format!("{name} 10000 wall"), format!("{s:.3} s"), "<= 1 s", s <= 1.0);
+            let ratio = row.ratio(m);
+            target(&format!("{name} 10000 / asyncio"), format!("{ratio:.2}x"), "<= 1.4x", ratio <= 1.4);
+            if name == "magi-new" {
+                target("magi-new 10000 RSS", format!("{:.1} MB", m.rss_mb), "<= 80 MB", m.rss_mb <= 80.0);
+            }
+        }
+    }
+    if let Some(m) = ran(find("push", 100_000), &["<= 0.1 s"]) {
+        let s = m.wall.as_secs_f64();
+        target("push 100000 wall", format!("{s:.3} s"), "<= 0.1 s", s <= 0.1);
     }
 }
 
 fn main() {
     // `cargo bench` passes `--bench` (and maybe a filter); this harness takes none of them.
     let reps: usize = std::env::var("AWF_BENCH_REPS").ok().and_then(|v| v.parse().ok()).unwrap_or(3).max(1);
-    let cases =
-        [map_case(100), map_case(1_000), map_case(10_000), magi_case(1_000), magi_case(10_000), push_case(100_000)];
-    println!("awf engine bench: fake harness, all records on disk, -q; median of {reps} runs");
-    println!("{:<6} {:>7} {:>9} {:>9} {:>8} {:>9}", "case", "N", "wall s", "RSS MB", "ops", "µs/op");
-    let mut results = Vec::new();
-    for case in &cases {
-        let m = measure(case, reps);
-        let per_op =
-            if m.ops == 0 { "-".to_string() } else { format!("{:.1}", m.wall.as_secs_f64() * 1e6 / m.ops as f64) };
-        println!(
-            "{:<6} {:>7} {:>9.3} {:>9.1} {:>8} {:>9}",
-            case.name,
-            case.n,
-            m.wall.as_secs_f64(),
-            m.rss_mb,
-            m.ops,
-            per_op
-        );
-        results.push(m);
+    let awf = PathBuf::from(std::env::var("AWF_BENCH_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_awf").into()));
+    let only = std::env::var("AWF_BENCH_ONLY").unwrap_or_default();
+    let cases = [
+        map_case(1_000),
+        map_case(10_000),
+        map_case(100_000),
+        magi_case(10_000, false),
+        magi_case(10_000, true),
+        push_case(100_000),
+    ];
+    println!("awf engine bench: {}", awf.display());
+    println!("fake harness, all records on disk, -q; reference: bare asyncio, no records; median of {reps}");
+    println!(
+        "{:<9} {:>7} {:>9} {:>8} {:>10} {:>8} {:>9} {:>8} {:>9}",
+        "case", "N", "awf s", "awf MB", "asyncio s", "py MB", "ratio", "µs/op", "awf csw"
+    );
+    let mut rows = Vec::new();
+    for case in cases.iter().filter(|c| c.name.contains(only.as_str())) {
+        let row = measure(&awf, case, reps);
+        let py = (row.reference.wall.as_secs_f64(), row.reference.rss_mb);
+        match &row.awf {
+            Ok(m) => {
+                let per_op = match case.ops {
+                    0 => "-".to_string(),
+                    ops => format!("{:.1}", m.wall.as_secs_f64() * 1e6 / ops as f64),
+                };
+                println!(
+                    "{:<9} {:>7} {:>9.3} {:>8.1} {:>10.3} {:>8.1} {:>8.2}x {:>8} {:>9}",
+                    row.name,
+                    row.n,
+                    m.wall.as_secs_f64(),
+                    m.rss_mb,
+                    py.0,
+                    py.1,
+                    row.ratio(m),
+                    per_op,
+                    m.switches
+                );
+            }
+            Err(e) => {
+                println!("{:<9} {:>7} {:>9} {:>8} {:>10.3} {:>8.1}", row.name, row.n, "FAILED", "-", py.0, py.1);
+                // The reason, cut to its first lines (a panic's backtrace is long).
+                for line in e.lines().take(6) {
+                    println!("    {line}");
+                }
+            }
+        }
+        rows.push(row);
     }
-    let (small, map10k, magi10k, push) = (&results[0], &results[2], &results[4], &results[5]);
-    let overhead_us = (map10k.wall.as_secs_f64() - small.wall.as_secs_f64()) * 1e6 / (map10k.ops - small.ops) as f64;
-    println!();
-    println!("engine overhead per operation (map N=10000 minus N=100): {overhead_us:.1} µs/op");
-    println!();
-    println!("targets:");
-    let map_wall = map10k.wall.as_secs_f64();
-    println!("  map  N=10000 wall    {map_wall:>8.3} s   < 0.3 s    {}", verdict(map_wall < 0.3));
-    println!("  map  N=10000 RSS     {:>8.1} MB  < 80 MB    {}", map10k.rss_mb, verdict(map10k.rss_mb < 80.0));
-    let magi_wall = magi10k.wall.as_secs_f64();
-    println!("  magi N=10000 wall    {magi_wall:>8.3} s   < 1.5 s    {}", verdict(magi_wall < 1.5));
-    println!("  overhead per op      {overhead_us:>8.1} µs  < 25 µs    {}", verdict(overhead_us < 25.0));
-    let push_wall = push.wall.as_secs_f64();
-    println!("  push N=100000 wall   {push_wall:>8.3} s   < 0.1 s    {}", verdict(push_wall < 0.1));
+    targets(&rows);
 }

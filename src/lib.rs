@@ -53,8 +53,10 @@
 //!   strategies folder and the embedded stdlib), `check.rs` (unknown functions, method calls a
 //!   script function would shadow), `render.rs` (rustc-style errors; long lines cut around the
 //!   caret; which files may show lines), `convert.rs` (the one place `Dynamic` meets JSON),
-//!   `responder.rs` (fake responder scripts), `pool.rs` (reused branch threads, and helpers that
-//!   join a parallel's caller after a grace), `api/` (`mod.rs`: `ScriptRun`, the host plus the
+//!   `responder.rs` (fake responder scripts), `pool.rs` (reused branch threads, parked when idle),
+//!   `deferred.rs` (helpers that join a parallel's caller after a grace, started by a timer thread
+//!   that ticks while groups come), `constants.rs` (each parallel worker's own copy of the global
+//!   constants), `api/` (`mod.rs`: `ScriptRun`, the host plus the
 //!   run's engine for branch threads; one file per `ctx` namespace: `ctx.rs` (with
 //!   `messages.allow`), `agents.rs`, `parallel.rs`, `stage.rs`).
 //! - `host/`: `mod.rs` (`Host`: the run, its `AgentBook` and `Router`; `finish` settles the books,
@@ -114,10 +116,12 @@
 //!   spawned with: no variable's value on a command line; mount order explained), `provider.rs`
 //!   (bwrap on PATH, probed once).
 //! - `record/`: the run folder, **the only module that writes it**: the JSONL envelope (a
-//!   `RecordEvent` names its type), the writer thread, atomic JSON documents, readers tolerant of a
-//!   torn last line; `groups.rs` (turn process groups on record), `lock.rs` (the run's lock, and
-//!   whether a live attempt holds it), `private.rs` (folders 0700 and files 0600, created so: what
-//!   the harnesses write in a run folder goes through it too).
+//!   `RecordEvent` names its type), atomic JSON documents, readers tolerant of a torn last line;
+//!   `writer.rs` (per-file buffers behind one lock and the writer thread that writes them in
+//!   batches, woken only when it is idle or a caller waits), `groups.rs` (turn process groups on
+//!   record), `lock.rs` (the run's lock, and whether a live attempt holds it), `private.rs`
+//!   (folders 0700 and files 0600, created so: what the harnesses write in a run folder goes
+//!   through it too).
 //! - `accounting.rs`: usage, prices (the built-in table; `[prices]` overrides), folds by agent,
 //!   stage and model.
 //! - `redact.rs`: a run's secret values (key variables, secret-looking names) and the scrubbing of

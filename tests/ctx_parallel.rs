@@ -355,3 +355,28 @@ fn opening_the_agent_inside_each_branch_works() {
     out.expect_code(0);
     assert_eq!(out.json(), json!(["q1", "q2"]));
 }
+
+/// Regression: rhai takes a write lock to read `global::X` and, under `sync`, panics after five
+/// tries 10 ms apart; branches reading a large constant at once lost branches (and the run) to it.
+#[test]
+fn branches_reading_a_large_constant_at_once_all_finish() {
+    let env = env();
+    let big: Vec<String> = (0..20_000).map(|i| format!("\"item number {i}\"")).collect();
+    let script = format!(
+        r#"
+        const BIG = [{}];
+        fn run(args) {{
+            let got = ctx.parallel(0..100, |i| {{
+                let n = 0;
+                for k in 0..5 {{ n += global::BIG.len(); }}
+                n
+            }}, #{{ concurrency: 16 }});
+            got.filter(|n| n != 100000).len()
+        }}
+        "#,
+        big.join(",")
+    );
+    let out = env.run(&script, &[]);
+    out.expect_code(0);
+    assert_eq!(out.json(), json!(0), "every branch read the whole constant 5 times");
+}

@@ -6,27 +6,28 @@ pub mod groups;
 pub mod lock;
 pub mod private;
 mod writer;
+#[cfg(test)]
+mod writer_tests;
 
 use serde::Serialize;
 use serde_json::Value;
 use std::io::{self, BufRead};
 use std::path::{Path, PathBuf};
-use std::sync::mpsc;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
-use writer::Msg;
 pub use writer::Stream;
 
 /// The version written into every JSONL envelope and JSON document.
 pub const FORMAT_VERSION: u32 = 1;
 
 /// Appends records to one run folder. Lines are queued to a writer thread that writes each one
-/// whole (several lines may share one write); `flush` waits until they are on disk.
+/// whole (several lines may share one write); `flush` waits until they are on disk. Dropping it
+/// closes it.
 pub struct Recorder {
     dir: PathBuf,
     attempt: u32,
-    tx: mpsc::Sender<Msg>,
+    queue: Arc<writer::Queue>,
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
 
@@ -68,10 +69,12 @@ impl Recorder {
     /// Creates `dir` (and its parents, 0700) and starts the writer.
     pub fn create(dir: &Path, attempt: u32) -> io::Result<Recorder> {
         private::create_dir(dir)?;
-        let (tx, rx) = mpsc::channel();
+        let queue = Arc::new(writer::Queue::new());
         let files = writer::Files::open(dir)?;
-        let thread = std::thread::Builder::new().name("awf-records".into()).spawn(move || writer::run(files, rx))?;
-        Ok(Recorder { dir: dir.to_path_buf(), attempt, tx, thread: Mutex::new(Some(thread)) })
+        let shared = queue.clone();
+        let thread =
+            std::thread::Builder::new().name("awf-records".into()).spawn(move || writer::run(files, &shared))?;
+        Ok(Recorder { dir: dir.to_path_buf(), attempt, queue, thread: Mutex::new(Some(thread)) })
     }
 
     pub fn dir(&self) -> &Path {
@@ -86,41 +89,29 @@ impl Recorder {
 
     /// Appends one JSON line to a stream.
     pub fn line<T: Serialize + ?Sized>(&self, stream: Stream, value: &T) {
-        let mut buf = match serde_json::to_vec(value) {
-            Ok(b) => b,
-            Err(e) => {
-                tracing::error!("cannot serialise a {stream:?} record: {e}");
-                return;
-            }
-        };
-        buf.push(b'\n');
-        self.send(Msg::Line(stream, buf));
+        match serde_json::to_vec(value) {
+            Ok(json) => self.queue.append(stream, &json),
+            Err(e) => tracing::error!("cannot serialise a {stream:?} record: {e}"),
+        }
     }
 
     /// Appends one line already serialised as JSON (without its newline).
     pub fn raw_line(&self, stream: Stream, line: &str) {
-        let mut buf = Vec::with_capacity(line.len() + 1);
-        buf.extend_from_slice(line.as_bytes());
-        buf.push(b'\n');
-        self.send(Msg::Line(stream, buf));
+        self.queue.append(stream, line.as_bytes());
     }
 
     /// Appends one line already serialised as JSON; the receiver is answered once the line is
     /// written (write(2) done), or dropped when the writer has stopped.
     pub fn durable_line(&self, stream: Stream, line: &str) -> tokio::sync::oneshot::Receiver<()> {
         let (ack, done) = tokio::sync::oneshot::channel();
-        self.raw_line(stream, line);
-        self.send(Msg::Written(ack));
+        self.queue.append_acked(stream, line.as_bytes(), ack);
         done
     }
 
-    /// Waits until every queued line is written; with `sync`, also until it is on stable storage.
+    /// Waits until every line appended before the call is written; with `sync`, also until it is
+    /// on stable storage. Returns at once when the writer has stopped.
     pub fn flush(&self, sync: bool) {
-        let (ack_tx, ack_rx) = mpsc::channel();
-        if self.send(Msg::Flush { sync, ack: ack_tx }) {
-            // The writer answers every flush; a closed channel means it already stopped.
-            let _ = ack_rx.recv();
-        }
+        self.queue.flush(sync);
     }
 
     /// Writes a whole JSON document atomically (temp file, then rename).
@@ -128,17 +119,23 @@ impl Recorder {
         write_document(&self.dir.join(name), value)
     }
 
-    /// Flushes, syncs and stops the writer. Later appends are dropped.
+    /// Times the writer thread was woken by an append or a flush (see `writer`).
+    pub fn writer_wakes(&self) -> u64 {
+        self.queue.wakes()
+    }
+
+    /// Writes what is queued, syncs and stops the writer. Later appends are dropped.
     pub fn close(&self) {
-        self.flush(true);
-        self.send(Msg::Close);
+        self.queue.close();
         if let Some(t) = self.thread.lock().unwrap_or_else(|p| p.into_inner()).take() {
             let _ = t.join();
         }
     }
+}
 
-    fn send(&self, msg: Msg) -> bool {
-        self.tx.send(msg).is_ok()
+impl Drop for Recorder {
+    fn drop(&mut self) {
+        self.close();
     }
 }
 

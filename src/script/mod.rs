@@ -4,7 +4,9 @@
 
 mod api;
 mod check;
+mod constants;
 mod convert;
+mod deferred;
 mod engine;
 mod guard;
 mod pool;

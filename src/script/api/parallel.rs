@@ -39,8 +39,10 @@ struct Shared {
 impl Shared {
     /// One worker: takes items in order until none are left or the group is cancelled.
     fn work(&self) {
+        // Its own copy of the constants: `global::X` in branches then contends with no one.
+        let call = crate::script::constants::own_copy(&self.call);
         #[allow(deprecated)] // create_context is marked volatile, not deprecated
-        let nc = self.call.create_context(&self.engine);
+        let nc = call.create_context(&self.engine);
         let _in_scope = scope::enter(self.frame.clone());
         let n = self.items.len();
         loop {
