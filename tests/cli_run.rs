@@ -64,7 +64,7 @@ fn success_writes_every_record_and_a_summary_on_stderr() {
     let out = env.run(script, &[]);
     out.expect_code(0);
     assert_eq!(out.stdout.trim(), "a: say something");
-    out.stderr_has("awf: succeeded in").stderr_has("1 agents · 1 operations");
+    out.stderr_has("awf: succeeded in").stderr_has("1 agent · 1 operation");
     out.stderr_has("awf: simulated: answers came from the fake harness; no model was called");
 
     let dir = env.run_dir();

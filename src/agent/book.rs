@@ -4,7 +4,8 @@
 
 use super::messenger::AgentMessenger;
 use super::seating::SandboxBook;
-use super::{lock, resolve_runtime, Agent, OpenRequest};
+use super::{lock, resolve_runtime, Agent, OpenRequest, RuntimeChoice};
+use crate::config::RuntimeConfig;
 use crate::harness::{self, AgentInfo};
 use crate::messaging::{Directory, Presence, Router};
 use crate::run::{Event, Run};
@@ -12,6 +13,9 @@ use crate::sandbox::Confinement;
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, Weak};
+
+/// A runtime choice by (alias, effort).
+type RuntimeKey = (String, Option<String>);
 
 /// The agents of one run, and what opening one needs: the run core, the router, the sandboxes.
 pub struct AgentBook {
@@ -24,6 +28,8 @@ pub struct AgentBook {
     open: Mutex<HashMap<String, Arc<Agent>>>,
     slugs: Mutex<HashSet<String>>,
     stopped: Mutex<HashMap<String, String>>,
+    /// Runtimes resolved so far, by (alias, effort); the default runtime under "".
+    runtimes: Mutex<HashMap<RuntimeKey, Arc<RuntimeConfig>>>,
 }
 
 impl AgentBook {
@@ -42,6 +48,7 @@ impl AgentBook {
             open: Mutex::new(HashMap::new()),
             slugs: Mutex::new(HashSet::new()),
             stopped: Mutex::new(HashMap::new()),
+            runtimes: Mutex::new(HashMap::new()),
         })
     }
 
@@ -79,10 +86,10 @@ impl AgentBook {
         if let Some(why) = lock(&self.stopped).get(&req.key) {
             return Err(format!("agent {} was stopped ({why}); its key cannot be opened again in this run", req.key));
         }
-        let runtime = resolve_runtime(run, &req.runtime)?;
+        let runtime = self.runtime(&req.runtime)?;
         let mut open = lock(&self.open);
         if let Some(existing) = open.get(&req.key) {
-            let differs = if existing.runtime != runtime {
+            let differs = if *existing.runtime != *runtime {
                 Some("runtime")
             } else if existing.request.cwd != req.cwd {
                 Some("cwd")
@@ -135,6 +142,22 @@ impl AgentBook {
             forked_from: None,
         });
         Ok(agent)
+    }
+
+    /// The runtime `choice` resolves to, shared by every agent that made the same choice (one
+    /// copy of a runtime's settings, however many agents use it).
+    fn runtime(&self, choice: &RuntimeChoice) -> Result<Arc<RuntimeConfig>, String> {
+        let key = match choice {
+            RuntimeChoice::Inline(_) => return resolve_runtime(&self.run, choice).map(Arc::new),
+            RuntimeChoice::Default => (String::new(), None),
+            RuntimeChoice::Alias { alias, effort } => (alias.clone(), effort.clone()),
+        };
+        if let Some(r) = lock(&self.runtimes).get(&key) {
+            return Ok(r.clone());
+        }
+        let r = Arc::new(resolve_runtime(&self.run, choice)?);
+        lock(&self.runtimes).insert(key, r.clone());
+        Ok(r)
     }
 
     /// Adds an agent forked from `parent` on the session `session` (see `op::fork`).

@@ -51,7 +51,8 @@ pub struct Agent {
     pub key: String,
     /// The control socket and launcher, for harnesses that answer through one.
     pub endpoint: Option<Arc<crate::control::server::Endpoint>>,
-    pub runtime: RuntimeConfig,
+    /// Shared by the agents that resolved the same runtime choice.
+    pub runtime: Arc<RuntimeConfig>,
     pub request: OpenRequest,
     info: Mutex<AgentInfo>,
     session: tokio::sync::Mutex<Box<dyn Session>>,
@@ -77,7 +78,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 impl Agent {
     fn new(
         req: OpenRequest,
-        runtime: RuntimeConfig,
+        runtime: Arc<RuntimeConfig>,
         info: AgentInfo,
         session: Box<dyn Session>,
         endpoint: Option<Arc<crate::control::server::Endpoint>>,

@@ -414,15 +414,16 @@ fn report(run: &Run, end: RunEnd, args: &RunFlags, output: Output) -> i32 {
 }
 
 /// The closing spend line.
-fn summary(run: &Run, status: RunStatus, result: &Value) -> String {
-    let totals = &result["accounting"]["totals"];
+fn summary(run: &Run, status: RunStatus, result: &crate::run::ResultDoc) -> String {
+    let totals = &result.accounting.totals;
+    let plural = |n: usize, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
     let mut s = format!(
-        "awf: {status} in {:.2}s · {} agents · {} operations · {} tokens · ${:.4}",
+        "awf: {status} in {:.2}s · {} · {} · {} tokens · ${:.4}",
         run.started.elapsed().as_secs_f64(),
-        result["accounting"]["by_agent"].as_object().map(|m| m.len()).unwrap_or(0),
-        totals["operations"].as_u64().unwrap_or(0),
-        totals["tokens"].as_u64().unwrap_or(0),
-        totals["cost_usd"].as_f64().unwrap_or(0.0),
+        plural(result.accounting.by_agent.len(), "agent", "agents"),
+        plural(totals.operations as usize, "operation", "operations"),
+        totals.tokens,
+        totals.cost_usd,
     );
     if run.simulated() {
         s.push_str("\nawf: simulated: answers came from the fake harness; no model was called");

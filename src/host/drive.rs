@@ -45,7 +45,7 @@ pub enum Output {
 
 /// How a run ended, with its `result.json` written.
 pub struct RunEnd {
-    pub result: Value,
+    pub result: crate::run::ResultDoc,
     pub status: RunStatus,
     pub value: Option<Value>,
     pub error: Option<String>,

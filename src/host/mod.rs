@@ -49,7 +49,7 @@ impl Host {
         value: Option<&Value>,
         error: Option<&str>,
         ended_in: Option<&str>,
-    ) -> Value {
+    ) -> crate::run::ResultDoc {
         self.router.finish(&self.run);
         self.run.finish(status, value, error, ended_in, self.agents.sandboxes.summary())
     }

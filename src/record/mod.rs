@@ -87,12 +87,29 @@ impl Recorder {
         self.line(Stream::Events, &env);
     }
 
-    /// Appends one JSON line to a stream.
+    /// Appends one JSON line to a stream. Serialised into a buffer this thread keeps: a record
+    /// costs no allocation of its own.
     pub fn line<T: Serialize + ?Sized>(&self, stream: Stream, value: &T) {
-        match serde_json::to_vec(value) {
-            Ok(json) => self.queue.append(stream, &json),
-            Err(e) => tracing::error!("cannot serialise a {stream:?} record: {e}"),
+        thread_local! {
+            static BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
         }
+        BUF.with(|buf| {
+            let Ok(mut buf) = buf.try_borrow_mut() else {
+                // Only reentrant serialisation could get here; it gets a buffer of its own.
+                if let Ok(json) = serde_json::to_vec(value) {
+                    self.queue.append(stream, &json);
+                }
+                return;
+            };
+            buf.clear();
+            match serde_json::to_writer(&mut *buf, value) {
+                Ok(()) => self.queue.append(stream, &buf),
+                Err(e) => tracing::error!("cannot serialise a {stream:?} record: {e}"),
+            }
+            if buf.capacity() > 1 << 20 {
+                buf.shrink_to(64 * 1024);
+            }
+        });
     }
 
     /// Appends one line already serialised as JSON (without its newline).
@@ -115,7 +132,7 @@ impl Recorder {
     }
 
     /// Writes a whole JSON document atomically (temp file, then rename).
-    pub fn write_document(&self, name: &str, value: &Value) -> io::Result<()> {
+    pub fn write_document<T: Serialize + ?Sized>(&self, name: &str, value: &T) -> io::Result<()> {
         write_document(&self.dir.join(name), value)
     }
 
@@ -140,7 +157,7 @@ impl Drop for Recorder {
 }
 
 /// Writes `value` as pretty JSON to `path` through a temporary file and a rename.
-pub fn write_document(path: &Path, value: &Value) -> io::Result<()> {
+pub fn write_document<T: Serialize + ?Sized>(path: &Path, value: &T) -> io::Result<()> {
     let tmp = path.with_extension("json.tmp");
     let mut text = serde_json::to_vec_pretty(value).map_err(io::Error::other)?;
     text.push(b'\n');

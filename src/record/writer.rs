@@ -226,6 +226,10 @@ impl Files {
                 tracing::error!("cannot write {}: {e}", STREAMS[i].1);
             }
             buf.clear();
+            // A burst may have grown the buffer far past a batch: give that memory back.
+            if buf.capacity() > 4 * BATCH_BYTES {
+                buf.shrink_to(BATCH_BYTES);
+            }
         }
     }
 

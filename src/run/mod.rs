@@ -35,6 +35,25 @@ pub use status::{RunStatus, StageStatus};
 /// A boxed future, as the trait objects between the layers return them.
 pub type BoxFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
 
+/// `result.json`: how the run ended, its value or error, its stages and its whole spend.
+#[derive(Debug, serde::Serialize)]
+pub struct ResultDoc {
+    pub v: u32,
+    pub run_id: String,
+    pub status: RunStatus,
+    pub value: Option<Value>,
+    pub error: Option<String>,
+    /// The stage an error went through first.
+    pub ended_in: Option<String>,
+    pub stages: Value,
+    pub accounting: crate::accounting::Accounts,
+    pub simulated: bool,
+    pub sandboxes: Value,
+    pub started_at: String,
+    pub finished_at: String,
+    pub duration_ms: u64,
+}
+
 /// What a resumed attempt makes of an operation the journal may hold.
 pub enum Replay<'a> {
     /// Answered before with the same turn: its recorded outcome.
@@ -100,8 +119,6 @@ pub struct Run {
     started_at: String,
     run_doc: Mutex<Value>,
     stop: Mutex<Option<StopCause>>,
-    /// Every settled operation's `turns.jsonl` line, kept as text (smaller than parsed JSON).
-    usage_log: Mutex<Vec<String>>,
     simulated: AtomicBool,
     budget_warned: AtomicBool,
     /// The run's lock, held by this attempt until it finishes (or its process dies).
@@ -176,12 +193,12 @@ impl Run {
             }
         }
         let (replay, mut prior) = match spec.resume {
-            Some(r) => ((r.stages, r.journal), (r.spent, r.turn_lines)),
+            Some(r) => ((r.stages, r.journal), (r.spent, r.simulated)),
             None => Default::default(),
         };
         // Every attempt has its line in the accounts, one that spent nothing too.
         prior.0.by_attempt.entry(attempt).or_default();
-        let simulated = prior.1.iter().any(|l| l.contains("\"simulated\":true"));
+        let simulated = prior.1;
         let vars = std::env::vars_os().filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)));
         let secrets = Arc::new(crate::redact::Redactor::new(&spec.config, vars));
         Ok(Arc::new(Run {
@@ -207,7 +224,6 @@ impl Run {
             started_at,
             run_doc: Mutex::new(run_doc),
             stop: Mutex::new(None),
-            usage_log: Mutex::new(prior.1),
             simulated: AtomicBool::new(simulated),
             budget_warned: AtomicBool::new(false),
             lock: Mutex::new(Some(run_lock)),
@@ -285,8 +301,7 @@ impl Run {
     /// Records a settled operation everywhere it belongs; its spend enters the accounts through
     /// its admission (which releases what the budget set aside for it).
     pub fn settle(&self, s: &Settled<'_>, admission: Option<scheduler::Admission<'_>>) {
-        let line = s.turn_line();
-        self.records.raw_line(Stream::Turns, &line);
+        self.records.line(Stream::Turns, &s.turn_record());
         if let Some(j) = s.journal_line() {
             self.records.raw_line(Stream::Journal, &j);
         }
@@ -307,12 +322,13 @@ impl Run {
             self.simulated.store(true, Ordering::Relaxed);
         }
         self.progress.ops_settled.fetch_add(1, Ordering::Relaxed);
-        lock(&self.usage_log).push(line);
     }
 
     /// Every operation record so far (`ctx.usage()`).
+    /// Read back from `turns.jsonl` (every attempt's): the records are the one copy.
     pub fn usage(&self) -> Vec<Value> {
-        lock(&self.usage_log).iter().filter_map(|l| serde_json::from_str(l).ok()).collect()
+        self.records.flush(false);
+        record::read_jsonl(&self.dir().join("turns.jsonl")).unwrap_or_default()
     }
 
     /// Writes `result.json` (with the books' own summaries, such as `sandboxes`), completes
@@ -324,17 +340,23 @@ impl Run {
         error: Option<&str>,
         ended_in: Option<&str>,
         sandboxes: Value,
-    ) -> Value {
+    ) -> ResultDoc {
         let finished_at = record::now_iso();
-        let accounts = self.scheduler.accounts();
-        let result = json!({
-            "v": record::FORMAT_VERSION, "run_id": self.id, "status": status,
-            "value": value, "error": error, "ended_in": ended_in,
-            "stages": self.stages.summary(), "accounting": accounts,
-            "simulated": self.simulated(), "sandboxes": sandboxes,
-            "started_at": self.started_at, "finished_at": finished_at,
-            "duration_ms": self.started.elapsed().as_millis() as u64,
-        });
+        let result = ResultDoc {
+            v: record::FORMAT_VERSION,
+            run_id: self.id.clone(),
+            status,
+            value: value.cloned(),
+            error: error.map(String::from),
+            ended_in: ended_in.map(String::from),
+            stages: self.stages.summary(),
+            accounting: self.scheduler.accounts(),
+            simulated: self.simulated(),
+            sandboxes,
+            started_at: self.started_at.clone(),
+            finished_at: finished_at.clone(),
+            duration_ms: self.started.elapsed().as_millis() as u64,
+        };
         self.records.event(&Event::RunFinished { status, error });
         self.records.flush(true);
         if let Err(e) = self.records.write_document("result.json", &result) {
@@ -345,7 +367,7 @@ impl Run {
             a["finished_at"] = json!(finished_at);
             a["status"] = json!(status);
         }
-        if let Err(e) = self.records.write_document("run.json", &doc) {
+        if let Err(e) = self.records.write_document("run.json", &*doc) {
             tracing::error!("cannot write run.json: {e}");
         }
         self.records.close();

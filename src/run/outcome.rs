@@ -61,8 +61,8 @@ pub struct Settled<'a> {
 }
 
 impl Settled<'_> {
-    /// The `turns.jsonl` line.
-    pub fn turn_line(&self) -> String {
+    /// The `turns.jsonl` record, to be serialised (borrowed fields: nothing is copied).
+    pub fn turn_record(&self) -> impl Serialize + '_ {
         let (o, u) = (self.outcome, &self.outcome.usage);
         let line = TurnLine {
             attempt: self.attempt,
@@ -86,10 +86,10 @@ impl Settled<'_> {
             rejections: self.rejections,
             duration_ms: o.duration_ms,
             delivered_at: self.started_at,
-            settled_at: &now_iso(),
+            settled_at: now_iso(),
             sessions: &[],
         };
-        serde_json::to_string(&line).unwrap_or_default()
+        line
     }
 
     /// The `journal.jsonl` line, for answered operations only.
@@ -133,7 +133,7 @@ struct TurnLine<'a> {
     rejections: u32,
     duration_ms: u64,
     delivered_at: &'a str,
-    settled_at: &'a str,
+    settled_at: String,
     sessions: &'a [String],
 }
 

@@ -25,8 +25,8 @@ pub struct Resume {
     pub journal: HashMap<(String, String), (String, Value)>,
     /// What the earlier attempts spent: the run's budget and accounts count on from it.
     pub spent: crate::accounting::Accounts,
-    /// The earlier attempts' `turns.jsonl` lines (`ctx.usage()` shows the whole run).
-    pub turn_lines: Vec<String>,
+    /// Whether an earlier attempt's answers came from the fake harness.
+    pub simulated: bool,
 }
 
 /// Reads a run folder for a new attempt. With `from_stage`, only the stages recorded before it
@@ -77,14 +77,14 @@ pub fn load(dir: &Path, from_stage: Option<&str>) -> Result<Resume, String> {
         journal.insert((agent.to_string(), op.to_string()), (hash.to_string(), line["outcome"].clone()));
     }
     let mut spent = crate::accounting::Accounts::default();
-    let mut turn_lines = Vec::new();
+    let mut simulated = false;
     for line in read("turns.jsonl")? {
         let usage: crate::accounting::Usage = serde_json::from_value(line.clone()).unwrap_or_default();
         // Lines written before attempts were recorded belong to the first.
         let attempt = line["attempt"].as_u64().unwrap_or(1) as u32;
         let text = |k: &str| line[k].as_str().unwrap_or("?").to_string();
         spent.add(&text("agent"), line["stage"].as_str(), &text("model"), attempt, &usage);
-        turn_lines.push(line.to_string());
+        simulated |= line["simulated"] == true;
     }
     Ok(Resume {
         lock: Some(lock),
@@ -96,6 +96,6 @@ pub fn load(dir: &Path, from_stage: Option<&str>) -> Result<Resume, String> {
         stages,
         journal,
         spent,
-        turn_lines,
+        simulated,
     })
 }
