@@ -49,7 +49,20 @@ pub trait RecordEvent: Serialize {
 
 /// Now, as ISO-8601 UTC with milliseconds.
 pub fn now_iso() -> String {
-    humantime::format_rfc3339_millis(SystemTime::now()).to_string()
+    // Records are stamped many times a millisecond in a busy run: each thread formats a
+    // millisecond once.
+    thread_local! {
+        static LAST: std::cell::RefCell<(u128, String)> = const { std::cell::RefCell::new((0, String::new())) };
+    }
+    let now = SystemTime::now();
+    let ms = now.duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_millis()).unwrap_or(0);
+    LAST.with(|last| {
+        let mut last = last.borrow_mut();
+        if last.0 != ms || last.1.is_empty() {
+            *last = (ms, humantime::format_rfc3339_millis(now).to_string());
+        }
+        last.1.clone()
+    })
 }
 
 /// Now, as unix milliseconds.
