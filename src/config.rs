@@ -22,6 +22,85 @@ pub enum ConfigError {
     BadValue { field: String, place: String, message: String },
 }
 
+/// The harnesses awf drives: what a runtime's `harness` names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HarnessKind {
+    /// An in-process responder: no model (tests, offline demos).
+    #[default]
+    Fake,
+    /// Any executable.
+    Command,
+    Claude,
+    Codex,
+    Pi,
+    /// OpenAI-compatible chat completions over HTTP.
+    Openai,
+    /// The Anthropic Messages API over HTTP.
+    Anthropic,
+}
+
+impl HarnessKind {
+    pub const ALL: [HarnessKind; 7] = [
+        HarnessKind::Fake,
+        HarnessKind::Command,
+        HarnessKind::Claude,
+        HarnessKind::Codex,
+        HarnessKind::Pi,
+        HarnessKind::Openai,
+        HarnessKind::Anthropic,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HarnessKind::Fake => "fake",
+            HarnessKind::Command => "command",
+            HarnessKind::Claude => "claude",
+            HarnessKind::Codex => "codex",
+            HarnessKind::Pi => "pi",
+            HarnessKind::Openai => "openai",
+            HarnessKind::Anthropic => "anthropic",
+        }
+    }
+
+    /// An agent CLI run per turn (Claude Code, Codex, pi).
+    pub fn is_cli(self) -> bool {
+        matches!(self, HarnessKind::Claude | HarnessKind::Codex | HarnessKind::Pi)
+    }
+
+    /// A model API over HTTP.
+    pub fn is_http(self) -> bool {
+        matches!(self, HarnessKind::Openai | HarnessKind::Anthropic)
+    }
+
+    /// The model used when a runtime names none; `None` leaves the choice to the CLI itself.
+    pub fn default_model(self) -> &'static str {
+        match self {
+            HarnessKind::Openai => "gpt-5-mini",
+            HarnessKind::Anthropic | HarnessKind::Claude => "claude-sonnet-4-5",
+            HarnessKind::Codex => "gpt-5-codex",
+            HarnessKind::Fake => "fake",
+            HarnessKind::Command => "command",
+            HarnessKind::Pi => "pi",
+        }
+    }
+
+    /// How the harness meets a sandbox.
+    pub fn confinement(self) -> crate::sandbox::Confinement {
+        use crate::sandbox::Confinement;
+        match self {
+            HarnessKind::Command | HarnessKind::Claude | HarnessKind::Codex | HarnessKind::Pi => Confinement::Wrapped,
+            HarnessKind::Fake | HarnessKind::Openai | HarnessKind::Anthropic => Confinement::InProcess,
+        }
+    }
+}
+
+impl std::fmt::Display for HarnessKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// The whole configuration file. Unknown keys are refused so that typos do not pass silently.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -47,7 +126,7 @@ pub struct Config {
 #[derive(Debug, Clone, Default, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct RuntimeConfig {
-    pub harness: String,
+    pub harness: HarnessKind,
     pub model: Option<String>,
     pub effort: Option<String>,
     pub command: Option<Vec<String>>,
@@ -141,7 +220,7 @@ impl Config {
             return Ok(r.clone());
         }
         if alias == "fake" {
-            return Ok(RuntimeConfig { harness: "fake".into(), model: Some("fake".into()), ..Default::default() });
+            return Ok(RuntimeConfig { harness: HarnessKind::Fake, model: Some("fake".into()), ..Default::default() });
         }
         let mut known: Vec<&str> = self.runtimes.keys().map(String::as_str).collect();
         known.push("fake");
@@ -209,7 +288,7 @@ mod tests {
     #[test]
     fn fake_exists_without_config_and_unknown_alias_names_the_place() {
         let config = Config::default();
-        assert_eq!(config.runtime("fake").expect("fake").harness, "fake");
+        assert_eq!(config.runtime("fake").expect("fake").harness, HarnessKind::Fake);
         let err = config.runtime("smart").expect_err("unknown").to_string();
         assert!(err.contains("`smart`") && err.contains("built-in defaults"), "{err}");
     }

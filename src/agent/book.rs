@@ -105,16 +105,15 @@ impl AgentBook {
                 None => Ok(existing.clone()),
             };
         }
-        harness::check_available(&runtime.harness).map_err(|e| format!("agent {}: {e}", req.key))?;
         let sandbox = self
             .sandboxes
-            .choose(run, &req.key, req.sandbox.as_ref(), &runtime.harness)
+            .choose(run, &req.key, req.sandbox.as_ref(), runtime.harness)
             .map_err(|e| format!("agent {}: {e}", req.key))?;
         run.scheduler.admit_agent()?;
         let info = AgentInfo {
             key: req.key.clone(),
             instructions: req.instructions.clone(),
-            model: runtime.model.clone().unwrap_or_else(|| harness::default_model(&runtime.harness)),
+            model: runtime.model.clone().unwrap_or_else(|| runtime.harness.default_model().to_string()),
             effort: runtime.effort.clone(),
             labels: req.labels.clone(),
         };
@@ -125,8 +124,8 @@ impl AgentBook {
         let (session, endpoint) = self.session_for(&req, &runtime, &info, responder, sandbox.as_ref())?;
         // Every harness reports through this wrapper: its texts reach the engine scrubbed of secrets.
         let session = harness::scrubbed::Scrubbed::wrap(session, run.secrets.clone());
-        if let Some(s) = sandbox.filter(|_| crate::sandbox::confinement(&runtime.harness) != Confinement::Wrapped) {
-            self.sandboxes.seated_in_process(run, &s, &req.key, &runtime.harness);
+        if let Some(s) = sandbox.filter(|_| runtime.harness.confinement() != Confinement::Wrapped) {
+            self.sandboxes.seated_in_process(run, &s, &req.key, runtime.harness);
         }
         let messenger = self.messenger(&req.key);
         let agent = Arc::new(Agent::new(req, runtime, info, session, endpoint, messenger));
@@ -135,7 +134,7 @@ impl AgentBook {
         run.progress.agents_open.fetch_add(1, Ordering::Relaxed);
         run.records.event(&Event::AgentOpened {
             agent: &agent.key,
-            harness: agent.harness(),
+            harness: agent.harness().as_str(),
             model: &agent.model(),
             effort: agent.effort().as_deref(),
             labels: &agent.request.labels,
@@ -183,7 +182,7 @@ impl AgentBook {
         self.run.progress.agents_open.fetch_add(1, Ordering::Relaxed);
         self.run.records.event(&Event::AgentOpened {
             agent: &key,
-            harness: agent.harness(),
+            harness: agent.harness().as_str(),
             model: &agent.model(),
             effort: agent.effort().as_deref(),
             labels: &agent.request.labels,

@@ -143,8 +143,8 @@ impl Agent {
         book.router.fail_asks_to(run, &self.key, &format!("{} closed: {why}", self.key), true);
     }
 
-    pub fn harness(&self) -> &str {
-        &self.runtime.harness
+    pub fn harness(&self) -> crate::config::HarnessKind {
+        self.runtime.harness
     }
 
     pub fn info(&self) -> AgentInfo {

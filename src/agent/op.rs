@@ -8,6 +8,7 @@
 use super::kinds::{Body, Done};
 use super::{lock, Agent, AgentBook};
 use crate::accounting::{CostSource, Usage};
+use crate::config::HarnessKind;
 use crate::control::slot::ResultSlot;
 use crate::record::now_iso;
 use crate::run::deadline::instant_of;
@@ -112,7 +113,7 @@ pub(super) async fn execute(
     // An answer from an agent's process is journalled the moment it is accepted, before the agent
     // hears `accepted`: a crash after that never runs the operation again. The fake harness
     // settles at once and is journalled when it settles.
-    if let (Some(slot), true) = (&slot, body.journals() && agent.harness() != "fake") {
+    if let (Some(slot), true) = (&slot, body.journals() && agent.harness() != HarnessKind::Fake) {
         slot.record_with(accepted_journal(run, &agent.key, &op.op_id, &op.hash, op.started));
     }
     let agent_deadline = earliest(
@@ -147,7 +148,7 @@ pub(super) async fn execute(
     let mut usage = Usage::default();
     let mut cost_source = CostSource::Simulated;
     // A fake operation spends nothing real, however it ends.
-    let mut simulated = agent.harness() == "fake";
+    let mut simulated = agent.harness() == HarnessKind::Fake;
     let mut terminated = None;
     let mut forked = None;
     let mut budget = false;
@@ -208,7 +209,7 @@ pub(super) async fn execute(
     let settled = Settled {
         attempt: run.attempt,
         agent: &agent.key,
-        harness: agent.harness(),
+        harness: agent.harness().as_str(),
         outcome: &outcome,
         stage: frame.stage.as_deref(),
         label: op.label,

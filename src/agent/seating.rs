@@ -2,8 +2,9 @@
 //! the run-level `--sandbox`; bwrap probed once; the run's record of every sandbox opened with the
 //! agents seated in it (`sandbox-opened`, `sandbox-seated`, result.json `sandboxes`).
 
+use crate::config::HarnessKind;
 use crate::run::{Event, Run};
-use crate::sandbox::{confinement, provider, seat, Chosen, Confinement, Named, Policy, Sandbox, Scope, Seat};
+use crate::sandbox::{provider, seat, Chosen, Confinement, Named, Policy, Sandbox, Scope, Seat};
 use serde::Serialize;
 use serde_json::Value;
 use std::path::PathBuf;
@@ -12,7 +13,7 @@ use std::sync::{Mutex, OnceLock};
 #[derive(Debug, Clone, Serialize)]
 struct SeatRecord {
     agent: String,
-    harness: String,
+    harness: HarnessKind,
     /// False for in-process harnesses: nothing to confine.
     confined: bool,
     seat: Option<Seat>,
@@ -50,7 +51,13 @@ impl SandboxBook {
     /// The sandbox for agent `key` of `harness`, from its spec's `sandbox` and the run-level one;
     /// `None` when it has none. Refuses, saying which and how to fix it, when the sandbox is
     /// unknown, clashes with the run-level one, or cannot be made here.
-    pub fn choose(&self, run: &Run, key: &str, spec: Option<&Value>, harness: &str) -> Result<Option<Chosen>, String> {
+    pub fn choose(
+        &self,
+        run: &Run,
+        key: &str,
+        spec: Option<&Value>,
+        harness: HarnessKind,
+    ) -> Result<Option<Chosen>, String> {
         let asked = match spec {
             None => None,
             Some(Value::String(name)) => {
@@ -76,16 +83,14 @@ impl SandboxBook {
         let home = std::env::var_os("HOME").filter(|h| !h.is_empty()).map(PathBuf::from);
         let policy = policy.resolve(&run.cwd, home.as_deref()).map_err(fail)?;
         policy.check().map_err(fail)?;
-        let bwrap = match confinement(harness) {
+        let bwrap = match harness.confinement() {
             Confinement::InProcess => None,
             Confinement::Wrapped => Some(self.ready.get_or_init(provider::ready).clone().map_err(|why| {
-                format!("{}; the agent was not started (awf never runs a sandboxed agent without its sandbox)", fail(why))
+                format!(
+                    "{}; the agent was not started (awf never runs a sandboxed agent without its sandbox)",
+                    fail(why)
+                )
             })?),
-            Confinement::Unsupported => {
-                return Err(format!(
-                    "harness `{harness}` cannot run inside sandbox `{name}` yet, and awf never runs a sandboxed agent without its sandbox; use the `command` harness or drop the sandbox"
-                ))
-            }
         };
         Ok(Some(Chosen { name, scope, policy, bwrap }))
     }
@@ -104,13 +109,8 @@ impl SandboxBook {
 
     /// Records a program agent seated in `sandbox` (a `sandbox-seated` event, and `sandbox-opened`
     /// for the sandbox's first agent).
-    pub fn seated(&self, run: &Run, sandbox: &Sandbox, agent: &str, harness: &str) {
-        let seated = SeatRecord {
-            agent: agent.into(),
-            harness: harness.into(),
-            confined: true,
-            seat: Some(sandbox.seat.clone()),
-        };
+    pub fn seated(&self, run: &Run, sandbox: &Sandbox, agent: &str, harness: HarnessKind) {
+        let seated = SeatRecord { agent: agent.into(), harness, confined: true, seat: Some(sandbox.seat.clone()) };
         let chosen = Chosen {
             name: sandbox.name.clone(),
             scope: sandbox.scope,
@@ -121,12 +121,8 @@ impl SandboxBook {
     }
 
     /// Records an in-process agent (`Confinement::InProcess`) as seated, with nothing confined.
-    pub fn seated_in_process(&self, run: &Run, chosen: &Chosen, agent: &str, harness: &str) {
-        self.record(
-            run,
-            chosen,
-            SeatRecord { agent: agent.into(), harness: harness.into(), confined: false, seat: None },
-        );
+    pub fn seated_in_process(&self, run: &Run, chosen: &Chosen, agent: &str, harness: HarnessKind) {
+        self.record(run, chosen, SeatRecord { agent: agent.into(), harness, confined: false, seat: None });
     }
 
     fn record(&self, run: &Run, chosen: &Chosen, seated: SeatRecord) {
@@ -160,7 +156,7 @@ impl SandboxBook {
         run.records.event(&Event::SandboxSeated {
             sandbox: &o.name,
             agent: &seated.agent,
-            harness: &seated.harness,
+            harness: seated.harness.as_str(),
             confined: seated.confined,
             seat: seated.seat.as_ref(),
         });

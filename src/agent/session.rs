@@ -3,7 +3,7 @@
 
 use super::AgentBook;
 use super::OpenRequest;
-use crate::config::RuntimeConfig;
+use crate::config::{HarnessKind, RuntimeConfig};
 use crate::control::server::Endpoint;
 use crate::harness::{self, AgentInfo, Session};
 use crate::run::Run;
@@ -23,7 +23,7 @@ impl AgentBook {
         responder: Option<Arc<dyn harness::Responder>>,
         sandbox: Option<&crate::sandbox::Chosen>,
     ) -> Result<SessionParts, String> {
-        if runtime.harness == "fake" {
+        if runtime.harness == HarnessKind::Fake {
             return Ok((Box::new(harness::fake::FakeSession::new(info.clone(), responder)), None));
         }
         let run = &self.run;
@@ -32,7 +32,7 @@ impl AgentBook {
         let awf =
             std::env::current_exe().map_err(|e| format!("cannot find the awf executable for the launcher: {e}"))?;
         let events = event_sink(run);
-        if matches!(runtime.harness.as_str(), "openai" | "anthropic") {
+        if runtime.harness.is_http() {
             let cfg = http_config(run, &req.key, runtime)?;
             let session = harness::http::HttpSession::new(info.clone(), cfg, dir.join("history.json"), events)
                 .map_err(|e| format!("agent {}: {e}", req.key))?;
@@ -51,13 +51,13 @@ impl AgentBook {
             Some(c) => run.cwd.join(c),
             None => run.cwd.clone(),
         };
-        let cli = harness::cli::is_cli(&runtime.harness);
-        let cli_program = run.config.harnesses.get(&runtime.harness).and_then(|h| h.command.clone());
+        let cli = runtime.harness.is_cli();
+        let cli_program = run.config.harnesses.get(runtime.harness.as_str()).and_then(|h| h.command.clone());
         // A CLI agent is seated by its program (its home is the seat's home, `agents/<slug>/home`).
         let seated_program = match (cli, &cli_program) {
             (false, _) => argv.clone(),
             (true, Some(p)) => vec![p.clone()],
-            (true, None) => vec![runtime.harness.clone()],
+            (true, None) => vec![runtime.harness.to_string()],
         };
         let sandbox = match sandbox {
             Some(chosen) => {
@@ -78,10 +78,10 @@ impl AgentBook {
             let cfg = harness::cli::CliConfig::from_runtime(runtime, cli_program, run.scheduler.limits.stall_timeout);
             let opener = cli_endpoint_opener(self.me.clone(), awf);
             let session =
-                harness::cli::CliSession::open(&runtime.harness, info.clone(), cfg, cwd, dir, endpoint.clone(), opener)
+                harness::cli::CliSession::open(runtime.harness, info.clone(), cfg, cwd, dir, endpoint.clone(), opener)
                     .map_err(|e| format!("agent {}: {e}", req.key))?;
             if let Some(s) = &sandbox {
-                self.sandboxes.seated(run, s, &req.key, &runtime.harness);
+                self.sandboxes.seated(run, s, &req.key, runtime.harness);
             }
             return Ok((Box::new(session.sandboxed(sandbox)), Some(endpoint)));
         }
@@ -95,7 +95,7 @@ impl AgentBook {
         )
         .map_err(|e| format!("agent {}: {e}", req.key))?;
         if let Some(s) = &sandbox {
-            self.sandboxes.seated(run, s, &req.key, &runtime.harness);
+            self.sandboxes.seated(run, s, &req.key, runtime.harness);
         }
         Ok((Box::new(session.sandboxed(sandbox)), Some(endpoint)))
     }
@@ -155,7 +155,7 @@ fn event_sink(run: &Arc<Run>) -> crate::control::server::EventSink {
 }
 
 fn cli_endpoint_opener(book: std::sync::Weak<AgentBook>, awf: PathBuf) -> harness::cli::EndpointOpener {
-    Arc::new(move |key: &str, parent: Option<(&crate::sandbox::Sandbox, &str)>| {
+    Arc::new(move |key: &str, parent: Option<(&crate::sandbox::Sandbox, HarnessKind)>| {
         let book = book.upgrade().ok_or("the run has ended")?;
         let run = &book.run;
         let slug = book.claim_slug(key);

@@ -3,8 +3,8 @@
 //! API key's variable), write a function returning `Vec<Check>` and add it to `checks`.
 
 use super::{EXIT_FAILED, EXIT_OK};
-use crate::harness::KNOWN_HARNESSES;
-use crate::sandbox::{confinement, provider, Confinement};
+use crate::config::HarnessKind;
+use crate::sandbox::{provider, Confinement};
 use anyhow::Result;
 use serde::Serialize;
 
@@ -48,8 +48,7 @@ fn http_checks() -> Vec<Check> {
         Err(e) => return vec![Check::new("config", false, e.to_string())],
     };
     let mut out = Vec::new();
-    for (alias, runtime) in config.runtimes.iter().filter(|(_, r)| matches!(r.harness.as_str(), "openai" | "anthropic"))
-    {
+    for (alias, runtime) in config.runtimes.iter().filter(|(_, r)| r.harness.is_http()) {
         let target = crate::harness::http::Target::of(runtime);
         let name = format!("runtime: {alias}");
         if target.api_key.is_none() && !target.local {
@@ -94,14 +93,12 @@ fn sandbox_checks() -> Vec<Check> {
 
 /// The harnesses this build drives, and how each meets a sandbox.
 fn harness_checks() -> Vec<Check> {
-    KNOWN_HARNESSES
+    HarnessKind::ALL
         .iter()
-        .filter(|(_, built)| *built)
-        .map(|(name, _)| {
-            let sandbox = match confinement(name) {
+        .map(|name| {
+            let sandbox = match name.confinement() {
                 Confinement::Wrapped => "its program runs inside the agent's sandbox",
                 Confinement::InProcess => "runs inside awf: a sandbox is recorded but has nothing to confine",
-                Confinement::Unsupported => "refuses sandboxed agents (it cannot wrap its program yet)",
             };
             Check::new(&format!("harness: {name}"), true, format!("built; {sandbox}"))
         })
@@ -116,10 +113,6 @@ pub fn exec(args: DoctorArgs) -> Result<i32> {
         let width = checks.iter().map(|c| c.name.len()).max().unwrap_or(0);
         for c in &checks {
             out!("{:<4}  {:<width$}  {}", if c.ok { "ok" } else { "FAIL" }, c.name, c.detail);
-        }
-        let missing: Vec<&str> = KNOWN_HARNESSES.iter().filter(|(_, built)| !built).map(|(n, _)| *n).collect();
-        if !missing.is_empty() {
-            out!("not built in this version: {}", missing.join(", "));
         }
     }
     Ok(if checks.iter().all(|c| c.ok) { EXIT_OK } else { EXIT_FAILED })

@@ -25,18 +25,6 @@ pub enum Confinement {
     /// It runs inside awf (`fake`, the HTTP harnesses): there is no program to confine, so the
     /// agent is seated and recorded (`confined: false`) and nothing else changes.
     InProcess,
-    /// It would spawn programs it cannot wrap yet: refused, so nothing runs unsandboxed.
-    Unsupported,
-}
-
-/// How `harness` meets a sandbox. A process harness that learns to wrap its program moves to
-/// `Wrapped`.
-pub fn confinement(harness: &str) -> Confinement {
-    match harness {
-        "command" | "claude" | "codex" | "pi" => Confinement::Wrapped,
-        "fake" | "openai" | "anthropic" => Confinement::InProcess,
-        _ => Confinement::Unsupported,
-    }
 }
 
 /// Where an agent's sandbox was named.

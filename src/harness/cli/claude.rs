@@ -59,8 +59,8 @@ fn with_prompt(mut args: Vec<String>, cfg: &CliConfig, prompt: &str) -> Invocati
 }
 
 impl super::Cli for Claude {
-    fn harness(&self) -> &'static str {
-        "claude"
+    fn harness(&self) -> crate::config::HarnessKind {
+        crate::config::HarnessKind::Claude
     }
 
     fn credentials(&self, home: &Path) -> Vec<(PathBuf, PathBuf)> {

@@ -88,8 +88,8 @@ fn flags(cfg: &CliConfig) -> Vec<String> {
 }
 
 impl super::Cli for Codex {
-    fn harness(&self) -> &'static str {
-        "codex"
+    fn harness(&self) -> crate::config::HarnessKind {
+        crate::config::HarnessKind::Codex
     }
 
     fn credentials(&self, home: &Path) -> Vec<(PathBuf, PathBuf)> {

@@ -55,14 +55,14 @@ pub fn doctor_checks() -> Vec<(String, bool, String)> {
         .iter()
         .map(|(harness, _, pinned)| {
             let name = format!("cli: {harness}");
-            match installed_version(harness) {
+            match installed_version(harness.as_str()) {
                 Ok(v) if v == *pinned => (name, true, format!("`{harness}` {v} (the pinned version)")),
                 Ok(v) => (
                     name,
                     false,
-                    format!("`{harness}` is {v}, but awf is verified with {pinned}: {}", install_hint(harness)),
+                    format!("`{harness}` is {v}, but awf is verified with {pinned}: {}", install_hint(*harness)),
                 ),
-                Err(e) => (name, false, format!("`{harness}` {e}: {}", install_hint(harness))),
+                Err(e) => (name, false, format!("`{harness}` {e}: {}", install_hint(*harness))),
             }
         })
         .collect()

@@ -28,7 +28,7 @@ pub use home::{copy_tree, operator_dir, write_config, Credential};
 pub use session::CliSession;
 
 use super::AgentInfo;
-use crate::config::RuntimeConfig;
+use crate::config::{HarnessKind, RuntimeConfig};
 use crate::control::server::Endpoint;
 use crate::sandbox::Sandbox;
 use serde_json::Value;
@@ -38,26 +38,23 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// The CLI harnesses, the npm package of each, and the version it was verified with (HARNESSES.md).
-pub const PINNED: [(&str, &str, &str); 3] = [
-    ("claude", "@anthropic-ai/claude-code", "2.1.197"),
-    ("codex", "@openai/codex", "0.171.0"),
-    ("pi", "@mariozechner/pi-coding-agent", "0.73.1"),
+pub const PINNED: [(HarnessKind, &str, &str); 3] = [
+    (HarnessKind::Claude, "@anthropic-ai/claude-code", "2.1.197"),
+    (HarnessKind::Codex, "@openai/codex", "0.171.0"),
+    (HarnessKind::Pi, "@mariozechner/pi-coding-agent", "0.73.1"),
 ];
 
 /// Prompts longer than this go through stdin or a file instead of the command line (Linux caps
 /// one argument at 128 KiB).
 pub const ARG_MAX: usize = 100_000;
 
-/// Whether `harness` is one of the CLI harnesses.
-pub fn is_cli(harness: &str) -> bool {
-    PINNED.iter().any(|(h, _, _)| *h == harness)
-}
-
 /// Opens the control folder and socket for a new agent key: `(agents/<slug>, endpoint)`, and,
 /// when the parent is sandboxed (`(its sandbox, harness)`), seats the fork in the same sandbox. A
 /// fork needs one of its own.
 pub type EndpointOpener = Arc<
-    dyn Fn(&str, Option<(&Sandbox, &str)>) -> Result<(PathBuf, Arc<Endpoint>, Option<Sandbox>), String> + Send + Sync,
+    dyn Fn(&str, Option<(&Sandbox, HarnessKind)>) -> Result<(PathBuf, Arc<Endpoint>, Option<Sandbox>), String>
+        + Send
+        + Sync,
 >;
 
 /// A CLI session's settings, from the runtime.
@@ -79,7 +76,7 @@ pub struct CliConfig {
 impl CliConfig {
     pub fn from_runtime(runtime: &RuntimeConfig, program: Option<String>, stall: Duration) -> CliConfig {
         CliConfig {
-            program: program.unwrap_or_else(|| runtime.harness.clone()),
+            program: program.unwrap_or_else(|| runtime.harness.to_string()),
             model: runtime.model.clone(),
             effort: runtime.effort.clone(),
             base_url: runtime.base_url.clone(),
@@ -134,7 +131,7 @@ pub struct Invocation {
 
 /// What differs between the CLIs.
 pub trait Cli: Send + Sync {
-    fn harness(&self) -> &'static str;
+    fn harness(&self) -> HarnessKind;
     /// The operator's credential files and where their copies live in the home.
     fn credentials(&self, home: &Path) -> Vec<(PathBuf, PathBuf)>;
     /// Writes the CLI's configuration into its home; returns its environment.
@@ -156,7 +153,7 @@ pub trait Cli: Send + Sync {
 }
 
 /// The npm command that installs the pinned version of a CLI harness.
-pub fn install_hint(harness: &str) -> String {
+pub fn install_hint(harness: HarnessKind) -> String {
     match PINNED.iter().find(|(h, _, _)| *h == harness) {
         Some((_, package, version)) => format!("npm install -g {package}@{version}"),
         None => format!("install `{harness}`"),
@@ -170,7 +167,7 @@ mod tests {
     #[test]
     fn loopback_base_urls_are_local() {
         let mut cfg = CliConfig::from_runtime(
-            &RuntimeConfig { harness: "claude".into(), ..Default::default() },
+            &RuntimeConfig { harness: HarnessKind::Claude, ..Default::default() },
             None,
             Duration::from_secs(1),
         );

@@ -77,8 +77,8 @@ fn created_session(dir: &Path, id: &str) -> Option<PathBuf> {
 }
 
 impl super::Cli for Pi {
-    fn harness(&self) -> &'static str {
-        "pi"
+    fn harness(&self) -> crate::config::HarnessKind {
+        crate::config::HarnessKind::Pi
     }
 
     fn credentials(&self, home: &Path) -> Vec<(PathBuf, PathBuf)> {

@@ -4,6 +4,7 @@
 use super::home::Credential;
 use super::{claude, codex, copy_tree, pi, Cli, CliConfig, CliEnv, EndpointOpener};
 use crate::accounting::{CostSource, Usage};
+use crate::config::HarnessKind;
 use crate::control::server::{Endpoint, OpControl};
 use crate::harness::{AgentInfo, BoxFuture, Session, TurnEnd, TurnInput, TurnReport};
 use crate::record::agent_files::OpLog;
@@ -32,7 +33,7 @@ pub struct CliSession {
 impl CliSession {
     /// A session for `harness` (one of `PINNED`), its home under `agent_dir`.
     pub fn open(
-        harness: &str,
+        harness: HarnessKind,
         info: AgentInfo,
         cfg: CliConfig,
         cwd: PathBuf,
@@ -43,13 +44,13 @@ impl CliSession {
         let home = agent_dir.join("home");
         crate::record::private::create_dir(&home).map_err(|e| format!("cannot create {}: {e}", home.display()))?;
         let cli: Box<dyn Cli> = match harness {
-            "claude" => Box::new(claude::Claude::new()),
-            "codex" => Box::new(codex::Codex::new()),
-            "pi" => Box::new(pi::Pi::new(&home)),
+            HarnessKind::Claude => Box::new(claude::Claude::new()),
+            HarnessKind::Codex => Box::new(codex::Codex::new()),
+            HarnessKind::Pi => Box::new(pi::Pi::new(&home)),
             other => return Err(format!("`{other}` is not a CLI harness")),
         };
         let mut cfg = cfg;
-        if cfg.model.is_none() && harness != "pi" {
+        if cfg.model.is_none() && harness != HarnessKind::Pi {
             // The model awf records (and prices) is the model the CLI runs.
             cfg.model = Some(info.model.clone());
         }

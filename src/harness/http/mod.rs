@@ -43,8 +43,8 @@ pub struct Target {
 
 impl Target {
     pub fn of(runtime: &crate::config::RuntimeConfig) -> Target {
-        let (api, url_var, key_var, default_url, default_model) = match runtime.harness.as_str() {
-            "anthropic" => (
+        let (api, url_var, key_var, default_url, default_model) = match runtime.harness {
+            crate::config::HarnessKind::Anthropic => (
                 Api::Anthropic,
                 "ANTHROPIC_BASE_URL",
                 "ANTHROPIC_API_KEY",
