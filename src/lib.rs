@@ -65,7 +65,7 @@
 //! - `run/`: the run core. `mod.rs` (identity, stop cause, recording a settled operation, finish),
 //!   `event.rs` (every events.jsonl type), `status.rs` (`RunStatus`, `StageStatus`), `outcome.rs`
 //!   (outcomes and their `turns.jsonl`/`journal.jsonl` lines), `schema.rs` (validators cached by
-//!   schema text, violations with JSON pointers, example values), `deadline.rs`, `scope.rs` (the
+//!   schema text, violations with JSON pointers, example values), `deadline.rs` (`Deadline`: the one deadline type, from `--deadline` and `timeout_ms` down to the harnesses), `scope.rs` (the
 //!   per-thread scope: cancellation token, deadline, stage, group), `scheduler.rs` (the one gate for
 //!   every operation: concurrency, agents, budgets; the accounts), `stages.rs`, `progress.rs`,
 //!   `resume.rs` (what a new attempt reuses: stages on record, and answered operations from the

@@ -8,7 +8,7 @@ use super::{lock, Agent, AgentBook};
 use crate::accounting::{CostSource, Usage};
 use crate::control::slot::ResultSlot;
 use crate::harness::{AgentInfo, Session, TurnEnd, TurnInput, TurnKind};
-use crate::run::deadline::instant_of;
+use crate::run::deadline::Deadline;
 use crate::run::schema::Schema;
 use crate::run::scope::Frame;
 use crate::run::{Event, Outcome, OutcomeKind, Replay, Run};
@@ -149,7 +149,7 @@ impl Body<'_> {
         agent: &Arc<Agent>,
         op: &Op<'_>,
         slot: Option<Arc<ResultSlot>>,
-        deadline_unix_ms: Option<i64>,
+        deadline: Option<Deadline>,
     ) -> Done {
         match self {
             Body::Turn(turn) => {
@@ -163,7 +163,7 @@ impl Body<'_> {
                     launcher: &launcher,
                     nudge: &turn.nudge,
                     slot,
-                    deadline_unix_ms,
+                    deadline,
                 };
                 let s = supervise(session, plan, book).await;
                 let (kind, value, reason) = match s.settle {
@@ -184,7 +184,7 @@ impl Body<'_> {
             }
             Body::Message => {
                 let Some(slot) = slot else { return Done::of(OutcomeKind::Failed, None, Some("no slot".into())) };
-                message(session, book, agent, op, slot, deadline_unix_ms).await
+                message(session, book, agent, op, slot, deadline).await
             }
             Body::Compact(prompt) => match session.compact(prompt).await {
                 Ok(summary) => Done::answered(Some(Value::String(summary))),
@@ -211,7 +211,7 @@ async fn message(
     agent: &Arc<Agent>,
     op: &Op<'_>,
     slot: Arc<ResultSlot>,
-    deadline_unix_ms: Option<i64>,
+    deadline: Option<Deadline>,
 ) -> Done {
     let run = &book.run;
     let launcher = agent.launcher();
@@ -222,7 +222,7 @@ async fn message(
         crate::messaging::context_text(&launcher, &routes, &agent.key, &held)
     );
     if let Some(e) = &agent.endpoint {
-        e.open_turn(&op.op_id, slot.clone(), deadline_unix_ms);
+        e.open_turn(&op.op_id, slot.clone(), deadline);
     }
     let input = TurnInput {
         op_id: op.op_id.clone(),
@@ -231,7 +231,7 @@ async fn message(
         nudge: 0,
         n: op.n,
         slot,
-        deadline_unix_ms,
+        deadline,
         kind: TurnKind::Message,
         messages: held,
         messenger: Some(agent.messenger()),
@@ -243,13 +243,6 @@ async fn message(
         TurnEnd::Blocked(why) => (OutcomeKind::Blocked, Some(why)),
     };
     Done { kind, value: None, reason, usage: r.usage, cost_source: r.cost_source, simulated: r.simulated, forked: None }
-}
-
-fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
-    match (a, b) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
-    }
 }
 
 /// The next number of an operation that is not a turn or a message (compaction, fork, set).
@@ -317,8 +310,10 @@ pub fn run(book: &Arc<AgentBook>, agent: &Arc<Agent>, turn: Turn, frame: &Frame)
         Replay::None => {}
     }
     let started = Instant::now();
-    let own_deadline =
-        earliest(turn.timeout_ms.map(|ms| started + Duration::from_millis(ms)), turn.deadline_ms.map(instant_of));
+    let own_deadline = Deadline::earliest(
+        turn.timeout_ms.map(|ms| Deadline::after(Duration::from_millis(ms))),
+        turn.deadline_ms.map(Deadline::at_unix_ms),
+    );
     let op = Op {
         op_id: op_id.clone(),
         n,

@@ -5,7 +5,6 @@ use super::AgentBook;
 use crate::control::messenger::{Held, MessageError, Messenger};
 use crate::run::BoxFuture;
 use std::sync::{Arc, Weak};
-use std::time::Instant;
 use tokio::sync::oneshot;
 
 /// One agent's view of the router.
@@ -30,7 +29,12 @@ impl Messenger for AgentMessenger {
         book.router.send(&book.run, &*book, &self.key, to, text, None).map_err(MessageError::Refused)
     }
 
-    fn ask(&self, to: &str, text: &str, deadline: Option<Instant>) -> BoxFuture<'static, Result<String, MessageError>> {
+    fn ask(
+        &self,
+        to: &str,
+        text: &str,
+        deadline: Option<crate::run::deadline::Deadline>,
+    ) -> BoxFuture<'static, Result<String, MessageError>> {
         let (tx, rx) = oneshot::channel();
         let sent = self.book().and_then(|book| {
             let n =
@@ -42,7 +46,7 @@ impl Messenger for AgentMessenger {
             let (n, stop) = sent?;
             let until = async {
                 match deadline {
-                    Some(at) => tokio::time::sleep_until(at.into()).await,
+                    Some(at) => tokio::time::sleep_until(at.instant().into()).await,
                     None => std::future::pending().await,
                 }
             };

@@ -11,7 +11,7 @@ use crate::accounting::{CostSource, Usage};
 use crate::config::HarnessKind;
 use crate::control::slot::ResultSlot;
 use crate::record::now_iso;
-use crate::run::deadline::instant_of;
+use crate::run::deadline::Deadline;
 use crate::run::scope::{DeadlineKind, Frame};
 use crate::run::{Event, Outcome, OutcomeKind, Run, Settled};
 use std::sync::Arc;
@@ -43,20 +43,6 @@ pub(super) fn turn_hash(turn: &Turn) -> String {
     format!("{:032x}", h.digest128())
 }
 
-fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
-    match (a, b) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
-    }
-}
-
-async fn sleep_until(at: Option<Instant>) {
-    match at {
-        Some(at) => tokio::time::sleep_until(at.into()).await,
-        None => std::future::pending().await,
-    }
-}
-
 /// One operation about to run: what the pipeline needs beside its body.
 pub(super) struct Op<'a> {
     pub op_id: String,
@@ -66,7 +52,7 @@ pub(super) struct Op<'a> {
     /// The turn's hash (turns only; journal and replay match on it).
     pub hash: String,
     /// The operation's own deadline (its `timeout_ms`/`deadline`), before the agent's and the scope's.
-    pub own_deadline: Option<Instant>,
+    pub own_deadline: Option<Deadline>,
     pub started: Instant,
     /// A message operation answering an ask runs on its asker's slot and budget place (see
     /// `kinds::message_round`): it neither takes a permit nor waits for one.
@@ -116,13 +102,13 @@ pub(super) async fn execute(
     if let (Some(slot), true) = (&slot, body.journals() && agent.harness() != HarnessKind::Fake) {
         slot.record_with(accepted_journal(run, &agent.key, &op.op_id, &op.hash, op.started));
     }
-    let agent_deadline = earliest(
-        agent.request.timeout_ms.map(|ms| op.started + Duration::from_millis(ms)),
-        agent.request.deadline_ms.map(instant_of),
+    let agent_deadline = Deadline::earliest(
+        agent.request.timeout_ms.map(|ms| Deadline::after(Duration::from_millis(ms))),
+        agent.request.deadline_ms.map(Deadline::at_unix_ms),
     );
-    let own_deadline = earliest(op.own_deadline, agent_deadline);
-    let scope_deadline = frame.deadline.as_ref().map(|d| d.at);
-    let deadline_unix_ms = earliest(own_deadline, scope_deadline).map(crate::run::deadline::unix_ms_of);
+    let own_deadline = Deadline::earliest(op.own_deadline, agent_deadline);
+    let scope_deadline = frame.deadline_at();
+    let deadline = Deadline::earliest(own_deadline, scope_deadline);
 
     let work = async {
         let mut session = agent.session.lock().await;
@@ -132,7 +118,7 @@ pub(super) async fn execute(
             Err(why) => return (End::Budget(why), None),
         };
         run.progress.agent_working(true);
-        let done = body.run(&mut **session, book, agent, &op, slot.clone(), deadline_unix_ms).await;
+        let done = body.run(&mut **session, book, agent, &op, slot.clone(), deadline).await;
         run.progress.agent_working(false);
         (End::Done(done), Some(admission))
     };
@@ -140,8 +126,8 @@ pub(super) async fn execute(
         biased;
         _ = frame.cancel.cancelled() => (End::Cancelled, None),
         _ = agent.stopped.cancelled() => (End::AgentStopped, None),
-        _ = sleep_until(scope_deadline) => (End::ScopeDeadline, None),
-        _ = sleep_until(own_deadline) => (End::TimedOut, None),
+        _ = Deadline::sleep(scope_deadline) => (End::ScopeDeadline, None),
+        _ = Deadline::sleep(own_deadline) => (End::TimedOut, None),
         end = work => end,
     };
 

@@ -37,7 +37,7 @@ pub struct OpPlan<'a> {
     pub launcher: &'a str,
     pub nudge: &'a Nudge,
     pub slot: Arc<ResultSlot>,
-    pub deadline_unix_ms: Option<i64>,
+    pub deadline: Option<crate::run::deadline::Deadline>,
 }
 
 /// Drives turns until the slot holds an answer, the harness fails, or the nudges run out.
@@ -71,7 +71,7 @@ pub async fn supervise(session: &mut dyn Session, plan: OpPlan<'_>, book: &Agent
                 nudge: k,
                 n: plan.n,
                 slot: plan.slot.clone(),
-                deadline_unix_ms: plan.deadline_unix_ms,
+                deadline: plan.deadline,
                 kind: crate::harness::TurnKind::Turn,
                 messages: held,
                 messenger: Some(plan.agent.messenger()),

@@ -7,6 +7,7 @@ use super::messenger::{MessageError, Messenger};
 use super::protocol::{exit, Command, Response};
 use super::slot::{ResultSlot, Submission};
 use crate::accounting::Usage;
+use crate::run::deadline::Deadline;
 use crate::run::Event;
 use serde_json::{json, Value};
 use std::collections::HashMap;
@@ -31,8 +32,7 @@ pub struct OpControl {
     pub answered: Notify,
     waiting: Mutex<Option<(Instant, String)>>,
     usage: Mutex<Usage>,
-    deadline_text: String,
-    deadline: Option<Instant>,
+    deadline: Option<Deadline>,
 }
 
 impl OpControl {
@@ -73,36 +73,19 @@ impl Control {
         &self.key
     }
 
-    /// Opens an operation; it stays reachable until `settle_op`.
-    pub fn open_op(
-        &self,
-        op_id: &str,
-        slot: Arc<ResultSlot>,
-        deadline_text: String,
-        deadline: Option<Instant>,
-    ) -> Arc<OpControl> {
+    /// Opens a turn's operation with its deadline (which `waiting` answers quote); it stays
+    /// reachable until `settle_op`.
+    pub fn open_turn(&self, op_id: &str, slot: Arc<ResultSlot>, deadline: Option<Deadline>) -> Arc<OpControl> {
         let op = Arc::new(OpControl {
             slot,
             answered: Notify::new(),
             waiting: Mutex::new(None),
             usage: Mutex::new(Usage::default()),
-            deadline_text,
             deadline,
         });
         lock(&self.ops).insert(op_id.to_string(), op.clone());
         *lock(&self.current) = Some(op_id.to_string());
         op
-    }
-
-    /// Opens a turn's operation with its deadline (unix ms), which `waiting` answers quote.
-    pub fn open_turn(&self, op_id: &str, slot: Arc<ResultSlot>, deadline_unix_ms: Option<i64>) -> Arc<OpControl> {
-        let now = crate::record::now_unix_ms();
-        let text = match deadline_unix_ms {
-            Some(ms) => format!("deadline in {} s", (ms - now).max(0) / 1000),
-            None => "no deadline".into(),
-        };
-        let at = deadline_unix_ms.map(|ms| Instant::now() + Duration::from_millis((ms - now).max(0) as u64));
-        self.open_op(op_id, slot, text, at)
     }
 
     /// Closes an operation; later commands for it are told why.
@@ -204,7 +187,10 @@ pub async fn dispatch(control: &Control, cmd: Command) -> Response {
             let text = format!(
                 "waiting acknowledged: no check-in for {}s; this does not extend the deadline ({})",
                 wait.as_secs(),
-                o.deadline_text
+                match o.deadline {
+                    Some(d) => format!("deadline in {} s", d.remaining().as_secs()),
+                    None => "no deadline".into(),
+                }
             );
             Response::new(exit::OK, text)
         }

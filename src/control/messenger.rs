@@ -3,7 +3,6 @@
 //! the router's internals.
 
 use crate::run::BoxFuture;
-use std::time::Instant;
 
 /// A message held for an agent, as its inbox shows it.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -30,7 +29,12 @@ pub trait Messenger: Send + Sync {
     /// Sends over a granted route; the message number, or why it was refused.
     fn send(&self, to: &str, text: &str) -> Result<u64, MessageError>;
     /// Sends and waits for the reply, until `deadline` at most.
-    fn ask(&self, to: &str, text: &str, deadline: Option<Instant>) -> BoxFuture<'static, Result<String, MessageError>>;
+    fn ask(
+        &self,
+        to: &str,
+        text: &str,
+        deadline: Option<crate::run::deadline::Deadline>,
+    ) -> BoxFuture<'static, Result<String, MessageError>>;
     /// Answers message `n`, which must have asked this agent.
     fn reply(&self, n: u64, text: &str) -> Result<(), MessageError>;
     /// The messages held for this agent; reading them delivers them.

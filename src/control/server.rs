@@ -118,20 +118,15 @@ impl Endpoint {
         &self.state.turns
     }
 
-    /// Opens an operation on this socket; it stays reachable until `settle_op`.
-    pub fn open_op(
+    /// Opens a turn's operation with its deadline, which `waiting` answers quote; it stays
+    /// reachable until `settle_op`.
+    pub fn open_turn(
         &self,
         op_id: &str,
         slot: Arc<ResultSlot>,
-        deadline_text: String,
-        deadline: Option<Instant>,
+        deadline: Option<crate::run::deadline::Deadline>,
     ) -> Arc<OpControl> {
-        self.state.control.open_op(op_id, slot, deadline_text, deadline)
-    }
-
-    /// Opens a turn's operation with its deadline (unix ms), which `waiting` answers quote.
-    pub fn open_turn(&self, op_id: &str, slot: Arc<ResultSlot>, deadline_unix_ms: Option<i64>) -> Arc<OpControl> {
-        self.state.control.open_turn(op_id, slot, deadline_unix_ms)
+        self.state.control.open_turn(op_id, slot, deadline)
     }
 
     /// Closes an operation; later frames for it are told why.

@@ -81,7 +81,7 @@ impl FakeSession {
             let r = m.reply(n, &body);
             replies.push(json!({ "reply": n, "ok": r.is_ok(), "error": r.err().map(|e| e.to_string()) }));
         }
-        let deadline = input.deadline_unix_ms.map(crate::run::deadline::instant_of);
+        let deadline = input.deadline;
         for a in &asks {
             let (Some(to), Some(body)) = (text(a, "to"), text(a, "text")) else {
                 return Err(format!("ask entries need `to` and `text`, got {a}"));

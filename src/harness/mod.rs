@@ -39,7 +39,7 @@ pub struct TurnInput {
     pub n: u64,
     pub slot: Arc<ResultSlot>,
     /// When the operation must settle, if it has a deadline.
-    pub deadline_unix_ms: Option<i64>,
+    pub deadline: Option<crate::run::deadline::Deadline>,
     pub kind: TurnKind,
     /// Messages from other agents shown in this turn (already in `shown`).
     pub messages: Vec<crate::control::messenger::Held>,

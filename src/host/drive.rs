@@ -102,7 +102,7 @@ pub async fn wait(run: &Run, mut rx: oneshot::Receiver<ScriptEnd>, deadline: Opt
 pub fn settle(host: &Host, end: Option<ScriptEnd>, output: Output) -> RunEnd {
     let run = &host.run;
     // The progress hook can see the run deadline pass before the timer in `wait` records it.
-    let past_deadline = run.deadline.is_some_and(|d| std::time::Instant::now() >= d);
+    let past_deadline = run.deadline.is_some_and(|d| d.passed());
     let cause = match &end {
         Some(ScriptEnd::Failed(f)) if f.terminated && past_deadline => run.stop_cause().or(Some(StopCause::Deadline)),
         _ => run.stop_cause(),

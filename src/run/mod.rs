@@ -106,8 +106,8 @@ pub struct Run {
     pub default_runtime: String,
     pub rt: tokio::runtime::Handle,
     pub root: CancellationToken,
-    pub deadline: Option<Instant>,
-    pub deadline_unix_ms: Option<i64>,
+    /// The run's deadline (`--deadline`), for this attempt.
+    pub deadline: Option<deadline::Deadline>,
     pub records: Recorder,
     pub scheduler: scheduler::Scheduler,
     pub schemas: SchemaCache,
@@ -178,8 +178,7 @@ impl Run {
             records.event(&Event::RecordsHealed { file, bytes: *bytes });
         }
         records.write_document("run.json", &run_doc)?;
-        let deadline = spec.deadline.map(|d| Instant::now() + d);
-        let deadline_unix_ms = spec.deadline.map(|d| record::now_unix_ms() + d.as_millis() as i64);
+        let deadline = spec.deadline.map(deadline::Deadline::after);
         records.event(&Event::RunStarted {
             run_id: &id,
             script: &spec.script.display().to_string(),
@@ -213,7 +212,6 @@ impl Run {
             rt,
             root: CancellationToken::new(),
             deadline,
-            deadline_unix_ms,
             records,
             scheduler: scheduler::Scheduler::new(spec.limits, prior.0),
             schemas: SchemaCache::default(),

@@ -2,9 +2,9 @@
 //! under. A script thread and every parallel worker carry one in a thread-local, so the engine's
 //! progress hook and every blocking host call see the innermost scope without being told.
 
+use super::deadline::Deadline;
 use std::cell::RefCell;
 use std::sync::Arc;
-use std::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 /// Which limit a deadline comes from, so the right error is raised when it passes.
@@ -14,9 +14,10 @@ pub enum DeadlineKind {
     Parallel(Option<String>),
 }
 
+/// A scope's deadline and where it comes from.
 #[derive(Debug, Clone)]
-pub struct Deadline {
-    pub at: Instant,
+pub struct ScopeDeadline {
+    pub at: Deadline,
     pub kind: DeadlineKind,
 }
 
@@ -24,33 +25,38 @@ pub struct Deadline {
 #[derive(Debug, Clone)]
 pub struct Frame {
     pub cancel: CancellationToken,
-    pub deadline: Option<Deadline>,
+    pub deadline: Option<ScopeDeadline>,
     pub stage: Option<Arc<str>>,
     pub group: Option<Arc<str>>,
 }
 
 impl Frame {
-    pub fn root(cancel: CancellationToken, deadline: Option<Instant>) -> Frame {
+    pub fn root(cancel: CancellationToken, deadline: Option<Deadline>) -> Frame {
         Frame {
             cancel,
-            deadline: deadline.map(|at| Deadline { at, kind: DeadlineKind::Run }),
+            deadline: deadline.map(|at| ScopeDeadline { at, kind: DeadlineKind::Run }),
             stage: None,
             group: None,
         }
     }
 
     /// The earlier of this frame's deadline and `other`.
-    pub fn tighten(&self, at: Option<Instant>, kind: DeadlineKind) -> Option<Deadline> {
+    pub fn tighten(&self, at: Option<Deadline>, kind: DeadlineKind) -> Option<ScopeDeadline> {
         match (&self.deadline, at) {
             (Some(d), Some(at)) if d.at <= at => Some(d.clone()),
-            (_, Some(at)) => Some(Deadline { at, kind }),
+            (_, Some(at)) => Some(ScopeDeadline { at, kind }),
             (d, None) => d.clone(),
         }
     }
 
     /// The deadline that has passed, if any.
-    pub fn expired(&self) -> Option<&Deadline> {
-        self.deadline.as_ref().filter(|d| Instant::now() >= d.at)
+    pub fn expired(&self) -> Option<&ScopeDeadline> {
+        self.deadline.as_ref().filter(|d| d.at.passed())
+    }
+
+    /// When this scope's work must settle, if ever.
+    pub fn deadline_at(&self) -> Option<Deadline> {
+        self.deadline.as_ref().map(|d| d.at)
     }
 }
 

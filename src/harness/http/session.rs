@@ -60,7 +60,7 @@ impl HttpSession {
         let wrapped_schema = result_parameters(&schema).0;
         // The turn's control state: its answers and messages go through the one dispatcher.
         let control = Control::new(&self.info.key, self.events.clone(), input.messenger.clone());
-        control.open_turn(&input.op_id, input.slot.clone(), input.deadline_unix_ms);
+        control.open_turn(&input.op_id, input.slot.clone(), input.deadline);
         for _ in 0..MAX_STEPS {
             let reply = match self.request(&tools, structured.then_some(&wrapped_schema)).await {
                 Ok(r) => r,

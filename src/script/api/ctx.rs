@@ -12,8 +12,8 @@ pub fn register(engine: &mut Engine) {
         .register_get("run_id", |c: &mut Ctx| c.0.run.id.clone())
         .register_get("attempt", |c: &mut Ctx| c.0.run.attempt as INT)
         .register_get("cwd", |c: &mut Ctx| c.0.run.cwd.display().to_string())
-        .register_get("deadline", |c: &mut Ctx| match c.0.run.deadline_unix_ms {
-            Some(ms) => Dynamic::from(ms as INT),
+        .register_get("deadline", |c: &mut Ctx| match c.0.run.deadline {
+            Some(d) => Dynamic::from(d.unix_ms() as INT),
             None => Dynamic::UNIT,
         })
         .register_get("agents", |c: &mut Ctx| Agents(c.0.clone()))
@@ -128,11 +128,11 @@ fn sleep(nc: NativeCallContext, c: &mut Ctx, ms: INT) -> RResult<()> {
     let Some(frame) = scope::current() else {
         return Err(script_err(&nc, "ctx.sleep called outside a run"));
     };
-    let deadline = frame.deadline.as_ref().map(|d| d.at);
+    let deadline = frame.deadline_at();
     let woke = c.0.run.rt.block_on(async {
         let until_deadline = async {
             match deadline {
-                Some(at) => tokio::time::sleep_until(at.into()).await,
+                Some(at) => tokio::time::sleep_until(at.instant().into()).await,
                 None => std::future::pending().await,
             }
         };

@@ -3,6 +3,7 @@
 //! and their agents' turns, deadlines, labelled progress, and data races turned into advice.
 
 use super::{script_err, terminated, Ctx, Fields, RResult, ScriptRun};
+use crate::run::deadline::Deadline;
 use crate::run::scope::{self, DeadlineKind, Frame};
 use crate::run::Event;
 use crate::run::Run;
@@ -161,7 +162,7 @@ fn range_items(r: impl Iterator<Item = INT>) -> Array {
 struct Opts {
     concurrency: Option<usize>,
     label: Option<String>,
-    deadline: Option<std::time::Instant>,
+    deadline: Option<Deadline>,
 }
 
 fn parse_opts(opts: &Map) -> Result<Opts, String> {
@@ -173,8 +174,8 @@ fn parse_opts(opts: &Map) -> Result<Opts, String> {
     };
     let (timeout_ms, deadline_ms) = f.timeout()?;
     let deadline = timeout_ms
-        .map(|ms| std::time::Instant::now() + std::time::Duration::from_millis(ms))
-        .or(deadline_ms.map(crate::run::deadline::instant_of));
+        .map(|ms| Deadline::after(std::time::Duration::from_millis(ms)))
+        .or(deadline_ms.map(Deadline::at_unix_ms));
     Ok(Opts { concurrency, label: f.string("label")?, deadline })
 }
 

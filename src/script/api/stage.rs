@@ -24,11 +24,11 @@ pub fn register(engine: &mut rhai::Engine) {
 fn settle_routes(host: &ScriptRun, name: &str, frame: &Frame) -> Result<(), String> {
     let run = &host.run;
     let stage: Option<Arc<str>> = Some(Arc::from(name));
-    let deadline = frame.deadline.as_ref().map(|d| d.at);
+    let deadline = frame.deadline_at();
     run.rt.block_on(async {
         let until = async {
             match deadline {
-                Some(at) => tokio::time::sleep_until(at.into()).await,
+                Some(at) => tokio::time::sleep_until(at.instant().into()).await,
                 None => std::future::pending().await,
             }
         };
