@@ -274,3 +274,26 @@ fn a_message_operation_on_an_http_agent_is_priced() {
     assert!(m["cost_usd"].as_f64().unwrap_or(0.0) > 0.0, "{m}");
     assert!(server.bodies()[0].to_string().contains("hello b"), "the message reached the model");
 }
+
+#[test]
+fn a_compaction_is_an_operation_billed_like_a_turn() {
+    for api in APIS {
+        let (env, _server) = setup(api, vec![Reply::text("We agreed the verdict is ok.")], "");
+        let script = r#"
+            let a = ctx.agents.open(#{ key: "a" });
+            let summary = a.compact(#{ prompt: "Summarise." });
+            #{ summary: summary, usage: a.usage }
+        "#;
+        let out = env.run(script, &[]);
+        out.expect_code(0);
+        let v = out.json();
+        assert_eq!(v["summary"], "We agreed the verdict is ok.", "{api}: {v}");
+        let turns = read_jsonl(&env.run_dir().join("turns.jsonl"));
+        assert_eq!(turns.len(), 1, "{api}: the compaction left its turns.jsonl line: {turns:?}");
+        assert_eq!(turns[0]["kind"], "compact");
+        assert!(turns[0]["tokens"].as_u64().unwrap_or(0) > 0, "{api}: its tokens are counted: {turns:?}");
+        assert!(turns[0]["cost_usd"].as_f64().unwrap_or(0.0) > 0.0, "{api}: and priced: {turns:?}");
+        assert_eq!(v["usage"]["operations"], 1, "{api}: {v}");
+        assert_eq!(events(&env, "agent-compacted").len(), 1);
+    }
+}

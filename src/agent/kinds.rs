@@ -186,10 +186,14 @@ impl Body<'_> {
                 let Some(slot) = slot else { return Done::of(OutcomeKind::Failed, None, Some("no slot".into())) };
                 message(session, book, agent, op, slot, deadline).await
             }
-            Body::Compact(prompt) => match session.compact(prompt).await {
-                Ok(summary) => Done::answered(Some(Value::String(summary))),
-                Err(why) => Done::of(OutcomeKind::Failed, None, Some(why)),
-            },
+            Body::Compact(prompt) => {
+                let c = session.compact(prompt).await;
+                let done = match c.summary {
+                    Ok(summary) => Done::answered(Some(Value::String(summary))),
+                    Err(why) => Done::of(OutcomeKind::Failed, None, Some(why)),
+                };
+                Done { usage: c.usage, cost_source: c.cost_source, simulated: c.simulated, ..done }
+            }
             Body::Fork(info) => match session.fork(info.clone()) {
                 Ok(s) => Done { forked: Some(s), ..Done::answered(None) },
                 Err(why) => {

@@ -125,8 +125,9 @@ impl Session for CommandSession {
         Err("a `command` agent's session is its program's own state; awf cannot copy it".into())
     }
 
-    fn compact(&mut self, _prompt: &str) -> BoxFuture<'_, Result<String, String>> {
-        Box::pin(async { Err("the `command` harness cannot compact: its program keeps its own history".to_string()) })
+    fn compact(&mut self, _prompt: &str) -> BoxFuture<'_, super::Compaction> {
+        let why = "the `command` harness cannot compact: its program keeps its own history".to_string();
+        Box::pin(async { super::Compaction::free(Err(why), false) })
     }
 
     fn set(&mut self, model: Option<&str>, effort: Option<&str>) -> Result<(), String> {

@@ -224,7 +224,7 @@ impl Session for FakeSession {
         Ok(Box::new(FakeSession { info, responder: self.responder.clone(), history: self.history.clone() }))
     }
 
-    fn compact(&mut self, prompt: &str) -> BoxFuture<'_, Result<String, String>> {
+    fn compact(&mut self, prompt: &str) -> BoxFuture<'_, super::Compaction> {
         let summary = format!(
             "{}: simulated summary of {} turns ({})",
             self.info.key,
@@ -232,7 +232,7 @@ impl Session for FakeSession {
             prompt.split_whitespace().take(8).collect::<Vec<_>>().join(" ")
         );
         self.history = vec![summary.clone()];
-        Box::pin(async move { Ok(summary) })
+        Box::pin(async move { super::Compaction::free(Ok(summary), true) })
     }
 
     fn set(&mut self, model: Option<&str>, effort: Option<&str>) -> Result<(), String> {

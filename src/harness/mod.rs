@@ -63,6 +63,24 @@ pub enum TurnEnd {
     Blocked(String),
 }
 
+/// How a compaction went: the summary or why there is none, and what it spent (a model call is
+/// billed like a turn, even one that failed).
+#[derive(Debug, Clone)]
+pub struct Compaction {
+    pub summary: Result<String, String>,
+    pub usage: Usage,
+    pub cost_source: CostSource,
+    pub simulated: bool,
+}
+
+impl Compaction {
+    /// A compaction that spent nothing: refused, or answered in process.
+    pub fn free(summary: Result<String, String>, simulated: bool) -> Compaction {
+        let cost_source = if simulated { CostSource::Simulated } else { CostSource::Priced };
+        Compaction { summary, usage: Usage::default(), cost_source, simulated }
+    }
+}
+
 /// What a turn reports back to supervision.
 #[derive(Debug, Clone)]
 pub struct TurnReport {
@@ -81,8 +99,8 @@ pub trait Session: Send {
     /// A new session on a copy of this one's history, or why this harness cannot fork.
     fn fork(&self, info: AgentInfo) -> Result<Box<dyn Session>, String>;
 
-    /// Replaces the history with a summary and returns the summary.
-    fn compact(&mut self, prompt: &str) -> BoxFuture<'_, Result<String, String>>;
+    /// Replaces the history with a summary: the summary (or why not), and what it spent.
+    fn compact(&mut self, prompt: &str) -> BoxFuture<'_, Compaction>;
 
     /// Changes the model or effort for later turns.
     fn set(&mut self, model: Option<&str>, effort: Option<&str>) -> Result<(), String>;

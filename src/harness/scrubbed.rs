@@ -37,9 +37,13 @@ impl Session for Scrubbed {
         }
     }
 
-    fn compact(&mut self, prompt: &str) -> BoxFuture<'_, Result<String, String>> {
+    fn compact(&mut self, prompt: &str) -> BoxFuture<'_, super::Compaction> {
         let prompt = prompt.to_string();
-        Box::pin(async move { self.inner.compact(&prompt).await.map_err(|why| self.redactor.scrub(&why)) })
+        Box::pin(async move {
+            let mut c = self.inner.compact(&prompt).await;
+            c.summary = c.summary.map_err(|why| self.redactor.scrub(&why));
+            c
+        })
     }
 
     fn set(&mut self, model: Option<&str>, effort: Option<&str>) -> Result<(), String> {

@@ -160,20 +160,32 @@ impl CliSession {
         report(end, ran.turn.usage, ran.turn.cost_reported, &op)
     }
 
-    async fn run_compact(&mut self, prompt: String) -> Result<String, String> {
-        let inv = self.cli.compact(&self.home, &self.cfg, &self.info, &prompt)?;
+    async fn run_compact(&mut self, prompt: String) -> crate::harness::Compaction {
+        let inv = match self.cli.compact(&self.home, &self.cfg, &self.info, &prompt) {
+            Ok(inv) => inv,
+            Err(why) => return crate::harness::Compaction::free(Err(why), false),
+        };
         self.compactions += 1;
         let id = format!("compact-{}", self.compactions);
         let mut log = OpLog::open(&self.agent_dir, &id);
         self.seed_credentials();
-        let env = self.environment(None)?;
-        let mut ran = self.run(inv, env, None, &mut log, &id).await?;
+        let env = match self.environment(None) {
+            Ok(e) => e,
+            Err(why) => return crate::harness::Compaction::free(Err(why), false),
+        };
+        let mut ran = match self.run(inv, env, None, &mut log, &id).await {
+            Ok(r) => r,
+            Err(why) => return crate::harness::Compaction::free(Err(why), false),
+        };
         self.cli.after_turn(&self.home, &mut ran.turn);
         self.write_back_credentials(&mut log);
-        if ran.turn.compacted {
-            return Ok(ran.turn.text.trim().to_string());
-        }
-        Err(self.judge(&ran).unwrap_or_else(|| format!("{} did not compact the session", self.cli.harness())))
+        let summary = if ran.turn.compacted {
+            Ok(ran.turn.text.trim().to_string())
+        } else {
+            Err(self.judge(&ran).unwrap_or_else(|| format!("{} did not compact the session", self.cli.harness())))
+        };
+        let cost_source = if ran.turn.cost_reported { CostSource::Harness } else { CostSource::Priced };
+        crate::harness::Compaction { summary, usage: ran.turn.usage, cost_source, simulated: false }
     }
 }
 
@@ -195,7 +207,7 @@ impl Session for CliSession {
         Ok(Box::new(session.sandboxed(sandbox)))
     }
 
-    fn compact(&mut self, prompt: &str) -> BoxFuture<'_, Result<String, String>> {
+    fn compact(&mut self, prompt: &str) -> BoxFuture<'_, crate::harness::Compaction> {
         Box::pin(self.run_compact(prompt.to_string()))
     }
 

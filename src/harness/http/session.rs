@@ -122,18 +122,15 @@ impl Session for HttpSession {
         Ok(Box::new(s))
     }
 
-    fn compact(&mut self, prompt: &str) -> BoxFuture<'_, Result<String, String>> {
+    fn compact(&mut self, prompt: &str) -> BoxFuture<'_, crate::harness::Compaction> {
         let prompt = prompt.to_string();
         Box::pin(async move {
-            self.history.push(Msg::User { text: prompt });
-            let reply = self.request(&[], None).await?;
-            let summary = reply.text.trim().to_string();
-            self.history = vec![
-                Msg::User { text: format!("A summary of our conversation so far:\n\n{summary}") },
-                Msg::Assistant { text: "Understood.".into(), calls: Vec::new() },
-            ];
-            self.save();
-            Ok(summary)
+            let c = self.compact_history(prompt).await;
+            let (summary, usage) = match c {
+                Ok((s, u)) => (Ok(s), u),
+                Err(e) => (Err(e), Usage::default()),
+            };
+            crate::harness::Compaction { summary, usage, cost_source: CostSource::Priced, simulated: false }
         })
     }
 
@@ -146,5 +143,22 @@ impl Session for HttpSession {
             self.cfg.effort = Some(e.to_string());
         }
         Ok(())
+    }
+}
+
+impl HttpSession {
+    /// Asks the model to summarise the conversation and keeps only the summary.
+    async fn compact_history(&mut self, prompt: String) -> Result<(String, Usage), String> {
+        {
+            self.history.push(Msg::User { text: prompt });
+            let reply = self.request(&[], None).await?;
+            let summary = reply.text.trim().to_string();
+            self.history = vec![
+                Msg::User { text: format!("A summary of our conversation so far:\n\n{summary}") },
+                Msg::Assistant { text: "Understood.".into(), calls: Vec::new() },
+            ];
+            self.save();
+            Ok((summary, reply.usage))
+        }
     }
 }
