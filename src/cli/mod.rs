@@ -51,6 +51,11 @@ enum Command {
     Serve(serve::ServeArgs),
     /// The agent side: what agents run (through their launcher) to answer and report
     Wf(wf::WfArgs),
+    /// Print a shell completion script: `awf completions bash > /etc/bash_completion.d/awf`
+    Completions {
+        /// The shell to complete in
+        shell: clap_complete::Shell,
+    },
 }
 
 /// Writes one line on stdout, ignoring a reader that went away.
@@ -100,6 +105,11 @@ pub fn main() -> i32 {
         Command::Runs(cmd) => runs::exec(cmd),
         Command::Serve(args) => serve::exec(args),
         Command::Wf(args) => return wf::exec(args),
+        Command::Completions { shell } => {
+            use clap::CommandFactory;
+            clap_complete::generate(shell, &mut Cli::command(), "awf", &mut std::io::stdout());
+            Ok(EXIT_OK)
+        }
     };
     match result {
         Ok(code) => code,

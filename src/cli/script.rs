@@ -19,11 +19,20 @@ pub enum ScriptCommand {
     Run(Box<RunArgs>),
     /// Compile scripts and check their META without running them
     Check {
+        /// The scripts to check (workflows, strategies or modules)
         #[arg(required = true)]
         files: Vec<PathBuf>,
         /// Refuse a script file larger than N bytes, before compiling it
         #[arg(long, value_name = "N", default_value_t = script::MAX_SCRIPT_BYTES)]
         max_script_bytes: u64,
+    },
+    /// Print the script API reference (every ctx and Agent call, with its arguments) as Markdown
+    Api,
+    /// Write Rhai definition files for the whole host API, for editors and the Rhai language server
+    Defs {
+        /// The folder to write them into
+        #[arg(default_value = ".rhai")]
+        dir: PathBuf,
     },
 }
 
@@ -87,6 +96,16 @@ pub fn exec(cmd: ScriptCommand) -> Result<i32> {
     match cmd {
         ScriptCommand::Run(args) => run(*args),
         ScriptCommand::Check { files, max_script_bytes } => check(&files, max_script_bytes),
+        ScriptCommand::Api => {
+            print!("{}", script::reference::markdown());
+            Ok(super::EXIT_OK)
+        }
+        ScriptCommand::Defs { dir } => {
+            let files = script::write_definitions(&dir)
+                .map_err(|e| anyhow!("writing definitions into {}: {e}", dir.display()))?;
+            out!("wrote {} definition files into {}: {}", files.len(), dir.display(), files.join(", "));
+            Ok(super::EXIT_OK)
+        }
     }
 }
 

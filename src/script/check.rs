@@ -2,7 +2,7 @@
 //! nowhere (host, standard library, the script's own or its closures) are compile errors.
 
 use rhai::{ASTNode, Engine, Expr, Position, Stmt, AST};
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 /// Names the engine handles itself rather than through registered functions.
 const KEYWORDS: &[&str] =
@@ -70,9 +70,9 @@ pub fn unknown_functions(engine: &Engine, ast: &AST) -> Vec<Unknown> {
             Some(ASTNode::Stmt(Stmt::Var(x, ..))) => {
                 known.insert(x.0.name.to_string());
             }
-            Some(ASTNode::Expr(Expr::Map(m, _))) => {
+            Some(ASTNode::Expr(e @ (Expr::Map(..) | Expr::DynamicConstant(..)))) => {
                 // A map may carry a closure called as a method: `obj.act(x)`.
-                known.extend(m.0.iter().map(|(k, _)| k.name.to_string()));
+                known.extend(map_keys(e));
             }
             Some(ASTNode::Expr(Expr::Property(p, _))) => {
                 known.insert(p.2.to_string());
@@ -88,6 +88,19 @@ pub fn unknown_functions(engine: &Engine, ast: &AST) -> Vec<Unknown> {
         .filter(|(name, pos, _)| seen.insert((name.clone(), *pos)))
         .map(|(name, pos, _)| Unknown { suggestion: closest(&name, &known), name, pos })
         .collect()
+}
+
+/// The keys of a map literal, also when the optimiser folded it into a constant (a map whose
+/// values are all constants, closures without captures included).
+fn map_keys(e: &Expr) -> Vec<String> {
+    match e {
+        Expr::Map(m, _) => m.0.iter().map(|(k, _)| k.name.to_string()).collect(),
+        Expr::DynamicConstant(v, _) => match v.read_lock::<rhai::Map>() {
+            Some(m) => m.keys().map(|k| k.to_string()).collect(),
+            None => Vec::new(),
+        },
+        _ => Vec::new(),
+    }
 }
 
 fn closest(name: &str, known: &HashSet<String>) -> Option<String> {
@@ -115,20 +128,99 @@ fn distance(a: &str, b: &str) -> usize {
     prev[b.len()]
 }
 
-/// The first shadowed method call in `ast`, as an error at its position.
-pub fn first_problem(_engine: &Engine, ast: &AST) -> Option<rhai::EvalAltResult> {
-    let s = shadowed_methods(_engine, ast).into_iter().next()?;
-    let advice = if s.name == "run" {
-        "write `run(agent, turn)` or `agent.turn(turn)` to call the agent's run".to_string()
-    } else {
-        format!("call the host's `{0}` as `{0}(value, ...)`, or rename the script function", s.name)
-    };
-    Some(rhai::EvalAltResult::ErrorRuntime(
-        format!(
-            "`.{}(...)` here would call this script's own `fn {}`, not the host method: Rhai calls a script function as a method when name and arity match; {advice}",
-            s.name, s.name
-        )
-        .into(),
-        s.pos,
-    ))
+/// A call to a host function with a number of arguments none of its forms takes, or a property
+/// called like a method (`a.key()` where only `a.key` exists).
+pub struct Misfit {
+    pub pos: Position,
+    pub message: String,
+}
+
+/// Calls to host functions that no registered form fits. Names the script defines itself (its
+/// functions, variables, map keys) are left alone: those calls may go to the script's own values.
+pub fn misfits(engine: &Engine, ast: &AST) -> Vec<Misfit> {
+    let mut arities: HashMap<String, Vec<usize>> = HashMap::new();
+    for (name, n) in
+        engine.collect_fn_metadata(None, |f| Some((f.metadata.name.to_string(), f.metadata.num_params)), true)
+    {
+        arities.entry(name).or_default().push(n);
+    }
+    let mut own: HashSet<String> = KEYWORDS.iter().map(|k| k.to_string()).collect();
+    for f in ast.iter_functions() {
+        own.insert(f.name.to_string());
+        own.extend(f.params.iter().map(|p| p.to_string()));
+    }
+    let mut calls = Vec::new();
+    ast.walk(&mut |path: &[ASTNode]| {
+        match path.last() {
+            Some(ASTNode::Expr(Expr::FnCall(f, pos))) if f.namespace.is_empty() && f.op_token.is_none() => {
+                calls.push((f.name.to_string(), *pos, f.args.len(), false))
+            }
+            Some(ASTNode::Stmt(Stmt::FnCall(f, pos))) if f.namespace.is_empty() && f.op_token.is_none() => {
+                calls.push((f.name.to_string(), *pos, f.args.len(), false))
+            }
+            Some(ASTNode::Expr(Expr::MethodCall(f, pos))) => calls.push((f.name.to_string(), *pos, f.args.len(), true)),
+            Some(ASTNode::Stmt(Stmt::Var(x, ..))) => {
+                own.insert(x.0.name.to_string());
+            }
+            Some(ASTNode::Expr(e @ (Expr::Map(..) | Expr::DynamicConstant(..)))) => own.extend(map_keys(e)),
+            _ => {}
+        }
+        true
+    });
+    let mut found = Vec::new();
+    for (name, pos, args, method) in calls {
+        if own.contains(&name) || name.contains('$') {
+            continue;
+        }
+        // A method call passes its receiver as the first argument.
+        let n = args + usize::from(method);
+        let shown = if method { format!(".{name}(...)") } else { format!("{name}(...)") };
+        match arities.get(&name) {
+            Some(forms) if !forms.contains(&n) => {
+                let mut takes: Vec<usize> =
+                    forms.iter().map(|f| if method { f.saturating_sub(1) } else { *f }).collect();
+                takes.sort_unstable();
+                takes.dedup();
+                let takes = takes.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(" or ");
+                let message = format!(
+                    "`{shown}` is given {args} argument{} here, but it takes {takes}; `awf script api` lists its forms",
+                    if args == 1 { "" } else { "s" }
+                );
+                found.push(Misfit { pos, message });
+            }
+            None if method && args == 0 && arities.contains_key(&format!("get${name}")) => {
+                let message = format!("`{name}` is a property: write `.{name}` without parentheses");
+                found.push(Misfit { pos, message });
+            }
+            _ => {}
+        }
+    }
+    found
+}
+
+/// The first problem the static checks find in `ast`, as an error at its position: a method call
+/// a script function shadows, a call to a function that exists nowhere, or a host call that no
+/// registered form fits.
+pub fn first_problem(engine: &Engine, ast: &AST) -> Option<rhai::EvalAltResult> {
+    if let Some(s) = shadowed_methods(engine, ast).into_iter().next() {
+        let advice = if s.name == "run" {
+            "write `run(agent, turn)` or `agent.turn(turn)` to call the agent's run".to_string()
+        } else {
+            format!("call the host's `{0}` as `{0}(value, ...)`, or rename the script function", s.name)
+        };
+        return Some(rhai::EvalAltResult::ErrorRuntime(
+            format!(
+                "`.{}(...)` here would call this script's own `fn {}`, not the host method: Rhai calls a script function as a method when name and arity match; {advice}",
+                s.name, s.name
+            )
+            .into(),
+            s.pos,
+        ));
+    }
+    if let Some(m) = misfits(engine, ast).into_iter().next() {
+        return Some(rhai::EvalAltResult::ErrorRuntime(m.message.into(), m.pos));
+    }
+    let u = unknown_functions(engine, ast).into_iter().next()?;
+    let hint = u.suggestion.map(|s| format!(" (did you mean `{s}`?)")).unwrap_or_default();
+    Some(rhai::EvalAltResult::ErrorRuntime(format!("unknown function `{}`{hint}", u.name).into(), u.pos))
 }

@@ -10,6 +10,7 @@ mod deferred;
 mod engine;
 mod guard;
 mod pool;
+pub mod reference;
 mod render;
 mod resolver;
 mod responder;
@@ -24,6 +25,12 @@ use std::sync::Arc;
 
 pub use render::show_lines_only_under;
 pub use responder::load_responder;
+
+/// Writes the editor definition files of the engine scripts run on (host API and standard
+/// library) into `dir`; returns their names.
+pub fn write_definitions(dir: &Path) -> std::io::Result<Vec<String>> {
+    reference::write_definitions(&engine::build(None, None, None), dir)
+}
 
 /// Stack size of the thread a script runs on (RHAI-HOST.md pitfall 3).
 const SCRIPT_STACK: usize = 16 << 20;
@@ -115,11 +122,6 @@ fn load_with(path: PathBuf, display: String, source: String, cwd: &Path, strateg
         .map_err(|e| render::render(&e, &mut sources))?;
     ast.set_source(display.clone());
     if let Some(err) = check::first_problem(&engine, &ast) {
-        return Err(render::render(&err, &mut sources));
-    }
-    if let Some(u) = check::unknown_functions(&engine, &ast).into_iter().next() {
-        let hint = u.suggestion.map(|s| format!(" (did you mean `{s}`?)")).unwrap_or_default();
-        let err = EvalAltResult::ErrorRuntime(format!("unknown function `{}`{hint}", u.name).into(), u.pos);
         return Err(render::render(&err, &mut sources));
     }
     let meta = literals_of(&ast).remove("META").unwrap_or(Value::Null);

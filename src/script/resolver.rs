@@ -91,11 +91,6 @@ impl Resolver {
         if let Some(err) = super::check::first_problem(engine, &ast) {
             return Err(EvalAltResult::ErrorInModule(name, err.into(), pos).into());
         }
-        if let Some(u) = super::check::unknown_functions(engine, &ast).into_iter().next() {
-            let hint = u.suggestion.map(|s| format!(" (did you mean `{s}`?)")).unwrap_or_default();
-            let err = EvalAltResult::ErrorRuntime(format!("unknown function `{}`{hint}", u.name).into(), u.pos);
-            return Err(EvalAltResult::ErrorInModule(name, err.into(), pos).into());
-        }
         Ok((ast, name))
     }
 }

@@ -1,6 +1,7 @@
 //! `ctx.agents.open/get/stop` and the `Agent` handle: `run`, `ask`, `fork`, `set`, `compact`,
 //! `stop`, and its read-only facts. Script maps are parsed here into the agent module's types.
 
+use super::doc::def;
 use super::{script_err, terminated, AgentHandle, Agents, Fields, RResult};
 use crate::agent::op::{self, OpError, Turn};
 use crate::agent::supervise::Nudge;
@@ -13,32 +14,113 @@ use rhai::{Dynamic, Engine, Map, NativeCallContext, INT};
 use std::path::PathBuf;
 
 pub fn register(engine: &mut Engine) {
-    engine
-        .register_fn("open", open)
-        .register_fn("get", |a: &mut Agents, key: &str| match a.0.agents.get(key) {
+    def(engine, "open(agents, spec)", OPEN, open);
+    def(engine, "get(agents, key)", "The open agent with this key, or `()`.", |a: &mut Agents, key: &str| {
+        match a.0.agents.get(key) {
             Some(agent) => Dynamic::from(AgentHandle { host: a.0.clone(), agent }),
             None => Dynamic::UNIT,
-        })
-        .register_fn("stop", |a: &mut Agents, key: &str| a.0.agents.stop(key, "stopped by the workflow"))
-        .register_fn("stop", |a: &mut Agents, key: &str, reason: &str| a.0.agents.stop(key, reason))
-        .register_get("key", |h: &mut AgentHandle| h.agent.key.clone())
-        .register_get("harness", |h: &mut AgentHandle| h.agent.harness().to_string())
-        .register_get("model", |h: &mut AgentHandle| h.agent.model())
-        .register_get("effort", |h: &mut AgentHandle| h.agent.effort().map(Dynamic::from).unwrap_or(Dynamic::UNIT))
-        .register_get("usage", |h: &mut AgentHandle| tally_map(&h.host.run.scheduler.agent_tally(&h.agent.key)))
-        .register_fn("run", run)
-        // `turn` is `run` under a name no workflow's `fn run(args)` shadows.
-        .register_fn("turn", run)
-        .register_fn("ask", |nc: NativeCallContext, h: &mut AgentHandle, prompt: &str| ask(&nc, h, prompt, None))
-        .register_fn("ask", |nc: NativeCallContext, h: &mut AgentHandle, prompt: &str, schema: Map| {
+        }
+    });
+    def(engine, "stop(agents, key)", STOP, |a: &mut Agents, key: &str| a.0.agents.stop(key, "stopped by the workflow"));
+    def(engine, "stop(agents, key, reason)", STOP, |a: &mut Agents, key: &str, reason: &str| {
+        a.0.agents.stop(key, reason)
+    });
+    // An agent's facts read as properties and as calls alike: `a.model` and `a.model()`.
+    for form in ["get key(agent)", "key(agent)"] {
+        def(engine, form, "The agent's key, unique in the run.", |h: &mut AgentHandle| h.agent.key.clone());
+    }
+    for form in ["get harness(agent)", "harness(agent)"] {
+        def(
+            engine,
+            form,
+            "The harness it runs on: `claude`, `codex`, `pi`, `openai`, `anthropic`, `command` or `fake`.",
+            |h: &mut AgentHandle| h.agent.harness().to_string(),
+        );
+    }
+    for form in ["get model(agent)", "model(agent)"] {
+        def(
+            engine,
+            form,
+            "The model it runs (as configured; empty when the harness picks its own).",
+            |h: &mut AgentHandle| h.agent.model(),
+        );
+    }
+    for form in ["get effort(agent)", "effort(agent)"] {
+        def(engine, form, "Its reasoning effort, or `()`.", |h: &mut AgentHandle| {
+            h.agent.effort().map(Dynamic::from).unwrap_or(Dynamic::UNIT)
+        });
+    }
+    for form in ["get usage(agent)", "usage(agent)"] {
+        def(engine, form, AGENT_USAGE, |h: &mut AgentHandle| {
+            tally_map(&h.host.run.scheduler.agent_tally(&h.agent.key))
+        });
+    }
+    // `turn` is `run` under a name no workflow's `fn run(args)` shadows.
+    for name in ["turn", "run"] {
+        def(engine, &format!("{name}(agent, turn)"), TURN, run);
+        def(
+            engine,
+            &format!("{name}(agent, prompt)"),
+            TURN_PROMPT,
+            move |nc: NativeCallContext, h: &mut AgentHandle, prompt: &str| {
+                let mut turn = Map::new();
+                turn.insert("prompt".into(), prompt.into());
+                do_run(&nc, h, &turn, name).map(|o| outcome_map(&o))
+            },
+        );
+    }
+    def(engine, "ask(agent, prompt)", ASK, |nc: NativeCallContext, h: &mut AgentHandle, prompt: &str| {
+        ask(&nc, h, prompt, None)
+    });
+    def(
+        engine,
+        "ask(agent, prompt, schema)",
+        ASK,
+        |nc: NativeCallContext, h: &mut AgentHandle, prompt: &str, schema: Map| {
             ask(&nc, h, prompt, Some(Dynamic::from_map(schema)))
-        })
-        .register_fn("stop", |h: &mut AgentHandle| h.host.agents.stop(&h.agent.key, "stopped by the workflow"))
-        .register_fn("stop", |h: &mut AgentHandle, reason: &str| h.host.agents.stop(&h.agent.key, reason))
-        .register_fn("fork", fork)
-        .register_fn("set", set)
-        .register_fn("compact", compact);
+        },
+    );
+    def(engine, "stop(agent)", AGENT_STOP, |h: &mut AgentHandle| {
+        h.host.agents.stop(&h.agent.key, "stopped by the workflow")
+    });
+    def(engine, "stop(agent, reason)", AGENT_STOP, |h: &mut AgentHandle, reason: &str| {
+        h.host.agents.stop(&h.agent.key, reason)
+    });
+    def(engine, "fork(agent, options)", FORK, fork);
+    def(engine, "set(agent, options)", SET, set);
+    def(engine, "compact(agent, options)", COMPACT, compact);
+    def(engine, "compact(agent)", COMPACT, |nc: NativeCallContext, h: &mut AgentHandle| compact(nc, h, Map::new()));
 }
+
+const OPEN: &str = "Opens an agent (or returns the one open under this key with the same spec) and returns its handle.
+`spec`: `key` (required, unique in the run); `runtime`: an alias from `awf.toml` (`\"claude\"`),
+`#{ alias, effort }`, or an inline runtime `#{ harness, model, effort, ... }` (a program:
+`#{ harness: \"command\", command: [\"python3\", \"agent.py\"] }`), default: the configured default
+runtime; `instructions` (its system prompt); `cwd`; `sandbox` (a name from `[sandboxes]` or an inline
+policy); `labels` (a map shown in records); `timeout_ms` or `deadline` (Unix ms) for each of its
+operations. Opening a key again with a different runtime, cwd, instructions or sandbox is an error.";
+const STOP: &str = "Stops the agent with this key: its running operation settles `cancelled`, its process ends.
+Returns whether an agent was open under the key.";
+const AGENT_USAGE: &str = "What all of this agent's operations spent (turns, message operations, compactions):
+`#{ operations, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, tokens, cost_usd }`.";
+const TURN: &str = "Runs one turn and returns its outcome map (`run` is the same call; in a script that defines its
+own `fn run`, write `turn`). `turn`: `prompt` (required); `schema` (a JSON Schema map the answer must
+match; default `#{ type: \"string\" }`, so a turn that wants an object must say so); `id` (default
+`\"<key>#<n>\"`: the same id with the same turn returns the recorded outcome without a second turn);
+`label`; `timeout_ms` or `deadline`; `nudge` (`false`, or `#{ prompt, max }`).
+The outcome: `#{ kind, ok, value, reason, op_id, usage, simulated }`, where `kind` is `answered`,
+`failed`, `blocked`, `unanswered`, `timed-out` or `cancelled`, `ok` is `kind == \"answered\"`, and
+`usage` is `#{ input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, cost_usd,
+duration_ms }`. A `timed-out` or `failed` operation closes the agent.";
+const TURN_PROMPT: &str = "Shorthand for `turn(#{ prompt })`: a turn whose answer is a string.";
+const ASK: &str = "Runs one turn and returns its value (default schema: a string). When the turn is not answered it
+throws a catchable error map `#{ message, kind, reason, op_id, outcome }`.";
+const AGENT_STOP: &str = "Stops this agent: its running operation settles `cancelled`. Returns whether it was open.";
+const FORK: &str = "A new agent on a copy of this one's conversation. `options`: `key` (required), `instructions`,
+`effort`. A harness that cannot fork is an error naming it.";
+const SET: &str = "Changes the model or effort for the agent's next operations. `options`: `model`, `effort`.";
+const COMPACT: &str = "Asks the agent to summarise its conversation and continues from the summary; returns the
+summary. `options`: `prompt` (default: \"Summarise the conversation so far.\"). Billed like a turn.";
 
 fn open(nc: NativeCallContext, a: &mut Agents, spec: Map) -> RResult<AgentHandle> {
     let req = parse_spec(&spec).map_err(|e| script_err(&nc, format!("ctx.agents.open: {e}")))?;

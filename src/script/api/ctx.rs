@@ -1,6 +1,7 @@
 //! `ctx` facts and the small calls: `run_id`, `attempt`, `cwd`, `deadline`, `budget`, `log`,
 //! `warn`, `usage`, `spent`, `sleep`, `stop`, and `ctx.messages` (not built yet: it says so).
 
+use super::doc::def;
 use super::{script_err, terminated, AgentHandle, Agents, Ctx, Messages, RResult};
 use crate::run::{scope, StopCause};
 use crate::script::convert::{to_dynamic, to_json};
@@ -8,37 +9,81 @@ use rhai::{Dynamic, Engine, EvalAltResult, Map, NativeCallContext, INT};
 use std::time::Duration;
 
 pub fn register(engine: &mut Engine) {
-    engine
-        .register_get("run_id", |c: &mut Ctx| c.0.run.id.clone())
-        .register_get("attempt", |c: &mut Ctx| c.0.run.attempt as INT)
-        .register_get("cwd", |c: &mut Ctx| c.0.run.cwd.display().to_string())
-        .register_get("deadline", |c: &mut Ctx| match c.0.run.deadline {
+    // The run's facts read as properties and as calls alike: `ctx.run_id` and `ctx.run_id()`.
+    for form in ["get run_id(ctx)", "run_id(ctx)"] {
+        def(engine, form, RUN_ID, |c: &mut Ctx| c.0.run.id.clone());
+    }
+    for form in ["get attempt(ctx)", "attempt(ctx)"] {
+        def(engine, form, ATTEMPT, |c: &mut Ctx| c.0.run.attempt as INT);
+    }
+    for form in ["get cwd(ctx)", "cwd(ctx)"] {
+        def(engine, form, CWD, |c: &mut Ctx| c.0.run.cwd.display().to_string());
+    }
+    for form in ["get deadline(ctx)", "deadline(ctx)"] {
+        def(engine, form, DEADLINE, |c: &mut Ctx| match c.0.run.deadline {
             Some(d) => Dynamic::from(d.unix_ms() as INT),
             None => Dynamic::UNIT,
-        })
-        .register_get("agents", |c: &mut Ctx| Agents(c.0.clone()))
-        .register_get("messages", |c: &mut Ctx| Messages(c.0.clone()))
-        .register_get("budget", budget)
-        .register_fn("log", |c: &mut Ctx, text: &str| c.0.run.log("info", text, &serde_json::Value::Null))
-        .register_fn("log", |nc: NativeCallContext, c: &mut Ctx, text: &str, fields: Map| {
-            log_fields(&nc, c, "info", text, fields)
-        })
-        .register_fn("warn", |c: &mut Ctx, text: &str| c.0.run.log("warn", text, &serde_json::Value::Null))
-        .register_fn("warn", |nc: NativeCallContext, c: &mut Ctx, text: &str, fields: Map| {
-            log_fields(&nc, c, "warn", text, fields)
-        })
-        .register_fn("usage", |c: &mut Ctx| -> rhai::Array { c.0.run.usage().iter().map(to_dynamic).collect() })
-        .register_fn("spent", |c: &mut Ctx| {
-            let (tokens, usd) = c.0.run.scheduler.spent();
-            let mut m = Map::new();
-            m.insert("tokens".into(), (tokens as INT).into());
-            m.insert("cost_usd".into(), crate::accounting::micro(usd).into());
-            m
-        })
-        .register_fn("sleep", sleep)
-        .register_fn("stop", |nc: NativeCallContext, c: &mut Ctx, reason: &str| stop(&nc, c, reason))
-        .register_fn("stop", |nc: NativeCallContext, c: &mut Ctx| stop(&nc, c, "stopped by the workflow"))
-        .register_fn("allow", allow);
+        });
+    }
+    for form in ["get budget(ctx)", "budget(ctx)"] {
+        def(engine, form, BUDGET, budget);
+    }
+    for form in ["get usage(ctx)", "usage(ctx)"] {
+        def(engine, form, USAGE, |c: &mut Ctx| -> rhai::Array { c.0.run.usage().iter().map(to_dynamic).collect() });
+    }
+    for form in ["get spent(ctx)", "spent(ctx)"] {
+        def(engine, form, SPENT, spent);
+    }
+    def(
+        engine,
+        "get agents(ctx)",
+        "The run's agents: `ctx.agents.open(spec)`, `get(key)`, `stop(key)`.",
+        |c: &mut Ctx| Agents(c.0.clone()),
+    );
+    def(engine, "get messages(ctx)", "Message routes between agents: `ctx.messages.allow(route)`.", |c: &mut Ctx| {
+        Messages(c.0.clone())
+    });
+    def(engine, "log(ctx, text)", LOG, |c: &mut Ctx, text: &str| c.0.run.log("info", text, &serde_json::Value::Null));
+    def(engine, "log(ctx, text, fields)", LOG, |nc: NativeCallContext, c: &mut Ctx, text: &str, fields: Map| {
+        log_fields(&nc, c, "info", text, fields)
+    });
+    def(engine, "warn(ctx, text)", WARN, |c: &mut Ctx, text: &str| c.0.run.log("warn", text, &serde_json::Value::Null));
+    def(engine, "warn(ctx, text, fields)", WARN, |nc: NativeCallContext, c: &mut Ctx, text: &str, fields: Map| {
+        log_fields(&nc, c, "warn", text, fields)
+    });
+    def(engine, "sleep(ctx, ms)", SLEEP, sleep);
+    def(engine, "stop(ctx, reason)", STOP, |nc: NativeCallContext, c: &mut Ctx, reason: &str| stop(&nc, c, reason));
+    def(engine, "stop(ctx)", STOP, |nc: NativeCallContext, c: &mut Ctx| stop(&nc, c, "stopped by the workflow"));
+    def(engine, "allow(messages, route)", ALLOW, allow);
+}
+
+const RUN_ID: &str = "The run's id (a UUID): its folder is `.awf/runs/<run_id>`.";
+const ATTEMPT: &str = "This attempt's number: 1 for the first run, 2 after one `awf runs resume`, and so on.";
+const CWD: &str = "The folder the run works in (absolute): agents open there unless their spec names a `cwd`.";
+const DEADLINE: &str = "The run's deadline as Unix milliseconds, or `()` when the run has none.";
+const BUDGET: &str = "The run's budget, or `()` when it has none:
+`#{ usd, tokens, remaining_usd, remaining_tokens }` (a limit not set is `()`). Spend is summed over
+every attempt of the run.";
+const USAGE: &str = "Every operation record so far (this attempt's and earlier ones'), as maps like the
+lines of `turns.jsonl`.";
+const SPENT: &str = "What the whole run has spent, every attempt included: `#{ tokens, cost_usd }`.";
+const LOG: &str = "Writes `text` to the run's log (`events.jsonl`) and the live view; `fields` is a map
+recorded with it.";
+const WARN: &str = "Like `log`, at warning level.";
+const SLEEP: &str = "Waits `ms` milliseconds; cancelled with the run, its branch or its deadline.";
+const STOP: &str = "Ends the run on purpose: status `stopped` (not failed), the reason recorded. Cannot be
+caught with `try`.";
+const ALLOW: &str = "Grants a message route between two agents and returns its id. `route` is
+`#{ from, to, purpose, max_messages }` (one way) or `#{ between: [a, b], purpose, max_messages }`
+(both ways); `from`, `to` and `between` take agent handles, `purpose` is shown to the agents, and
+`max_messages` caps the route (default 20). A route made inside a stage closes when the stage ends.";
+
+fn spent(c: &mut Ctx) -> Map {
+    let (tokens, usd) = c.0.run.scheduler.spent();
+    let mut m = Map::new();
+    m.insert("tokens".into(), (tokens as INT).into());
+    m.insert("cost_usd".into(), crate::accounting::micro(usd).into());
+    m
 }
 
 /// An agent handle of this run, or why the value is not one.

@@ -3,6 +3,7 @@
 
 mod agents;
 mod ctx;
+pub mod doc;
 mod parallel;
 
 pub use parallel::WORKER_STACK;

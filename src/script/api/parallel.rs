@@ -2,6 +2,7 @@
 //! stack and the group's scope), results in input order, the first error cancelling the siblings
 //! and their agents' turns, deadlines, labelled progress, and data races turned into advice.
 
+use super::doc::def;
 use super::{script_err, terminated, Ctx, Fields, RResult, ScriptRun};
 use crate::run::deadline::Deadline;
 use crate::run::scope::{self, DeadlineKind, Frame};
@@ -117,43 +118,66 @@ impl Drop for InFlight<'_> {
 pub const WORKER_STACK: usize = 16 << 20;
 
 pub fn register(engine: &mut rhai::Engine) {
-    engine
-        .register_fn("parallel", |nc: NativeCallContext, c: &mut Ctx, items: Array, f: FnPtr| {
-            parallel(&nc, &c.0, items, f, Map::new(), false)
-        })
-        .register_fn("parallel", |nc: NativeCallContext, c: &mut Ctx, items: Array, f: FnPtr, opts: Map| {
-            parallel(&nc, &c.0, items, f, opts, false)
-        })
-        .register_fn("parallel_settled", |nc: NativeCallContext, c: &mut Ctx, items: Array, f: FnPtr| {
-            parallel(&nc, &c.0, items, f, Map::new(), true)
-        })
-        .register_fn("parallel_settled", |nc: NativeCallContext, c: &mut Ctx, items: Array, f: FnPtr, opts: Map| {
-            parallel(&nc, &c.0, items, f, opts, true)
-        });
-    // Ranges (`0..n`, `1..=n`) are accepted wherever an array of items is.
     for settled in [false, true] {
         let name = if settled { "parallel_settled" } else { "parallel" };
-        engine
-            .register_fn(name, move |nc: NativeCallContext, c: &mut Ctx, r: ExclusiveRange<INT>, f: FnPtr| {
+        let doc = if settled { PARALLEL_SETTLED } else { PARALLEL };
+        let sig = |args: &str| format!("{name}(ctx, {args})");
+        def(engine, &sig("items, body"), doc, move |nc: NativeCallContext, c: &mut Ctx, items: Array, f: FnPtr| {
+            parallel(&nc, &c.0, items, f, Map::new(), settled)
+        });
+        def(
+            engine,
+            &sig("items, body, options"),
+            doc,
+            move |nc: NativeCallContext, c: &mut Ctx, items: Array, f: FnPtr, opts: Map| {
+                parallel(&nc, &c.0, items, f, opts, settled)
+            },
+        );
+        // Ranges (`0..n`, `1..=n`) are accepted wherever an array of items is.
+        def(
+            engine,
+            &sig("items, body"),
+            doc,
+            move |nc: NativeCallContext, c: &mut Ctx, r: ExclusiveRange<INT>, f: FnPtr| {
                 parallel(&nc, &c.0, range_items(r), f, Map::new(), settled)
-            })
-            .register_fn(
-                name,
-                move |nc: NativeCallContext, c: &mut Ctx, r: ExclusiveRange<INT>, f: FnPtr, opts: Map| {
-                    parallel(&nc, &c.0, range_items(r), f, opts, settled)
-                },
-            )
-            .register_fn(name, move |nc: NativeCallContext, c: &mut Ctx, r: InclusiveRange<INT>, f: FnPtr| {
+            },
+        );
+        def(
+            engine,
+            &sig("items, body, options"),
+            doc,
+            move |nc: NativeCallContext, c: &mut Ctx, r: ExclusiveRange<INT>, f: FnPtr, opts: Map| {
+                parallel(&nc, &c.0, range_items(r), f, opts, settled)
+            },
+        );
+        def(
+            engine,
+            &sig("items, body"),
+            doc,
+            move |nc: NativeCallContext, c: &mut Ctx, r: InclusiveRange<INT>, f: FnPtr| {
                 parallel(&nc, &c.0, range_items(r), f, Map::new(), settled)
-            })
-            .register_fn(
-                name,
-                move |nc: NativeCallContext, c: &mut Ctx, r: InclusiveRange<INT>, f: FnPtr, opts: Map| {
-                    parallel(&nc, &c.0, range_items(r), f, opts, settled)
-                },
-            );
+            },
+        );
+        def(
+            engine,
+            &sig("items, body, options"),
+            doc,
+            move |nc: NativeCallContext, c: &mut Ctx, r: InclusiveRange<INT>, f: FnPtr, opts: Map| {
+                parallel(&nc, &c.0, range_items(r), f, opts, settled)
+            },
+        );
     }
 }
+
+const PARALLEL: &str = "Calls `body(item)` for each item (an array or a range) on parallel branches and returns the
+values in the items' order. The first error a branch throws cancels the other branches (their agents'
+turns included) and is rethrown. `options`: `concurrency` (default: all items, capped by the run's
+`--max-concurrency`), `label` (a progress group in the live view), `timeout_ms` or `deadline` (never
+later than the enclosing one; when it passes the branches are cancelled and `parallel deadline
+exceeded` is thrown). Open agents inside the branch that uses them.";
+const PARALLEL_SETTLED: &str =
+    "Like `parallel`, but a failing branch does not cancel the others: returns one map per item,
+`#{ ok: true, value }` or `#{ ok: false, error }`, in the items' order.";
 
 fn range_items(r: impl Iterator<Item = INT>) -> Array {
     r.map(Dynamic::from).collect()

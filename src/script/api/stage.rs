@@ -1,6 +1,7 @@
 //! `ctx.stage(name, fn)` and `ctx.stage(name, #{ result, summary }, fn)`: one use of a name per
 //! run, no nesting, the value validated and recorded, failures recorded with their message.
 
+use super::doc::def;
 use super::{script_err, Ctx, Fields, RResult, ScriptRun};
 use crate::run::scope::{self, Frame};
 use crate::run::stages::StageEnd;
@@ -11,14 +12,24 @@ use rhai::{Dynamic, FnPtr, Map, NativeCallContext};
 use std::sync::Arc;
 
 pub fn register(engine: &mut rhai::Engine) {
-    engine
-        .register_fn("stage", |nc: NativeCallContext, c: &mut Ctx, name: &str, f: FnPtr| {
-            stage(&nc, &c.0, name, Map::new(), f)
-        })
-        .register_fn("stage", |nc: NativeCallContext, c: &mut Ctx, name: &str, opts: Map, f: FnPtr| {
-            stage(&nc, &c.0, name, opts, f)
-        });
+    def(engine, "stage(ctx, name, body)", STAGE, |nc: NativeCallContext, c: &mut Ctx, name: &str, f: FnPtr| {
+        stage(&nc, &c.0, name, Map::new(), f)
+    });
+    def(
+        engine,
+        "stage(ctx, name, options, body)",
+        STAGE,
+        |nc: NativeCallContext, c: &mut Ctx, name: &str, opts: Map, f: FnPtr| stage(&nc, &c.0, name, opts, f),
+    );
 }
+
+const STAGE: &str =
+    "Runs `body` as a named, recorded stage (`stages/<name>.json`). Without options the body must return
+nothing. `options`: `result` (a JSON Schema the body's value must match: the value is validated,
+recorded and returned, and a resumed run reuses it without running the body again), `summary` (a
+closure `|value| \"...\"` for the live view). A name is used once per run; stages may run inside
+parallel branches but not inside another stage. An error in the body cancels what it started, is
+recorded with the stage (`failed`) and propagates.";
 
 /// Waits for the stage's routes to fall quiet, unless the stage is cancelled or its deadline passes.
 fn settle_routes(host: &ScriptRun, name: &str, frame: &Frame) -> Result<(), String> {
