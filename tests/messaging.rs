@@ -316,13 +316,17 @@ fn a_busy_command_agent_reads_its_inbox_as_text_and_json() {
 }
 
 /// a sends b a note while b works on its turn (b waits until the note is sent, then answers
-/// without reading its inbox); returns the Rhai that opens both.
+/// without reading its inbox); a answers only once b's turn has settled, so that b is idle for a
+/// while before the script's next step. Returns the Rhai that opens both.
 fn note_while_working(env: &Env) -> (String, String) {
     let b = planned(env, "b", json!({ "turn": [["touch", "b.busy"], ["wait", "a.sent"], ["answer", "done"]] }));
     let a = planned(
         env,
         "a",
-        json!({ "turn": [["wait", "b.busy"], ["send", "b", "while you work"], ["touch", "a.sent"], ["answer_last"]] }),
+        json!({ "turn": [
+            ["wait", "b.busy"], ["send", "b", "while you work"], ["touch", "a.sent"],
+            ["wait_event", "op-settled", "b#1"], ["answer_last"]
+        ] }),
     );
     (a, b)
 }
