@@ -221,8 +221,10 @@ async fn message(
     let launcher = agent.launcher();
     let held = book.router.take_held(run, &agent.key);
     if held.is_empty() {
-        // A turn that got the agent's session first showed them: nothing is left to pay for.
-        return Done::answered(None);
+        // A turn that got the agent's session first showed them: nothing is left to pay for, and
+        // the record says why no harness was called.
+        let why = "nothing to show: a turn of the agent was shown the messages first";
+        return Done::of(OutcomeKind::Answered, None, Some(why.into()));
     }
     let routes = book.router.routes_of(&agent.key);
     let shown = format!(
