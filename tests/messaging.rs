@@ -395,6 +395,34 @@ fn a_message_still_held_when_its_stage_ends_is_recorded_undelivered() {
 }
 
 #[test]
+fn a_message_held_on_a_run_level_route_when_the_run_ends_is_recorded_undelivered() {
+    let env = Env::new();
+    let (a, b) = note_while_working(&env);
+    // b never has another turn: the note is not paid for with a message operation, and the run
+    // ends without waiting for it.
+    let script = format!(
+        r#"
+        let a = {a};
+        let b = {b};
+        ctx.messages.allow(#{{ from: a, to: b, purpose: "news" }});
+        ctx.parallel(["b", "a"], |key, i| ctx.agents.get(key).ask("Go."))
+        "#
+    );
+    let out = env.run(&script, &[]);
+    out.expect_code(0);
+    assert_eq!(out.json(), json!(["done", "sent #1"]));
+    assert!(!op_ids(&env).iter().any(|id| id.contains("#m")), "{:?}", op_ids(&env));
+    let undelivered = env.events_of("message-undelivered");
+    assert_eq!(undelivered.len(), 1, "{undelivered:#?}");
+    assert_eq!(undelivered[0]["data"]["reason"], "the run ended before b had another turn");
+    let events = env.events();
+    assert!(
+        index_of(&events, "message-undelivered", "n", json!(1))
+            < index_of(&events, "run-finished", "status", json!("succeeded"))
+    );
+}
+
+#[test]
 fn an_ask_to_a_working_agent_wakes_it_once_its_turn_ends() {
     let env = Env::new();
     // b's turn ends without reading its inbox, after a asked; a waits, so b is woken to reply.
@@ -891,7 +919,10 @@ fn a_message_held_when_the_run_stops_is_recorded_undelivered() {
     assert!(env.events_of("message-delivered").is_empty(), "{:#?}", env.events_of("message-delivered"));
     let undelivered = env.events_of("message-undelivered");
     assert_eq!(undelivered.len(), 1);
-    assert_eq!(undelivered[0]["data"], json!({ "n": 1, "from": "a", "to": "b", "bytes": 8 }));
+    assert_eq!(
+        undelivered[0]["data"],
+        json!({ "n": 1, "from": "a", "to": "b", "bytes": 8, "reason": "the run ended before b had another turn" })
+    );
     assert_eq!(env.turn("b#1")["outcome"], "cancelled");
     assert!(!op_ids(&env).iter().any(|id| id.starts_with("b#m")), "no message operation after the stop");
 }

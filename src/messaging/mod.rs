@@ -366,12 +366,13 @@ impl Router {
         }
         for (_, msgs) in inner.held.drain() {
             for m in msgs {
+                let why = format!("the run ended before {} had another turn", m.to);
                 run.records.event(&Event::MessageUndelivered {
                     n: m.n,
                     from: &m.from,
                     to: &m.to,
                     bytes: m.text.len(),
-                    reason: None,
+                    reason: Some(&why),
                 });
             }
         }
