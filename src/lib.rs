@@ -80,8 +80,11 @@
 //!   session: folder, endpoint, HTTP settings, seat), `seating.rs` (an agent's sandbox chosen,
 //!   seated and recorded), `messenger.rs` (an agent's side of the router), `responders.rs` (fake
 //!   responder scripts, compiled once per run).
-//! - `messaging/`: routes, held messages, asks and replies, stages that wait for their routes to
-//!   fall quiet; `prompt.rs` (what an agent is told about its routes and messages).
+//! - `messaging/`: routes (20 messages unless the workflow says), held messages (a working agent
+//!   is shown them with its next turn or check-in; going idle wakes it only for a question, whose
+//!   asker waits), asks and replies, stages that wait for their routes to fall quiet and record
+//!   what is still held as undelivered; `prompt.rs` (what an agent is told about its routes and
+//!   messages).
 //! - `council/`: the strategy catalog (discovery, META without running, teams, catalog lines, the
 //!   required-param refusal) and `registry.rs` (strategies compiled once, recompiled on change).
 //! - `watch.rs`: notify events filtered to `.rhai` changes, debounced. `stdlib.rs`: `stdlib/` as
@@ -184,7 +187,8 @@
 //! ```text
 //! .awf/runs/<run-id>/        ids are UTC time to the millisecond plus a random suffix: they sort by time;
 //!                            every folder awf makes here is 0700 and every file it writes 0600
-//!   run.json       id, script path and sha256, cwd, args, META, attempts [{n, started_at, finished_at, status, from_stage}]
+//!   run.json       id, script path and sha256, cwd, args, META, limits (kept for later attempts),
+//!                  attempts [{n, started_at, finished_at, status, from_stage, script_sha256}]
 //!                  (a `running` attempt found dead by a later one is rewritten `interrupted`)
 //!   events.jsonl   {"v":1,"type":T,"at":ISO-8601,"attempt":N,"data":{...}}; one `run::Event` each; types:
 //!                  run-started, run-stopping, run-finished, leftovers-killed, agent-opened, agent-stopped,
@@ -195,10 +199,10 @@
 //!                  sandbox-seated, route-granted, route-closed, message-sent, message-delivered,
 //!                  message-undelivered, message-replied, message-ask-failed, http-retry.
 //!                  Readers skip types they do not know.
-//!   turns.jsonl    one line per settled operation: agent, op_id, outcome, reason, stage, label, harness, model,
-//!                  tokens by kind, cost_usd, cost_source, simulated, rejections, delivered_at, settled_at
+//!   turns.jsonl    one line per settled operation: attempt, agent, op_id, outcome, reason, stage, label, harness,
+//!                  model, tokens by kind, cost_usd, cost_source, simulated, rejections, delivered_at, settled_at
 //!   stages.jsonl   one line per stage end: name, attempt, status (succeeded|failed|stopped), value, summary, reason
-//!   journal.jsonl  per answered operation: agent, op_id, turn_hash, settled, outcome; a line when an agent's
+//!   journal.jsonl  per answered operation: attempt, agent, op_id, turn_hash, settled, outcome; a line when an agent's
 //!                  answer is accepted (settled: false, no usage yet) and one when the op settles (settled: true);
 //!                  readers keep an op's last line
 //!   groups.jsonl   one line per turn process started: attempt, pgid, agent, op_id, at (leftovers are found by it)
@@ -207,7 +211,8 @@
 //!                  (liveness), ops/<op-id>.stdout|.stderr (first MiB each); home/ (sandboxed agents' HOME;
 //!                  a CLI agent's CLAUDE_CONFIG_DIR, CODEX_HOME or PI_CODING_AGENT_DIR)
 //!   result.json    run_id, status (succeeded|failed|stopped|cancelled), value, error, ended_in, stages,
-//!                  accounting {by_agent, by_stage, by_model, totals}, simulated, started_at, finished_at,
+//!                  accounting {by_agent, by_stage, by_model, by_attempt, totals} over every attempt,
+//!                  simulated, started_at, finished_at,
 //!                  sandboxes [{name, scope, provider, bwrap, policy, agents [{agent, harness, confined, seat}]}]
 //! ```
 

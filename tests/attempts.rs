@@ -165,4 +165,12 @@ fn of_two_racing_resumes_one_runs_and_the_other_is_refused() {
     let statuses: Vec<&str> =
         run["attempts"].as_array().expect("attempts").iter().filter_map(|a| a["status"].as_str()).collect();
     assert_eq!(statuses, vec!["interrupted", "succeeded"], "{run}");
+    // The turn was paid once: one line in turns.jsonl, in the accounts of the attempt that ran it.
+    let turns = env.turns();
+    assert_eq!(turns.len(), 1, "{turns:#?}");
+    let acc = env.result()["accounting"].clone();
+    assert_eq!(
+        (acc["totals"]["operations"].clone(), acc["by_attempt"]["2"]["operations"].clone()),
+        (1.into(), 1.into())
+    );
 }

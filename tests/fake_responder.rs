@@ -1,5 +1,6 @@
 //! The `fake` harness: default answers built from the schema, and responder scripts that answer
-//! badly, stay silent, fail, block, hang, and report usage.
+//! badly, stay silent, fail, block, hang (until a deadline, a stop or the stall timeout), and
+//! report usage.
 
 mod common;
 
@@ -278,6 +279,40 @@ fn a_fake_turn_that_times_out_is_still_recorded_as_simulated() {
     assert_eq!(t["harness"], "fake");
     assert_eq!(t["simulated"], true, "a fake turn is simulated however it ends: {t}");
     assert_eq!(t["cost_source"], "simulated", "{t}");
+}
+
+#[test]
+fn a_hanging_fake_turn_or_message_operation_fails_stalled_after_the_stall_timeout() {
+    let env = Env::new();
+    // Like a process that goes quiet: no deadline, no stop, only the stall timeout ends it.
+    env.write(
+        "awf.toml",
+        "default_runtime = \"s\"\n[runtimes.s]\nharness = \"fake\"\nresponder = \"r.rhai\"\n[limits]\nstall_timeout = \"300ms\"\n",
+    );
+    env.write(
+        "r.rhai",
+        r#"fn respond(turn) {
+            if turn.agent == "a" && turn.kind == "turn" { return #{ send: #{ to: "b", text: "hi" }, answer: "sent" }; }
+            #{ hang: true }
+        }"#,
+    );
+    let script = r#"
+        let a = ctx.agents.open(#{ key: "a" });
+        let b = ctx.agents.open(#{ key: "b" });
+        let c = ctx.agents.open(#{ key: "c" });
+        ctx.stage("talk", || { ctx.messages.allow(#{ from: a, to: b, purpose: "news" }); a.ask("Send."); () });
+        c.run(#{ prompt: "x" })
+    "#;
+    let started = Instant::now();
+    let out = env.run(script, &["--deadline", "15s"]);
+    assert!(started.elapsed() < Duration::from_secs(10), "took {:?}", started.elapsed());
+    out.expect_code(0);
+    let v = out.json();
+    assert_eq!(v["kind"], "failed", "{v}");
+    assert_eq!(v["reason"], "stalled: no output or event for 300 ms", "{v}");
+    let woken = env.turn("b#m1");
+    assert_eq!((woken["kind"].as_str(), woken["outcome"].as_str()), (Some("message"), Some("failed")), "{woken}");
+    assert_eq!(woken["reason"], "stalled: no output or event for 300 ms");
 }
 
 #[test]

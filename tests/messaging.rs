@@ -315,6 +315,147 @@ fn a_busy_command_agent_reads_its_inbox_as_text_and_json() {
     assert!(!op_ids(&env).iter().any(|id| id.contains("#m")), "{:?}", op_ids(&env));
 }
 
+/// a sends b a note while b works on its turn (b waits until the note is sent, then answers
+/// without reading its inbox); a answers only once b's turn has settled, so that b is idle for a
+/// while before the script's next step. Returns the Rhai that opens both.
+fn note_while_working(env: &Env) -> (String, String) {
+    let b = planned(env, "b", json!({ "turn": [["touch", "b.busy"], ["wait", "a.sent"], ["answer", "done"]] }));
+    let a = planned(
+        env,
+        "a",
+        json!({ "turn": [
+            ["wait", "b.busy"], ["send", "b", "while you work"], ["touch", "a.sent"],
+            ["wait_event", "op-settled", "b#1"], ["answer_last"]
+        ] }),
+    );
+    (a, b)
+}
+
+#[test]
+fn a_message_to_a_working_agent_waits_for_its_next_turn() {
+    let env = Env::new();
+    let (a, b) = note_while_working(&env);
+    let script = format!(
+        r#"
+        let a = {a};
+        let b = {b};
+        ctx.messages.allow(#{{ from: a, to: b, purpose: "news" }});
+        let first = ctx.parallel(["b", "a"], |key, i| ctx.agents.get(key).ask("Go."));
+        #{{ first: first, second: b.ask("Again.") }}
+        "#
+    );
+    let out = env.run(&script, &[]);
+    out.expect_code(0);
+    assert_eq!(out.json()["first"], json!(["done", "sent #1"]));
+    // No paid message operation when b's turn ended: the note waited for b's next turn.
+    assert!(!op_ids(&env).iter().any(|id| id.contains("#m")), "{:?}", op_ids(&env));
+    assert!(!state(&env, "b", "b#1.stdin").contains("while you work"));
+    let second = state(&env, "b", "b#2.stdin");
+    assert!(second.starts_with("Messages for you:\n- #1 from a:\nwhile you work\n"), "{second}");
+    let events = env.events();
+    let settled = index_of(&events, "op-settled", "op_id", json!("b#1"));
+    let next = index_of(&events, "op-started", "op_id", json!("b#2"));
+    let delivered = index_of(&events, "message-delivered", "n", json!(1));
+    assert!(settled < next && next < delivered, "{events:#?}");
+    assert!(env.events_of("message-undelivered").is_empty());
+}
+
+#[test]
+fn a_message_still_held_when_its_stage_ends_is_recorded_undelivered() {
+    let env = Env::new();
+    let (a, b) = note_while_working(&env);
+    let script = format!(
+        r#"
+        let a = {a};
+        let b = {b};
+        ctx.stage("work", || {{
+            ctx.messages.allow(#{{ from: a, to: b, purpose: "news" }});
+            ctx.parallel(["b", "a"], |key, i| ctx.agents.get(key).ask("Go."));
+            ()
+        }});
+        b.ask("Later.")
+        "#
+    );
+    env.run(&script, &[]).expect_code(0);
+    assert!(!op_ids(&env).iter().any(|id| id.contains("#m")), "{:?}", op_ids(&env));
+    let undelivered = env.events_of("message-undelivered");
+    assert_eq!(undelivered.len(), 1, "{undelivered:#?}");
+    assert_eq!(
+        undelivered[0]["data"],
+        json!({ "n": 1, "from": "a", "to": "b", "bytes": 14, "reason": "stage work ended before b had another turn" })
+    );
+    // It belonged to the stage: b's turn after it is not shown it.
+    assert!(!state(&env, "b", "b#2.stdin").contains("while you work"));
+    assert!(env.events_of("message-delivered").is_empty());
+    let events = env.events();
+    let dropped = index_of(&events, "message-undelivered", "n", json!(1));
+    let finished = index_of(&events, "stage-finished", "name", json!("work"));
+    assert!(dropped < finished, "{events:#?}");
+    assert_eq!(env.stages()[0]["status"], "succeeded");
+}
+
+#[test]
+fn a_message_held_on_a_run_level_route_when_the_run_ends_is_recorded_undelivered() {
+    let env = Env::new();
+    let (a, b) = note_while_working(&env);
+    // b never has another turn: the note is not paid for with a message operation, and the run
+    // ends without waiting for it.
+    let script = format!(
+        r#"
+        let a = {a};
+        let b = {b};
+        ctx.messages.allow(#{{ from: a, to: b, purpose: "news" }});
+        ctx.parallel(["b", "a"], |key, i| ctx.agents.get(key).ask("Go."))
+        "#
+    );
+    let out = env.run(&script, &[]);
+    out.expect_code(0);
+    assert_eq!(out.json(), json!(["done", "sent #1"]));
+    assert!(!op_ids(&env).iter().any(|id| id.contains("#m")), "{:?}", op_ids(&env));
+    let undelivered = env.events_of("message-undelivered");
+    assert_eq!(undelivered.len(), 1, "{undelivered:#?}");
+    assert_eq!(undelivered[0]["data"]["reason"], "the run ended before b had another turn");
+    let events = env.events();
+    assert!(
+        index_of(&events, "message-undelivered", "n", json!(1))
+            < index_of(&events, "run-finished", "status", json!("succeeded"))
+    );
+}
+
+#[test]
+fn an_ask_to_a_working_agent_wakes_it_once_its_turn_ends() {
+    let env = Env::new();
+    // b's turn ends without reading its inbox, after a asked; a waits, so b is woken to reply.
+    let b = planned(
+        &env,
+        "b",
+        json!({ "turn": [["touch", "b.busy"], ["wait_message", 1], ["answer", "done"]], "message": [["reply_asks", "yes"]] }),
+    );
+    let a = planned(&env, "a", json!({ "turn": [["wait", "b.busy"], ["ask", "b", "ready?"], ["answer_last"]] }));
+    let script = format!(
+        r#"
+        let a = {a};
+        let b = {b};
+        ctx.stage("s", #{{ result: #{{ type: "array" }} }}, || {{
+            ctx.messages.allow(#{{ from: a, to: b, purpose: "questions" }});
+            ctx.parallel(["b", "a"], |key, i| ctx.agents.get(key).ask("Go."))
+        }})
+        "#
+    );
+    let out = env.run(&script, &[]);
+    out.expect_code(0);
+    assert_eq!(out.json(), json!(["done", "yes"]));
+    assert!(!state(&env, "b", "b#1.stdin").contains("ready?"));
+    assert!(state(&env, "b", "b#m1.stdin").contains("- #1 from a (asks for a reply):\nready?\n"));
+    let woken = env.turn("b#m1");
+    assert_eq!((woken["kind"].as_str(), woken["stage"].as_str()), (Some("message"), Some("s")), "{woken}");
+    let events = env.events();
+    assert!(
+        index_of(&events, "op-settled", "op_id", json!("b#1"))
+            < index_of(&events, "op-started", "op_id", json!("b#m1"))
+    );
+}
+
 // ---------------------------------------------------------------------------------------------
 // Asks and replies
 
@@ -476,6 +617,31 @@ fn wf_ask_to_an_agent_whose_turn_fails_gives_the_reason() {
     assert!(text.contains("exited with exit status: 7"), "the ask should fail with why b stopped: {text}");
 }
 
+#[test]
+fn a_reply_after_its_asker_stopped_waiting_is_refused() {
+    let env = Env::new();
+    // a's turn passes its 1.5 s deadline while it waits; b replies only after that.
+    let a = planned(&env, "a", json!({ "turn": [["ask", "b", "quick?"], ["answer_last"]] }))
+        .replace(r#"key: "a","#, r#"key: "a", timeout_ms: 1500,"#);
+    let b = planned(&env, "b", json!({ "message": [["wait_event", "op-settled", "a#1"], ["reply_asks", "too late"]] }));
+    let script = format!(
+        r#"
+        let a = {a};
+        let b = {b};
+        ctx.messages.allow(#{{ from: a, to: b, purpose: "questions" }});
+        a.run(#{{ prompt: "Ask b." }}).kind
+        "#
+    );
+    let out = env.run(&script, &[]);
+    out.expect_code(0);
+    assert_eq!(out.stdout.trim(), "timed-out");
+    let reply = step(&env, "b", "reply");
+    assert_eq!(reply["code"], 3, "{reply}");
+    let text = reply["out"].as_str().expect("out");
+    assert!(text.starts_with("refused: nobody waits for a reply to message 1 any more"), "{text}");
+    assert!(env.events_of("message-replied").is_empty());
+}
+
 // ---------------------------------------------------------------------------------------------
 // Refusals
 
@@ -514,6 +680,60 @@ fn sends_beyond_max_messages_are_refused() {
     let refused = env.events_of("control-refused");
     assert_eq!(refused.len(), 1, "{refused:#?}");
     assert_eq!(refused[0]["data"]["agent"], "a");
+}
+
+#[test]
+fn a_route_without_max_messages_carries_twenty() {
+    let env = Env::new();
+    env.with_responder(
+        r#"fn respond(turn) {
+            if turn.agent == "a" && turn.rejection == () {
+                let notes = [];
+                for i in 1..=21 { notes.push(#{ to: "b", text: `note ${i}` }); }
+                return #{ send: notes, json: "not json" };
+            }
+            if turn.agent == "a" { return #{ answer: turn.replies }; }
+            ()
+        }"#,
+    );
+    let script = r#"
+        let a = ctx.agents.open(#{ key: "a" });
+        let b = ctx.agents.open(#{ key: "b" });
+        ctx.messages.allow(#{ from: a, to: b, purpose: "notes" });
+        a.ask("Send.", #{ type: "array" })
+    "#;
+    let out = env.run(script, &[]);
+    out.expect_code(0);
+    let replies = out.json();
+    assert_eq!(replies[19], json!({ "send": "b", "ok": true, "n": 20, "error": null }));
+    assert_eq!(replies[20]["error"], "refused: the route from a to b allows 20 messages and all were sent");
+    assert_eq!(env.events_of("message-sent").len(), 20);
+    assert_eq!(env.events_of("route-granted")[0]["data"]["max_messages"], 20);
+}
+
+#[test]
+fn two_agents_messaging_each_other_stop_at_the_route_cap() {
+    let env = Env::new();
+    // Each message operation answers with a message back: without a cap they would talk forever.
+    env.with_responder(
+        r#"fn respond(turn) {
+            let peer = if turn.agent == "a" { "b" } else { "a" };
+            if turn.kind == "message" { return #{ send: #{ to: peer, text: "and you?" } }; }
+            #{ send: #{ to: peer, text: "hello" }, answer: "started" }
+        }"#,
+    );
+    let script = r#"
+        let a = ctx.agents.open(#{ key: "a" });
+        let b = ctx.agents.open(#{ key: "b" });
+        ctx.messages.allow(#{ between: [a, b], purpose: "chat" });
+        a.ask("Start.")
+    "#;
+    let out = env.run(script, &["--deadline", "15s"]);
+    out.expect_code(0);
+    let sent = env.events_of("message-sent").len();
+    assert!((1..=20).contains(&sent), "{sent} messages on a route of 20");
+    let woken = op_ids(&env).iter().filter(|id| id.contains("#m")).count();
+    assert!(woken <= 20, "{woken} message operations");
 }
 
 #[test]
@@ -699,7 +919,10 @@ fn a_message_held_when_the_run_stops_is_recorded_undelivered() {
     assert!(env.events_of("message-delivered").is_empty(), "{:#?}", env.events_of("message-delivered"));
     let undelivered = env.events_of("message-undelivered");
     assert_eq!(undelivered.len(), 1);
-    assert_eq!(undelivered[0]["data"], json!({ "n": 1, "from": "a", "to": "b", "bytes": 8 }));
+    assert_eq!(
+        undelivered[0]["data"],
+        json!({ "n": 1, "from": "a", "to": "b", "bytes": 8, "reason": "the run ended before b had another turn" })
+    );
     assert_eq!(env.turn("b#1")["outcome"], "cancelled");
     assert!(!op_ids(&env).iter().any(|id| id.starts_with("b#m")), "no message operation after the stop");
 }
@@ -763,6 +986,79 @@ fn a_message_operation_on_a_run_level_route_is_settled_before_the_run_ends() {
     let settled = env.events_of("op-settled").len();
     assert_eq!(started, settled, "every operation that started must settle: {:#?}", env.events());
     assert!(op_ids(&env).contains(&"b#m1".to_string()), "{:?}", op_ids(&env));
+}
+
+#[test]
+fn a_message_operation_obeys_its_agents_timeout() {
+    let env = Env::new();
+    env.with_responder(
+        r#"fn respond(turn) {
+            if turn.agent == "a" { return #{ send: #{ to: "b", text: "wake up" }, answer: "sent" }; }
+            #{ hang: true }
+        }"#,
+    );
+    let script = r#"
+        let a = ctx.agents.open(#{ key: "a" });
+        let b = ctx.agents.open(#{ key: "b", timeout_ms: 300 });
+        ctx.stage("s", || { ctx.messages.allow(#{ from: a, to: b, purpose: "news" }); a.ask("Send."); () });
+        "done"
+    "#;
+    let started = std::time::Instant::now();
+    let out = env.run(script, &["--deadline", "10s"]);
+    out.expect_code(0);
+    assert!(started.elapsed() < std::time::Duration::from_secs(8), "took {:?}", started.elapsed());
+    let t = env.turn("b#m1");
+    assert_eq!((t["kind"].as_str(), t["outcome"].as_str()), (Some("message"), Some("timed-out")), "{t}");
+    assert!(t["reason"].as_str().is_some_and(|r| r.starts_with("the operation passed its deadline")), "{t}");
+}
+
+#[test]
+fn stopping_an_agent_cancels_its_running_turn() {
+    let env = Env::new();
+    // b works until stopped (its program would give up after 15 s); w's turn says when b is busy.
+    let b = planned(&env, "b", json!({ "turn": [["touch", "b.busy"], ["wait", "never"]] }));
+    let w = planned(&env, "w", json!({ "turn": [["wait", "b.busy"], ["answer", "b is busy"]] }));
+    let script = format!(
+        r#"
+        let b = {b};
+        let w = {w};
+        ctx.parallel(["b", "w"], |key, i| {{
+            if key == "b" {{ return ctx.agents.get("b").run(#{{ prompt: "Work." }}); }}
+            let seen = ctx.agents.get("w").ask("Watch b.");
+            ctx.agents.stop("b", "enough");
+            seen
+        }})
+        "#
+    );
+    let started = std::time::Instant::now();
+    let out = env.run(&script, &[]);
+    out.expect_code(0);
+    assert!(started.elapsed() < std::time::Duration::from_secs(10), "took {:?}", started.elapsed());
+    let v = out.json();
+    assert_eq!(v[0]["kind"], "cancelled", "{v}");
+    assert_eq!(v[0]["reason"], "stopped: enough", "{v}");
+    assert_eq!(env.turn("b#1")["outcome"], "cancelled");
+    assert!(env.events_of("agent-stopped").iter().any(|e| e["data"]["agent"] == "b"));
+}
+
+#[test]
+fn a_route_granted_outside_any_stage_closes_at_the_run_end() {
+    let env = Env::new();
+    let script = r#"
+        let a = ctx.agents.open(#{ key: "a" });
+        let b = ctx.agents.open(#{ key: "b" });
+        ctx.messages.allow(#{ from: a, to: b, purpose: "news" });
+        a.ask("Work.")
+    "#;
+    env.run(script, &[]).expect_code(0);
+    let closed = env.events_of("route-closed");
+    assert_eq!(closed.len(), 1, "{closed:#?}");
+    assert_eq!(closed[0]["data"], json!({ "route": 1, "stage": null }));
+    let events = env.events();
+    assert!(
+        index_of(&events, "route-closed", "route", json!(1))
+            < index_of(&events, "run-finished", "status", json!("succeeded"))
+    );
 }
 
 #[test]

@@ -220,6 +220,12 @@ async fn message(
     let run = &book.run;
     let launcher = agent.launcher();
     let held = book.router.take_held(run, &agent.key);
+    if held.is_empty() {
+        // A turn that got the agent's session first showed them: nothing is left to pay for, and
+        // the record says why no harness was called.
+        let why = "nothing to show: a turn of the agent was shown the messages first";
+        return Done::of(OutcomeKind::Answered, None, Some(why.into()));
+    }
     let routes = book.router.routes_of(&agent.key);
     let shown = format!(
         "You have new messages from other agents. Read them and act: reply where asked, message others if useful.\n\n{}",
@@ -415,8 +421,10 @@ pub fn set(
     Ok(())
 }
 
-/// Starts message operations for `agent` in the background, one after another while messages are
-/// held for it. The caller has counted it with the router (`waking`); it is uncounted when done.
+/// Starts message operations for `agent` in the background: one for the messages held for it,
+/// then more while a question is held (messages sent while an operation runs otherwise wait for
+/// the agent's next turn). The caller has counted it with the router (`waking`); it is uncounted
+/// when done.
 pub fn wake_for_messages(book: Arc<AgentBook>, agent: Arc<Agent>, stage: Option<Arc<str>>) {
     let rt = book.run.rt.clone();
     rt.spawn(async move {
@@ -432,7 +440,8 @@ async fn message_round(book: &Arc<AgentBook>, agent: &Arc<Agent>, stage: &Option
     let (run, router) = (&book.run, &book.router);
     let mut frame = Frame::root(run.root.clone(), run.deadline);
     frame.stage = stage.clone();
-    while router.has_held(&agent.key) && agent.closed().is_none() && !run.root.is_cancelled() {
+    let mut more = router.has_held(&agent.key);
+    while more && agent.closed().is_none() && !run.root.is_cancelled() {
         if let Some(why) = run.scheduler.budget_exhausted() {
             run.budget_exhausted_once(&why);
             router.fail_asks_to(run, &agent.key, &why, true);
@@ -457,5 +466,7 @@ async fn message_round(book: &Arc<AgentBook>, agent: &Arc<Agent>, stage: &Option
             Ok((o, _)) if matches!(o.kind, OutcomeKind::Answered | OutcomeKind::Blocked) => {}
             _ => return,
         }
+        // What came while it ran waits for its next turn, unless someone waits for an answer.
+        more = router.holds_ask(&agent.key);
     }
 }

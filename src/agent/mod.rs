@@ -111,10 +111,12 @@ impl Agent {
         self.busy.fetch_add(1, Ordering::SeqCst);
     }
 
-    /// Counts an operation as ended; messages held for an agent that is now idle wake it.
+    /// Counts an operation as ended. Messages sent while the agent worked wait for its next turn
+    /// or check-in (DESIGN section 4): going idle wakes it only for a question held for it, whose
+    /// asker waits for the reply.
     pub fn leave(self: &Arc<Self>, book: &Arc<AgentBook>) {
         if self.busy.fetch_sub(1, Ordering::SeqCst) == 1 && self.closed().is_none() && !book.run.root.is_cancelled() {
-            if let Some(stage) = book.router.held_stage(&self.key) {
+            if let Some(stage) = book.router.held_ask_stage(&self.key) {
                 book.router.waking(&stage);
                 op::wake_for_messages(book.clone(), self.clone(), stage);
             }

@@ -24,7 +24,8 @@ impl AgentBook {
         sandbox: Option<&crate::sandbox::Chosen>,
     ) -> Result<SessionParts, String> {
         if runtime.harness == HarnessKind::Fake {
-            return Ok((Box::new(harness::fake::FakeSession::new(info.clone(), responder)), None));
+            let stall = self.run.scheduler.limits.stall_timeout;
+            return Ok((Box::new(harness::fake::FakeSession::new(info.clone(), responder, stall)), None));
         }
         let run = &self.run;
         let slug = self.claim_slug(&req.key);

@@ -158,13 +158,19 @@ pub fn exec(cmd: RunsCommand) -> Result<i32> {
             if let Some(e) = result["error"].as_str() {
                 out!("error: {e}");
             }
-            let t = &result["accounting"]["totals"];
-            out!(
-                "spend (last attempt): {} operations, {} tokens, ${:.4}",
-                t["operations"],
-                t["tokens"],
-                t["cost_usd"].as_f64().unwrap_or(0.0)
-            );
+            // result.json accounts for every attempt (as of the last one that finished).
+            let spend = |t: &Value| {
+                format!(
+                    "{} operations, {} tokens, ${:.4}",
+                    t["operations"],
+                    t["tokens"],
+                    t["cost_usd"].as_f64().unwrap_or(0.0)
+                )
+            };
+            out!("spend (all attempts): {}", spend(&result["accounting"]["totals"]));
+            for (n, t) in result["accounting"]["by_attempt"].as_object().into_iter().flatten() {
+                out!("attempt {n} spent: {}", spend(t));
+            }
             out!("records: {}", dir.display());
             Ok(EXIT_OK)
         }

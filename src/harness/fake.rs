@@ -1,7 +1,8 @@
 //! The `fake` harness: an in-process agent for tests and offline demos. By default it answers every
 //! schema with a value built from the schema and marks it simulated; a responder script can answer,
-//! answer badly first, stay silent, fail, block, hang, delay and report usage. Answers go through
-//! the same result slot as every other harness.
+//! answer badly first, stay silent, fail, block, hang (until `stall_timeout` settles it `stalled`,
+//! like any harness that goes quiet), delay and report usage. Answers go through the same result
+//! slot as every other harness.
 
 use super::{AgentInfo, BoxFuture, Responder, Session, TurnEnd, TurnInput, TurnReport};
 use crate::accounting::{CostSource, Usage};
@@ -18,11 +19,13 @@ pub struct FakeSession {
     info: AgentInfo,
     responder: Option<Arc<dyn Responder>>,
     history: Vec<String>,
+    /// The run's `stall_timeout`: a turn that hangs says nothing, and fails `stalled` after it.
+    stall: Duration,
 }
 
 impl FakeSession {
-    pub fn new(info: AgentInfo, responder: Option<Arc<dyn Responder>>) -> Self {
-        FakeSession { info, responder, history: Vec::new() }
+    pub fn new(info: AgentInfo, responder: Option<Arc<dyn Responder>>, stall: Duration) -> Self {
+        FakeSession { info, responder, history: Vec::new(), stall }
     }
 
     fn turn_info(&self, input: &TurnInput, rejection: Option<&str>, replies: &[Value]) -> Value {
@@ -153,6 +156,13 @@ fn parse_reply(reply: &Value) -> Result<(Option<Action>, u64, Usage), String> {
     Ok((action, delay, usage))
 }
 
+/// Why a hanging turn failed, in the words the process harnesses use (`stalled: ...`).
+fn stalled(stall: Duration) -> String {
+    let quiet =
+        if stall.subsec_millis() == 0 { format!("{} s", stall.as_secs()) } else { format!("{} ms", stall.as_millis()) };
+    format!("stalled: no output or event for {quiet}")
+}
+
 /// A rough token count for simulated usage: four characters a token.
 fn estimate_tokens(text: &str) -> u64 {
     (text.len() as u64).div_ceil(4)
@@ -206,7 +216,10 @@ impl Session for FakeSession {
                     Some(Action::Silent) => return report(TurnEnd::Ended, usage),
                     Some(Action::Fail(why)) => return report(TurnEnd::Failed(why), usage),
                     Some(Action::Blocked(why)) => return report(TurnEnd::Blocked(why), usage),
-                    Some(Action::Hang) => std::future::pending().await,
+                    Some(Action::Hang) => {
+                        tokio::time::sleep(self.stall).await;
+                        return report(TurnEnd::Failed(stalled(self.stall)), usage);
+                    }
                 };
                 match submission {
                     Submission::Rejected(_) => rejection = Some(submission.text()),
@@ -221,7 +234,12 @@ impl Session for FakeSession {
     }
 
     fn fork(&self, info: AgentInfo) -> Result<Box<dyn Session>, String> {
-        Ok(Box::new(FakeSession { info, responder: self.responder.clone(), history: self.history.clone() }))
+        Ok(Box::new(FakeSession {
+            info,
+            responder: self.responder.clone(),
+            history: self.history.clone(),
+            stall: self.stall,
+        }))
     }
 
     fn compact(&mut self, prompt: &str) -> BoxFuture<'_, super::Compaction> {

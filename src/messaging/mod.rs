@@ -1,6 +1,8 @@
 //! Messages between agents: routes granted by the workflow, messages held for working agents and
-//! shown with their next turn, idle agents woken in a message operation, asks waiting for replies,
-//! and stages that end only when their routes carry nothing more.
+//! shown with their next turn or check-in, idle agents woken in a message operation (and an agent
+//! that goes idle with a question still unseen, since its asker waits), asks waiting for replies,
+//! and stages that end only when their routes carry nothing more; what a stage's end leaves held
+//! is recorded undelivered.
 
 mod prompt;
 
@@ -181,9 +183,10 @@ impl Router {
         lock(&self.inner).held.get(key).is_some_and(|v| v.iter().any(|m| m.asks))
     }
 
-    /// The stage owning the oldest message held for `key`, when any is held.
-    pub fn held_stage(&self, key: &str) -> Option<Option<Arc<str>>> {
-        lock(&self.inner).held.get(key).and_then(|v| v.first()).map(|m| m.stage.clone())
+    /// The stage owning the oldest question held for `key`, when one is held: an agent that goes
+    /// idle is woken for it, since its asker waits. Other messages wait for its next turn.
+    pub fn held_ask_stage(&self, key: &str) -> Option<Option<Arc<str>>> {
+        lock(&self.inner).held.get(key).and_then(|v| v.iter().find(|m| m.asks)).map(|m| m.stage.clone())
     }
 
     /// Sends `text` from `from` to `to` over a granted route, holding it for `to` and waking it when
@@ -317,13 +320,40 @@ impl Router {
         }
     }
 
-    /// Closes the routes granted in `stage`.
+    /// Closes the routes granted in `stage`. What they still hold belongs to the stage and ends
+    /// with it: a message held for an agent that had no turn or check-in since is recorded
+    /// undelivered, and an answer still owed (the stage was cut short) fails.
     pub fn close_stage(&self, run: &Run, stage: &str) {
         let mut inner = lock(&self.inner);
         for r in inner.routes.iter_mut().filter(|r| r.open && r.stage.as_deref() == Some(stage)) {
             r.open = false;
             run.records.event(&Event::RouteClosed { route: r.id, stage: Some(stage) });
         }
+        let of_stage = |s: &Option<Arc<str>>| s.as_deref() == Some(stage);
+        for msgs in inner.held.values_mut() {
+            for m in msgs.iter().filter(|m| of_stage(&m.stage)) {
+                let why = format!("stage {stage} ended before {} had another turn", m.to);
+                run.records.event(&Event::MessageUndelivered {
+                    n: m.n,
+                    from: &m.from,
+                    to: &m.to,
+                    bytes: m.text.len(),
+                    reason: Some(&why),
+                });
+            }
+            msgs.retain(|m| !of_stage(&m.stage));
+        }
+        inner.held.retain(|_, msgs| !msgs.is_empty());
+        let owed: Vec<u64> = inner.owed.iter().filter(|(_, o)| of_stage(&o.stage)).map(|(n, _)| *n).collect();
+        for n in owed {
+            if let Some(o) = inner.owed.remove(&n) {
+                let why = format!("stage {stage} ended before {} replied to message {n}", o.to);
+                run.records.event(&Event::MessageAskFailed { n, to: &o.to, asker: &o.asker, why: &why });
+                let _ = o.reply.send(Err(why));
+            }
+        }
+        drop(inner);
+        self.quiet.notify_waiters();
     }
 
     /// At the run's end: records what was never delivered and fails the asks still owed.
@@ -336,17 +366,20 @@ impl Router {
         }
         for (_, msgs) in inner.held.drain() {
             for m in msgs {
+                let why = format!("the run ended before {} had another turn", m.to);
                 run.records.event(&Event::MessageUndelivered {
                     n: m.n,
                     from: &m.from,
                     to: &m.to,
                     bytes: m.text.len(),
-                    reason: None,
+                    reason: Some(&why),
                 });
             }
         }
         for (n, o) in inner.owed.drain() {
-            let _ = o.reply.send(Err(format!("the run ended before {} replied to message {n}", o.to)));
+            let why = format!("the run ended before {} replied to message {n}", o.to);
+            run.records.event(&Event::MessageAskFailed { n, to: &o.to, asker: &o.asker, why: &why });
+            let _ = o.reply.send(Err(why));
         }
     }
 }

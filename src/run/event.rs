@@ -90,7 +90,7 @@ events! {
     MessageDelivered = "message-delivered" { n: u64, route: u64, from: &'a str, to: &'a str, bytes: usize },
     MessageUndelivered = "message-undelivered" {
         n: u64, from: &'a str, to: &'a str, bytes: usize,
-        /// Why, when the run did not simply end first.
+        /// Why it was not shown (the stage or the run ended first, the budget ran out, ...).
         #[serde(skip_serializing_if = "Option::is_none")]
         reason: Option<&'a str>,
     },
