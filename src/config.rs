@@ -73,15 +73,15 @@ impl HarnessKind {
         matches!(self, HarnessKind::Openai | HarnessKind::Anthropic)
     }
 
-    /// The model used when a runtime names none; `None` leaves the choice to the CLI itself.
+    /// The model recorded when a runtime names none. An HTTP API needs one in each request; a CLI
+    /// is then given no model flag and runs its own default, recorded as `default`.
     pub fn default_model(self) -> &'static str {
         match self {
             HarnessKind::Openai => "gpt-5-mini",
-            HarnessKind::Anthropic | HarnessKind::Claude => "claude-sonnet-4-5",
-            HarnessKind::Codex => "gpt-5-codex",
+            HarnessKind::Anthropic => "claude-sonnet-4-5",
+            HarnessKind::Claude | HarnessKind::Codex | HarnessKind::Pi => "default",
             HarnessKind::Fake => "fake",
             HarnessKind::Command => "command",
-            HarnessKind::Pi => "pi",
         }
     }
 

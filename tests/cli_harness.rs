@@ -591,3 +591,28 @@ fn codex_takes_a_long_prompt() {
 fn pi_takes_a_long_prompt() {
     a_long_prompt_is_not_put_on_the_command_line("pi", "pi_takes_a_long_prompt");
 }
+
+#[test]
+#[ignore = "needs the pinned agent CLIs (.ci/setup installs them; the README's test command runs these)"]
+fn claude_without_a_model_runs_its_own_default() {
+    let test = "claude_without_a_model_runs_its_own_default";
+    if !installed("claude", test) || rerun_in_netns(test) {
+        return;
+    }
+    let server = FakeModel::start_cli(vec![Reply::answer(json!("done"))]);
+    let env = Env::new();
+    env.write(
+        "awf.toml",
+        &format!("default_runtime = \"m\"\n[runtimes.m]\nharness = \"claude\"\nbase_url = \"{}\"\n", server.base()),
+    );
+    std::fs::create_dir_all(env.path().join("operator-home")).expect("home");
+    let out = run(&env, "let a = ctx.agents.open(#{ key: \"a\" }); a.ask(\"go\")");
+    out.expect_code(0);
+    let bodies = server.bodies();
+    let asked: Vec<&str> = bodies.iter().filter_map(|b| b["model"].as_str()).collect();
+    assert!(!asked.is_empty(), "the fake saw no request");
+    // awf passed no --model: what reached the server is Claude Code's own choice, not awf's old
+    // stand-in, and the records say the CLI's default ran.
+    assert!(asked.iter().all(|m| *m != "claude-sonnet-4-5"), "awf chose the model: {asked:?}");
+    assert_eq!(env.turns()[0]["model"], "default");
+}

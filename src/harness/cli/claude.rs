@@ -136,7 +136,13 @@ impl super::Cli for Claude {
                 let denials = ev["permission_denials"].as_array().filter(|d| !d.is_empty());
                 if ev["is_error"].as_bool() == Some(true) {
                     let text = ev["result"].as_str().filter(|t| !t.is_empty()).unwrap_or(subtype);
-                    turn.failure = Some(format!("Claude Code reported an error ({subtype}): {text}"));
+                    // Claude's own subtype is often `success` even here: it is shown only when it adds something.
+                    let detail = if subtype.is_empty() || subtype == "success" || subtype == text {
+                        String::new()
+                    } else {
+                        format!(" (result subtype `{subtype}`)")
+                    };
+                    turn.failure = Some(format!("Claude Code reported an error: {text}{detail}"));
                 } else if let Some(d) = denials {
                     let tools: Vec<&str> = d.iter().filter_map(|x| x["tool_name"].as_str()).collect();
                     turn.failure = Some(format!(
@@ -220,7 +226,30 @@ mod tests {
                          "result": "API Error: Unable to connect to API" }),
             &mut t,
         );
-        assert!(t.failure.as_deref().unwrap_or("").contains("Unable to connect"), "{t:?}");
+        // Claude's subtype `success` on an error reads as a contradiction: it is left out.
+        assert_eq!(t.failure.as_deref(), Some("Claude Code reported an error: API Error: Unable to connect to API"));
+
+        let mut t = Turn::default();
+        c.event(&json!({ "type": "result", "subtype": "error_max_turns", "is_error": true, "result": "" }), &mut t);
+        assert_eq!(t.failure.as_deref(), Some("Claude Code reported an error: error_max_turns"));
+    }
+
+    #[test]
+    fn no_model_flag_unless_the_runtime_names_one() {
+        let info = AgentInfo {
+            key: "a".into(),
+            instructions: None,
+            model: "default".into(),
+            effort: None,
+            labels: serde_json::Value::Null,
+        };
+        let mut cfg =
+            CliConfig::from_runtime(&Default::default(), Some("claude".into()), std::time::Duration::from_secs(1));
+        assert!(!common_args(&cfg, &info).contains(&"--model".to_string()), "Claude Code picks its own default");
+        cfg.model = Some("claude-opus-4-1".into());
+        let args = common_args(&cfg, &info);
+        let at = args.iter().position(|a| a == "--model").expect("--model when named");
+        assert_eq!(args[at + 1], "claude-opus-4-1");
     }
 
     #[test]

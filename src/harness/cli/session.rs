@@ -49,11 +49,7 @@ impl CliSession {
             HarnessKind::Pi => Box::new(pi::Pi::new(&home)),
             other => return Err(format!("`{other}` is not a CLI harness")),
         };
-        let mut cfg = cfg;
-        if cfg.model.is_none() && harness != HarnessKind::Pi {
-            // The model awf records (and prices) is the model the CLI runs.
-            cfg.model = Some(info.model.clone());
-        }
+        // A runtime that names no model passes no model flag: the CLI runs its own default.
         Ok(Self::with(info, cfg, cli, cwd, agent_dir, home, endpoint, opener))
     }
 
