@@ -165,7 +165,7 @@ fn command_agents_exchange_messages_both_ways() {
     let out = env.run(&script, &[]);
     out.expect_code(0);
     let got: Value = serde_json::from_str(out.stdout.trim()).expect("a's inbox line is JSON");
-    assert_eq!(got, json!({ "n": 2, "from": "b", "text": "hello a", "asks": false }));
+    assert_eq!(got, json!({ "n": 2, "from": "b", "text": "hello a", "asks": false, "status": "new" }));
 
     assert_eq!(step(&env, "a", "send")["out"], "sent #1");
     assert_eq!(step(&env, "b", "send")["out"], "sent #2");
@@ -211,7 +211,10 @@ fn a_message_to_a_busy_fake_agent_is_held_and_shown_with_its_check_in() {
     let v = out.json();
     assert_eq!(v["nudge"], 1, "{v}");
     assert_eq!(v["kind"], "turn");
-    assert_eq!(v["messages"], json!([{ "n": 2, "from": "a", "text": "a note while you work", "asks": false }]));
+    assert_eq!(
+        v["messages"],
+        json!([{ "n": 2, "from": "a", "text": "a note while you work", "asks": false, "status": "new" }])
+    );
     let shown = v["shown"].as_str().expect("shown");
     assert!(shown.starts_with("Messages for you:\n- #2 from a:\na note while you work\n"), "{shown}");
 
@@ -308,7 +311,7 @@ fn a_busy_command_agent_reads_its_inbox_as_text_and_json() {
     assert!(inboxes.iter().all(|s| s["code"] == 0), "{inboxes:#?}");
     assert_eq!(inboxes[0]["out"], "#1 from a:\none");
     let line: Value = serde_json::from_str(inboxes[1]["out"].as_str().expect("out")).expect("one JSON line");
-    assert_eq!(line, json!({ "n": 2, "from": "a", "text": "two\nlines", "asks": false }));
+    assert_eq!(line, json!({ "n": 2, "from": "a", "text": "two\nlines", "asks": false, "status": "new" }));
     // Reading delivers: the inbox is then empty, and nothing is left to wake b for.
     assert_eq!(inboxes[2]["out"], "no messages");
     assert_eq!(env.events_of("message-delivered").len(), 2);
@@ -1275,4 +1278,32 @@ fn an_agents_usage_counts_its_message_operations_too() {
     assert_eq!(v["a"]["operations"], 1, "{v}");
     let total = v["a"]["tokens"].as_u64().unwrap_or(0) + v["b"]["tokens"].as_u64().unwrap_or(0);
     assert_eq!(total, v["spent"]["tokens"].as_u64().unwrap_or(0), "the agents' usage is the run's spend: {v}");
+}
+
+#[test]
+fn a_question_shown_in_the_prompt_stays_in_the_inbox_until_it_is_answered() {
+    let env = Env::new();
+    // b is idle when a asks, so b is woken in a message operation whose prompt shows the question;
+    // b, a program, reads the question from its inbox instead, answers it, then lists everything.
+    let b =
+        planned(&env, "b", json!({ "message": [["inbox_json"], ["reply_inbox", "four"], ["inbox_all"], ["inbox"]] }));
+    let a = planned(&env, "a", json!({ "turn": [["ask", "b", "what is 2+2?"], ["answer_last"]] }));
+    let script = format!(
+        r#"
+        let a = {a};
+        let b = {b};
+        ctx.messages.allow(#{{ between: [a, b], purpose: "sums" }});
+        a.ask("Go.")
+        "#
+    );
+    let out = env.run(&script, &[]);
+    out.expect_code(0);
+    assert_eq!(out.stdout.trim(), "four");
+    let seen: Value = serde_json::from_str(step(&env, "b", "inbox_json")["out"].as_str().expect("out")).expect("JSON");
+    assert_eq!(seen, json!({ "n": 1, "from": "a", "text": "what is 2+2?", "asks": true, "status": "awaits-reply" }));
+    assert_eq!(step(&env, "b", "reply_inbox")["code"], 0);
+    // --all lists the whole history, the answered question closed; the plain inbox is then empty.
+    assert_eq!(step(&env, "b", "inbox_all")["out"], "#1 from a (a question, closed):\nwhat is 2+2?");
+    let plain: Vec<Value> = steps(&env, "b").into_iter().filter(|s| s["step"] == json!(["inbox"])).collect();
+    assert_eq!(plain[0]["out"], "no messages");
 }

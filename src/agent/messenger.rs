@@ -64,9 +64,9 @@ impl Messenger for AgentMessenger {
         book.router.reply(&book.run, &self.key, n, text).map_err(MessageError::Refused)
     }
 
-    fn inbox(&self) -> Vec<Held> {
+    fn inbox(&self, all: bool) -> Vec<Held> {
         match self.book.upgrade() {
-            Some(book) => book.router.take_held(&book.run, &self.key),
+            Some(book) => book.router.inbox(&book.run, &self.key, all),
             None => Vec::new(),
         }
     }

@@ -36,10 +36,14 @@ enum WfCommand {
     Ask { to: String },
     /// Answer message N (text on stdin)
     Reply { n: u64 },
-    /// The messages held for this agent
+    /// The messages held for this agent, and the questions it was shown that await its reply
     Inbox {
+        /// One JSON object a line: n, from, text, asks, status (new, awaits-reply, read, closed)
         #[arg(long)]
         json: bool,
+        /// Every message delivered to this agent in the run
+        #[arg(long)]
+        all: bool,
     },
     /// Report what this turn spent
     Usage {
@@ -69,7 +73,7 @@ fn command(cmd: WfCommand) -> Result<Command, String> {
         WfCommand::Send { to } => Command::Send { to, text: stdin_text()? },
         WfCommand::Ask { to } => Command::Ask { to, text: stdin_text()? },
         WfCommand::Reply { n } => Command::Reply { n, text: stdin_text()? },
-        WfCommand::Inbox { json } => Command::Inbox { json },
+        WfCommand::Inbox { json, all } => Command::Inbox { json, all },
         WfCommand::Usage { input, output, cost } => Command::Usage { input, output, cost_usd: cost },
     })
 }

@@ -230,9 +230,9 @@ pub async fn dispatch(control: &Control, cmd: Command) -> Response {
             Ok(Ok(())) => Response::new(exit::OK, format!("replied to #{n}")),
             Ok(Err(e)) => control.refuse(e.to_string(), json!({ "cmd": "reply", "n": n })),
         },
-        Command::Inbox { json } => match control.messenger("inbox") {
+        Command::Inbox { json, all } => match control.messenger("inbox") {
             Err(r) => r,
-            Ok(m) => Response::new(exit::OK, inbox_text(&m.inbox(), json)),
+            Ok(m) => Response::new(exit::OK, inbox_text(&m.inbox(all), json)),
         },
     }
 }
@@ -245,9 +245,18 @@ fn inbox_text(held: &[super::messenger::Held], json: bool) -> String {
     if held.is_empty() {
         return "no messages".to_string();
     }
+    use super::messenger::InboxStatus;
     let shown: Vec<String> = held
         .iter()
-        .map(|m| format!("#{} from {}{}:\n{}", m.n, m.from, if m.asks { " (asks for a reply)" } else { "" }, m.text))
+        .map(|m| {
+            let note = match (m.status, m.asks) {
+                (InboxStatus::New | InboxStatus::AwaitsReply, true) => " (asks for a reply: wf reply N)",
+                (InboxStatus::Closed, true) => " (a question, closed)",
+                (InboxStatus::Read, _) => " (read before)",
+                _ => "",
+            };
+            format!("#{} from {}{note}:\n{}", m.n, m.from, m.text)
+        })
         .collect();
     shown.join("\n")
 }

@@ -4,13 +4,28 @@
 
 use crate::run::BoxFuture;
 
-/// A message held for an agent, as its inbox shows it.
+/// A message for an agent, as its inbox shows it.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Held {
     pub n: u64,
     pub from: String,
     pub text: String,
     pub asks: bool,
+    pub status: InboxStatus,
+}
+
+/// Where a message in an inbox stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum InboxStatus {
+    /// Not shown to the agent before this read.
+    New,
+    /// Shown before (in a prompt or an earlier read), and its asker still waits for the reply.
+    AwaitsReply,
+    /// Shown before; nothing owed.
+    Read,
+    /// A question the agent answered, or one whose asker stopped waiting.
+    Closed,
 }
 
 /// Why a message command did not go through; the text is what the agent is told.
@@ -37,6 +52,7 @@ pub trait Messenger: Send + Sync {
     ) -> BoxFuture<'static, Result<String, MessageError>>;
     /// Answers message `n`, which must have asked this agent.
     fn reply(&self, n: u64, text: &str) -> Result<(), MessageError>;
-    /// The messages held for this agent; reading them delivers them.
-    fn inbox(&self) -> Vec<Held>;
+    /// The messages held for this agent (reading them delivers them) and the questions it was
+    /// shown that still await its reply; with `all`, every message it was ever delivered.
+    fn inbox(&self, all: bool) -> Vec<Held>;
 }

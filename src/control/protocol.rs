@@ -35,6 +35,9 @@ pub enum Command {
     },
     Inbox {
         json: bool,
+        /// Every message delivered to the agent, not only the new and the unanswered.
+        #[serde(default)]
+        all: bool,
     },
     /// What the agent's current turn spent.
     Usage {

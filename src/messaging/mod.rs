@@ -8,7 +8,7 @@ mod prompt;
 
 pub use prompt::context_text;
 
-use crate::control::messenger::Held;
+use crate::control::messenger::{Held, InboxStatus};
 use crate::run::{Event, Run};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -99,6 +99,8 @@ struct Inner {
     routes: Vec<Route>,
     next_n: u64,
     held: HashMap<String, Vec<Message>>,
+    /// What each agent was delivered, for `wf inbox` (questions it still owes, `--all`).
+    delivered: HashMap<String, Vec<Held>>,
     owed: HashMap<u64, Owed>,
     /// Message operations in flight, by owning stage (`None`: the run).
     waking: HashMap<Option<Arc<str>>, usize>,
@@ -156,7 +158,32 @@ impl Router {
                 bytes: m.text.len(),
             });
         }
-        msgs.into_iter().map(|m| Held { n: m.n, from: m.from, text: m.text, asks: m.asks }).collect()
+        let taken: Vec<Held> = msgs
+            .into_iter()
+            .map(|m| Held { n: m.n, from: m.from, text: m.text, asks: m.asks, status: InboxStatus::New })
+            .collect();
+        inner.delivered.entry(key.to_string()).or_default().extend(taken.iter().cloned());
+        taken
+    }
+
+    /// `key`'s inbox: the messages held for it (now delivered), then the questions it was shown
+    /// before that still await its reply; with `all`, every message it was ever delivered.
+    pub fn inbox(&self, run: &Run, key: &str, all: bool) -> Vec<Held> {
+        let new = self.take_held(run, key);
+        let inner = lock(&self.inner);
+        let fresh: std::collections::HashSet<u64> = new.iter().map(|m| m.n).collect();
+        let earlier = inner.delivered.get(key).into_iter().flatten().filter(|m| !fresh.contains(&m.n));
+        let status = |m: &Held| match (m.asks, inner.owed.contains_key(&m.n)) {
+            (true, true) => InboxStatus::AwaitsReply,
+            (true, false) => InboxStatus::Closed,
+            (false, _) => InboxStatus::Read,
+        };
+        let mut out: Vec<Held> = earlier
+            .filter(|m| all || status(m) == InboxStatus::AwaitsReply)
+            .map(|m| Held { status: status(m), ..m.clone() })
+            .collect();
+        out.extend(new);
+        out
     }
 
     /// Drops the messages held for `key`, which it can never be shown (`why`), recording each as

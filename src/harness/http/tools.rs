@@ -31,7 +31,11 @@ pub(super) fn tool_specs(schema: &Value, op_id: &str) -> Vec<ToolSpec> {
             description: "Reply to message number n, which asked you.".into(),
             parameters: json!({ "type": "object", "properties": { "n": { "type": "integer" }, "text": { "type": "string" } }, "required": ["n", "text"] }),
         },
-        ToolSpec { name: "wf_inbox", description: "The messages held for you.".into(), parameters: json!({ "type": "object", "properties": {} }) },
+        ToolSpec {
+            name: "wf_inbox",
+            description: "The messages held for you, and the questions you were shown that await your reply (all: every message you were delivered).".into(),
+            parameters: json!({ "type": "object", "properties": { "all": { "type": "boolean" } } }),
+        },
     ]
 }
 
@@ -75,7 +79,10 @@ fn command_of(call: &ToolCall, input: &TurnInput) -> Result<Command, String> {
                 _ => Err("refused: wf_reply needs `n` and `text`".into()),
             }
         }
-        "wf_inbox" => Ok(Command::Inbox { json: false }),
+        "wf_inbox" => {
+            let all = args.as_ref().ok().and_then(|a| a.get("all")).and_then(Value::as_bool).unwrap_or(false);
+            Ok(Command::Inbox { json: false, all })
+        }
         other => Err(format!("unknown tool {other}: the tools are wf_result, wf_send, wf_ask, wf_reply and wf_inbox")),
     }
 }
