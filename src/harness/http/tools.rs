@@ -9,10 +9,10 @@ use serde_json::{json, Value};
 
 /// The `wf_result` parameters: the op's schema when it describes an object, else `{value}`.
 pub(super) fn result_parameters(schema: &Value) -> (Value, bool) {
-    if schema.get("type").and_then(Value::as_str) == Some("object") {
-        (schema.clone(), false)
-    } else {
+    if crate::control::prompt::tool_wraps(schema) {
         (json!({ "type": "object", "properties": { "value": schema }, "required": ["value"] }), true)
+    } else {
+        (schema.clone(), false)
     }
 }
 
