@@ -155,3 +155,12 @@ fn a_request_failing_after_a_rejection_is_reported_by_the_rejection() {
     assert!(reason.starts_with("the answer was rejected (at /verdict: 3 is not of type"), "{reason}");
     assert!(reason.contains("the conversation no longer fits the model's context (2256 of 2048 tokens)"), "{reason}");
 }
+
+#[test]
+fn in_tools_mode_a_reply_cut_at_max_tokens_is_nudged_not_failed() {
+    let rambling = Reply::with_usage(100, 200, Reply::Cut("Let me think about this at great length".into()));
+    let (env, server) = setup("openai", vec![rambling, Reply::result(json!({ "verdict": "ok" }))], "max_tokens = 200");
+    let v = env.run(&one_turn(""), &[]).json();
+    assert_eq!((v["kind"].as_str(), v["value"]["verdict"].as_str()), (Some("answered"), Some("ok")), "{v}");
+    assert_eq!(server.bodies().len(), 2, "the cut reply was followed by a nudge");
+}

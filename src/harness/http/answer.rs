@@ -88,30 +88,40 @@ pub(super) fn answer_in_text(text: &str, schema: &Schema, wrapped: bool) -> Opti
     found
 }
 
-/// Why a reply that the token limit cut off is no answer, telling `max_tokens` from the model's
-/// context: a reply stopped below the `max_tokens` it was given ran out of context.
-pub(super) fn cut_off(reply: &Reply, max_tokens: u64) -> Option<String> {
+/// A reply the token limit cut off: why it is no answer, and whether the model's context (not
+/// `max_tokens`) cut it, which no later request of the conversation can get past.
+#[derive(Debug, PartialEq)]
+pub(super) struct Cut {
+    pub why: String,
+    pub by_context: bool,
+}
+
+/// Whether the token limit cut a reply off, telling `max_tokens` from the model's context: a reply
+/// stopped below the `max_tokens` it was given ran out of context.
+pub(super) fn cut_off(reply: &Reply, max_tokens: u64) -> Option<Cut> {
     let finish = reply.finish.as_deref()?;
     if !matches!(finish, "length" | "max_tokens" | "model_context_window_exceeded") {
         return None;
     }
     let out = reply.usage.output_tokens;
     if finish == "model_context_window_exceeded" || (out > 0 && out < reply.asked) {
-        return Some(format!(
+        let why = format!(
             "the reply was cut off by the model's context after {out} tokens (finish_reason: {finish}, below max_tokens {}): the conversation fills the server's context (about {} tokens); declare the runtime's context_tokens, or give the server a larger context",
             reply.asked,
             reply.usage.tokens()
-        ));
+        );
+        return Some(Cut { why, by_context: true });
     }
     let clipped = if reply.asked < max_tokens {
         format!(", clipped from {max_tokens} to the room left in the model's context")
     } else {
         String::new()
     };
-    Some(format!(
+    let why = format!(
         "the reply was cut off at max_tokens ({} tokens{clipped}; finish_reason: {finish}): a partial answer is not a result",
         reply.asked
-    ))
+    );
+    Some(Cut { why, by_context: false })
 }
 
 /// The failure of a turn whose model has made no tool call in `replies` replies.
@@ -158,9 +168,11 @@ mod tests {
     fn a_cut_off_reply_names_max_tokens_or_the_context() {
         let mut r = Reply { finish: Some("length".into()), asked: 200, ..Reply::default() };
         r.usage.output_tokens = 200;
-        assert!(cut_off(&r, 200).is_some_and(|w| w.contains("cut off at max_tokens (200 tokens;")));
+        assert!(cut_off(&r, 200).is_some_and(|c| !c.by_context && c.why.contains("cut off at max_tokens (200 tokens;")));
         r.usage.output_tokens = 57;
-        assert!(cut_off(&r, 200).is_some_and(|w| w.contains("cut off by the model's context after 57 tokens")));
+        assert!(
+            cut_off(&r, 200).is_some_and(|c| c.by_context && c.why.contains("cut off by the model's context after 57"))
+        );
         r.finish = Some("stop".into());
         assert_eq!(cut_off(&r, 200), None);
     }

@@ -39,8 +39,13 @@ impl HttpSession {
             if reply.usage.tokens() > 0 {
                 self.measured = Some((self.history.len(), reply.usage.tokens()));
             }
-            if let Some(why) = cut_off(&reply, self.cfg.max_tokens) {
-                return TurnEnd::Failed(why);
+            // A structured reply cut off is a partial answer. In tools mode a reply cut off at
+            // max_tokens is one more reply without an answer (the model may still call the tool
+            // when nudged); one cut off by the context ends the turn: nothing more fits.
+            if let Some(cut) = cut_off(&reply, self.cfg.max_tokens) {
+                if structured || cut.by_context {
+                    return TurnEnd::Failed(cut.why);
+                }
             }
             if structured {
                 let json = structured_submission(&reply.text, wrapped);
