@@ -122,13 +122,23 @@ fn check(checks: &[Value], name: &str) -> Value {
 #[test]
 fn doctor_reads_the_servers_context_and_deep_asks_whether_the_model_calls_tools() {
     let llama = FakeModel::start(vec![Reply::text("I would rather not.")]);
-    llama.serve_get("/props", json!({ "default_generation_settings": { "n_ctx": 2048 } }));
+    llama.serve_doc("/props", json!({ "default_generation_settings": { "n_ctx": 2048 } }));
     let vllm = FakeModel::start(vec![Reply::result(json!({ "ok": true }))]);
-    vllm.serve_get("/v1/models", json!({ "data": [{ "id": "small", "max_model_len": 8192 }] }));
+    vllm.serve_doc("/v1/models", json!({ "data": [{ "id": "small", "max_model_len": 8192 }] }));
+    let ollama = FakeModel::start(vec![]);
+    ollama.serve_doc(
+        "/api/show",
+        json!({ "parameters": "stop \"<|im_end|>\"\nnum_ctx 8192", "model_info": { "llama.context_length": 32768 } }),
+    );
     let env = Env::new();
     env.write(
         "awf.toml",
-        &format!("{}{}", runtime("llama", &llama, "context_tokens = 4096"), runtime("vllm", &vllm, "")),
+        &format!(
+            "{}{}{}",
+            runtime("llama", &llama, "context_tokens = 4096"),
+            runtime("vllm", &vllm, ""),
+            runtime("ollama", &ollama, "context_tokens = 4096")
+        ),
     );
     let plain = doctor(&env, &["doctor", "--json"]);
     let c = check(&plain, "runtime: llama: context");
@@ -142,6 +152,15 @@ fn doctor_reads_the_servers_context_and_deep_asks_whether_the_model_calls_tools(
     );
     let c = check(&plain, "runtime: vllm: context");
     assert!(c["detail"].as_str().unwrap_or("").contains("declare context_tokens = 8192"), "{c}");
+    let c = check(&plain, "runtime: ollama: context");
+    assert_eq!(c["ok"], true, "{c}");
+    assert!(
+        c["detail"]
+            .as_str()
+            .unwrap_or("")
+            .contains("context_tokens = 4096; the server gives 8192 (Ollama /api/show (num_ctx))"),
+        "{c}"
+    );
     assert!(plain.iter().all(|c| !c["name"].as_str().unwrap_or("").ends_with(": tools")), "no request without --deep");
     assert!(llama.bodies().is_empty() && vllm.bodies().is_empty());
 
@@ -155,4 +174,12 @@ fn doctor_reads_the_servers_context_and_deep_asks_whether_the_model_calls_tools(
     );
     assert_eq!(check(&deep, "runtime: vllm: tools")["ok"], true);
     assert_eq!(llama.bodies().len(), 1, "one request per runtime");
+}
+
+#[test]
+fn a_context_of_zero_tokens_is_refused_naming_the_agent() {
+    let (env, server) = setup(vec![], "context_tokens = 0");
+    let out = env.run(r#"ctx.agents.open(#{ key: "a" }).ask("Hi.")"#, &[]);
+    out.expect_code(1).stderr_has("agent a: context_tokens must be more than 0");
+    assert!(server.bodies().is_empty());
 }

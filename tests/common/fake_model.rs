@@ -91,7 +91,7 @@ pub struct FakeModel {
     pub port: u16,
     script: Arc<Mutex<VecDeque<Reply>>>,
     pub requests: Arc<Mutex<Vec<(String, Value)>>>,
-    /// JSON documents served to GET requests, by path.
+    /// JSON documents served by path (`serve_doc`).
     gets: Arc<Mutex<Vec<(String, Value)>>>,
     cli: bool,
     ids: Arc<AtomicU64>,
@@ -138,8 +138,9 @@ impl FakeModel {
         self.requests.lock().expect("lock").iter().map(|(_, b)| b.clone()).collect()
     }
 
-    /// Serves `doc` to GET requests for `path` (as llama-server serves `/props`).
-    pub fn serve_get(&self, path: &str, doc: Value) {
+    /// Serves `doc` to requests for `path`, GET or POST (llama-server's `/props`, Ollama's
+    /// `/api/show`); they are not recorded as model requests.
+    pub fn serve_doc(&self, path: &str, doc: Value) {
         self.gets.lock().expect("lock").push((path.to_string(), doc));
     }
 
@@ -178,7 +179,9 @@ impl FakeModel {
             }
         }
         let served = self.gets.lock().expect("lock").iter().find(|(p, _)| *p == path).map(|(_, d)| d.to_string());
-        if let (true, Some(doc)) = (method == "GET", served) {
+        if let Some(doc) = served {
+            // A document asked for by POST (Ollama's `/api/show`): its body is read, not recorded.
+            let _ = reader.read_exact(&mut vec![0u8; len]);
             let _ = write!(stream, "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{doc}", doc.len());
             return;
         }
