@@ -50,6 +50,34 @@ impl Usage {
         self.cache_write_tokens += other.cache_write_tokens;
         self.cost_usd += other.cost_usd;
     }
+
+    /// What was spent since `earlier` (an earlier reading of the same running total).
+    pub fn since(&self, earlier: &Usage) -> Usage {
+        Usage {
+            input_tokens: self.input_tokens.saturating_sub(earlier.input_tokens),
+            output_tokens: self.output_tokens.saturating_sub(earlier.output_tokens),
+            cache_read_tokens: self.cache_read_tokens.saturating_sub(earlier.cache_read_tokens),
+            cache_write_tokens: self.cache_write_tokens.saturating_sub(earlier.cache_write_tokens),
+            cost_usd: (self.cost_usd - earlier.cost_usd).max(0.0),
+        }
+    }
+}
+
+/// What an operation has spent so far, shared by its harness (which adds each reply's usage the
+/// moment it has it) and the operation pipeline, which bills it when the operation is cancelled or
+/// times out mid-turn: tokens a server spent are billed even when no turn report comes back.
+#[derive(Debug, Default)]
+pub struct Meter(std::sync::Mutex<Usage>);
+
+impl Meter {
+    pub fn add(&self, usage: &Usage) {
+        // A plain value replaced whole: a poisoned lock still holds a valid one.
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).add(usage);
+    }
+
+    pub fn total(&self) -> Usage {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
 }
 
 /// Where an operation's cost came from.

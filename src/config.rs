@@ -139,6 +139,10 @@ pub struct RuntimeConfig {
     pub answer: Option<String>,
     /// HTTP harnesses: the most tokens one reply may use.
     pub max_tokens: Option<u64>,
+    /// HTTP harnesses: the model's context in tokens (a server's slot size): each request's
+    /// `max_tokens` is clipped to the room left, and a conversation that no longer fits fails
+    /// its turn saying so. `awf doctor --deep` reads it from servers that expose it.
+    pub context_tokens: Option<u64>,
     /// Extra environment for a CLI harness, or settings such as `OPENAI_BASE_URL` for HTTP ones.
     pub env: Option<BTreeMap<String, String>>,
     /// Extra command-line flags for a CLI harness.

@@ -97,15 +97,18 @@
 //!   and the answer's and the final event's graces; then an acknowledged wait, the group killed);
 //!   `scrubbed.rs` (the wrapper every session is opened in: what a harness reports is scrubbed of
 //!   the run's secrets before the engine sees it); `http/` (`openai`, `anthropic`; `session.rs`:
-//!   history and turns, `tools.rs`: the `wf_*` tools as control commands, `request.rs`: retries
-//!   and the streamed reply, `sse.rs`); `cli/` (`claude.rs`, `codex.rs`, `pi.rs`: agent CLIs run
+//!   the history, `turn.rs`: a turn's requests and answers, `answer.rs`: answers found in a
+//!   reply's text and cut-off replies, `context.rs`: requests sized to the model's context,
+//!   `tools.rs`: the `wf_*` tools as control commands, `request.rs`: retries, the streamed reply
+//!   and its spend on the operation's `Meter`, `sse.rs`, `probe.rs`: `awf doctor --deep`); `cli/` (`claude.rs`, `codex.rs`, `pi.rs`: agent CLIs run
 //!   per turn in a process group, a home per agent (the sandbox seat's home when sandboxed: the
 //!   argv is wrapped like `command`'s), judged by their JSONL events; `mod.rs` holds what they
 //!   share and the pinned versions, `session.rs` the session and its turns, `run.rs` one process
 //!   run through `process.rs` and its verdict, `home.rs` the home and credential seeding,
 //!   `events.rs` the event helpers, `doctor.rs` `doctor_checks`).
 //! - `control/`: the answer channel every harness shares: `slot.rs` (result slots, rejection
-//!   text), `prompt.rs` (the answer instructions and the nudge), `protocol.rs` (the control-plane
+//!   text), `prompt.rs` (the answer instructions, nudge and rejection hint
+//!   for the session's `AnswerMode`: launcher, `wf_result` tool, or the reply itself), `protocol.rs` (the control-plane
 //!   frames; **no I/O**), `dispatch.rs` (**the one dispatcher**: an agent's control state, its open
 //!   operations, and a `Command` carried out against it, with the same `Response` and events for
 //!   the socket and the HTTP `wf_*` tools), `messenger.rs` (the `Messenger` trait, errors typed
@@ -126,7 +129,7 @@
 //!   (folders 0700 and files 0600, created so: what the harnesses write in a run folder goes
 //!   through it too).
 //! - `accounting.rs`: usage, prices (the built-in table; `[prices]` overrides), folds by agent,
-//!   stage and model.
+//!   stage and model; `Meter`, an operation's running spend (billed however the operation ends).
 //! - `redact.rs`: a run's secret values (key variables, secret-looking names) and the scrubbing of
 //!   text: those values, `Bearer` tokens and `x-api-key` values become `[redacted]`.
 //! - `config.rs`: `awf.toml`, runtime aliases.
@@ -142,7 +145,8 @@
 //!   settings change leaves its `turns.jsonl` line and its spend in the accounts.
 //! - An agent runs its operations one at a time, in call order (a FIFO lock on its session).
 //! - Every answer, from any harness, enters through a `ResultSlot`: validated against the op's
-//!   schema; the first accepted answer wins.
+//!   schema; the first accepted answer wins; every submission is an `op-submission` event.
+//!   Rejections count against the nudge limit, and one same answer is rejected at most twice.
 //! - Scopes nest: a parallel group or stage gets a child cancellation token, so cancelling a scope
 //!   cancels everything started under it, and the deadline of a scope is never later than its
 //!   parent's. Every script thread and worker carries its scope in a thread-local, which the

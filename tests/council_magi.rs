@@ -385,8 +385,8 @@ fn no_valid_ballot_is_no_ruling_and_the_error_says_why() {
     assert_eq!(
         error,
         "magi produced no ruling: no valid ballot (Melchior · scientist: failed: model crashed; \
-         Balthasar · mother: unanswered: no accepted answer after 2 nudges (18 answers rejected; the last: \
-         at /: \"not a ballot\" is not of type \"object\"); Casper · woman: not a ballot: the choice is blank)"
+         Balthasar · mother: unanswered: no accepted answer: the same answer was rejected 2 times (the last \
+         rejection: at /: \"not a ballot\" is not of type \"object\"); Casper · woman: not a ballot: the choice is blank)"
     );
     assert_eq!(output(&r), format!("{error}\n\n— magi: no valid ballots · tally none · 3 invalid"));
     assert_eq!(r["headline"], "magi: no ruling — 3 invalid ballot(s)");

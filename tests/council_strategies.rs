@@ -181,8 +181,8 @@ fn map_fails_with_the_splitters_reason_when_the_split_fails_or_has_the_wrong_sha
     let r = call(&env, "map", r#"#{ task: "Split me" }"#);
     assert_eq!(
         r["error"],
-        "map: the split failed (splitter) — unanswered: no accepted answer after 2 nudges (18 answers rejected; \
-         the last: at /: \"bad shape\" is not of type \"array\")"
+        "map: the split failed (splitter) — unanswered: no accepted answer: the same answer was rejected 2 times \
+         (the last rejection: at /: \"bad shape\" is not of type \"array\")"
     );
     assert_eq!(r["failure_kind"], "split-failed");
     assert_eq!(op_ids(&env), ["map-splitter#1"], "no worker may start after a failed split");

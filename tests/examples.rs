@@ -127,3 +127,12 @@ fn examples_pass_script_check() {
         .stdout_has("(debate; fn run(args))")
         .stdout_has("(triage; fn run(args))");
 }
+
+#[test]
+fn triage_fails_when_no_report_was_rated() {
+    let env = Env::new();
+    env.with_responder(r#"fn respond(turn) { #{ fail: "model offline" } }"#);
+    let out = env.awf(&["script", "run", &example("triage.rhai"), "--args", r#"{"reports": ["a crash", "a typo"]}"#]);
+    out.expect_code(1).stderr_has("triage: none of the 2 reports was rated").stderr_has("model offline");
+    assert!(env.events_of("log").iter().any(|e| e["data"]["text"] == "rated 0 of 2 reports"));
+}

@@ -6,6 +6,7 @@ use super::op::{execute, open_slot, remember, turn_hash, Op, OpError};
 use super::supervise::{supervise, Nudge, OpPlan, Settle};
 use super::{lock, Agent, AgentBook};
 use crate::accounting::{CostSource, Usage};
+use crate::control::prompt::AnswerMode;
 use crate::control::slot::ResultSlot;
 use crate::harness::{AgentInfo, Session, TurnEnd, TurnInput, TurnKind};
 use crate::run::deadline::Deadline;
@@ -151,6 +152,7 @@ impl Body<'_> {
         slot: Option<Arc<ResultSlot>>,
         deadline: Option<Deadline>,
     ) -> Done {
+        let meter = op.meter.clone();
         match self {
             Body::Turn(turn) => {
                 let Some(slot) = slot else { return Done::of(OutcomeKind::Failed, None, Some("no slot".into())) };
@@ -164,6 +166,7 @@ impl Body<'_> {
                     nudge: &turn.nudge,
                     slot,
                     deadline,
+                    meter,
                 };
                 let s = supervise(session, plan, book).await;
                 let (kind, value, reason) = match s.settle {
@@ -219,6 +222,11 @@ async fn message(
 ) -> Done {
     let run = &book.run;
     let launcher = agent.launcher();
+    // A message operation offers a model its `wf_*` tools even in structured mode.
+    let mode = match session.answer_mode() {
+        AnswerMode::Launcher => AnswerMode::Launcher,
+        _ => AnswerMode::Tool,
+    };
     let held = book.router.take_held(run, &agent.key);
     if held.is_empty() {
         // A turn that got the agent's session first showed them: nothing is left to pay for, and
@@ -229,7 +237,7 @@ async fn message(
     let routes = book.router.routes_of(&agent.key);
     let shown = format!(
         "You have new messages from other agents. Read them and act: reply where asked, message others if useful.\n\n{}",
-        crate::messaging::context_text(&launcher, &routes, &agent.key, &held)
+        crate::messaging::context_text(mode, &launcher, &routes, &agent.key, &held)
     );
     if let Some(e) = &agent.endpoint {
         e.open_turn(&op.op_id, slot.clone(), deadline);
@@ -239,6 +247,8 @@ async fn message(
         prompt: shown.clone(),
         shown,
         nudge: 0,
+        max_nudges: 0,
+        meter: op.meter.clone(),
         n: op.n,
         slot,
         deadline,
@@ -270,6 +280,7 @@ fn other_op<'a>(agent: &Agent, tag: &str) -> Op<'a> {
         own_deadline: None,
         started: Instant::now(),
         answers_ask: false,
+        meter: Arc::default(),
     }
 }
 
@@ -332,6 +343,7 @@ pub fn run(book: &Arc<AgentBook>, agent: &Arc<Agent>, turn: Turn, frame: &Frame)
         own_deadline,
         started,
         answers_ask: false,
+        meter: Arc::default(),
     };
     let result = run.rt.block_on(execute(book, agent, op, Body::Turn(&turn), frame));
     // Only explicit ids can recur within a run (default ids count up), so only they are kept for
@@ -461,6 +473,7 @@ async fn message_round(book: &Arc<AgentBook>, agent: &Arc<Agent>, stage: &Option
             // that answers an ask runs on that slot, else with every slot held by askers (always,
             // with --max-concurrency 1) no reply could ever come.
             answers_ask: router.holds_ask(&agent.key),
+            meter: Arc::default(),
         };
         match execute(book, agent, op, Body::Message, &frame).await {
             Ok((o, _)) if matches!(o.kind, OutcomeKind::Answered | OutcomeKind::Blocked) => {}

@@ -57,6 +57,9 @@ pub(super) struct Op<'a> {
     /// A message operation answering an ask runs on its asker's slot and budget place (see
     /// `kinds::message_round`): it neither takes a permit nor waits for one.
     pub answers_ask: bool,
+    /// What the harness reports spending as it goes: billed even when the operation ends before
+    /// its turn reports (cancelled, timed out, its agent stopped).
+    pub meter: Arc<crate::accounting::Meter>,
 }
 
 /// How the pipeline ended an operation, before it is recorded.
@@ -109,6 +112,7 @@ pub(super) async fn execute(
     let own_deadline = Deadline::earliest(op.own_deadline, agent_deadline);
     let scope_deadline = frame.deadline_at();
     let deadline = Deadline::earliest(own_deadline, scope_deadline);
+    let meter = op.meter.clone();
 
     let work = async {
         let mut session = agent.session.lock().await;
@@ -131,8 +135,9 @@ pub(super) async fn execute(
         end = work => end,
     };
 
-    let mut usage = Usage::default();
-    let mut cost_source = CostSource::Simulated;
+    // The work future is dropped by now: whatever its harness spent is on the meter.
+    let mut usage = meter.total();
+    let mut cost_source = if usage == Usage::default() { CostSource::Simulated } else { CostSource::Priced };
     // A fake operation spends nothing real, however it ends.
     let mut simulated = agent.harness() == HarnessKind::Fake;
     let mut terminated = None;

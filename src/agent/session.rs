@@ -23,19 +23,20 @@ impl AgentBook {
         responder: Option<Arc<dyn harness::Responder>>,
         sandbox: Option<&crate::sandbox::Chosen>,
     ) -> Result<SessionParts, String> {
-        if runtime.harness == HarnessKind::Fake {
-            let stall = self.run.scheduler.limits.stall_timeout;
-            return Ok((Box::new(harness::fake::FakeSession::new(info.clone(), responder, stall)), None));
-        }
         let run = &self.run;
+        let events = event_sink(run);
+        if runtime.harness == HarnessKind::Fake {
+            let stall = run.scheduler.limits.stall_timeout;
+            return Ok((Box::new(harness::fake::FakeSession::new(info.clone(), responder, events, stall)), None));
+        }
         let slug = self.claim_slug(&req.key);
         let dir = crate::record::agent_files::agent_dir(run.dir(), &slug);
         let awf =
             std::env::current_exe().map_err(|e| format!("cannot find the awf executable for the launcher: {e}"))?;
-        let events = event_sink(run);
         if runtime.harness.is_http() {
-            let cfg = http_config(run, &req.key, runtime)?;
-            let session = harness::http::HttpSession::new(info.clone(), cfg, dir.join("history.json"), events)
+            let stall = run.scheduler.limits.stall_timeout;
+            let cfg = harness::http::HttpConfig::of(&req.key, runtime, stall, run.secrets.clone())?;
+            let session = harness::http::HttpSession::new(info.clone(), cfg, Some(dir.join("history.json")), events)
                 .map_err(|e| format!("agent {}: {e}", req.key))?;
             return Ok((Box::new(session), None));
         }
@@ -105,42 +106,6 @@ impl AgentBook {
 /// What an agent's endpoint knows of its run.
 fn run_tag(run: &Run) -> crate::control::server::RunTag {
     crate::control::server::RunTag { id: run.id.clone(), dir: run.dir().to_path_buf(), attempt: run.attempt }
-}
-
-/// An HTTP harness's settings: base URL (runtime, then its `env`, then the process environment,
-/// then the public API), the API key (from the environment only), the answer mode.
-fn http_config(run: &Run, key: &str, runtime: &RuntimeConfig) -> Result<harness::http::HttpConfig, String> {
-    use harness::http::{Api, HttpConfig};
-    let target = harness::http::Target::of(runtime);
-    let (api, base_url, key_var, api_key, default_model) =
-        (target.api, target.base_url, target.key_var, target.api_key, target.default_model);
-    if api_key.is_none() && !target.local {
-        return Err(format!(
-            "agent {key}: the {} harness needs an API key in ${key_var} for {base_url} (set it, or name another variable with api_key_env)",
-            runtime.harness
-        ));
-    }
-    let structured = match runtime.answer.as_deref() {
-        None | Some("tools") => false,
-        Some("structured") if api == Api::OpenAi => true,
-        Some("structured") => {
-            return Err(format!(
-                "agent {key}: answer = \"structured\" is for the openai harness; anthropic answers with tools"
-            ))
-        }
-        Some(other) => return Err(format!("agent {key}: answer must be \"tools\" or \"structured\", not \"{other}\"")),
-    };
-    Ok(HttpConfig {
-        api,
-        base_url,
-        model: runtime.model.clone().unwrap_or_else(|| default_model.to_string()),
-        effort: runtime.effort.clone(),
-        api_key,
-        structured,
-        max_tokens: runtime.max_tokens.unwrap_or(4096),
-        stall: run.scheduler.limits.stall_timeout,
-        redactor: run.secrets.clone(),
-    })
 }
 
 /// Opens the control folder and socket of an agent forked from a CLI agent (a fork answers

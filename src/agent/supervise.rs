@@ -1,10 +1,12 @@
 //! Supervision of one operation's turns: the first turn, then check-in turns ("nudges") while the
-//! agent ends without an answer, up to the limit; failures and blocks as the harness reports them.
+//! agent ends without an answer, up to the limit (rejections count against it); failures and
+//! blocks as the harness reports them. The answer instructions are written for the session's
+//! answer mode.
 
 use super::AgentBook;
-use crate::accounting::{CostSource, Usage};
-use crate::control::prompt;
-use crate::control::slot::ResultSlot;
+use crate::accounting::{CostSource, Meter, Usage};
+use crate::control::prompt::{self, Answering};
+use crate::control::slot::{ResultSlot, MAX_REPEATS};
 use crate::harness::{Session, TurnEnd, TurnInput};
 use serde_json::Value;
 use std::sync::Arc;
@@ -38,30 +40,36 @@ pub struct OpPlan<'a> {
     pub nudge: &'a Nudge,
     pub slot: Arc<ResultSlot>,
     pub deadline: Option<crate::run::deadline::Deadline>,
+    pub meter: Arc<Meter>,
 }
 
 /// Drives turns until the slot holds an answer, the harness fails, or the nudges run out.
+/// Rejections count against the nudge limit, and an answer rejected twice ends the operation.
 /// Cancel safety: dropping the future drops the running turn, which the harness cleans up.
 pub async fn supervise(session: &mut dyn Session, plan: OpPlan<'_>, book: &AgentBook) -> Supervised {
     let run = &book.run;
-    let schema_text = plan.slot.schema().text.clone();
+    let schema = plan.slot.schema().clone();
+    let mode = session.answer_mode();
+    let how = Answering { mode, launcher: plan.launcher, op_id: plan.op_id };
     let mut out = Supervised {
         settle: Settle::Unanswered(String::new()),
         usage: Usage::default(),
         cost_source: CostSource::Simulated,
         simulated: false,
     };
+    let mut nudged = 0;
     for k in 0..=plan.nudge.max {
+        nudged = k;
         let key = &plan.agent.key;
         let body = if k == 0 {
-            prompt::with_answer_instructions(plan.prompt, plan.launcher, plan.op_id, &schema_text)
+            prompt::with_answer_instructions(plan.prompt, &how, &schema.value, &schema.text)
         } else {
             run.records.event(&crate::run::Event::OpNudged { agent: key, op_id: plan.op_id, nudge: k });
-            prompt::nudge_text(&plan.nudge.text, plan.launcher, plan.op_id, &schema_text)
+            prompt::nudge_text(&plan.nudge.text, &how, &schema.value, &schema.text)
         };
         // Routes and held messages are shown with every turn, check-ins included.
         let held = book.router.take_held(run, key);
-        let context = crate::messaging::context_text(plan.launcher, &book.router.routes_of(key), key, &held);
+        let context = crate::messaging::context_text(mode, plan.launcher, &book.router.routes_of(key), key, &held);
         let shown = if context.is_empty() { body } else { format!("{context}{body}") };
         let report = session
             .turn(TurnInput {
@@ -69,6 +77,8 @@ pub async fn supervise(session: &mut dyn Session, plan: OpPlan<'_>, book: &Agent
                 prompt: plan.prompt.to_string(),
                 shown,
                 nudge: k,
+                max_nudges: plan.nudge.max,
+                meter: plan.meter.clone(),
                 n: plan.n,
                 slot: plan.slot.clone(),
                 deadline: plan.deadline,
@@ -85,8 +95,13 @@ pub async fn supervise(session: &mut dyn Session, plan: OpPlan<'_>, book: &Agent
             return out;
         }
         match report.end {
+            // A request that failed after rejections (a conversation grown past the model's
+            // context by them) is reported by the rejection that caused it.
             TurnEnd::Failed(why) => {
-                out.settle = Settle::Failed(why);
+                out.settle = Settle::Failed(match plan.slot.last_rejection() {
+                    Some(last) => format!("the answer was rejected ({last}); then the turn failed: {why}"),
+                    None => why,
+                });
                 return out;
             }
             TurnEnd::Blocked(why) => {
@@ -95,11 +110,16 @@ pub async fn supervise(session: &mut dyn Session, plan: OpPlan<'_>, book: &Agent
             }
             TurnEnd::Ended => {}
         }
+        if k + plan.slot.rejections() >= plan.nudge.max || plan.slot.stuck() {
+            break;
+        }
     }
     let rejected = plan.slot.rejections();
-    out.settle = Settle::Unanswered(if rejected > 0 {
-        let last = plan.slot.last_rejection().unwrap_or_default();
-        format!("no accepted answer after {} nudges ({rejected} answers rejected; the last: {last})", plan.nudge.max)
+    let last = plan.slot.last_rejection().unwrap_or_default();
+    out.settle = Settle::Unanswered(if plan.slot.stuck() {
+        format!("no accepted answer: the same answer was rejected {MAX_REPEATS} times (the last rejection: {last})")
+    } else if rejected > 0 {
+        format!("no accepted answer after {nudged} nudges and {rejected} rejected answers (the last: {last})")
     } else {
         format!("no answer after {} nudges", plan.nudge.max)
     });

@@ -1,6 +1,8 @@
 //! `awf doctor`: what works on this machine, as a list of checks (a name, an ok flag, a detail).
 //! Exit 0 when every check passes, 1 otherwise. To check something new (a CLI harness's binary, an
-//! API key's variable), write a function returning `Vec<Check>` and add it to `checks`.
+//! API key's variable), write a function returning `Vec<Check>` and add it to `checks`. `--deep`
+//! sends each reachable HTTP runtime one tiny real request (`harness::http::probe`): does its model
+//! call tools, and what context does its server give it.
 
 use super::{EXIT_FAILED, EXIT_OK};
 use crate::config::HarnessKind;
@@ -13,6 +15,10 @@ pub struct DoctorArgs {
     /// Print the checks as a JSON array of {name, ok, detail}
     #[arg(long)]
     json: bool,
+    /// Also send each reachable HTTP runtime one tiny real request (it is billed): whether its
+    /// model calls tools, and the context its server gives it
+    #[arg(long)]
+    deep: bool,
 }
 
 /// One thing awf needs, and whether this machine has it.
@@ -31,17 +37,18 @@ impl Check {
 }
 
 /// Every check, in the order they are shown.
-fn checks() -> Vec<Check> {
+fn checks(deep: bool) -> Vec<Check> {
     let mut all = sandbox_checks();
     all.extend(harness_checks());
     // The CLI harnesses: installed, and the pinned version.
     all.extend(crate::harness::cli::doctor_checks().into_iter().map(|(name, ok, detail)| Check { name, ok, detail }));
-    all.extend(http_checks());
+    all.extend(http_checks(deep));
     all
 }
 
-/// Each configured HTTP runtime: its API key present, its server reachable.
-fn http_checks() -> Vec<Check> {
+/// Each configured HTTP runtime: its API key present, its server reachable; with `deep`, what one
+/// real request shows.
+fn http_checks(deep: bool) -> Vec<Check> {
     let Ok(cwd) = std::env::current_dir() else { return Vec::new() };
     let config = match crate::config::Config::load(&cwd) {
         Ok(c) => c,
@@ -69,12 +76,95 @@ fn http_checks() -> Vec<Check> {
                 .map(|_| format!("{} ({}) answers", target.base_url, runtime.harness))
                 .map_err(|e| format!("{}: server unreachable ({e})", target.base_url)),
         };
+        let reached = detail.is_ok();
         out.push(match detail {
             Ok(d) => Check::new(&name, true, d),
             Err(d) => Check::new(&name, false, d),
         });
+        if reached {
+            out.extend(server_checks(alias, runtime, deep));
+        }
     }
     out
+}
+
+/// What a reachable runtime's server says: the context it gives the model, against the
+/// `context_tokens` the runtime declares; with `deep`, whether the model calls tools (which tools
+/// mode needs), from one real request.
+fn server_checks(alias: &str, runtime: &crate::config::RuntimeConfig, deep: bool) -> Vec<Check> {
+    // The key is the only secret here: scrubbed from any error a server echoes.
+    let key = crate::harness::http::Target::of(runtime).api_key;
+    let redactor = std::sync::Arc::new(crate::redact::Redactor::of_values(key));
+    let cfg =
+        match crate::harness::http::HttpConfig::of("doctor", runtime, std::time::Duration::from_secs(60), redactor) {
+            Ok(c) => c,
+            Err(why) => return vec![Check::new(&format!("runtime: {alias}: settings"), false, why)],
+        };
+    let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            return vec![Check::new(&format!("runtime: {alias}: tools"), false, format!("no async runtime: {e}"))]
+        }
+    };
+    let structured = cfg.structured;
+    let (model, declared) = (cfg.model.clone(), cfg.context_tokens);
+    let (calls, context) = rt.block_on(async {
+        let context = crate::harness::http::probe::server_context(&cfg).await;
+        let calls = if deep { Some(crate::harness::http::probe::calls_tools(cfg).await) } else { None };
+        (calls, context)
+    });
+    let mut out: Vec<Check> = calls.map(|c| tools_check(alias, &model, structured, c)).into_iter().collect();
+    out.push(context_check(&format!("runtime: {alias}: context"), context, declared));
+    out
+}
+
+/// Whether the model called the tool it was asked to call.
+fn tools_check(
+    alias: &str,
+    model: &str,
+    structured: bool,
+    calls: Result<(bool, crate::accounting::Usage), String>,
+) -> Check {
+    let name = format!("runtime: {alias}: tools");
+    match calls {
+        Err(why) => Check::new(&name, false, format!("the request failed: {why}")),
+        Ok((true, u)) => Check::new(&name, true, format!("model {model} calls tools ({} tokens spent)", u.tokens())),
+        Ok((false, u)) if structured => Check::new(
+            &name,
+            true,
+            format!("model {model} made no tool call ({} tokens spent); answer = \"structured\" does not need tools", u.tokens()),
+        ),
+        Ok((false, u)) => Check::new(
+            &name,
+            false,
+            format!("model {model} made no tool call when asked to ({} tokens spent): tools mode cannot answer through it; set answer = \"structured\"", u.tokens()),
+        ),
+    }
+}
+
+/// The context the server gives the model against the runtime's `context_tokens`.
+fn context_check(name: &str, server: Option<(u64, &str)>, declared: Option<u64>) -> Check {
+    match (server, declared) {
+        (None, Some(d)) => {
+            Check::new(name, true, format!("context_tokens = {d} (the server does not say its context)"))
+        }
+        (None, None) => {
+            Check::new(name, true, "the server does not say its context; declare context_tokens if you know it")
+        }
+        (Some((n, from)), Some(d)) if d > n => Check::new(
+            name,
+            false,
+            format!("context_tokens = {d}, but the server gives {n} tokens ({from}): set context_tokens = {n}"),
+        ),
+        (Some((n, from)), Some(d)) => {
+            Check::new(name, true, format!("context_tokens = {d}; the server gives {n} ({from})"))
+        }
+        (Some((n, from)), None) => Check::new(
+            name,
+            true,
+            format!("the server gives {n} tokens ({from}): declare context_tokens = {n} so requests are sized to it"),
+        ),
+    }
 }
 
 /// Whether sandboxes can be made: bwrap on PATH, then the same probe a run uses.
@@ -106,7 +196,7 @@ fn harness_checks() -> Vec<Check> {
 }
 
 pub fn exec(args: DoctorArgs) -> Result<i32> {
-    let checks = checks();
+    let checks = checks(args.deep);
     if args.json {
         out!("{}", serde_json::to_string_pretty(&checks)?);
     } else {

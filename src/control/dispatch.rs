@@ -4,6 +4,7 @@
 //! the same events (`op-submission`, `op-waiting`, `control-refused`) whichever way it came.
 
 use super::messenger::{MessageError, Messenger};
+use super::prompt::AnswerMode;
 use super::protocol::{exit, Command, Response};
 use super::slot::{ResultSlot, Submission};
 use crate::accounting::Usage;
@@ -54,6 +55,8 @@ pub struct Control {
     current: Mutex<Option<String>>,
     events: EventSink,
     messenger: Option<Arc<dyn Messenger>>,
+    /// How the agent answers: a rejection tells it what to do next in those terms.
+    mode: AnswerMode,
 }
 
 impl Control {
@@ -66,7 +69,14 @@ impl Control {
             current: Mutex::new(None),
             events,
             messenger,
+            mode: AnswerMode::Launcher,
         }
+    }
+
+    /// This control state for an agent that answers in `mode` (the launcher's unless told).
+    pub fn answering(mut self, mode: AnswerMode) -> Control {
+        self.mode = mode;
+        self
     }
 
     pub fn key(&self) -> &str {
@@ -169,7 +179,7 @@ pub async fn dispatch(control: &Control, cmd: Command) -> Response {
                 o.answered.notify_waiters();
                 o.answered.notify_one();
             }
-            Response::new(sub.exit_code(), sub.text())
+            Response::new(sub.exit_code(), sub.text_for(control.mode))
         }
         Command::Waiting { op, reason, timeout_ms } => {
             let o = match control.op(&op) {

@@ -1,8 +1,10 @@
 //! Result slots: where an operation's answer is submitted, validated against the op's schema, and
 //! kept. Every harness answers through one, so every agent sees the same rejection language.
 
+use super::prompt::{fix_hint, AnswerMode};
 use crate::run::schema::{Schema, Violation};
 use serde_json::Value;
+use std::collections::HashMap;
 use std::sync::Mutex;
 
 /// What a submission got back; `text()` is exactly what the agent is shown.
@@ -15,10 +17,16 @@ pub enum Submission {
 }
 
 impl Submission {
+    /// What an agent that answers through the launcher is shown.
     pub fn text(&self) -> String {
+        self.text_for(AnswerMode::Launcher)
+    }
+
+    /// What an agent that answers in `mode` is shown: a rejection ends with what to do next.
+    pub fn text_for(&self, mode: AnswerMode) -> String {
         match self {
             Submission::Accepted => "accepted".into(),
-            Submission::Rejected(errors) => rejection_text(errors),
+            Submission::Rejected(errors) => rejection_text(errors, mode),
             Submission::Closed(why) => why.clone(),
         }
     }
@@ -33,15 +41,16 @@ impl Submission {
     }
 }
 
-/// The text an agent gets for a rejected answer: every error with its JSON pointer, then how to fix.
-pub fn rejection_text(errors: &[Violation]) -> String {
+/// The text an agent gets for a rejected answer: every error with its JSON pointer, then how to
+/// fix it in the agent's terms.
+pub fn rejection_text(errors: &[Violation], mode: AnswerMode) -> String {
     let mut out = String::from("rejected:\n");
     for e in errors {
         out.push_str("- ");
         out.push_str(&e.to_string());
         out.push('\n');
     }
-    out.push_str("Fix the JSON and run the command again.");
+    out.push_str(fix_hint(mode));
     out
 }
 
@@ -50,6 +59,9 @@ enum State {
     Answered(Value),
     Closed(String),
 }
+
+/// How many times one same answer may be rejected: it is not asked for a third time.
+pub const MAX_REPEATS: u32 = 2;
 
 /// Records an accepted answer; the receiver is answered once the record is written.
 pub type OnAccept = Box<dyn Fn(&Value) -> tokio::sync::oneshot::Receiver<()> + Send + Sync>;
@@ -64,6 +76,9 @@ pub struct ResultSlot {
     state: Mutex<State>,
     rejections: std::sync::atomic::AtomicU32,
     last_rejection: Mutex<Option<String>>,
+    /// How many times each rejected answer (its JSON text, or the raw text when it is no JSON) was
+    /// submitted.
+    rejected: Mutex<HashMap<String, u32>>,
     on_accept: std::sync::OnceLock<OnAccept>,
     recorded: Mutex<Option<tokio::sync::oneshot::Receiver<()>>>,
 }
@@ -76,6 +91,7 @@ impl ResultSlot {
             state: Mutex::new(State::Open),
             rejections: std::sync::atomic::AtomicU32::new(0),
             last_rejection: Mutex::new(None),
+            rejected: Mutex::new(HashMap::new()),
             on_accept: std::sync::OnceLock::new(),
             recorded: Mutex::new(None),
         }
@@ -122,7 +138,10 @@ impl ResultSlot {
     pub fn submit_text(&self, text: &str) -> Submission {
         match serde_json::from_str::<Value>(text.trim()) {
             Ok(v) => self.submit(v),
-            Err(e) => self.reject(vec![Violation { pointer: String::new(), message: format!("not valid JSON: {e}") }]),
+            Err(e) => self.reject(
+                text.trim(),
+                vec![Violation { pointer: String::new(), message: format!("not valid JSON: {e}") }],
+            ),
         }
     }
 
@@ -142,7 +161,7 @@ impl ResultSlot {
         }
         let errors = self.schema.violations(&value);
         if !errors.is_empty() {
-            return self.reject(errors);
+            return self.reject(&value.to_string(), errors);
         }
         let mut state = self.lock();
         match &*state {
@@ -162,8 +181,9 @@ impl ResultSlot {
         }
     }
 
-    fn reject(&self, errors: Vec<Violation>) -> Submission {
+    fn reject(&self, answer: &str, errors: Vec<Violation>) -> Submission {
         self.rejections.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        *self.rejected.lock().unwrap_or_else(|p| p.into_inner()).entry(answer.to_string()).or_insert(0) += 1;
         let summary: Vec<String> = errors.iter().map(|e| e.to_string()).collect();
         *self.last_rejection.lock().unwrap_or_else(|p| p.into_inner()) = Some(summary.join("; "));
         Submission::Rejected(errors)
@@ -180,6 +200,17 @@ impl ResultSlot {
     /// How many submissions were rejected, before or after an answer was accepted.
     pub fn rejections(&self) -> u32 {
         self.rejections.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// The most times one same answer was submitted and rejected: an agent that sends back an
+    /// answer already rejected twice is not asked again.
+    pub fn repeats(&self) -> u32 {
+        self.rejected.lock().unwrap_or_else(|p| p.into_inner()).values().copied().max().unwrap_or(0)
+    }
+
+    /// Whether one same answer was rejected `MAX_REPEATS` times: asking again is pointless.
+    pub fn stuck(&self) -> bool {
+        self.repeats() >= MAX_REPEATS
     }
 
     /// The errors of the last rejected submission, on one line.
@@ -221,7 +252,11 @@ mod tests {
         assert_eq!(r.exit_code(), 2);
         assert!(r.text().contains("at /n:"), "{}", r.text());
         assert!(r.text().ends_with("Fix the JSON and run the command again."));
+        assert!(r.text_for(AnswerMode::Tool).ends_with("call the `wf_result` tool again."));
         assert_eq!(s.submit_text("{not json").exit_code(), 2);
+        assert_eq!(s.repeats(), 1);
+        assert_eq!(s.submit_text(r#" {"n": "x"} "#).exit_code(), 2);
+        assert_eq!(s.repeats(), 2, "the same answer, however spaced, counts as repeated");
         assert_eq!(s.submit_text(r#"{"n":1}"#), Submission::Accepted);
         let again = s.submit_text(r#"{"n":2}"#);
         assert_eq!(again.exit_code(), 3);

@@ -6,26 +6,51 @@
 
 use super::{AgentInfo, BoxFuture, Responder, Session, TurnEnd, TurnInput, TurnReport};
 use crate::accounting::{CostSource, Usage};
+use crate::control::dispatch::EventSink;
 use crate::control::slot::Submission;
 use crate::run::schema::example_value;
 use serde_json::{json, Value};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// How many times one turn may resubmit after a rejection before the turn ends.
+/// How many times one turn may resubmit after a rejection before the turn ends (fewer when the
+/// rejections use up the nudge limit first).
 const MAX_RESUBMITS: u32 = 5;
 
 pub struct FakeSession {
     info: AgentInfo,
     responder: Option<Arc<dyn Responder>>,
     history: Vec<String>,
+    /// Where each submission's `op-submission` event goes, as for every harness.
+    events: EventSink,
     /// The run's `stall_timeout`: a turn that hangs says nothing, and fails `stalled` after it.
     stall: Duration,
 }
 
 impl FakeSession {
-    pub fn new(info: AgentInfo, responder: Option<Arc<dyn Responder>>, stall: Duration) -> Self {
-        FakeSession { info, responder, history: Vec::new(), stall }
+    pub fn new(info: AgentInfo, responder: Option<Arc<dyn Responder>>, events: EventSink, stall: Duration) -> Self {
+        FakeSession { info, responder, history: Vec::new(), events, stall }
+    }
+
+    /// Submits to the slot and records the submission with its verdict.
+    fn submit(&self, input: &TurnInput, answer: Result<Value, String>) -> Submission {
+        let (submission, bytes) = match answer {
+            Ok(v) => (input.slot.submit(v.clone()), v.to_string().len()),
+            Err(text) => (input.slot.submit_text(&text), text.len()),
+        };
+        let verdict = match &submission {
+            Submission::Accepted => "accepted",
+            Submission::Rejected(_) => "rejected",
+            Submission::Closed(_) => "closed",
+        };
+        (self.events)(&crate::run::Event::OpSubmission {
+            agent: &self.info.key,
+            op_id: &input.op_id,
+            accepted: submission == Submission::Accepted,
+            verdict,
+            bytes,
+        });
+        submission
     }
 
     fn turn_info(&self, input: &TurnInput, rejection: Option<&str>, replies: &[Value]) -> Value {
@@ -209,10 +234,10 @@ impl Session for FakeSession {
                             usage.input_tokens += estimate_tokens(&input.shown);
                             usage.output_tokens += estimate_tokens(&answer.to_string());
                         }
-                        input.slot.submit(answer)
+                        self.submit(&input, Ok(answer))
                     }
-                    Some(Action::Answer(v)) => input.slot.submit(v),
-                    Some(Action::Raw(text)) => input.slot.submit_text(&text),
+                    Some(Action::Answer(v)) => self.submit(&input, Ok(v)),
+                    Some(Action::Raw(text)) => self.submit(&input, Err(text)),
                     Some(Action::Silent) => return report(TurnEnd::Ended, usage),
                     Some(Action::Fail(why)) => return report(TurnEnd::Failed(why), usage),
                     Some(Action::Blocked(why)) => return report(TurnEnd::Blocked(why), usage),
@@ -222,6 +247,9 @@ impl Session for FakeSession {
                     }
                 };
                 match submission {
+                    // Rejections count against the nudge limit, and an answer rejected twice is
+                    // not sent again: the turn ends, and supervision decides.
+                    Submission::Rejected(_) if !input.may_retry() => return report(TurnEnd::Ended, usage),
                     Submission::Rejected(_) => rejection = Some(submission.text()),
                     _ => {
                         self.history.push(input.op_id.clone());
@@ -239,6 +267,7 @@ impl Session for FakeSession {
             responder: self.responder.clone(),
             history: self.history.clone(),
             stall: self.stall,
+            events: self.events.clone(),
         }))
     }
 

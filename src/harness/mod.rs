@@ -9,7 +9,8 @@ pub(crate) mod process;
 pub mod scrubbed;
 pub mod spawn;
 
-use crate::accounting::{CostSource, Usage};
+use crate::accounting::{CostSource, Meter, Usage};
+use crate::control::prompt::AnswerMode;
 use crate::control::slot::ResultSlot;
 use serde_json::Value;
 use std::sync::Arc;
@@ -35,6 +36,11 @@ pub struct TurnInput {
     pub shown: String,
     /// 0 for the first turn, k for the k-th nudge.
     pub nudge: u32,
+    /// The nudge limit. Rejections count against it: a harness that retries within a turn (the
+    /// HTTP ones) stops once `nudge` plus the slot's rejections passes it.
+    pub max_nudges: u32,
+    /// The operation's running spend: a harness adds each reply's usage as soon as it has it.
+    pub meter: Arc<Meter>,
     /// The agent's n-th `run` (1-based).
     pub n: u64,
     pub slot: Arc<ResultSlot>,
@@ -45,6 +51,14 @@ pub struct TurnInput {
     pub messages: Vec<crate::control::messenger::Held>,
     /// How this agent sends, asks and replies.
     pub messenger: Option<Arc<dyn crate::control::messenger::Messenger>>,
+}
+
+impl TurnInput {
+    /// Whether the agent may be asked again after a rejection within this turn: rejections count
+    /// against the nudge limit, and an answer rejected twice is not asked for again.
+    pub fn may_retry(&self) -> bool {
+        self.nudge + self.slot.rejections() <= self.max_nudges && !self.slot.stuck()
+    }
 }
 
 /// Whether a turn serves an operation with a result, or wakes an agent for its messages.
@@ -92,6 +106,11 @@ pub struct TurnReport {
 
 /// One agent's session with its harness. Operations on it run one at a time.
 pub trait Session: Send {
+    /// How this session's agent answers a turn: what its prompt, nudges and rejections say.
+    fn answer_mode(&self) -> AnswerMode {
+        AnswerMode::Launcher
+    }
+
     /// Runs one turn. Cancel safety: dropping the future abandons the turn; the harness must leave
     /// nothing running afterwards.
     fn turn(&mut self, input: TurnInput) -> BoxFuture<'_, TurnReport>;

@@ -18,6 +18,10 @@ impl Scrubbed {
 }
 
 impl Session for Scrubbed {
+    fn answer_mode(&self) -> crate::control::prompt::AnswerMode {
+        self.inner.answer_mode()
+    }
+
     fn turn(&mut self, input: TurnInput) -> BoxFuture<'_, TurnReport> {
         Box::pin(async move {
             let mut report = self.inner.turn(input).await;

@@ -2,9 +2,14 @@
 
 use super::Route;
 use crate::control::messenger::Held;
+use crate::control::prompt::AnswerMode;
 
 /// The routes an agent has and the messages it is shown, as prompt text; empty when it has none.
-pub fn context_text(launcher: &str, routes: &[Route], me: &str, held: &[Held]) -> String {
+/// A program agent is told the launcher's commands, a model over HTTP the `wf_*` tools; a model
+/// whose reply is the answer (structured mode) has neither in that turn, and is told neither.
+pub fn context_text(mode: AnswerMode, launcher: &str, routes: &[Route], me: &str, held: &[Held]) -> String {
+    let tools = mode == AnswerMode::Tool;
+    let commands = mode == AnswerMode::Launcher;
     let mut out = String::new();
     if !held.is_empty() {
         out.push_str("Messages for you:\n");
@@ -16,7 +21,9 @@ pub fn context_text(launcher: &str, routes: &[Route], me: &str, held: &[Held]) -
                 if m.asks { " (asks for a reply)" } else { "" },
                 m.text
             ));
-            if m.asks {
+            if m.asks && tools {
+                out.push_str(&format!("  Reply with the `wf_reply` tool (n = {}).\n", m.n));
+            } else if m.asks && commands {
                 out.push_str(&format!("  Reply with: {launcher} reply {} <<'WF_MSG'\n<your reply>\nWF_MSG\n", m.n));
             }
         }
@@ -32,6 +39,14 @@ pub fn context_text(launcher: &str, routes: &[Route], me: &str, held: &[Held]) -
                 None => "no message limit".into(),
             };
             out.push_str(&format!("- {peer}: {} ({left})\n", r.purpose));
+        }
+        if tools {
+            out.push_str("Send with the `wf_send` tool; ask and wait for the reply with `wf_ask`; see held messages with `wf_inbox`.\n\n");
+            return out;
+        }
+        if !commands {
+            out.push('\n');
+            return out;
         }
         out.push_str(&format!(
             "Send with: {launcher} send <agent> <<'WF_MSG'\n<text>\nWF_MSG\nAsk and wait for the reply with: {launcher} ask <agent> <<'WF_MSG'\n<question>\nWF_MSG\nSee held messages with: {launcher} inbox\n\n"

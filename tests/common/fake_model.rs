@@ -39,6 +39,12 @@ pub enum Reply {
     /// A call of the client's own shell tool running this command; `{launcher}` and `{op}` are
     /// replaced from the answer instructions in the request.
     Shell(String),
+    /// `then`, reporting this usage instead of 100 prompt and 20 completion tokens.
+    Usage { prompt: u64, completion: u64, then: Box<Reply> },
+    /// The headers and the first event, then nothing until the client goes away (at most 30 s).
+    Hang,
+    /// `then`, once `requests` (another server's) holds `n` requests (waited for at most 10 s).
+    After { requests: Arc<Mutex<Vec<(String, Value)>>>, n: usize, then: Box<Reply> },
 }
 
 impl Reply {
@@ -50,6 +56,9 @@ impl Reply {
     }
     pub fn text(t: &str) -> Reply {
         Reply::Text(t.into())
+    }
+    pub fn with_usage(prompt: u64, completion: u64, then: Reply) -> Reply {
+        Reply::Usage { prompt, completion, then: Box::new(then) }
     }
     pub fn shell(cmd: &str) -> Reply {
         Reply::Shell(cmd.into())
@@ -82,6 +91,8 @@ pub struct FakeModel {
     pub port: u16,
     script: Arc<Mutex<VecDeque<Reply>>>,
     pub requests: Arc<Mutex<Vec<(String, Value)>>>,
+    /// JSON documents served by path (`serve_doc`).
+    gets: Arc<Mutex<Vec<(String, Value)>>>,
     cli: bool,
     ids: Arc<AtomicU64>,
 }
@@ -104,6 +115,7 @@ impl FakeModel {
             port,
             script: Arc::new(Mutex::new(script.into())),
             requests: Arc::new(Mutex::new(Vec::new())),
+            gets: Arc::new(Mutex::new(Vec::new())),
             cli,
             ids: Arc::new(AtomicU64::new(0)),
         };
@@ -124,6 +136,12 @@ impl FakeModel {
     /// The bodies of the model requests (POSTs) received so far, in order.
     pub fn bodies(&self) -> Vec<Value> {
         self.requests.lock().expect("lock").iter().map(|(_, b)| b.clone()).collect()
+    }
+
+    /// Serves `doc` to requests for `path`, GET or POST (llama-server's `/props`, Ollama's
+    /// `/api/show`); they are not recorded as model requests.
+    pub fn serve_doc(&self, path: &str, doc: Value) {
+        self.gets.lock().expect("lock").push((path.to_string(), doc));
     }
 
     /// Adds replies to the end of the script.
@@ -159,6 +177,13 @@ impl FakeModel {
             if lower.starts_with("transfer-encoding:") && lower.contains("chunked") {
                 chunked = true;
             }
+        }
+        let served = self.gets.lock().expect("lock").iter().find(|(p, _)| *p == path).map(|(_, d)| d.to_string());
+        if let Some(doc) = served {
+            // A document asked for by POST (Ollama's `/api/show`): its body is read, not recorded.
+            let _ = reader.read_exact(&mut vec![0u8; len]);
+            let _ = write!(stream, "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{doc}", doc.len());
+            return;
         }
         if method != "POST" {
             // Connectivity probes (Claude Code sends `HEAD /`) and anything else: an empty 200.
@@ -350,10 +375,10 @@ fn sse(event: Option<&str>, data: Value) -> String {
     }
 }
 
-fn anthropic_events(reply: &Reply, id: u64) -> Vec<String> {
+fn anthropic_events(reply: &Reply, id: u64, (prompt, completion): (u64, u64)) -> Vec<String> {
     let mut out = vec![sse(
         Some("message_start"),
-        json!({ "type": "message_start", "message": { "id": format!("msg_{id}"), "type": "message", "role": "assistant", "model": "fake-model", "content": [], "stop_reason": null, "usage": { "input_tokens": 100, "output_tokens": 1 } } }),
+        json!({ "type": "message_start", "message": { "id": format!("msg_{id}"), "type": "message", "role": "assistant", "model": "fake-model", "content": [], "stop_reason": null, "usage": { "input_tokens": prompt, "output_tokens": 1 } } }),
     )];
     out.push(sse(Some("ping"), json!({ "type": "ping" })));
     let stop = match reply {
@@ -383,13 +408,13 @@ fn anthropic_events(reply: &Reply, id: u64) -> Vec<String> {
     };
     out.push(sse(
         Some("message_delta"),
-        json!({ "type": "message_delta", "delta": { "stop_reason": stop, "stop_sequence": null }, "usage": { "output_tokens": 20 } }),
+        json!({ "type": "message_delta", "delta": { "stop_reason": stop, "stop_sequence": null }, "usage": { "output_tokens": completion } }),
     ));
     out.push(sse(Some("message_stop"), json!({ "type": "message_stop" })));
     out
 }
 
-fn chat_events(reply: &Reply, id: u64) -> Vec<String> {
+fn chat_events(reply: &Reply, id: u64, (prompt, completion): (u64, u64)) -> Vec<String> {
     let cid = format!("chatcmpl-{id}");
     let chunk = |delta: Value, finish: Value| {
         sse(
@@ -419,7 +444,7 @@ fn chat_events(reply: &Reply, id: u64) -> Vec<String> {
     }
     out.push(sse(
         None,
-        json!({ "id": cid, "object": "chat.completion.chunk", "choices": [], "usage": { "prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120 } }),
+        json!({ "id": cid, "object": "chat.completion.chunk", "choices": [], "usage": { "prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion } }),
     ));
     out.push("data: [DONE]\n\n".into());
     out
@@ -507,15 +532,36 @@ fn responses_events(reply: &Reply, id: u64) -> Vec<String> {
 }
 
 fn events(reply: &Reply, wire: Wire, id: u64) -> Vec<String> {
+    let (reply, usage) = match reply {
+        Reply::Usage { prompt, completion, then } => (&**then, (*prompt, *completion)),
+        other => (other, (100, 20)),
+    };
     match wire {
-        Wire::Anthropic => anthropic_events(reply, id),
-        Wire::Chat => chat_events(reply, id),
+        Wire::Anthropic => anthropic_events(reply, id, usage),
+        Wire::Chat => chat_events(reply, id, usage),
         Wire::Responses => responses_events(reply, id),
     }
 }
 
 fn write_reply(stream: &mut TcpStream, reply: &Reply, wire: Wire, id: u64) {
     match reply {
+        Reply::After { requests, n, then } => {
+            let start = std::time::Instant::now();
+            while requests.lock().expect("lock").len() < *n && start.elapsed() < Duration::from_secs(10) {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            return write_reply(stream, then, wire, id);
+        }
+        Reply::Hang => {
+            head(stream);
+            let evs = events(&Reply::Text("partial answer".into()), wire, id);
+            let _ = stream.write_all(evs[0].as_bytes());
+            let _ = stream.write_all(evs[1].as_bytes());
+            let _ = stream.flush();
+            // Held open until the client closes the connection.
+            let _ = stream.set_read_timeout(Some(Duration::from_secs(30)));
+            let _ = stream.read(&mut [0u8; 1]);
+        }
         Reply::Status { code, retry_after, body } => {
             let extra = retry_after.map(|s| format!("retry-after: {s}\r\n")).unwrap_or_default();
             let _ = write!(stream, "HTTP/1.1 {code} Error\r\ncontent-type: application/json\r\ncontent-length: {}\r\n{extra}connection: close\r\n\r\n{body}", body.len());

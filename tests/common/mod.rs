@@ -103,17 +103,22 @@ pub fn signal(pid: u32, signal: &str) {
 
 /// Waits for `child` to exit, killing it and failing the test after `TIMEOUT`.
 pub fn wait_with_timeout(child: Child) -> Out {
+    wait_within(child, TIMEOUT)
+}
+
+/// Waits for `child` to exit, killing it and failing the test after `limit` (for a real model).
+pub fn wait_within(child: Child, limit: Duration) -> Out {
     let pid = child.id();
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
         let _ = tx.send(child.wait_with_output());
     });
-    match rx.recv_timeout(TIMEOUT) {
+    match rx.recv_timeout(limit) {
         Ok(out) => Out::from_output(out.expect("wait for awf")),
         Err(_) => {
             signal(pid, "-KILL");
             let out = rx.recv().ok().and_then(Result::ok).map(Out::from_output);
-            panic!("awf did not finish within {TIMEOUT:?}; killed it. Output so far: {out:#?}");
+            panic!("awf did not finish within {limit:?}; killed it. Output so far: {out:#?}");
         }
     }
 }

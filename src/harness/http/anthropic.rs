@@ -16,7 +16,7 @@ pub fn endpoint(cfg: &HttpConfig) -> (String, Vec<(&'static str, String)>) {
 
 /// The history as Messages: tool results and the next user text share one user message, since
 /// the API wants roles to alternate.
-pub fn body(cfg: &HttpConfig, system: Option<&str>, history: &[Msg], tools: &[ToolSpec]) -> Value {
+pub fn body(cfg: &HttpConfig, system: Option<&str>, history: &[Msg], tools: &[ToolSpec], max_tokens: u64) -> Value {
     let mut messages: Vec<Value> = Vec::new();
     let push_user = |messages: &mut Vec<Value>, block: Value| {
         if let Some(last) = messages.last_mut().filter(|m| m["role"] == "user") {
@@ -49,7 +49,7 @@ pub fn body(cfg: &HttpConfig, system: Option<&str>, history: &[Msg], tools: &[To
             }
         }
     }
-    let mut body = json!({ "model": cfg.model, "max_tokens": cfg.max_tokens, "stream": true, "messages": messages });
+    let mut body = json!({ "model": cfg.model, "max_tokens": max_tokens, "stream": true, "messages": messages });
     if let Some(s) = system {
         body["system"] = json!(s);
     }

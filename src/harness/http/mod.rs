@@ -3,16 +3,23 @@
 //! folder); a turn streams replies and runs the `wf_*` tools the model calls, answering with the
 //! same texts as the launcher; `openai` can instead answer in structured mode, where the reply
 //! itself is the submission. Rate limits are retried with backoff honouring Retry-After.
-//! `session.rs` (the session, its history and turns), `tools.rs` (the `wf_*` tools and their
-//! execution), `request.rs` (one request: retries, the streamed reply) and `sse.rs` (the event
-//! stream parser) are shared; `openai.rs` and `anthropic.rs` hold what differs.
+//! `session.rs` (the session and its history), `turn.rs` (a turn: requests, tool calls, answers),
+//! `answer.rs` (answers found in a reply's text, cut-off replies), `context.rs` (requests sized to
+//! the model's context), `tools.rs` (the `wf_*` tools and their execution), `request.rs` (one
+//! request: retries, the streamed reply, its spend metered), `sse.rs` (the event stream parser)
+//! and `probe.rs` (`awf doctor --deep`: a real request, the server's context) are shared;
+//! `openai.rs` and `anthropic.rs` hold what differs.
 
+mod answer;
 mod anthropic;
+mod context;
 mod openai;
+pub mod probe;
 mod request;
 mod session;
 mod sse;
 mod tools;
+mod turn;
 
 pub use request::StreamState;
 pub use session::HttpSession;
@@ -92,11 +99,63 @@ pub struct HttpConfig {
     /// From the environment only; never recorded.
     pub api_key: Option<String>,
     pub structured: bool,
+    /// Structured mode against a server whose `json_schema` takes only an object at the root
+    /// (OpenAI's own API): an answer that is not an object travels as `{"value": ...}`.
+    pub object_only: bool,
     pub max_tokens: u64,
+    /// The model's context as the runtime declares it: requests are sized to fit it.
+    pub context_tokens: Option<u64>,
     /// No byte of a reply for this long fails the request.
     pub stall: Duration,
     /// Scrubs error bodies (which may echo the request's headers) before they are recorded.
     pub redactor: std::sync::Arc<crate::redact::Redactor>,
+}
+
+impl HttpConfig {
+    /// A runtime's settings for agent `key`: base URL and key as `Target::of` finds them (a remote
+    /// API without its key is refused), the answer mode, the sizes.
+    pub fn of(
+        key: &str,
+        runtime: &crate::config::RuntimeConfig,
+        stall: Duration,
+        redactor: std::sync::Arc<crate::redact::Redactor>,
+    ) -> Result<HttpConfig, String> {
+        let target = Target::of(runtime);
+        if target.api_key.is_none() && !target.local {
+            return Err(format!(
+                "agent {key}: the {} harness needs an API key in ${} for {} (set it, or name another variable with api_key_env)",
+                runtime.harness, target.key_var, target.base_url
+            ));
+        }
+        let structured = match runtime.answer.as_deref() {
+            None | Some("tools") => false,
+            Some("structured") if target.api == Api::OpenAi => true,
+            Some("structured") => {
+                return Err(format!(
+                    "agent {key}: answer = \"structured\" is for the openai harness; anthropic answers with tools"
+                ))
+            }
+            Some(other) => {
+                return Err(format!("agent {key}: answer must be \"tools\" or \"structured\", not \"{other}\""))
+            }
+        };
+        if runtime.context_tokens == Some(0) {
+            return Err(format!("agent {key}: context_tokens must be more than 0"));
+        }
+        Ok(HttpConfig {
+            api: target.api,
+            object_only: target.base_url.contains("api.openai.com"),
+            base_url: target.base_url,
+            model: runtime.model.clone().unwrap_or_else(|| target.default_model.to_string()),
+            effort: runtime.effort.clone(),
+            api_key: target.api_key,
+            structured,
+            max_tokens: runtime.max_tokens.unwrap_or(4096),
+            context_tokens: runtime.context_tokens,
+            stall,
+            redactor,
+        })
+    }
 }
 
 /// One message of the history, in a form both APIs map from.
@@ -130,4 +189,6 @@ pub struct Reply {
     pub calls: Vec<ToolCall>,
     pub finish: Option<String>,
     pub usage: Usage,
+    /// The `max_tokens` the request asked for (clipped to the room left in the model's context).
+    pub asked: u64,
 }

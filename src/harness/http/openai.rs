@@ -20,6 +20,7 @@ pub fn body(
     history: &[Msg],
     tools: &[ToolSpec],
     structured: Option<&Value>,
+    max_tokens: u64,
 ) -> Value {
     let mut messages = Vec::new();
     if let Some(s) = system {
@@ -45,7 +46,7 @@ pub fn body(
     });
     // OpenAI's own API wants max_completion_tokens; compatible servers still read max_tokens.
     let key = if cfg.base_url.contains("api.openai.com") { "max_completion_tokens" } else { "max_tokens" };
-    body[key] = json!(cfg.max_tokens);
+    body[key] = json!(max_tokens);
     if !tools.is_empty() {
         body["tools"] = Value::Array(
             tools

@@ -1,8 +1,11 @@
-//! One model request: its body, sending it with retries on rate limits, overload and failed
-//! connections (honouring Retry-After), and reading the streamed reply.
+//! One model request: its body (its `max_tokens` sized to the model's context), sending it with
+//! retries on rate limits, overload and failed connections (honouring Retry-After), and reading the
+//! streamed reply, whose spend goes on the operation's meter even when the reply never ends.
 
+use super::context;
 use super::session::HttpSession;
 use super::{anthropic, openai, sse, Api, Reply, ToolCall, ToolSpec};
+use crate::accounting::{Meter, Usage};
 use futures_util::StreamExt;
 use serde_json::Value;
 use std::time::Duration;
@@ -20,21 +23,33 @@ struct RequestError {
 }
 
 impl HttpSession {
-    fn body(&self, tools: &[ToolSpec], structured: Option<&Value>) -> Value {
+    fn body(&self, tools: &[ToolSpec], structured: Option<&Value>, max_tokens: u64) -> Value {
+        let system = self.info.instructions.as_deref();
         match self.cfg.api {
-            Api::OpenAi => openai::body(&self.cfg, self.info.instructions.as_deref(), &self.history, tools, structured),
-            Api::Anthropic => anthropic::body(&self.cfg, self.info.instructions.as_deref(), &self.history, tools),
+            Api::OpenAi => openai::body(&self.cfg, system, &self.history, tools, structured, max_tokens),
+            Api::Anthropic => anthropic::body(&self.cfg, system, &self.history, tools, max_tokens),
         }
     }
 
-    /// Sends one request, retrying rate limits, overload and failed connections.
-    pub(super) async fn request(&self, tools: &[ToolSpec], structured: Option<&Value>) -> Result<Reply, String> {
-        let body = self.body(tools, structured);
+    /// Sends one request, retrying rate limits, overload and failed connections. What the server
+    /// spends is added to `meter` as it is known, however the request ends.
+    pub(super) async fn request(
+        &self,
+        tools: &[ToolSpec],
+        structured: Option<&Value>,
+        meter: &Meter,
+    ) -> Result<Reply, String> {
+        let estimate = context::estimate(self.measured, self.info.instructions.as_deref(), &self.history, tools);
+        let max_tokens = context::reply_room(&self.cfg, estimate)?;
+        let body = self.body(tools, structured, max_tokens);
         let mut attempt = 0;
         loop {
             attempt += 1;
-            match self.request_once(&body).await {
-                Ok(r) => return Ok(r),
+            match self.request_once(&body, Spend { meter, estimate, started: false, chars: 0, usage: None }).await {
+                Ok(mut r) => {
+                    r.asked = max_tokens;
+                    return Ok(r);
+                }
                 Err(e) if e.retry && attempt <= MAX_RETRIES => {
                     let wait = e.after.unwrap_or(Duration::from_millis(500 * 2u64.pow(attempt - 1))).min(MAX_BACKOFF);
                     (self.events)(&crate::run::Event::HttpRetry {
@@ -50,7 +65,7 @@ impl HttpSession {
         }
     }
 
-    async fn request_once(&self, body: &Value) -> Result<Reply, RequestError> {
+    async fn request_once(&self, body: &Value, mut spend: Spend<'_>) -> Result<Reply, RequestError> {
         let (url, headers) = match self.cfg.api {
             Api::OpenAi => openai::endpoint(&self.cfg),
             Api::Anthropic => anthropic::endpoint(&self.cfg),
@@ -83,8 +98,14 @@ impl HttpSession {
             // The body may echo the request's headers (its key): scrubbed before anything keeps it.
             let excerpt: String = self.cfg.redactor.scrub(&text).chars().take(400).collect();
             let retry = matches!(status.as_u16(), 429 | 503 | 529) || text.contains("overloaded");
-            return Err(RequestError { message: format!("HTTP {status} from {url}: {excerpt}"), retry, after });
+            let message = match context::context_error(&excerpt) {
+                Some(why) => format!("{why} (HTTP {status} from {url})"),
+                None => format!("HTTP {status} from {url}: {excerpt}"),
+            };
+            return Err(RequestError { message, retry, after });
         }
+        // From here on the server is working for us: a reply that never ends is billed too.
+        spend.started = true;
         let mut stream = resp.bytes_stream();
         let mut parser = sse::SseParser::default();
         let mut reply = Reply::default();
@@ -115,6 +136,8 @@ impl HttpSession {
                     Api::OpenAi => openai::on_event(&mut reply, &mut state, &ev),
                     Api::Anthropic => anthropic::on_event(&mut reply, &mut state, &ev),
                 };
+                spend.usage = Some(reply.usage);
+                spend.chars = (reply.text.len() + state.calls.iter().map(|c| c.arguments.len()).sum::<usize>()) as u64;
                 r.map_err(|message| {
                     let retry = message.contains("overloaded") && reply.text.is_empty() && reply.calls.is_empty();
                     RequestError { message, retry, after: None }
@@ -125,7 +148,45 @@ impl HttpSession {
             }
         }
         reply.calls = state.calls.into_iter().filter(|c| !c.name.is_empty()).collect();
+        spend.settle(&reply.usage);
         Ok(reply)
+    }
+}
+
+/// What one request spends, put on the operation's meter when it ends, whichever way: the usage
+/// the server reported when the reply ended; else (a stream cancelled, stalled or dropped) what it
+/// had reported so far, with the tokens it had not yet counted estimated from the request's size
+/// and the text received (4 characters a token).
+struct Spend<'m> {
+    meter: &'m Meter,
+    /// The request's estimated size in tokens.
+    estimate: u64,
+    /// Whether the server accepted the request (and so works on it); false again once settled.
+    started: bool,
+    /// Characters of reply text and tool arguments received.
+    chars: u64,
+    /// The usage the stream reported so far.
+    usage: Option<Usage>,
+}
+
+impl Spend<'_> {
+    fn settle(&mut self, usage: &Usage) {
+        self.meter.add(usage);
+        self.started = false;
+    }
+}
+
+impl Drop for Spend<'_> {
+    fn drop(&mut self) {
+        if !self.started {
+            return;
+        }
+        let mut u = self.usage.unwrap_or_default();
+        if u.input_tokens + u.cache_read_tokens + u.cache_write_tokens == 0 {
+            u.input_tokens = self.estimate;
+        }
+        u.output_tokens = u.output_tokens.max(self.chars / 4);
+        self.meter.add(&u);
     }
 }
 

@@ -1,123 +1,92 @@
-//! One agent's HTTP session: its message history (in memory and in the run folder), turns that
-//! chain requests and tool calls (or take a structured reply as the submission), forks, compaction.
+//! One agent's HTTP session: its message history, in memory and in the run folder (written when the
+//! session opens and after every message, so an agent whose operation was cancelled keeps it too),
+//! forks, compaction, settings. A turn is in `turn.rs`.
 
-use super::tools::{call_tool, result_parameters, tool_specs};
 use super::{HttpConfig, Msg};
-use crate::accounting::{CostSource, Usage};
-use crate::control::dispatch::{dispatch, Control, EventSink};
-use crate::control::protocol::{exit, Command};
-use crate::harness::{AgentInfo, BoxFuture, Session, TurnEnd, TurnInput, TurnReport};
-use serde_json::{json, Value};
+use crate::accounting::{CostSource, Meter, Usage};
+use crate::control::dispatch::EventSink;
+use crate::control::prompt::AnswerMode;
+use crate::harness::{AgentInfo, BoxFuture, Session, TurnInput, TurnReport};
+use serde_json::json;
 use std::path::PathBuf;
 use std::time::Duration;
-
-/// Model requests one turn may make before it ends (tool calls chain requests).
-const MAX_STEPS: usize = 24;
 
 pub struct HttpSession {
     pub(super) info: AgentInfo,
     pub(super) cfg: HttpConfig,
     pub(super) client: reqwest::Client,
     pub(super) history: Vec<Msg>,
-    history_file: PathBuf,
+    /// Where the history is kept (`agents/<slug>/history.json`); `None` for a probe's session.
+    history_file: Option<PathBuf>,
     pub(super) events: EventSink,
-}
-
-/// A model's JSON answer without a surrounding code fence.
-fn unfence(text: &str) -> &str {
-    let t = text.trim();
-    let Some(rest) = t.strip_prefix("```") else { return t };
-    let rest = rest.trim_start_matches(|c: char| c.is_ascii_alphanumeric());
-    rest.strip_suffix("```").unwrap_or(rest).trim()
+    /// The tokens the conversation held at its last reply, as the server counted them, and the
+    /// history's length then: what the next request's size is estimated from.
+    pub(super) measured: Option<(usize, u64)>,
+    /// Replies in a row, in turns that want an answer, with no tool call and no answer in their
+    /// text: a model that never calls tools is told apart from one that has not answered yet.
+    pub(super) toolless: u32,
 }
 
 impl HttpSession {
-    pub fn new(info: AgentInfo, cfg: HttpConfig, history_file: PathBuf, events: EventSink) -> Result<Self, String> {
+    pub fn new(
+        info: AgentInfo,
+        cfg: HttpConfig,
+        history_file: Option<PathBuf>,
+        events: EventSink,
+    ) -> Result<Self, String> {
         let client = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(30))
             .build()
             .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
-        Ok(HttpSession { info, cfg, client, history: Vec::new(), history_file, events })
+        let s =
+            HttpSession { info, cfg, client, history: Vec::new(), history_file, events, measured: None, toolless: 0 };
+        s.save();
+        Ok(s)
     }
 
-    fn save(&self) {
+    pub(super) fn save(&self) {
+        let Some(file) = &self.history_file else { return };
         let doc = json!({ "model": self.cfg.model, "messages": self.history });
-        if let Some(dir) = self.history_file.parent() {
+        if let Some(dir) = file.parent() {
             let _ = crate::record::private::create_dir(dir);
         }
-        if let Err(e) = crate::record::write_document(&self.history_file, &doc) {
-            tracing::error!("cannot write {}: {e}", self.history_file.display());
+        if let Err(e) = crate::record::write_document(file, &doc) {
+            tracing::error!("cannot write {}: {e}", file.display());
         }
     }
 
-    async fn run_turn(&mut self, input: TurnInput) -> TurnReport {
-        let mut usage = Usage::default();
-        let report = |end, usage| TurnReport { end, usage, cost_source: CostSource::Priced, simulated: false };
-        self.history.push(Msg::User { text: input.shown.clone() });
-        let schema = input.slot.schema().value.clone();
-        let structured = self.cfg.structured && input.kind == crate::harness::TurnKind::Turn;
-        let tools = if structured { Vec::new() } else { tool_specs(&schema, &input.op_id) };
-        let wrapped_schema = result_parameters(&schema).0;
-        // The turn's control state: its answers and messages go through the one dispatcher.
-        let control = Control::new(&self.info.key, self.events.clone(), input.messenger.clone());
-        control.open_turn(&input.op_id, input.slot.clone(), input.deadline);
-        for _ in 0..MAX_STEPS {
-            let reply = match self.request(&tools, structured.then_some(&wrapped_schema)).await {
-                Ok(r) => r,
-                Err(e) => {
-                    self.save();
-                    return report(TurnEnd::Failed(e), usage);
-                }
-            };
-            usage.add(&reply.usage);
-            self.history.push(Msg::Assistant { text: reply.text.clone(), calls: reply.calls.clone() });
-            if structured {
-                if reply.finish.as_deref() == Some("length") {
-                    self.save();
-                    return report(TurnEnd::Failed("the reply was cut off at max_tokens (finish_reason: length): a partial answer is not a result".into()), usage);
-                }
-                let (_, wrapped) = result_parameters(&schema);
-                let json = match serde_json::from_str::<Value>(unfence(&reply.text)) {
-                    Ok(v) if wrapped => v.get("value").cloned().unwrap_or(v).to_string(),
-                    Ok(v) => v.to_string(),
-                    Err(_) => unfence(&reply.text).to_string(),
-                };
-                let answer = dispatch(&control, Command::Result { op: input.op_id.clone(), json }).await;
-                if answer.exit == exit::REJECTED {
-                    self.history.push(Msg::User { text: answer.text });
-                    continue;
-                }
-                self.save();
-                return report(TurnEnd::Ended, usage);
-            }
-            if reply.calls.is_empty() {
-                self.save();
-                return report(TurnEnd::Ended, usage);
-            }
-            for call in &reply.calls {
-                let text = call_tool(&control, call, &input).await;
-                self.history.push(Msg::Tool { id: call.id.clone(), name: call.name.clone(), text });
-            }
-            if input.slot.answer().is_some() {
-                self.save();
-                return report(TurnEnd::Ended, usage);
-            }
-        }
+    /// Adds a message to the history, and the history to the run folder.
+    pub(super) fn push(&mut self, m: Msg) {
+        self.history.push(m);
         self.save();
-        report(TurnEnd::Ended, usage)
     }
 }
 
 impl Session for HttpSession {
+    fn answer_mode(&self) -> AnswerMode {
+        if self.cfg.structured {
+            AnswerMode::Reply { object_only: self.cfg.object_only }
+        } else {
+            AnswerMode::Tool
+        }
+    }
+
     fn turn(&mut self, input: TurnInput) -> BoxFuture<'_, TurnReport> {
-        Box::pin(self.run_turn(input))
+        Box::pin(async move {
+            let before = input.meter.total();
+            let end = self.run_turn(&input).await;
+            self.save();
+            let usage = input.meter.total().since(&before);
+            TurnReport { end, usage, cost_source: CostSource::Priced, simulated: false }
+        })
     }
 
     fn fork(&self, info: AgentInfo) -> Result<Box<dyn Session>, String> {
-        let file =
-            self.history_file.with_file_name(format!("history-{}.json", crate::record::agent_files::slug(&info.key)));
+        let name = format!("history-{}.json", crate::record::agent_files::slug(&info.key));
+        let file = self.history_file.as_ref().map(|f| f.with_file_name(name));
         let mut s = HttpSession::new(info, self.cfg.clone(), file, self.events.clone())?;
         s.history = self.history.clone();
+        s.measured = self.measured;
         s.save();
         Ok(Box::new(s))
     }
@@ -149,16 +118,15 @@ impl Session for HttpSession {
 impl HttpSession {
     /// Asks the model to summarise the conversation and keeps only the summary.
     async fn compact_history(&mut self, prompt: String) -> Result<(String, Usage), String> {
-        {
-            self.history.push(Msg::User { text: prompt });
-            let reply = self.request(&[], None).await?;
-            let summary = reply.text.trim().to_string();
-            self.history = vec![
-                Msg::User { text: format!("A summary of our conversation so far:\n\n{summary}") },
-                Msg::Assistant { text: "Understood.".into(), calls: Vec::new() },
-            ];
-            self.save();
-            Ok((summary, reply.usage))
-        }
+        self.push(Msg::User { text: prompt });
+        let reply = self.request(&[], None, &Meter::default()).await?;
+        let summary = reply.text.trim().to_string();
+        self.history = vec![
+            Msg::User { text: format!("A summary of our conversation so far:\n\n{summary}") },
+            Msg::Assistant { text: "Understood.".into(), calls: Vec::new() },
+        ];
+        self.measured = None;
+        self.save();
+        Ok((summary, reply.usage))
     }
 }

@@ -9,10 +9,10 @@ use serde_json::{json, Value};
 
 /// The `wf_result` parameters: the op's schema when it describes an object, else `{value}`.
 pub(super) fn result_parameters(schema: &Value) -> (Value, bool) {
-    if schema.get("type").and_then(Value::as_str) == Some("object") {
-        (schema.clone(), false)
-    } else {
+    if crate::control::prompt::tool_wraps(schema) {
         (json!({ "type": "object", "properties": { "value": schema }, "required": ["value"] }), true)
+    } else {
+        (schema.clone(), false)
     }
 }
 
@@ -33,7 +33,7 @@ pub(super) fn tool_specs(schema: &Value, op_id: &str) -> Vec<ToolSpec> {
         },
         ToolSpec {
             name: "wf_inbox",
-            description: "The messages held for you, and the questions you were shown that await your reply (all: every message you were delivered).".into(),
+            description: "Your new messages and the questions you owe a reply.".into(),
             parameters: json!({ "type": "object", "properties": { "all": { "type": "boolean" } } }),
         },
     ]
