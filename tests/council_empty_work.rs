@@ -1,6 +1,7 @@
 //! Strategies that do not call empty work done (issue 18 item 6: synthesize's and map's usable
 //! answers, map's split deduplicated and checked against the count the task states) and params
-//! coerced from META once, by the host, with the strategy helpers in one place (issue 14 item 11).
+//! coerced from META once, by the host (`awf council run` and `awf serve`), with the strategy helpers in
+//! one place (issue 14 item 11).
 
 mod common;
 
@@ -163,4 +164,28 @@ fn strategy_helpers_live_once_in_common() {
         }
         assert!(!text.contains("does not apply\n// yet"), "{} keeps an internal note", path.display());
     }
+}
+
+#[test]
+fn awf_serve_coerces_a_strategys_params_and_refuses_a_blank_roster_member() {
+    let env = Env::new();
+    let s = common::serve::serve(&env, &[]);
+    for (body, want) in [
+        (
+            json!({ "strategy": "map", "task": "x", "params": { "ownership": "strict" } }),
+            "error: map: params.ownership must be \"off\", \"warn\" or \"enforce\", got \"strict\"",
+        ),
+        (
+            json!({ "strategy": "magi", "task": "x", "roster": ["melchior", " "] }),
+            "error: roster member 2 has a blank name: name every member",
+        ),
+    ] {
+        let (status, v) = s.json("POST", "/runs", Some(&body));
+        assert_eq!(status, 400, "{v}");
+        assert_eq!(v["error"], want);
+    }
+    let id = s.start(json!({ "strategy": "magi", "task": "Ship?", "params": { "reflect": "off" } }));
+    let result = s.until(&id, "succeeded");
+    assert_eq!(result["value"]["structured"]["reflected"], false, "{result}");
+    assert_eq!(result["value"]["usage"]["operations"], 3, "{result}");
 }
