@@ -113,6 +113,25 @@ fn synthesize_usage_includes_the_peers_messages() {
     usage_is_every_operation(&env, &r);
 }
 
+#[test]
+fn usage_keeps_what_an_agent_spent_before_it_was_stopped() {
+    let env = council(r#"fn respond(turn) { #{ fail: "boom", usage: #{ input_tokens: 100, output_tokens: 1 } } }"#);
+    let out = env.run(
+        r#"import "council/common" as common;
+let a = ctx.agents.open(#{ key: "a" });
+let billed = [common::bill(a)];
+run(a, #{ prompt: "x" });
+ctx.agents.stop("a");
+#{ gone: ctx.agents.get("a") == (), usage: common::usage_of(billed) }
+"#,
+        &[],
+    );
+    out.expect_code(0);
+    let r = out.json();
+    assert_eq!(r["gone"], true);
+    assert_eq!((r["usage"]["input_tokens"].clone(), r["usage"]["operations"].clone()), (100.into(), 1.into()));
+}
+
 // ---------------------------------------------------------------------------------------------
 // 3. agent text that reaches another agent's prompt is fenced, in every strategy
 
