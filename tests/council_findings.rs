@@ -100,7 +100,13 @@ fn synthesize_usage_includes_the_peers_messages() {
     let env = council(
         r#"fn respond(turn) {
     let u = #{ input_tokens: 500, output_tokens: 50 };
-    if turn.kind == "message" { return #{ reply: #{ n: turn.messages[0].n, text: "corroborated" }, usage: u }; }
+    // The ask reaches correctness in a message operation, or in its own turn when it arrives
+    // before that turn starts: it is answered either way.
+    let asks = turn.messages.filter(|m| m.asks);
+    if turn.kind == "message" { return #{ reply: #{ n: asks[0].n, text: "corroborated" }, usage: u }; }
+    if asks.len() > 0 && turn.replies.len() == 0 {
+        return #{ reply: #{ n: asks[0].n, text: "corroborated" }, answer: `${turn.agent} found the token leak in auth.py`, usage: u };
+    }
     if turn.agent == "synthesize-security" && turn.replies.len() == 0 {
         return #{ ask: #{ to: "synthesize-correctness", text: "do you see the token leak too?" }, usage: u };
     }
@@ -109,7 +115,7 @@ fn synthesize_usage_includes_the_peers_messages() {
     );
     let r = call(&env, "synthesize", r#"#{ task: "Review auth.py", params: #{ peers: true } }"#);
     assert_eq!(r["ok"], true, "{r:#}");
-    assert_eq!(env.turn("synthesize-correctness#m1")["kind"], "message");
+    assert_eq!(env.events_of("message-replied").len(), 1);
     usage_is_every_operation(&env, &r);
 }
 
