@@ -86,7 +86,9 @@
 //!   what is still held as undelivered; `prompt.rs` (what an agent is told about its routes and
 //!   messages).
 //! - `council/`: the strategy catalog (discovery, META without running, teams, catalog lines, the
-//!   required-param refusal) and `registry.rs` (strategies compiled once, recompiled on change).
+//!   required-param refusal), `params.rs` (a call's params coerced to META's types and a blank
+//!   roster member refused, before any run folder) and `registry.rs` (strategies compiled once,
+//!   recompiled on change).
 //! - `watch.rs`: notify events filtered to `.rhai` changes, debounced. `stdlib.rs`: `stdlib/` as
 //!   embedded at build time (`build.rs`).
 //! - `harness/`: the `Session` trait and one file per harness (`fake.rs`, `command.rs`);

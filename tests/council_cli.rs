@@ -21,11 +21,11 @@ use std::time::Instant;
 
 /// `awf council list` in a folder with no strategies of its own: the built-in catalog.
 const BUILT_IN: &str = "\
-- magi(aggregate, choices, reflect) — contested fork: voters pick on a closed-choice question (yes/no, A/B); majority plus dissent; roster: voters, each an independent core casting one ballot.
-- map(max_items, ownership, peers, reviewer) — N items found at runtime: splitter lists, worker handles each in parallel; roster: [splitter, worker]; default team swarm.
+- magi(aggregate, reflect, choices) — contested fork: voters pick on a closed-choice question (yes/no, A/B); majority plus dissent; roster: voters, each an independent core casting one ballot.
+- map(max_items, peers, ownership, reviewer) — N items found at runtime: splitter lists, worker handles each in parallel; roster: [splitter, worker]; default team swarm.
 - pair(rounds) — one member works, a navigator reviews live; roster: [driver, navigator]; default team pair.
-- pipeline() — ad-hoc ordered stages you name (no installed flow needed): each member refines the previous output; the last answer is the result; roster: stages, in order.
-- synthesize(peers, synthesizer) — many angles into ONE deliverable: gatherers in parallel, one synthesiser merges; roster: gatherers; default team review.
+- pipeline — ad-hoc ordered stages you name (no installed flow needed): each member refines the previous output; the last answer is the result; roster: stages, in order.
+- synthesize(synthesizer, peers) — many angles into ONE deliverable: gatherers in parallel, one synthesiser merges; roster: gatherers; default team review.
 ";
 
 /// A project strategy with a required param (`goal`) and an optional one.
@@ -47,7 +47,7 @@ fn run(input) {
 }
 "#;
 
-const PLAN_LINE: &str = "- plan(depth, goal*) — a goal to plan towards; roster: planners; default team review.";
+const PLAN_LINE: &str = "- plan(goal*, depth) — a goal to plan towards; roster: planners; default team review.";
 
 /// A stand-in strategy under `name` whose `when` and output both say `who`.
 fn stand_in(name: &str, who: &str) -> String {
@@ -110,10 +110,10 @@ fn a_user_strategy_overrides_the_built_in_and_a_project_copy_overrides_both() {
     let user = env.write(".xdg-config/awf/strategies/magi.rhai", &stand_in("magi", "user"));
     let magi_line = |out: &common::Out| {
         out.expect_code(0);
-        out.stdout.lines().find(|l| l.starts_with("- magi(")).expect("a magi line").to_string()
+        out.stdout.lines().find(|l| l.starts_with("- magi ")).expect("a magi line").to_string()
     };
 
-    assert_eq!(magi_line(&env.awf(&["council", "list"])), "- magi() — user magi; roster: user voters.");
+    assert_eq!(magi_line(&env.awf(&["council", "list"])), "- magi — user magi; roster: user voters.");
     let show = env.awf(&["council", "show", "magi"]);
     show.expect_code(0);
     assert_eq!(show.stdout.lines().next(), Some(format!("magi ({})", user.display()).as_str()));
@@ -122,7 +122,7 @@ fn a_user_strategy_overrides_the_built_in_and_a_project_copy_overrides_both() {
     assert_eq!(run.stdout, "user magi ran\n");
 
     let project = env.write("stdlib/council/magi.rhai", &stand_in("magi", "project"));
-    assert_eq!(magi_line(&env.awf(&["council", "list"])), "- magi() — project magi; roster: project voters.");
+    assert_eq!(magi_line(&env.awf(&["council", "list"])), "- magi — project magi; roster: project voters.");
     let show = env.awf(&["council", "show", "magi"]);
     show.expect_code(0);
     assert_eq!(show.stdout.lines().next(), Some(format!("magi ({})", project.display()).as_str()));

@@ -23,8 +23,10 @@ fn ballot(choice, confidence, reason) {{
     #{{ answer: #{{ choice: choice, confidence: confidence, reason: reason }}, usage: #{{ input_tokens: 100, output_tokens: 20 }} }}
 }}
 fn respond(turn) {{
-    let who = turn.agent.sub_string(5);
-    if turn.n == 1 {{ {round1} }} else {{ {round2} }}
+    // A core whose opening turn failed reflects in a fresh session, `magi-<name>-reflect`.
+    let fresh = turn.agent.ends_with("-reflect");
+    let who = if fresh {{ turn.agent.sub_string(5, turn.agent.len() - 13) }} else {{ turn.agent.sub_string(5) }};
+    if turn.n == 1 && !fresh {{ {round1} }} else {{ {round2} }}
 }}
 "#
     ));
@@ -152,11 +154,13 @@ Dissent:
 
 #[test]
 fn reflection_is_skipped_when_the_token_budget_cannot_fund_the_whole_panel() {
-    // The opening round spends 3 × 120 tokens; the reflection round needs at least one more per core.
+    // The opening round spends 3 × 120 tokens; the reflection round is estimated at 120 per core,
+    // so a budget of 719 cannot fund it whole (one token per leg used to let it start and be cut off).
     let env = council(SPLIT, HOLD);
-    let out = env.run(&workflow("#{}", "#{ budget_tokens: 362 }"), &[]);
-    out.expect_code(0)
-        .stderr_has("magi: reflection skipped — token budget (360 tokens spent + a panel of 3 > budget 362)");
+    let out = env.run(&workflow("#{}", "#{ budget_tokens: 719 }"), &[]);
+    out.expect_code(0).stderr_has(
+        "magi: reflection skipped — token budget (360 tokens spent + 3 turn(s) × 120 estimated > budget 719)",
+    );
     let r = out.json();
     assert_eq!(
         output(&r),
@@ -180,9 +184,10 @@ Dissent:
         "the skip is in the run's log: {logged:#?}"
     );
 
-    // One token more funds it.
+    // One token more funds it, whole: no leg is cut off by the engine's budget.
     let env = council(SPLIT, HOLD);
-    let r = magi(&env, "#{}", "#{ budget_tokens: 363 }", &[]);
+    let r = magi(&env, "#{}", "#{ budget_tokens: 720 }", &[]);
+    assert_eq!(r["structured"]["kept_round1"], 0);
     assert_eq!(r["structured"]["reflected"], true);
     assert_eq!(op_ids(&env), ALL_SIX);
 }
@@ -191,8 +196,7 @@ Dissent:
 fn reflection_is_skipped_when_the_child_budget_cannot_fund_the_whole_panel() {
     let env = council(SPLIT, HOLD);
     let out = env.run(&workflow("#{}", "#{ max_children: 5 }"), &[]);
-    out.expect_code(0)
-        .stderr_has("magi: reflection skipped — child budget (3 agents used + a panel of 3 > max_children 5)");
+    out.expect_code(0).stderr_has("magi: reflection skipped — child budget (3 agents used + 3 more > max_children 5)");
     let r = out.json();
     assert!(
         output(&r).ends_with("\n\n— magi: majority · tally no: 2, yes: 1 · reflection skipped (child budget)"),
@@ -218,10 +222,7 @@ fn an_opening_round_that_cannot_be_funded_is_refused_before_any_agent() {
     let r = magi(&env, "#{}", "#{ max_children: 2 }", &[]);
     assert_eq!(r["ok"], false);
     assert_eq!(r["failure_kind"], "refused");
-    assert_eq!(
-        r["error"],
-        "magi: the vote was not started — child budget (0 agents used + a panel of 3 > max_children 2)"
-    );
+    assert_eq!(r["error"], "magi: the vote was not started — child budget (0 agents used + 3 more > max_children 2)");
     assert!(env.turns().is_empty());
 }
 
@@ -329,10 +330,13 @@ Dissent: none.
 
 #[test]
 fn invalid_ballots_are_counted_as_invalid_not_as_votes() {
-    // Melchior's turn fails; the two valid ballots still reflect, and Melchior is not asked again.
+    // Issue 19 item 4: the WHOLE panel reflects. Melchior's opening turn fails, so its agent is
+    // closed: it reflects in a fresh session, told its own ballot did not count, and its final
+    // vote counts (it used to get no second chance, a 3-core poll deciding as a 2-core one).
     let env = council(
         r#"if who == "melchior" { #{ fail: "model crashed" } } else { ballot("no", 0.7, `${who}: not on a Friday.`) }"#,
-        r#"ballot("no", 0.75, `${who}: still not on a Friday.`)"#,
+        r#"let own = if turn.prompt.contains("Yours did not count") { " (mine did not count)" } else { "" };
+        ballot("no", 0.75, `${who}: still not on a Friday.${own}`)"#,
     );
     let r = magi(&env, "#{}", "#{}", &[]);
     assert_eq!(
@@ -340,18 +344,27 @@ fn invalid_ballots_are_counted_as_invalid_not_as_votes() {
         "Ruling: no
 
 Why:
+- Melchior · scientist (confidence 0.75): melchior: still not on a Friday. (mine did not count)
 - Balthasar · mother (confidence 0.75): balthasar: still not on a Friday.
 - Casper · woman (confidence 0.75): casper: still not on a Friday.
 
 Dissent: none.
 
-— magi: unanimous (after 1 reflection round) · tally no: 2 · 1 invalid"
+— magi: unanimous (after 1 reflection round) · tally no: 3"
     );
-    assert_eq!(r["structured"]["invalid"], 1);
+    assert_eq!(r["structured"]["invalid"], 0);
     assert_eq!(
         op_ids(&env),
-        ["magi-balthasar#1", "magi-balthasar#2", "magi-casper#1", "magi-casper#2", "magi-melchior#1"]
+        [
+            "magi-balthasar#1",
+            "magi-balthasar#2",
+            "magi-casper#1",
+            "magi-casper#2",
+            "magi-melchior#1",
+            "magi-melchior-reflect#1"
+        ]
     );
+    assert_eq!(r["usage"]["operations"], 6);
 
     // A schema-breaking answer and an out-of-range choice are invalid too; one valid ballot is not
     // enough to reflect on.

@@ -279,7 +279,7 @@ review (reviewer · CORRECTNESS) FAILED — failed: reviewer crashed
 Left out (1 of 3 items past max_items 2; not worked on):
 - item 3: three
 
-— map: 2/2 items done · 1 left out (max_items 2) · peers · reviewed by reviewer · CORRECTNESS: 1 approved, 0 to revise"
+— map: 2/2 items done · 1 left out (max_items 2) · peers · reviewed by reviewer · CORRECTNESS: 1 approved, 0 to revise, 1 review(s) failed"
     );
     let routes = env.events_of("route-granted");
     assert_eq!(routes.len(), 1, "{routes:#?}");
@@ -455,7 +455,7 @@ fn pipeline_refuses_a_step_the_token_budget_cannot_fund_and_keeps_upstream_outpu
         r#"fn respond(turn) { #{ answer: `${turn.agent} out`, usage: #{ input_tokens: 100, output_tokens: 20 } } }"#,
     );
     let r = call(&env, "pipeline", r#"#{ task: "x", roster: ["a", "b"], limits: #{ budget_tokens: 100 } }"#);
-    let want = "pipeline: step 2/2 (b) was not started — token budget (120 tokens spent + 1 turn(s) > budget 100)";
+    let want = "pipeline: step 2/2 (b) was not started — token budget (120 tokens spent + 1 turn(s) × 120 estimated > budget 100)";
     assert_eq!(r["error"], want);
     assert_eq!(r["failure_kind"], "refused");
     assert_eq!(output(&r), format!("{want}\n\nUpstream output kept (step 1/2, a):\npipeline-a out"));
@@ -540,16 +540,21 @@ fn synthesize_partial_coverage_is_noted_in_the_prompt_and_before_the_output() {
         note += &format!("\n- g{k} — empty: the answer was blank");
     }
     note += "\n- … and 3 more";
+    // In the merge prompt the missing list is fenced: its failure reasons are agent-supplied text.
+    let prompt_note = note.replace(
+        "complete review.\nMissing:",
+        "complete review. The missing members and why (quoted, untrusted text):\n```untrusted missing members",
+    ) + "\n```";
     assert_eq!(
         output(&r),
         format!(
-            "{note}\n\nMerged: [1] g1, [2] g2, [3] g3 (contradictions resolved)\nThe prompt carried:\n{note}\n\n— synthesize: 3/22 gatherers usable · merged by g1"
+            "{note}\n\nMerged: missing members, [1] g1, [2] g2, [3] g3 (contradictions resolved)\nThe prompt carried:\n{prompt_note}\n\n— synthesize: 3/22 gatherers usable · merged by g1"
         )
     );
     assert_eq!(r["ok"], true);
     assert_eq!(
         r["headline"],
-        "Incomplete coverage: 3/22 · Merged: [1] g1, [2] g2, [3] g3 (contradictions resolved) The prompt carried: In…"
+        "Incomplete coverage: 3/22 · Merged: missing members, [1] g1, [2] g2, [3] g3 (contradictions resolved) The p…"
     );
     let coverage = &r["structured"]["coverage"];
     assert_eq!(coverage["expected"], 22);
@@ -592,5 +597,5 @@ fn synthesize_leaves_the_merge_slot_free_and_takes_an_index_never_a_name() {
         &[],
     );
     out.expect_code(1);
-    out.stderr_has(r#"synthesize: params.synthesizer is a roster index (0..3), never a name; got "security""#);
+    out.stderr_has(r#"synthesize: params.synthesizer must be a whole number, got "security""#);
 }

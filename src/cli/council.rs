@@ -97,11 +97,15 @@ fn run(cwd: &std::path::Path, args: CouncilRun) -> Result<i32> {
         };
         params.insert(k.to_string(), serde_json::from_str(v).unwrap_or_else(|_| Value::String(v.to_string())));
     }
-    // Refused before any agent, record or progress row exists.
-    if let Err(e) = council::check_required(&strategy, &params) {
-        eprintln!("error: {e}");
-        return Ok(EXIT_USAGE);
-    }
+    // Refused before any agent, record or progress row exists; params coerced to META's types.
+    let roster = json!(args.roster);
+    let params = match council::check_call(&strategy, &params).and_then(|p| council::check_roster(&roster).map(|_| p)) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Ok(EXIT_USAGE);
+        }
+    };
     if let Some(team) = &args.team {
         let (teams, _) = council::teams(cwd);
         if !teams.contains_key(team) {
@@ -131,7 +135,7 @@ fn run(cwd: &std::path::Path, args: CouncilRun) -> Result<i32> {
         input["team"] = json!(team);
     }
     if !args.roster.is_empty() {
-        input["roster"] = json!(args.roster);
+        input["roster"] = roster;
     }
     execute(&program, input, &args.flags, Output::Strategy)
 }

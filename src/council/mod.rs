@@ -1,8 +1,13 @@
 //! The strategy catalog: which strategies are installed (the project's `stdlib/council/`, then
 //! `$XDG_CONFIG_HOME/awf/strategies/`, then the stdlib built into awf), their META read without
 //! running them, teams, catalog lines, and the required-param refusal made before any agent opens.
+//! `params.rs` checks a call against META (params coerced to their types, a blank roster member
+//! refused) before any run folder exists.
 
+mod params;
 pub mod registry;
+
+pub use params::{check_call, check_roster, coerce_params};
 
 use serde_json::{Map, Value};
 use std::path::{Path, PathBuf};
@@ -14,6 +19,8 @@ pub struct Strategy {
     /// Where it was found: a file path, or `built in`.
     pub origin: String,
     pub meta: Value,
+    /// `META.params`' keys in the order the file writes them.
+    pub param_order: Vec<String>,
     /// Why the file could not be read (it does not parse): it is listed, and refused when called.
     pub error: Option<String>,
 }
@@ -77,13 +84,16 @@ pub fn discover(cwd: &Path) -> Vec<Strategy> {
             match crate::script::read_literals(&origin, &text) {
                 // A file that does not parse is still listed, with its error, so that it does not
                 // silently vanish (a broken override would otherwise hide the built-in one too).
-                Err(error) => Some(Strategy { name, origin, meta: Value::Null, error: Some(error) }),
+                Err(error) => {
+                    Some(Strategy { name, origin, meta: Value::Null, param_order: Vec::new(), error: Some(error) })
+                }
                 Ok(mut lits) => {
                     let meta = lits.remove("META")?;
-                    (meta.get("kind").and_then(Value::as_str) == Some("strategy")).then_some(Strategy {
+                    (meta.get("kind").and_then(Value::as_str) == Some("strategy")).then(|| Strategy {
                         name,
                         origin,
                         meta,
+                        param_order: crate::script::meta_param_order(&text),
                         error: None,
                     })
                 }
@@ -132,21 +142,24 @@ fn required(meta: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// `- name(param, required*) — when; roster: positions; default team X.` The team is left out
-/// when it is magi, the fallback every call already gets.
+/// `- name(param, required*) — when; roster: positions; default team X.` Params in META's order,
+/// no parentheses when there are none; the team is left out when it is magi, the fallback every
+/// call already gets.
 pub fn catalog_line(s: &Strategy) -> String {
     if let Some(e) = &s.error {
         let first = e.lines().next().unwrap_or("").trim_start_matches("error: ");
         return format!("- {} — does not compile ({}): {first}", s.name, s.origin);
     }
     let req = required(&s.meta);
-    let params: Vec<String> = s
-        .meta
-        .get("params")
-        .and_then(Value::as_object)
-        .map(|p| p.keys().map(|k| if req.contains(k) { format!("{k}*") } else { k.clone() }).collect())
-        .unwrap_or_default();
-    let mut line = format!("- {}({}) — {}", s.name, params.join(", "), text(s.meta.get("when")));
+    let declared: Vec<String> =
+        s.meta.get("params").and_then(Value::as_object).map(|p| p.keys().cloned().collect()).unwrap_or_default();
+    // The file's order, then any key it could not tell (a META built by an expression).
+    let mut keys: Vec<&String> = s.param_order.iter().filter(|k| declared.contains(k)).collect();
+    keys.extend(declared.iter().filter(|k| !s.param_order.contains(k)));
+    let params: Vec<String> =
+        keys.into_iter().map(|k| if req.contains(k) { format!("{k}*") } else { k.clone() }).collect();
+    let params = if params.is_empty() { String::new() } else { format!("({})", params.join(", ")) };
+    let mut line = format!("- {}{params} — {}", s.name, text(s.meta.get("when")));
     let roster = text(s.meta.get("roster"));
     if !roster.is_empty() {
         line.push_str(&format!("; roster: {roster}"));
@@ -186,19 +199,28 @@ mod tests {
     use serde_json::json;
 
     fn strategy(meta: Value) -> Strategy {
-        Strategy { name: "demo".into(), origin: "test".into(), meta, error: None }
+        Strategy { name: "demo".into(), origin: "test".into(), meta, param_order: Vec::new(), error: None }
     }
 
     #[test]
     fn catalog_lines_follow_the_format() {
-        let s = strategy(json!({ "when": "many angles", "roster": "gatherers", "team": "review",
-            "params": { "peers": {}, "synthesizer": {} }, "required": ["synthesizer"] }));
+        let mut s = strategy(json!({ "when": "many angles", "roster": "gatherers", "team": "review",
+            "params": { "peers": {}, "synthesizer": {}, "extra": {} }, "required": ["synthesizer"] }));
+        s.param_order = vec!["synthesizer".into(), "peers".into()];
         assert_eq!(
             catalog_line(&s),
-            "- demo(peers, synthesizer*) — many angles; roster: gatherers; default team review."
+            "- demo(synthesizer*, peers, extra) — many angles; roster: gatherers; default team review."
         );
         let m = strategy(json!({ "when": "a vote", "roster": ["a", "b"], "team": "magi", "params": {} }));
-        assert_eq!(catalog_line(&m), "- demo() — a vote; roster: a, b.");
+        assert_eq!(catalog_line(&m), "- demo — a vote; roster: a, b.");
+    }
+
+    #[test]
+    fn param_order_is_read_from_the_source() {
+        let text =
+            "export const META = #{ kind: \"strategy\", params: #{ zeta: #{ type: \"int\" }, alpha: #{}, mid: #{} } };";
+        assert_eq!(crate::script::meta_param_order(text), ["zeta", "alpha", "mid"]);
+        assert!(crate::script::meta_param_order("let x = 1;").is_empty());
     }
 
     #[test]

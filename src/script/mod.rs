@@ -166,6 +166,30 @@ pub fn read_literals(name: &str, text: &str) -> Result<serde_json::Map<String, V
     Ok(literals_of(&ast))
 }
 
+/// The keys of `META.params` in the order the file writes them (a map value keeps them sorted):
+/// the catalog lists params as their author ordered them. Empty when there is no such literal.
+pub fn meta_param_order(text: &str) -> Vec<String> {
+    let mut engine = engine::build(None, None, None);
+    engine.set_strict_variables(false);
+    // Unoptimised, so that the literal stays a map expression with its keys in source order.
+    engine.set_optimization_level(rhai::OptimizationLevel::None);
+    let Ok(ast) = engine.compile(text) else { return Vec::new() };
+    let keys = |e: &rhai::Expr| match e {
+        rhai::Expr::Map(m, _) => Some(m.0.iter().map(|(k, v)| (k.name.to_string(), v.clone())).collect::<Vec<_>>()),
+        _ => None,
+    };
+    ast.statements()
+        .iter()
+        .find_map(|s| match s {
+            rhai::Stmt::Var(v, ..) if v.0.name == "META" => keys(&v.1),
+            _ => None,
+        })
+        .and_then(|meta| meta.into_iter().find(|(k, _)| k == "params"))
+        .and_then(|(_, params)| keys(&params))
+        .map(|params| params.into_iter().map(|(k, _)| k).collect())
+        .unwrap_or_default()
+}
+
 impl crate::host::Script for Program {
     /// Runs the program on a thread of its own; the receiver gets how it ended.
     fn start(

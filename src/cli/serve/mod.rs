@@ -196,7 +196,10 @@ fn job(server: &Server, body: &Value) -> Result<Job, String> {
         Some(Value::Object(m)) => m.clone(),
         Some(_) => return Err("\"params\" must be an object".into()),
     };
-    council::check_required(&strategy, &params).map_err(|e| format!("error: {e}"))?;
+    let params = council::check_call(&strategy, &params).map_err(|e| format!("error: {e}"))?;
+    if let Some(roster) = body.get("roster") {
+        council::check_roster(roster).map_err(|e| format!("error: {e}"))?;
+    }
     let registry = Registry::load(cwd);
     let program = match (registry.get(&strategy.name), registry.entry(&strategy.name).and_then(|e| e.error)) {
         (_, Some(error)) => return Err(error),
