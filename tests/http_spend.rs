@@ -183,3 +183,24 @@ fn a_context_of_zero_tokens_is_refused_naming_the_agent() {
     out.expect_code(1).stderr_has("agent a: context_tokens must be more than 0");
     assert!(server.bodies().is_empty());
 }
+
+#[test]
+fn a_refused_connection_fails_at_once_with_the_systems_reason() {
+    // A port nothing listens on: bound, then released.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port();
+    let env = Env::new();
+    env.write(
+        "awf.toml",
+        &format!(
+            "default_runtime = \"m\"\n[runtimes.m]\nharness = \"openai\"\nmodel = \"small\"\nbase_url = \"http://127.0.0.1:{port}/v1\"\n"
+        ),
+    );
+    let out = env.run(r#"ctx.agents.open(#{ key: "a" }).turn(#{ prompt: "Hi" }).reason"#, &[]);
+    out.expect_code(0);
+    assert!(out.stdout.contains("Connection refused"), "the OS's reason is kept: {}", out.stdout);
+    assert!(
+        env.events_of("http-retry").is_empty(),
+        "a refused connection is not retried: {:?}",
+        env.events_of("http-retry")
+    );
+}

@@ -82,8 +82,9 @@ impl HttpSession {
                 after: None,
             })?
             .map_err(|e| RequestError {
-                message: format!("request to {url} failed: {e}"),
-                retry: e.is_connect() || e.is_timeout(),
+                message: format!("request to {url} failed: {}", causes(&e)),
+                // A refused connection means no server listens there: waiting will not start one.
+                retry: (e.is_connect() && !refused(&e)) || e.is_timeout(),
                 after: None,
             })?;
         let status = resp.status();
@@ -197,4 +198,31 @@ pub struct StreamState {
     /// Anthropic: the content-block index of each tool call in `calls`.
     pub tool_index: Vec<usize>,
     pub done: bool,
+}
+
+/// An error with every cause under it (`error sending request: ... : Connection refused (os error
+/// 111)`): reqwest's own text drops the operating system's reason.
+fn causes(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        let more = cause.to_string();
+        if !text.contains(&more) {
+            text = format!("{text}: {more}");
+        }
+        source = cause.source();
+    }
+    text
+}
+
+/// Whether the connection was refused (nothing listens at the address).
+fn refused(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(cause) = source {
+        if cause.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::ConnectionRefused) {
+            return true;
+        }
+        source = cause.source();
+    }
+    false
 }
