@@ -80,8 +80,6 @@ struct Server {
     slots: Arc<tokio::sync::Semaphore>,
     /// Every strategy, compiled once and recompiled when its files change.
     registry: Arc<Registry>,
-    /// The runs folder `GET /runs` lists.
-    runs_dir: PathBuf,
 }
 
 type Shared = Arc<Server>;
@@ -103,6 +101,19 @@ impl Server {
 
     fn status(&self, id: &str) -> Option<RunStatus> {
         self.entries().iter().find(|e| e.id == id).map(|e| e.status)
+    }
+
+    /// The runs folder `GET /runs` lists, read from the config at each request (a config broken
+    /// now is reported by `POST /runs`; meanwhile `--runs-dir` or `.awf/runs` is listed).
+    fn runs_dir(&self) -> PathBuf {
+        listing::runs_dir(&self.cwd, self.flags.runs_dir.as_ref()).unwrap_or_else(|_| {
+            let dir = self.flags.runs_dir.clone().unwrap_or_else(|| PathBuf::from(".awf/runs"));
+            if dir.is_absolute() {
+                dir
+            } else {
+                self.cwd.join(dir)
+            }
+        })
     }
 }
 
@@ -133,7 +144,6 @@ pub fn exec(args: ServeArgs) -> Result<i32> {
         sandbox: None,
         as_run: None,
     };
-    let runs_dir = listing::runs_dir(&cwd, args.runs_dir.as_ref())?;
     let registry = strategies::watched(&cwd);
     let server = Arc::new(Server {
         cwd: cwd.clone(),
@@ -142,7 +152,6 @@ pub fn exec(args: ServeArgs) -> Result<i32> {
         runs: Mutex::new(Vec::new()),
         slots: Arc::new(tokio::sync::Semaphore::new(args.max_runs)),
         registry,
-        runs_dir,
     });
     let rt =
         tokio::runtime::Builder::new_multi_thread().enable_all().build().context("cannot start the async runtime")?;
@@ -288,7 +297,7 @@ fn row(e: &Entry) -> Value {
 /// Every run of the runs folder (any process's), with this server's queue first-hand.
 async fn list_runs(State(server): State<Shared>) -> Response {
     let own: Vec<Value> = server.entries().iter().map(row).collect();
-    let root = server.runs_dir.clone();
+    let root = server.runs_dir();
     let cwd = server.cwd.clone();
     let folder = tokio::task::spawn_blocking(move || {
         listing::ids(&root).into_iter().map(|id| listing::summary(&root, &id, &cwd)).collect::<Vec<_>>()
@@ -312,7 +321,7 @@ async fn list_runs(State(server): State<Shared>) -> Response {
 
 /// The folder of a run this server does not hold, if there is one.
 fn folder_of(server: &Server, id: &str) -> Option<PathBuf> {
-    listing::run_dir(&server.runs_dir, id).ok()
+    listing::run_dir(&server.runs_dir(), id).ok()
 }
 
 fn read_json(path: &std::path::Path) -> Option<Value> {
@@ -330,9 +339,9 @@ async fn show_run(State(server): State<Shared>, UrlPath(id): UrlPath<String>) ->
         None => match folder_of(&server, &id) {
             Some(dir) => match read_json(&dir.join("result.json")) {
                 Some(result) if crate::record::lock::held(&dir) != Some(true) => Json(result).into_response(),
-                _ => Json(listing::summary(&server.runs_dir, &id, &server.cwd).json()).into_response(),
+                _ => Json(listing::summary(&server.runs_dir(), &id, &server.cwd).json()).into_response(),
             },
-            None => error(StatusCode::NOT_FOUND, format!("no run {id} in {}", server.runs_dir.display())),
+            None => error(StatusCode::NOT_FOUND, format!("no run {id} in {}", server.runs_dir().display())),
         },
     }
 }
@@ -357,7 +366,7 @@ async fn stop_run(State(server): State<Shared>, UrlPath(id): UrlPath<String>) ->
     }
     // A run of another process: through its control socket.
     let Some(dir) = folder_of(&server, &id) else {
-        return error(StatusCode::NOT_FOUND, format!("no run {id} in {}", server.runs_dir.display()));
+        return error(StatusCode::NOT_FOUND, format!("no run {id} in {}", server.runs_dir().display()));
     };
     if crate::record::lock::held(&dir) != Some(true) {
         let status = listing::run_status(&dir);
@@ -379,7 +388,7 @@ async fn stop_run(State(server): State<Shared>, UrlPath(id): UrlPath<String>) ->
 async fn events(State(server): State<Shared>, UrlPath(id): UrlPath<String>) -> Response {
     let own = server.entries().iter().find(|e| e.id == id).map(|e| e.dir.clone());
     let Some(dir) = own.or_else(|| folder_of(&server, &id)) else {
-        return error(StatusCode::NOT_FOUND, format!("no run {id} in {}", server.runs_dir.display()));
+        return error(StatusCode::NOT_FOUND, format!("no run {id} in {}", server.runs_dir().display()));
     };
     let path = dir.join("events.jsonl");
     struct Tail {
