@@ -143,5 +143,8 @@ fn detach_is_refused_with_watch_and_bad_flags_are_refused_before_detaching() {
     out.expect_code(2).stderr_has("cannot be used with");
     env.awf(&["script", "run", "wf.rhai", "--detach", "--deadline", "soon"]).expect_code(2).stderr_has("--deadline");
     env.awf(&["council", "run", "nope", "--task", "x", "--detach"]).expect_code(2).stderr_has("unknown strategy");
+    let _zero = setup(&env, 0);
+    let out = env.awf(&["script", "run", "wf.rhai", "--detach"]);
+    out.expect_code(2).stderr_has("[limits] background = 0: at least 1");
     assert!(env.run_dirs().is_empty(), "{:?}", env.run_dirs());
 }

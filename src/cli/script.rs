@@ -357,6 +357,10 @@ pub fn execute_attempt(
     Ok(report(&host.run, end, flags, output))
 }
 
+fn config_name(config: &Config) -> String {
+    config.source.as_ref().map_or_else(|| "awf.toml".to_string(), |p| p.display().to_string())
+}
+
 /// The run's spec from the config and the flags, checked before anything starts (no folder, no
 /// record, no output).
 pub fn prepare(
@@ -374,6 +378,9 @@ pub fn prepare(
         None => config.deadline()?,
     };
     crate::telemetry::traces_url(&config).map_err(|e| anyhow!("{e}"))?;
+    if config.limits.background == Some(0) {
+        bail!("{}: [limits] background = 0: at least 1 background run must be allowed at once", config_name(&config));
+    }
     let default_runtime = flags.runtime.clone().unwrap_or_else(|| config.default_alias());
     config.runtime(&default_runtime)?;
     let runs_dir = flags.runs_dir.clone().or(config.runs_dir.clone()).unwrap_or_else(|| PathBuf::from(".awf/runs"));
