@@ -214,3 +214,12 @@ fn a_receiver_that_is_down_or_hangs_never_fails_or_holds_up_a_run() {
     env.awf(&["script", "run", "wf.rhai"]).expect_code(2).stderr_has("[telemetry] otlp_endpoint");
     assert!(env.run_dirs().is_empty());
 }
+
+#[test]
+fn an_endpoint_that_is_no_url_is_refused_before_the_run() {
+    let env = Env::new();
+    setup(&env, Some("127.0.0.1:4318"), false);
+    let out = env.awf(&["script", "run", "wf.rhai"]);
+    out.expect_code(2).stderr_has("[telemetry] otlp_endpoint").stderr_has("http://");
+    assert!(env.run_dirs().is_empty(), "{:?}", env.run_dirs());
+}
