@@ -7,6 +7,7 @@
 //! Until its run starts, `background.json` in the run folder says it is `queued`.
 
 use crate::record::private;
+use crate::run::RunSpec;
 use anyhow::{Context, Result};
 use nix::fcntl::{Flock, FlockArg};
 use serde_json::{json, Value};
@@ -174,4 +175,35 @@ pub async fn admit(dir: &Path, id: &str, slots: usize) -> Result<Slot> {
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// A background run's process: out of the terminal's session, then its place in the machine's
+/// queue. `Err(code)`: it ended before starting (stopped while queued, or it could not queue).
+pub fn wait_in_queue(rt: &tokio::runtime::Runtime, spec: &RunSpec, id: &str) -> std::result::Result<Slot, i32> {
+    // A new session: no terminal's Ctrl-C or hang-up reaches it.
+    let _ = nix::unistd::setsid();
+    let dir = spec.runs_dir.join(id);
+    if status(&dir) != "queued" {
+        eprintln!("awf: run {id} was {} before it started", status(&dir));
+        return Err(crate::host::exit::CANCELLED);
+    }
+    let slots = spec.config.limits.background.unwrap_or(DEFAULT_SLOTS);
+    let admitted = rt.block_on(async {
+        let mut signals = super::script::Signals::new().ok();
+        let stop = async {
+            match signals.as_mut() {
+                Some(s) => s.next().await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            slot = admit(&dir, id, slots) => slot.map_err(|e| ("failed", format!("cannot queue: {e:#}"))),
+            name = stop => Err(("cancelled", format!("stopped while queued ({})", name.unwrap_or("a signal")))),
+        }
+    });
+    admitted.map_err(|(status, why)| {
+        mark(&dir, status, &why);
+        eprintln!("awf: run {id}: {why}");
+        crate::host::exit::CANCELLED
+    })
 }

@@ -275,42 +275,6 @@ pub fn start_detached(program: &Program, script_args: Value, flags: &RunFlags) -
     Ok(EXIT_OK)
 }
 
-/// A background run's process: out of the terminal's session, then its place in the machine's
-/// queue. `Err(code)`: it ended before starting (stopped while queued, or it could not queue).
-fn wait_in_queue(
-    rt: &tokio::runtime::Runtime,
-    spec: &RunSpec,
-    id: &str,
-) -> std::result::Result<super::background::Slot, i32> {
-    use super::background;
-    // A new session: no terminal's Ctrl-C or hang-up reaches it.
-    let _ = nix::unistd::setsid();
-    let dir = spec.runs_dir.join(id);
-    if background::status(&dir) != "queued" {
-        eprintln!("awf: run {id} was {} before it started", background::status(&dir));
-        return Err(crate::host::exit::CANCELLED);
-    }
-    let slots = spec.config.limits.background.unwrap_or(background::DEFAULT_SLOTS);
-    let admitted = rt.block_on(async {
-        let mut signals = Signals::new().ok();
-        let stop = async {
-            match signals.as_mut() {
-                Some(s) => s.next().await,
-                None => std::future::pending().await,
-            }
-        };
-        tokio::select! {
-            slot = background::admit(&dir, id, slots) => slot.map_err(|e| ("failed", format!("cannot queue: {e:#}"))),
-            name = stop => Err(("cancelled", format!("stopped while queued ({})", name.unwrap_or("a signal")))),
-        }
-    });
-    admitted.map_err(|(status, why)| {
-        background::mark(&dir, status, &why);
-        eprintln!("awf: run {id}: {why}");
-        crate::host::exit::CANCELLED
-    })
-}
-
 /// Runs a loaded program to its end with the given flags; returns the exit code.
 pub fn execute(program: &Program, script_args: Value, flags: &RunFlags, output: Output) -> Result<i32> {
     execute_attempt(program, script_args, flags, output, None)
@@ -342,7 +306,7 @@ pub fn execute_attempt(
         .context("cannot start the async runtime")?;
     // A background run holds its slot of the machine's pool until this process ends.
     let _slot = match &flags.as_run {
-        Some(id) => match wait_in_queue(&rt, &spec, id) {
+        Some(id) => match super::background::wait_in_queue(&rt, &spec, id) {
             Ok(slot) => Some(slot),
             Err(code) => return Ok(code),
         },
