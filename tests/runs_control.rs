@@ -197,8 +197,11 @@ fn values_supply_a_stage_that_has_no_record() {
     bad("a=@missing.json", "cannot read");
     bad("a=@bad.json", "not JSON");
     bad("{ nope", "not a JSON object");
+    // A value that does not fit the stage's result schema is said so, and the stage runs.
+    let out = env.awf(&["runs", "resume", &id, "--values", r#"a="str""#]);
+    out.expect_code(1).stderr_has("stage `a`: the value given with --values does not fit its result schema");
     let out = env.awf(&["runs", "resume", &id, "--values", "a=@a.json"]);
-    out.expect_code(0);
+    out.expect_code(0).stderr_has("0 stages reused, 1 given with --values");
     assert_eq!(out.stdout.trim(), "42");
 
     // A stage on record is reused, not overridden.

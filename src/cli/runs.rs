@@ -197,7 +197,7 @@ fn resume_run(cwd: &Path, args: ResumeArgs) -> Result<i32> {
                 "--values {stage}: stage {stage} has a record this attempt reuses; --values gives values only to stages with none (use --from-stage to run recorded stages again)"
             ));
         }
-        resume.stages.insert(stage, (value, Some("given with --values".into())));
+        resume.stages.insert(stage, (value, Some(resume::GIVEN.into())));
     }
     let last = resume.run_doc["attempts"].as_array().and_then(|a| a.last()).cloned().unwrap_or_default();
     if last["status"] == RunStatus::Succeeded.as_str() && !args.again {
@@ -239,12 +239,14 @@ fn resume_run(cwd: &Path, args: ResumeArgs) -> Result<i32> {
         ));
     }
     let script_args = resume.run_doc["args"].clone();
+    let given = resume.stages.values().filter(|(_, s)| s.as_deref() == Some(resume::GIVEN)).count();
     if !args.flags.quiet {
         eprintln!(
-            "awf: attempt {} of run {}: {} stages reused, {} answered operations on record",
+            "awf: attempt {} of run {}: {} stages reused, {} given with --values, {} answered operations on record",
             resume.attempt,
             resume.run_id,
-            resume.stages.len(),
+            resume.stages.len() - given,
+            given,
             resume.journal.len()
         );
     }
