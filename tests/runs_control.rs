@@ -200,8 +200,10 @@ fn values_supply_a_stage_that_has_no_record() {
     // A value that does not fit the stage's result schema is said so, and the stage runs.
     let out = env.awf(&["runs", "resume", &id, "--values", r#"a="str""#]);
     out.expect_code(1).stderr_has("stage `a`: the value given with --values does not fit its result schema");
-    let out = env.awf(&["runs", "resume", &id, "--values", "a=@a.json"]);
-    out.expect_code(0).stderr_has("0 stages reused, 1 given with --values");
+    let out = env.awf(&["runs", "resume", &id, "--values", "a=@a.json", "--values", "zzz=1"]);
+    out.expect_code(0).stderr_has("0 stages reused, 2 given with --values");
+    out.stderr_has("--values zzz: this attempt reached no stage zzz; its value was not used");
+    assert!(!out.stderr.contains("--values a:"), "{}", out.stderr);
     assert_eq!(out.stdout.trim(), "42");
 
     // A stage on record is reused, not overridden.

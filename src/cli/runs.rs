@@ -252,5 +252,30 @@ fn resume_run(cwd: &Path, args: ResumeArgs) -> Result<i32> {
     }
     let mut flags = args.flags.clone();
     flags.runs_dir = Some(root);
-    execute_attempt(&program, script_args, &flags, output, Some(resume))
+    let attempt = resume.attempt;
+    let mut given: Vec<String> = resume
+        .stages
+        .iter()
+        .filter(|(_, (_, s))| s.as_deref() == Some(resume::GIVEN))
+        .map(|(n, _)| n.clone())
+        .collect();
+    given.sort();
+    let code = execute_attempt(&program, script_args, &flags, output, Some(resume))?;
+    if !flags.quiet {
+        for stage in unused(&dir, attempt, &given) {
+            eprintln!("awf: --values {stage}: this attempt reached no stage {stage}; its value was not used");
+        }
+    }
+    Ok(code)
+}
+
+/// The stages given with `--values` that attempt `attempt` never reached.
+fn unused(dir: &Path, attempt: u32, given: &[String]) -> Vec<String> {
+    let events = crate::record::read_jsonl(&dir.join("events.jsonl")).unwrap_or_default();
+    let reached: Vec<&str> = events
+        .iter()
+        .filter(|e| e["type"] == "stage-finished" && e["attempt"] == attempt)
+        .filter_map(|e| e["data"]["name"].as_str())
+        .collect();
+    given.iter().filter(|g| !reached.contains(&g.as_str())).cloned().collect()
 }
