@@ -219,6 +219,8 @@
 //!   groups.jsonl   one line per turn process started: attempt, pgid, agent, op_id, at (leftovers are found by it)
 //!   lock           held (flock) by the live attempt, its pid inside
 //!   control.sock   the live attempt's control socket (0600): status, stop, kill; removed at its end
+//!   control.target when the folder's path is too long for a socket: where control.sock is instead
+//!                  (a 0700 folder of the temp dir, removed at the end)
 //!   background.json, output.log   a `--detach`ed run: queued_at, pid, status until it starts
 //!                  (queued|cancelled|failed); the background process's stdout and stderr
 //!   agents/<slug>/ (mode 0700, command and CLI agents) wf.sock, wf (the launcher), state/, ops/<op-id>.jsonl

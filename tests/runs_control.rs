@@ -221,3 +221,33 @@ a + b"#,
     out.expect_code(0);
     assert_eq!(out.stdout.trim(), "3");
 }
+
+#[test]
+fn a_run_whose_folder_path_is_too_long_for_a_socket_is_still_stopped() {
+    let env = Env::new();
+    env.with_responder(HANG);
+    env.write("wf.rhai", STAGED);
+    let runs = env.path().join("r".repeat(90));
+    let runs_arg = runs.to_string_lossy().into_owned();
+    let running = Running::start(env.path(), &["script", "run", "wf.rhai", "--runs-dir", &runs_arg]);
+    let until = Instant::now() + common::TIMEOUT;
+    let dir = loop {
+        let found = std::fs::read_dir(&runs).into_iter().flatten().flatten().map(|e| e.path()).next();
+        if let Some(d) = found {
+            break d;
+        }
+        assert!(Instant::now() < until, "no run folder appeared");
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    wait_for_file(&dir.join("control.target"));
+    let socket = PathBuf::from(std::fs::read_to_string(dir.join("control.target")).expect("the target").trim());
+    assert!(socket.as_os_str().len() <= 100, "{}", socket.display());
+    wait_for_file(&socket);
+    assert_eq!(mode(&socket), 0o600);
+    let id = id_of(&dir);
+    let out = env.awf(&["runs", "stop", &id, "--runs-dir", &runs_arg]);
+    out.expect_code(0).stdout_has(&format!("run {id}: cancelled"));
+    running.finish().expect_code(4);
+    assert!(!dir.join("control.target").exists() && !socket.exists(), "the socket outlived its run");
+    assert!(!socket.parent().expect("its folder").exists(), "the socket's folder outlived its run");
+}

@@ -17,6 +17,11 @@ use tokio_util::sync::CancellationToken;
 
 /// The socket's name in the run folder.
 pub const SOCKET: &str = "control.sock";
+/// When the run folder's path is too long for a Unix socket, the socket is made in a short 0700
+/// folder of the temp dir instead, and this file in the run folder names it.
+pub const TARGET: &str = "control.target";
+/// The longest socket path a `sockaddr_un` takes, less a margin.
+const MAX_SOCKET_PATH: usize = 100;
 
 /// The longest request line accepted.
 const MAX_REQUEST: u64 = 4096;
@@ -39,6 +44,9 @@ pub enum Request {
 /// The run side: the socket's task, and the signal a `kill` gives `drive`.
 pub struct Control {
     path: PathBuf,
+    /// The short folder holding the socket and the run folder's `control.target`, when the run
+    /// folder's path was too long.
+    moved: Option<(PathBuf, PathBuf)>,
     /// Cancelled by `kill`: `drive` stops waiting for the script.
     pub killed: CancellationToken,
     /// Cancelled when the run finishes: the socket closes.
@@ -49,10 +57,23 @@ impl Control {
     /// Binds `control.sock` in `dir`. A socket that cannot be made (a path too long for a Unix
     /// socket) leaves the run unreachable, not failed: `None`, with the reason logged.
     pub fn bind(dir: &Path) -> (Control, Option<std::os::unix::net::UnixListener>) {
-        let path = dir.join(SOCKET);
+        let mut path = dir.join(SOCKET);
         let _ = std::fs::remove_file(&path);
+        let _ = std::fs::remove_file(dir.join(TARGET));
+        let mut moved = None;
+        if path.as_os_str().len() > MAX_SOCKET_PATH {
+            let short = std::env::temp_dir().join(format!("awf-{}", &uuid::Uuid::new_v4().simple().to_string()[..10]));
+            let made = crate::record::private::ensure_dir(&short).and_then(|_| {
+                crate::record::private::write(&dir.join(TARGET), short.join(SOCKET).display().to_string())
+            });
+            if let Err(e) = made {
+                tracing::warn!("cannot open the run's control socket in {}: {e}", short.display());
+            }
+            path = short.join(SOCKET);
+            moved = Some((short, dir.join(TARGET)));
+        }
         let control =
-            Control { path: path.clone(), killed: CancellationToken::new(), closed: CancellationToken::new() };
+            Control { path: path.clone(), moved, killed: CancellationToken::new(), closed: CancellationToken::new() };
         let listener = std::os::unix::net::UnixListener::bind(&path).and_then(|l| {
             std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))?;
             l.set_nonblocking(true)?;
@@ -88,6 +109,10 @@ impl Control {
     pub fn close(&self) {
         self.closed.cancel();
         let _ = std::fs::remove_file(&self.path);
+        if let Some((short, target)) = &self.moved {
+            let _ = std::fs::remove_file(target);
+            let _ = std::fs::remove_dir_all(short);
+        }
     }
 }
 
@@ -128,9 +153,17 @@ pub fn handle(host: &Host, req: Request) -> Value {
     }
 }
 
+/// The control socket of the run in `dir`: `control.sock` there, or the one `control.target` names.
+pub fn socket(dir: &Path) -> PathBuf {
+    match std::fs::read_to_string(dir.join(TARGET)) {
+        Ok(target) if !target.trim().is_empty() => PathBuf::from(target.trim()),
+        _ => dir.join(SOCKET),
+    }
+}
+
 /// Asks the run in `dir` over its control socket (blocking; bounded by `timeout`).
 pub fn request(dir: &Path, req: &Request, timeout: Duration) -> Result<Value, String> {
-    let path = dir.join(SOCKET);
+    let path = socket(dir);
     let mut stream = std::os::unix::net::UnixStream::connect(&path)
         .map_err(|e| format!("cannot reach the run's control socket {}: {e}", path.display()))?;
     stream.set_read_timeout(Some(timeout)).map_err(|e| e.to_string())?;
