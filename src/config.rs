@@ -117,6 +117,8 @@ pub struct Config {
     #[serde(default)]
     pub sandboxes: BTreeMap<String, crate::sandbox::Policy>,
     pub runs_dir: Option<PathBuf>,
+    #[serde(default)]
+    pub telemetry: TelemetryConfig,
     /// Where this configuration was read from; `None` when no file exists.
     #[serde(skip)]
     pub source: Option<PathBuf>,
@@ -157,6 +159,17 @@ pub struct HarnessConfig {
     pub max_concurrency: Option<usize>,
 }
 
+/// The `[telemetry]` table: OpenTelemetry traces over OTLP/HTTP.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TelemetryConfig {
+    /// The collector, e.g. `http://127.0.0.1:4318` (`/v1/traces` is added); else
+    /// `OTEL_EXPORTER_OTLP_ENDPOINT` from the environment.
+    pub otlp_endpoint: Option<String>,
+    /// Put answers into the spans (off by default: they may hold anything).
+    pub capture_content: Option<bool>,
+}
+
 /// The `[limits]` table; command-line flags override each field.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -168,6 +181,8 @@ pub struct LimitsConfig {
     pub budget_usd: Option<f64>,
     pub budget_tokens: Option<u64>,
     pub deadline: Option<String>,
+    /// Background runs (`--detach`) at once on this machine; the rest wait, queued.
+    pub background: Option<usize>,
 }
 
 impl Config {

@@ -20,7 +20,7 @@
 //! ../shared/tools/layers.py src` checks that there is no cycle). Bottom to top:
 //!
 //! 1. `record`, `accounting`, `stdlib`; `sandbox` (policy, argv, seat: data and pure functions).
-//! 2. `config` (`awf.toml`); `redact` and `watch` use it.
+//! 2. `config` (`awf.toml`); `redact`, `watch` and `telemetry` use it.
 //! 3. `run`: **the run core**. A run's identity and folder, config, tokio handle, root scope, the
 //!    one deadline helper, the stop cause, records and the `Event` enum, statuses, outcomes, the
 //!    scheduler (limits, permits, budgets, accounts), schemas, stages, progress, resume data. It
@@ -37,12 +37,17 @@
 //!
 //! - `cli/`: argument definitions and one call per command; the only place that prints and uses
 //!   anyhow. `script.rs` (`script run|check`, `--watch`; `prepare` builds a run's spec from the
-//!   flags and config, shared by every command that starts runs), `council.rs` (`council
-//!   list|show|run`), `runs.rs` (`runs list|show|resume`), `serve/` (`awf serve`: the axum HTTP JSON
+//!   flags and config, shared by every command that starts runs; `--detach`), `council.rs` (`council
+//!   list|show|run`), `runs.rs` (`runs list|show|resume|stop|logs`; resuming a council run,
+//!   `--values`), `listing.rs` (what a run folder says: status, `interrupted`, age, spend),
+//!   `logs.rs` (events as readable lines, followed), `stop.rs` (`runs stop` through a run's control
+//!   socket), `background.rs` (`--detach`: the background process and the machine-wide queue),
+//!   `serve/` (`awf serve`: the axum HTTP JSON
 //!   API on a Unix socket or loopback port; runs execute in-process through `host::drive`,
 //!   `--max-runs` at once, the rest queued; `auth.rs` the Host, Origin and bearer-token checks on
 //!   TCP, `private.rs` the 0600 socket and token file, `scripts.rs` which script a client may name,
-//!   `listen.rs` the two listeners), `init.rs`, `live.rs` (the terminal view), `wf.rs` (`awf wf`,
+//!   `listen.rs` the two listeners, `options.rs` the limits a `POST /runs` sets, `strategies.rs`
+//!   the watched registry and `GET /strategies`), `init.rs`, `live.rs` (the terminal view), `wf.rs` (`awf wf`,
 //!   the agent side of the protocol), `doctor.rs` (`awf doctor`: a list of checks, each a name, an
 //!   ok flag and a detail).
 //! - `script/`: the script host, **the only module that names rhai**. `engine.rs` (the one engine
@@ -61,7 +66,11 @@
 //!   `messages.allow`), `agents.rs`, `parallel.rs`, `stage.rs`).
 //! - `host/`: `mod.rs` (`Host`: the run, its `AgentBook` and `Router`; `finish` settles the books,
 //!   then the run), `drive.rs` (a run from the script's start to `result.json`: wait, deadline,
-//!   stop grace, status), `exit.rs` (exit codes).
+//!   stop grace, status, the run's trace), `control.rs` (the run's control socket: status, stop,
+//!   kill; and its client), `exit.rs` (exit codes).
+//! - `telemetry/`: OpenTelemetry traces over OTLP/HTTP, **the only module that names the
+//!   opentelemetry crates**; `spans.rs` builds the spans from a run's records on a thread of its
+//!   own (the run core never calls it).
 //! - `run/`: the run core. `mod.rs` (identity, stop cause, recording a settled operation, finish),
 //!   `event.rs` (every events.jsonl type), `status.rs` (`RunStatus`, `StageStatus`), `outcome.rs`
 //!   (outcomes and their `turns.jsonl`/`journal.jsonl` lines), `schema.rs` (validators cached by
@@ -88,7 +97,8 @@
 //! - `council/`: the strategy catalog (discovery, META without running, teams, catalog lines, the
 //!   required-param refusal), `params.rs` (a call's params coerced to META's types and a blank
 //!   roster member refused, before any run folder) and `registry.rs` (strategies compiled once,
-//!   recompiled on change).
+//!   recompiled when their version, a hash of the file and its imports, changes; removed when
+//!   their file goes).
 //! - `watch.rs`: notify events filtered to `.rhai` changes, debounced. `stdlib.rs`: `stdlib/` as
 //!   embedded at build time (`build.rs`).
 //! - `harness/`: the `Session` trait and one file per harness (`fake.rs`, `command.rs`);
@@ -168,6 +178,11 @@
 //!   timed out or stalled. Its leader dies with awf (`PR_SET_PDEATHSIG`, forked from a thread
 //!   that never exits); a new attempt first kills what an earlier one left (`run/leftovers.rs`).
 //! - One live attempt per run: it holds the flock on `<run>/lock` from its start to `finish`.
+//! - A live run is reached from other processes only through its `control.sock` (0600, in its
+//!   0700 folder): `awf runs stop` and `awf serve` send it `stop` or `kill`; nothing signals a
+//!   run's process (a background run still queued is the exception: it has no run yet).
+//! - Telemetry never holds up a run: spans are made from the records after they are written, and
+//!   the end of a run waits a bounded time for them.
 //! - An agent that asked for a sandbox (or runs under `--sandbox`) never runs without it: when the
 //!   sandbox cannot be made the agent is refused as it opens, and a harness that cannot wrap its
 //!   program refuses sandboxed agents.
@@ -213,6 +228,11 @@
 //!                  readers keep an op's last line
 //!   groups.jsonl   one line per turn process started: attempt, pgid, agent, op_id, at (leftovers are found by it)
 //!   lock           held (flock) by the live attempt, its pid inside
+//!   control.sock   the live attempt's control socket (0600): status, stop, kill; removed at its end
+//!   control.target when the folder's path is too long for a socket: where control.sock is instead
+//!                  (a 0700 folder of the temp dir, removed at the end)
+//!   background.json, output.log   a `--detach`ed run: queued_at, pid, status until it starts
+//!                  (queued|cancelled|failed); the background process's stdout and stderr
 //!   agents/<slug>/ (mode 0700, command and CLI agents) wf.sock, wf (the launcher), state/, ops/<op-id>.jsonl
 //!                  (liveness), ops/<op-id>.stdout|.stderr (first MiB each); home/ (sandboxed agents' HOME;
 //!                  a CLI agent's CLAUDE_CONFIG_DIR, CODEX_HOME or PI_CODING_AGENT_DIR)
@@ -237,4 +257,5 @@ pub mod run;
 pub mod sandbox;
 pub mod script;
 pub mod stdlib;
+pub mod telemetry;
 pub mod watch;

@@ -496,7 +496,9 @@ fn the_registry_recompiles_a_changed_strategy_and_keeps_the_last_good_version() 
 
     // An edit that compiles replaces the program; a run holding the old one keeps the old code.
     env.write("stdlib/council/demo.rhai", &simple("second version", "\"two\""));
-    wait_report(&rx, "demo compiled", |r| r.contains(&Reload::Compiled("demo".into())));
+    wait_report(&rx, "demo compiled", |r| {
+        r.iter().any(|x| matches!(x, Reload::Compiled { name, .. } if name == "demo"))
+    });
     let p2 = reg.get("demo").expect("demo still there");
     assert!(!Arc::ptr_eq(&p1, &p2), "the edit was not recompiled");
     assert_eq!(eval(env.path(), &p2), json!("two"));
@@ -520,7 +522,9 @@ fn the_registry_recompiles_a_changed_strategy_and_keeps_the_last_good_version() 
 
     // Fixing it clears the error.
     env.write("stdlib/council/demo.rhai", &simple("fourth version", "\"four\""));
-    wait_report(&rx, "demo compiled", |r| r.contains(&Reload::Compiled("demo".into())));
+    wait_report(&rx, "demo compiled", |r| {
+        r.iter().any(|x| matches!(x, Reload::Compiled { name, .. } if name == "demo"))
+    });
     let entry = reg.entry("demo").expect("an entry");
     assert!(entry.error.is_none(), "{:?}", entry.error);
     assert_eq!(eval(env.path(), &entry.program.expect("a program")), json!("four"));

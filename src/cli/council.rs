@@ -1,8 +1,8 @@
 //! `awf council list|show|run`: the strategy catalog and strategy calls.
 
-use super::script::{execute, RunFlags};
+use super::script::{execute, start_detached, RunFlags};
 use super::{EXIT_OK, EXIT_USAGE};
-use crate::council::{self, registry::Registry};
+use crate::council::{self, registry};
 use crate::host::Output;
 use anyhow::{Context, Result};
 use serde_json::{json, Map, Value};
@@ -36,6 +36,9 @@ pub struct CouncilRun {
     /// Most agents the strategy may open (0: no limit beyond --max-agents)
     #[arg(long, default_value_t = 0)]
     max_children: u64,
+    /// Print the run id and return; the run goes on in a process of its own (see `script run`)
+    #[arg(long)]
+    detach: bool,
     #[command(flatten)]
     flags: RunFlags,
 }
@@ -114,15 +117,10 @@ fn run(cwd: &std::path::Path, args: CouncilRun) -> Result<i32> {
             return Ok(EXIT_USAGE);
         }
     }
-    let registry = Registry::load(cwd);
-    let program = match (registry.get(&strategy.name), registry.entry(&strategy.name).and_then(|e| e.error)) {
-        (_, Some(error)) => {
+    let program = match registry::compile(cwd, &strategy.name) {
+        Ok(p) => p,
+        Err(error) => {
             eprintln!("{error}");
-            return Ok(EXIT_USAGE);
-        }
-        (Some(p), None) => p,
-        (None, None) => {
-            eprintln!("error: strategy {} did not compile", strategy.name);
             return Ok(EXIT_USAGE);
         }
     };
@@ -136,6 +134,9 @@ fn run(cwd: &std::path::Path, args: CouncilRun) -> Result<i32> {
     }
     if !args.roster.is_empty() {
         input["roster"] = roster;
+    }
+    if args.detach {
+        return start_detached(&program, input, &args.flags);
     }
     execute(&program, input, &args.flags, Output::Strategy)
 }

@@ -10,13 +10,17 @@ macro_rules! out {
     };
 }
 
+mod background;
 mod council;
 mod doctor;
 mod init;
+mod listing;
 mod live;
+mod logs;
 mod runs;
 mod script;
 mod serve;
+mod stop;
 mod wf;
 
 use clap::{Parser, Subcommand};
@@ -90,6 +94,7 @@ pub fn main() -> i32 {
             .with_writer(std::io::stderr)
             .try_init();
     }
+    crate::telemetry::set_reporter(|text| eprintln!("awf: {text}"));
     let cli = match Cli::try_parse_from(launcher_args(std::env::args_os().collect())) {
         Ok(c) => c,
         Err(e) => {

@@ -1,9 +1,10 @@
-//! `awf runs list|show|resume`: reading run folders, and new attempts of a run that reuse its
-//! recorded stages and replay its journal.
+//! `awf runs list|show|resume|stop|logs`: reading run folders, new attempts of a run (a script's
+//! or a strategy's) that reuse its recorded stages and replay its journal, and reaching a live
+//! run from any terminal.
 
+use super::listing::{self, read, run_dir, runs_dir};
 use super::script::{execute_attempt, RunFlags};
-use super::{EXIT_OK, EXIT_USAGE};
-use crate::config::Config;
+use super::{stop, EXIT_OK, EXIT_USAGE};
 use crate::host::Output;
 use crate::run::resume;
 use crate::run::RunStatus;
@@ -14,7 +15,7 @@ use std::path::{Path, PathBuf};
 
 #[derive(clap::Subcommand)]
 pub enum RunsCommand {
-    /// Every run in the runs folder, oldest first
+    /// Every run in the runs folder, oldest first: status, age, spend, script
     List {
         #[arg(long)]
         runs_dir: Option<PathBuf>,
@@ -27,10 +28,27 @@ pub enum RunsCommand {
     },
     /// A new attempt of a run: recorded stages are reused, answered operations replayed
     Resume(Box<ResumeArgs>),
-    /// Stop a run in flight (not built in this version)
-    Stop { run_id: String },
-    /// Follow a run's log (not built in this version)
-    Logs { run_id: String },
+    /// Stop a run in flight, from any terminal, as Ctrl-C would
+    Stop {
+        run_id: String,
+        /// End it at once: no grace for the script to unwind
+        #[arg(long)]
+        now: bool,
+        #[arg(long)]
+        runs_dir: Option<PathBuf>,
+    },
+    /// A run's events as readable lines
+    Logs {
+        run_id: String,
+        /// Follow a live run until it ends
+        #[arg(long, short)]
+        follow: bool,
+        /// Print the events.jsonl lines as they are
+        #[arg(long)]
+        json: bool,
+        #[arg(long)]
+        runs_dir: Option<PathBuf>,
+    },
 }
 
 #[derive(clap::Args)]
@@ -39,6 +57,10 @@ pub struct ResumeArgs {
     /// Run this stage and every later one fresh; earlier ones are reused
     #[arg(long)]
     from_stage: Option<String>,
+    /// The value of a stage that has no record, STAGE=@FILE or STAGE=JSON (or a JSON object of
+    /// them); repeatable
+    #[arg(long, value_name = "STAGE=@FILE")]
+    values: Vec<String>,
     /// Resume even though the script changed since the last attempt (each attempt's script hash
     /// is kept in run.json)
     #[arg(long)]
@@ -50,51 +72,9 @@ pub struct ResumeArgs {
     flags: RunFlags,
 }
 
-fn runs_dir(cwd: &Path, given: Option<&PathBuf>) -> Result<PathBuf> {
-    let config = Config::load(cwd)?;
-    let dir = given.cloned().or(config.runs_dir).unwrap_or_else(|| PathBuf::from(".awf/runs"));
-    Ok(if dir.is_absolute() { dir } else { cwd.join(dir) })
-}
-
-fn read(path: &Path) -> Value {
-    std::fs::read_to_string(path).ok().and_then(|t| serde_json::from_str(&t).ok()).unwrap_or(Value::Null)
-}
-
-fn run_dir(root: &Path, id: &str) -> Result<PathBuf, String> {
-    let dir = root.join(id);
-    if id.contains('/') || !dir.join("run.json").is_file() {
-        return Err(format!("no run {id} in {}", root.display()));
-    }
-    Ok(dir)
-}
-
-/// The status of each attempt as shown: as recorded, except that an attempt recorded `running`
-/// whose process is gone (the run's lock is free, or a later attempt started) is `interrupted`.
-/// `None` for a status this version does not know.
-fn attempt_statuses(dir: &Path, run: &Value) -> Vec<Option<RunStatus>> {
-    let attempts = run["attempts"].as_array().cloned().unwrap_or_default();
-    // When `/proc/locks` cannot say, the record is trusted.
-    let live = crate::record::lock::held(dir) != Some(false);
-    let last = attempts.len().saturating_sub(1);
-    attempts
-        .iter()
-        .enumerate()
-        .map(|(i, a)| match serde_json::from_value::<RunStatus>(a["status"].clone()).ok() {
-            Some(RunStatus::Running) if i < last || !live => Some(RunStatus::Interrupted),
-            s => s,
-        })
-        .collect()
-}
-
-/// A run's status: its live or interrupted last attempt's, else the result's.
-fn run_status(dir: &Path, run: &Value, result: &Value) -> String {
-    let last = attempt_statuses(dir, run).pop().flatten();
-    match (last, result["status"].as_str()) {
-        (Some(s @ (RunStatus::Running | RunStatus::Interrupted)), _) => s.to_string(),
-        (_, Some(r)) => r.to_string(),
-        (Some(s), None) => s.to_string(),
-        (None, None) => "?".into(),
-    }
+fn refuse(e: impl std::fmt::Display) -> Result<i32> {
+    eprintln!("error: {e}");
+    Ok(EXIT_USAGE)
 }
 
 pub fn exec(cmd: RunsCommand) -> Result<i32> {
@@ -102,30 +82,14 @@ pub fn exec(cmd: RunsCommand) -> Result<i32> {
     match cmd {
         RunsCommand::List { runs_dir: given } => {
             let root = runs_dir(&cwd, given.as_ref())?;
-            let mut ids: Vec<String> = std::fs::read_dir(&root)
-                .map(|d| {
-                    d.filter_map(Result::ok)
-                        .filter(|e| e.path().join("run.json").is_file())
-                        .filter_map(|e| e.file_name().into_string().ok())
-                        .collect()
-                })
-                .unwrap_or_default();
-            ids.sort();
-            for id in ids {
-                let run = read(&root.join(&id).join("run.json"));
-                let result = read(&root.join(&id).join("result.json"));
-                let attempts = run["attempts"].as_array().map(|a| a.len()).unwrap_or(0);
-                let status = run_status(&root.join(&id), &run, &result);
-                let script = run["script"]
-                    .as_str()
-                    .map(|s| {
-                        Path::new(s)
-                            .strip_prefix(&cwd)
-                            .map(|p| p.display().to_string())
-                            .unwrap_or_else(|_| s.to_string())
-                    })
-                    .unwrap_or_default();
-                out!("{id}  {status:<9}  attempts {attempts}  {script}");
+            for id in listing::ids(&root) {
+                let s = listing::summary(&root, &id, &cwd);
+                let hint = if s.status == "interrupted" && root.join(&id).join("run.json").exists() {
+                    format!("  (resume: awf runs resume {id})")
+                } else {
+                    String::new()
+                };
+                out!("{id}  {:<11}  {:>4}  ${:.4}  {}{hint}", s.status, s.age(), s.cost_usd, s.script);
             }
             Ok(EXIT_OK)
         }
@@ -133,16 +97,13 @@ pub fn exec(cmd: RunsCommand) -> Result<i32> {
             let root = runs_dir(&cwd, given.as_ref())?;
             let dir = match run_dir(&root, &run_id) {
                 Ok(d) => d,
-                Err(e) => {
-                    eprintln!("error: {e}");
-                    return Ok(EXIT_USAGE);
-                }
+                Err(e) => return refuse(e),
             };
             let run = read(&dir.join("run.json"));
             let result = read(&dir.join("result.json"));
-            out!("run {run_id}: {}", run_status(&dir, &run, &result));
+            out!("run {run_id}: {}", listing::run_status(&dir));
             out!("script: {}", run["script"].as_str().unwrap_or("?"));
-            let statuses = attempt_statuses(&dir, &run);
+            let statuses = listing::attempt_statuses(&dir, &run);
             for (a, status) in run["attempts"].as_array().into_iter().flatten().zip(&statuses) {
                 out!(
                     "attempt {}: {} ({} → {})",
@@ -175,27 +136,75 @@ pub fn exec(cmd: RunsCommand) -> Result<i32> {
             Ok(EXIT_OK)
         }
         RunsCommand::Resume(args) => resume_run(&cwd, *args),
-        RunsCommand::Stop { .. } | RunsCommand::Logs { .. } => {
-            eprintln!("error: awf runs stop and awf runs logs are not built in this version of awf yet; a run stops with Ctrl-C, and its log is events.jsonl in its folder");
-            Ok(EXIT_USAGE)
+        RunsCommand::Stop { run_id, now, runs_dir: given } => {
+            let root = runs_dir(&cwd, given.as_ref())?;
+            match run_dir(&root, &run_id) {
+                Ok(dir) => stop::stop(&dir, &run_id, now),
+                Err(e) => refuse(e),
+            }
+        }
+        RunsCommand::Logs { run_id, follow, json, runs_dir: given } => {
+            let root = runs_dir(&cwd, given.as_ref())?;
+            let dir = match run_dir(&root, &run_id) {
+                Ok(d) => d,
+                Err(e) => return refuse(e),
+            };
+            super::logs::print(&dir, follow, json)
+                .with_context(|| format!("cannot read the events of run {run_id}"))?;
+            Ok(EXIT_OK)
         }
     }
 }
 
+/// `--values`: STAGE=@FILE, STAGE=JSON (a string when it is not JSON), or a JSON object of them.
+fn stage_values(given: &[String], cwd: &Path) -> Result<Vec<(String, Value)>, String> {
+    let mut out = Vec::new();
+    for v in given {
+        if v.trim_start().starts_with('{') {
+            let map: serde_json::Map<String, Value> =
+                serde_json::from_str(v).map_err(|e| format!("--values {v}: not a JSON object: {e}"))?;
+            out.extend(map);
+            continue;
+        }
+        let Some((stage, value)) = v.split_once('=').filter(|(s, _)| !s.is_empty()) else {
+            return Err(format!("--values {v}: write it as STAGE=@FILE, STAGE=JSON or a JSON object"));
+        };
+        let value = match value.strip_prefix('@') {
+            Some(file) => {
+                let path = cwd.join(file);
+                let text = std::fs::read_to_string(&path)
+                    .map_err(|e| format!("--values {stage}=@{file}: cannot read {}: {e}", path.display()))?;
+                serde_json::from_str(&text).map_err(|e| format!("--values {stage}=@{file}: not JSON: {e}"))?
+            }
+            None => serde_json::from_str(value).unwrap_or_else(|_| Value::String(value.to_string())),
+        };
+        out.push((stage.to_string(), value));
+    }
+    Ok(out)
+}
+
 fn resume_run(cwd: &Path, args: ResumeArgs) -> Result<i32> {
     let root = runs_dir(cwd, args.flags.runs_dir.as_ref())?;
-    let refuse = |e: String| {
-        eprintln!("error: {e}");
-        Ok(EXIT_USAGE)
-    };
     let dir = match run_dir(&root, &args.run_id) {
         Ok(d) => d,
         Err(e) => return refuse(e),
     };
-    let resume = match resume::load(&dir, args.from_stage.as_deref()) {
+    let values = match stage_values(&args.values, cwd) {
+        Ok(v) => v,
+        Err(e) => return refuse(e),
+    };
+    let mut resume = match resume::load(&dir, args.from_stage.as_deref()) {
         Ok(r) => r,
         Err(e) => return refuse(e),
     };
+    for (stage, value) in values {
+        if resume.stages.contains_key(&stage) {
+            return refuse(format!(
+                "--values {stage}: stage {stage} has a record this attempt reuses; --values gives values only to stages with none (use --from-stage to run recorded stages again)"
+            ));
+        }
+        resume.stages.insert(stage, (value, Some(resume::GIVEN.into())));
+    }
     let last = resume.run_doc["attempts"].as_array().and_then(|a| a.last()).cloned().unwrap_or_default();
     if last["status"] == RunStatus::Succeeded.as_str() && !args.again {
         return refuse(format!(
@@ -204,10 +213,20 @@ fn resume_run(cwd: &Path, args: ResumeArgs) -> Result<i32> {
         ));
     }
     let script_path = PathBuf::from(resume.run_doc["script"].as_str().unwrap_or_default());
-    if script_path.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("council:")) {
-        return refuse("resuming a council run is not built in this version of awf yet".into());
-    }
-    let program = match script::load(&script_path, cwd) {
+    let strategy = script_path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .and_then(|n| n.strip_prefix("council:"))
+        .map(|n| n.trim_end_matches(".rhai").to_string());
+    let (loaded, output) = match &strategy {
+        // A strategy is rebuilt from its name, in the folder the run was started from.
+        Some(name) => {
+            let run_cwd = resume.run_doc["cwd"].as_str().map(PathBuf::from).unwrap_or_else(|| cwd.to_path_buf());
+            (crate::council::registry::compile(&run_cwd, name), Output::Strategy)
+        }
+        None => (script::load(&script_path, cwd), Output::Value),
+    };
+    let program = match loaded {
         Ok(p) => p,
         Err(rendered) => {
             eprintln!("{rendered}");
@@ -218,21 +237,51 @@ fn resume_run(cwd: &Path, args: ResumeArgs) -> Result<i32> {
     let recorded = last["script_sha256"].as_str().or(resume.run_doc["script_sha256"].as_str()).unwrap_or_default();
     if recorded != program.sha256 && !args.allow_changed {
         return refuse(format!(
-            "{} changed since run {} started (sha256 {recorded} then, {} now); pass --allow-changed to resume it anyway",
-            program.display, args.run_id, program.sha256
+            "{} changed since run {} started ({} {recorded} then, {} now); pass --allow-changed to resume it anyway",
+            program.display,
+            args.run_id,
+            if strategy.is_some() { "version" } else { "sha256" },
+            program.sha256
         ));
     }
     let script_args = resume.run_doc["args"].clone();
+    let given = resume.stages.values().filter(|(_, s)| s.as_deref() == Some(resume::GIVEN)).count();
     if !args.flags.quiet {
         eprintln!(
-            "awf: attempt {} of run {}: {} stages reused, {} answered operations on record",
+            "awf: attempt {} of run {}: {} stages reused, {} given with --values, {} answered operations on record",
             resume.attempt,
             resume.run_id,
-            resume.stages.len(),
+            resume.stages.len() - given,
+            given,
             resume.journal.len()
         );
     }
     let mut flags = args.flags.clone();
     flags.runs_dir = Some(root);
-    execute_attempt(&program, script_args, &flags, Output::Value, Some(resume))
+    let attempt = resume.attempt;
+    let mut given: Vec<String> = resume
+        .stages
+        .iter()
+        .filter(|(_, (_, s))| s.as_deref() == Some(resume::GIVEN))
+        .map(|(n, _)| n.clone())
+        .collect();
+    given.sort();
+    let code = execute_attempt(&program, script_args, &flags, output, Some(resume))?;
+    if !flags.quiet {
+        for stage in unused(&dir, attempt, &given) {
+            eprintln!("awf: --values {stage}: this attempt reached no stage {stage}; its value was not used");
+        }
+    }
+    Ok(code)
+}
+
+/// The stages given with `--values` that attempt `attempt` never reached.
+fn unused(dir: &Path, attempt: u32, given: &[String]) -> Vec<String> {
+    let events = crate::record::read_jsonl(&dir.join("events.jsonl")).unwrap_or_default();
+    let reached: Vec<&str> = events
+        .iter()
+        .filter(|e| e["type"] == "stage-finished" && e["attempt"] == attempt)
+        .filter_map(|e| e["data"]["name"].as_str())
+        .collect();
+    given.iter().filter(|g| !reached.contains(&g.as_str())).cloned().collect()
 }

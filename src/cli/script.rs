@@ -48,8 +48,12 @@ pub struct RunArgs {
     arg: Vec<String>,
     /// Run again whenever the script or a module it can import changes (a run in flight finishes
     /// on the version it started with; Ctrl-C between runs exits)
-    #[arg(long)]
+    #[arg(long, conflicts_with = "detach")]
     watch: bool,
+    /// Print the run id and return; the run goes on in a process of its own (its output in
+    /// output.log in the run folder), queued when `[limits] background` runs are in flight
+    #[arg(long)]
+    detach: bool,
     /// Refuse a script file larger than N bytes, before compiling it
     #[arg(long, value_name = "N", default_value_t = script::MAX_SCRIPT_BYTES)]
     max_script_bytes: u64,
@@ -90,6 +94,10 @@ pub struct RunFlags {
     /// Seat every agent in the sandbox [sandboxes.NAME] of awf.toml (one shared workspace)
     #[arg(long, value_name = "NAME")]
     pub sandbox: Option<String>,
+    /// The background process of a `--detach`ed run: run it as this run id, once the machine's
+    /// background queue lets it start
+    #[arg(long, value_name = "RUN_ID", hide = true)]
+    pub as_run: Option<String>,
 }
 
 pub fn exec(cmd: ScriptCommand) -> Result<i32> {
@@ -268,7 +276,22 @@ fn run_once(args: &RunArgs) -> Result<i32> {
         eprintln!("{e}");
         return Ok(EXIT_USAGE);
     }
+    if args.detach {
+        return start_detached(&program, script_args, &args.flags);
+    }
     execute(&program, script_args, &args.flags, Output::Value)
+}
+
+/// `--detach`: the run is checked as in the foreground (its flags, its config), then this
+/// command starts again in the background as that run; the id is printed.
+pub fn start_detached(program: &Program, script_args: Value, flags: &RunFlags) -> Result<i32> {
+    let spec = prepare(program, script_args, flags, None)?;
+    let id = super::background::detach(&spec.runs_dir, &program.path.display().to_string())?;
+    out!("{id}");
+    if !flags.quiet {
+        eprintln!("awf: run {id} goes on in the background: `awf runs logs {id} -f` follows it, `awf runs stop {id}` stops it");
+    }
+    Ok(EXIT_OK)
 }
 
 /// Runs a loaded program to its end with the given flags; returns the exit code.
@@ -284,20 +307,41 @@ pub fn execute_attempt(
     output: Output,
     resume: Option<crate::run::resume::Resume>,
 ) -> Result<i32> {
-    let spec = prepare(program, script_args.clone(), flags, resume)?;
+    let spec = match prepare(program, script_args.clone(), flags, resume) {
+        Ok(s) => s,
+        Err(e) => {
+            if let Some(id) = &flags.as_run {
+                let dir = flags.runs_dir.clone().unwrap_or_else(|| PathBuf::from(".awf/runs")).join(id);
+                super::background::mark(&dir, "failed", &format!("{e:#}"));
+            }
+            return Err(e);
+        }
+    };
     let deadline = spec.deadline;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    let host = Host::start(spec, None, rt.handle().clone(), Box::new(script::load_responder))
+    // A background run holds its slot of the machine's pool until this process ends.
+    let _slot = match &flags.as_run {
+        Some(id) => match super::background::wait_in_queue(&rt, &spec, id) {
+            Ok(slot) => Some(slot),
+            Err(code) => return Ok(code),
+        },
+        None => None,
+    };
+    let host = Host::start(spec, flags.as_run.clone(), rt.handle().clone(), Box::new(script::load_responder))
         .context("cannot create the run folder")?;
     let live = Live::start(host.run.clone(), std::io::stderr().is_terminal(), flags.quiet);
     let _interrupts = rt.spawn(interrupts(host.clone()));
     let end = rt.block_on(drive(host.clone(), program, script_args, deadline, output));
     live.finish();
     Ok(report(&host.run, end, flags, output))
+}
+
+fn config_name(config: &Config) -> String {
+    config.source.as_ref().map_or_else(|| "awf.toml".to_string(), |p| p.display().to_string())
 }
 
 /// The run's spec from the config and the flags, checked before anything starts (no folder, no
@@ -316,6 +360,10 @@ pub fn prepare(
         Some(d) => Some(parse_duration(d).map_err(|e| anyhow!("--deadline: {e}"))?),
         None => config.deadline()?,
     };
+    crate::telemetry::traces_url(&config).map_err(|e| anyhow!("{e}"))?;
+    if config.limits.background == Some(0) {
+        bail!("{}: [limits] background = 0: at least 1 background run must be allowed at once", config_name(&config));
+    }
     let default_runtime = flags.runtime.clone().unwrap_or_else(|| config.default_alias());
     config.runtime(&default_runtime)?;
     let runs_dir = flags.runs_dir.clone().or(config.runs_dir.clone()).unwrap_or_else(|| PathBuf::from(".awf/runs"));

@@ -54,6 +54,12 @@ pub fn stdlib_text(cwd: &Path, rel: &str) -> Option<(String, String)> {
 
 /// Every installed strategy, by name, the most specific copy of each.
 pub fn discover(cwd: &Path) -> Vec<Strategy> {
+    names(cwd).into_iter().filter_map(|name| describe(cwd, name)).collect()
+}
+
+/// The name of every `.rhai` file a strategy could come from (built in, the project's
+/// `stdlib/council/`, the user's strategies folder), sorted, each once. Cheap: nothing is parsed.
+pub fn names(cwd: &Path) -> Vec<String> {
     let mut names: Vec<String> = crate::stdlib::FILES
         .iter()
         .filter_map(|(p, _)| p.strip_prefix("council/").and_then(|n| n.strip_suffix(".rhai")))
@@ -78,28 +84,27 @@ pub fn discover(cwd: &Path) -> Vec<Strategy> {
     names.sort();
     names.dedup();
     names
-        .into_iter()
-        .filter_map(|name| {
-            let (text, origin) = stdlib_text(cwd, &format!("council/{name}.rhai"))?;
-            match crate::script::read_literals(&origin, &text) {
-                // A file that does not parse is still listed, with its error, so that it does not
-                // silently vanish (a broken override would otherwise hide the built-in one too).
-                Err(error) => {
-                    Some(Strategy { name, origin, meta: Value::Null, param_order: Vec::new(), error: Some(error) })
-                }
-                Ok(mut lits) => {
-                    let meta = lits.remove("META")?;
-                    (meta.get("kind").and_then(Value::as_str) == Some("strategy")).then(|| Strategy {
-                        name,
-                        origin,
-                        meta,
-                        param_order: crate::script::meta_param_order(&text),
-                        error: None,
-                    })
-                }
-            }
-        })
-        .collect()
+}
+
+/// Strategy `name` as its most specific copy reads now; `None` when there is no such file or it
+/// is not a strategy (no META, or another kind).
+pub fn describe(cwd: &Path, name: String) -> Option<Strategy> {
+    let (text, origin) = stdlib_text(cwd, &format!("council/{name}.rhai"))?;
+    match crate::script::read_literals(&origin, &text) {
+        // A file that does not parse is still listed, with its error, so that it does not
+        // silently vanish (a broken override would otherwise hide the built-in one too).
+        Err(error) => Some(Strategy { name, origin, meta: Value::Null, param_order: Vec::new(), error: Some(error) }),
+        Ok(mut lits) => {
+            let meta = lits.remove("META")?;
+            (meta.get("kind").and_then(Value::as_str) == Some("strategy")).then(|| Strategy {
+                name,
+                origin,
+                meta,
+                param_order: crate::script::meta_param_order(&text),
+                error: None,
+            })
+        }
+    }
 }
 
 /// Finds a strategy by name, or says which are installed.

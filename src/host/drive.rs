@@ -1,10 +1,11 @@
 //! `drive`: a run from its script's start to its recorded end. It starts the script, waits for it
 //! while honouring the run's deadline and a stop from anywhere (Ctrl-C, the API, `ctx.stop`: a
 //! stop gives the script a 5 s grace to unwind), decides the run's status, and finishes the run
-//! (`result.json`, `run.json`). It prints nothing: the commands print what they need.
+//! (`result.json`, `run.json`); its trace, when telemetry is on, follows the records alongside.
+//! It prints nothing: the commands print what they need.
 
 use super::{exit, Host};
-use crate::run::{Run, RunStatus, StopCause};
+use crate::run::{RunStatus, StopCause};
 use serde_json::Value;
 use std::sync::Arc;
 use std::time::Duration;
@@ -65,20 +66,28 @@ pub async fn drive(
     deadline: Option<Duration>,
     output: Output,
 ) -> RunEnd {
+    let trace = crate::telemetry::start(&host.run.config, host.run.dir(), host.run.attempt);
     let end = match script.start(host.clone(), args) {
-        Ok(rx) => wait(&host.run, rx, deadline).await,
+        Ok(rx) => wait(&host, rx, deadline).await,
         Err(e) => Some(ScriptEnd::Failed(Failure {
             rendered: format!("error: cannot start the script thread: {e}"),
             message: format!("cannot start the script thread: {e}"),
             terminated: false,
         })),
     };
-    settle(&host, end, output)
+    let end = settle(&host, end, output);
+    // After result.json: the last spans go out within a bounded wait, off the async runtime.
+    if let Some(trace) = trace {
+        let _ = tokio::task::spawn_blocking(move || trace.finish()).await;
+    }
+    end
 }
 
 /// Waits for the script. When the run's deadline passes it is stopped; once stopped (by anyone),
-/// the script has `GRACE` to end. `None`: it did not end within the grace.
-pub async fn wait(run: &Run, mut rx: oneshot::Receiver<ScriptEnd>, deadline: Option<Duration>) -> Option<ScriptEnd> {
+/// the script has `GRACE` to end (none when killed through the control socket). `None`: it did
+/// not end within the grace.
+pub async fn wait(host: &Host, mut rx: oneshot::Receiver<ScriptEnd>, deadline: Option<Duration>) -> Option<ScriptEnd> {
+    let run = &host.run;
     let deadline_at = deadline.map(|d| tokio::time::Instant::now() + d);
     let run_deadline = async {
         match deadline_at {
@@ -94,6 +103,7 @@ pub async fn wait(run: &Run, mut rx: oneshot::Receiver<ScriptEnd>, deadline: Opt
     tokio::select! {
         end = &mut rx => end.ok(),
         _ = tokio::time::sleep(GRACE) => None,
+        _ = host.control.killed.cancelled() => None,
     }
 }
 
@@ -120,6 +130,9 @@ pub fn settle(host: &Host, end: Option<ScriptEnd>, output: Output) -> RunEnd {
         }
         (Some(ScriptEnd::Failed(f)), None) => {
             (RunStatus::Failed, None, Some(f.message), Some(f.rendered), exit::FAILED)
+        }
+        (None, _) if host.control.killed.is_cancelled() => {
+            (RunStatus::Cancelled, None, Some(format!("{}; ended at once", run.stop_reason())), None, exit::CANCELLED)
         }
         (None, _) => (
             RunStatus::Cancelled,

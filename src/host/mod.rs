@@ -3,6 +3,7 @@
 //! `script run`, `council run`, `runs resume` and `serve` all call. The script itself is passed in
 //! through the `Script` trait, so this layer never names the script host.
 
+pub mod control;
 pub mod drive;
 pub mod exit;
 
@@ -21,11 +22,13 @@ pub struct Host {
     pub run: Arc<Run>,
     pub agents: Arc<AgentBook>,
     pub router: Arc<Router>,
+    /// The run's control socket (`control.sock`): how other processes stop it.
+    pub control: control::Control,
 }
 
 impl Host {
     /// Starts a run (its folder, `run.json`, `run-started`) with a new id, or a resumed run with
-    /// its own, and opens its books.
+    /// its own, opens its books and its control socket.
     pub fn start(
         mut spec: RunSpec,
         new_id: Option<String>,
@@ -38,7 +41,12 @@ impl Host {
         let router = Arc::new(Router::default());
         let responders = crate::agent::Responders::new(responders);
         let agents = AgentBook::new(run.clone(), router.clone(), SandboxBook::new(run_level), responders);
-        Ok(Arc::new(Host { run, agents, router }))
+        let (control, listener) = control::Control::bind(run.dir());
+        let host = Arc::new(Host { run, agents, router, control });
+        if let Some(listener) = listener {
+            control::Control::serve(&host, listener);
+        }
+        Ok(host)
     }
 
     /// Settles what the books still hold (messages never delivered, asks still owed), then writes
@@ -50,6 +58,7 @@ impl Host {
         error: Option<&str>,
         ended_in: Option<&str>,
     ) -> crate::run::ResultDoc {
+        self.control.close();
         self.router.finish(&self.run);
         self.run.finish(status, value, error, ended_in, self.agents.sandboxes.summary())
     }

@@ -7,6 +7,9 @@ use serde_json::Value;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
+/// The summary of a stage value given with `awf runs resume --values` rather than recorded.
+pub const GIVEN: &str = "given with --values";
+
 /// An earlier run, ready to be attempted again.
 #[derive(Debug)]
 pub struct Resume {

@@ -88,6 +88,8 @@ pub fn command(dir: &Path, args: &[&str]) -> Command {
     cmd.args(args)
         .current_dir(dir)
         .env("XDG_CONFIG_HOME", dir.join(".xdg-config"))
+        // The machine-wide background queue, per test.
+        .env("XDG_STATE_HOME", dir.join(".xdg-state"))
         .env("NO_COLOR", "1")
         .env_remove("AWF_RUNTIME")
         .env_remove("AWF_LOG")

@@ -1,17 +1,24 @@
 //! `awf serve`: a long-lived process with an HTTP JSON API (axum) on a Unix socket or a loopback
 //! TCP address. Runs execute in this process on its one tokio runtime; at most `--max-runs` at
-//! once, the rest wait in a visible queue. Safe by default: a bearer token on TCP (`auth.rs`), a
-//! private socket (`private.rs`), scripts only from its script folder (`scripts.rs`), and errors
-//! that show lines of no other file.
+//! once, the rest wait in a visible queue. Strategies come from one registry for the server's
+//! life, watched: an edit is live for the next request, a broken file keeps its last good
+//! version (`strategies.rs`). `GET /runs` lists every run of the runs folder, and a run of another
+//! process is stopped through its control socket. Safe by default: a bearer token on TCP
+//! (`auth.rs`), a private socket (`private.rs`), scripts only from its script folder
+//! (`scripts.rs`), and errors that show lines of no other file.
 
 mod auth;
 mod listen;
+mod options;
 mod private;
 mod scripts;
+mod strategies;
 
+use super::listing;
 use super::script::{check_script_args, prepare, RunFlags};
 use super::EXIT_OK;
 use crate::council::{self, registry::Registry};
+use crate::host::control::{self, Request};
 use crate::host::{drive, Host, Output};
 use crate::run::{Run, RunStatus, StopCause};
 use crate::script::{self, Program};
@@ -71,6 +78,8 @@ struct Server {
     flags: RunFlags,
     runs: Mutex<Vec<Entry>>,
     slots: Arc<tokio::sync::Semaphore>,
+    /// Every strategy, compiled once and recompiled when its files change.
+    registry: Arc<Registry>,
 }
 
 type Shared = Arc<Server>;
@@ -92,6 +101,19 @@ impl Server {
 
     fn status(&self, id: &str) -> Option<RunStatus> {
         self.entries().iter().find(|e| e.id == id).map(|e| e.status)
+    }
+
+    /// The runs folder `GET /runs` lists, read from the config at each request (a config broken
+    /// now is reported by `POST /runs`; meanwhile `--runs-dir` or `.awf/runs` is listed).
+    fn runs_dir(&self) -> PathBuf {
+        listing::runs_dir(&self.cwd, self.flags.runs_dir.as_ref()).unwrap_or_else(|_| {
+            let dir = self.flags.runs_dir.clone().unwrap_or_else(|| PathBuf::from(".awf/runs"));
+            if dir.is_absolute() {
+                dir
+            } else {
+                self.cwd.join(dir)
+            }
+        })
     }
 }
 
@@ -120,13 +142,16 @@ pub fn exec(args: ServeArgs) -> Result<i32> {
         deadline: None,
         quiet: true,
         sandbox: None,
+        as_run: None,
     };
+    let registry = strategies::watched(&cwd);
     let server = Arc::new(Server {
         cwd: cwd.clone(),
         scripts,
         flags,
         runs: Mutex::new(Vec::new()),
         slots: Arc::new(tokio::sync::Semaphore::new(args.max_runs)),
+        registry,
     });
     let rt =
         tokio::runtime::Builder::new_multi_thread().enable_all().build().context("cannot start the async runtime")?;
@@ -139,7 +164,7 @@ async fn serve(server: Shared, args: ServeArgs, cwd: PathBuf) -> Result<i32> {
         .route("/runs/{id}", get(show_run))
         .route("/runs/{id}/stop", post(stop_run))
         .route("/runs/{id}/events", get(events))
-        .route("/strategies", get(strategies))
+        .route("/strategies", get(strategies::list))
         .with_state(server.clone());
     match &args.listen {
         Some(addr) => listen::tcp(app, addr, args.token_file.as_deref(), &cwd).await?,
@@ -186,26 +211,24 @@ fn job(server: &Server, body: &Value) -> Result<Job, String> {
         return Err("the body needs \"script\" (with \"args\") or \"strategy\" (with \"task\" and \"params\")".into());
     };
     let name = name.as_str().ok_or("\"strategy\" must be a strategy's name")?;
-    let strategy = council::find(cwd, name).map_err(|e| format!("error: {e}"))?;
-    if let Some(error) = &strategy.error {
-        return Err(error.clone());
-    }
+    // The registry's last good version: a file broken since still serves the version before.
+    let entry = server.registry.entry(name).ok_or_else(|| {
+        let names: Vec<String> = server.registry.entries().into_iter().map(|e| e.strategy.name).collect();
+        format!("error: unknown strategy \"{name}\" (installed: {})", names.join(", "))
+    })?;
+    let Some(program) = entry.program.clone() else {
+        return Err(entry.error.unwrap_or_else(|| format!("error: strategy {name} did not compile")));
+    };
     let task = body.get("task").and_then(Value::as_str).ok_or("a strategy run needs \"task\" (text)")?;
     let params = match body.get("params") {
         None | Some(Value::Null) => Map::new(),
         Some(Value::Object(m)) => m.clone(),
         Some(_) => return Err("\"params\" must be an object".into()),
     };
-    let params = council::check_call(&strategy, &params).map_err(|e| format!("error: {e}"))?;
+    let params = council::check_call(&entry.strategy, &params).map_err(|e| format!("error: {e}"))?;
     if let Some(roster) = body.get("roster") {
         council::check_roster(roster).map_err(|e| format!("error: {e}"))?;
     }
-    let registry = Registry::load(cwd);
-    let program = match (registry.get(&strategy.name), registry.entry(&strategy.name).and_then(|e| e.error)) {
-        (_, Some(error)) => return Err(error),
-        (Some(p), None) => p,
-        (None, None) => return Err(format!("error: strategy {} did not compile", strategy.name)),
-    };
     let mut input = json!({ "task": task, "params": params, "limits": { "budget_tokens": 0, "max_children": 0 } });
     for key in ["team", "roster"] {
         if let Some(v) = body.get(key) {
@@ -223,7 +246,11 @@ async fn start_run(State(server): State<Shared>, body: Option<Json<Value>>) -> R
         Ok(j) => j,
         Err(e) => return error(StatusCode::BAD_REQUEST, e),
     };
-    let spec = match prepare(&job.program, job.input.clone(), &server.flags, None) {
+    let flags = match options::flags(&server.flags, &body) {
+        Ok(f) => f,
+        Err(e) => return error(StatusCode::BAD_REQUEST, format!("error: {e}")),
+    };
+    let spec = match prepare(&job.program, job.input.clone(), &flags, None) {
         Ok(s) => s,
         Err(e) => {
             // The first line only: a config file's parse error goes on with the file's offending
@@ -270,9 +297,34 @@ fn row(e: &Entry) -> Value {
     json!({ "run_id": e.id, "status": e.status, "script": e.script })
 }
 
+/// Every run of the runs folder (any process's), with this server's queue first-hand.
 async fn list_runs(State(server): State<Shared>) -> Response {
-    let rows: Vec<Value> = server.entries().iter().map(row).collect();
+    let own: Vec<Value> = server.entries().iter().map(row).collect();
+    let root = server.runs_dir();
+    let cwd = server.cwd.clone();
+    let folder = tokio::task::spawn_blocking(move || {
+        listing::ids(&root).into_iter().map(|id| listing::summary(&root, &id, &cwd)).collect::<Vec<_>>()
+    })
+    .await
+    .unwrap_or_default();
+    let mut rows: Vec<Value> = folder
+        .iter()
+        .map(|s| {
+            let mut v = s.json();
+            // This server knows its own runs' state first-hand (a queued run has no folder yet).
+            if let Some(o) = own.iter().find(|o| o["run_id"] == s.id.as_str()) {
+                v["status"] = o["status"].clone();
+            }
+            v
+        })
+        .collect();
+    rows.extend(own.iter().filter(|o| !folder.iter().any(|s| o["run_id"] == s.id.as_str())).cloned());
     Json(json!({ "runs": rows })).into_response()
+}
+
+/// The folder of a run this server does not hold, if there is one.
+fn folder_of(server: &Server, id: &str) -> Option<PathBuf> {
+    listing::run_dir(&server.runs_dir(), id).ok()
 }
 
 fn read_json(path: &std::path::Path) -> Option<Value> {
@@ -287,44 +339,61 @@ async fn show_run(State(server): State<Shared>, UrlPath(id): UrlPath<String>) ->
             None => Json(row).into_response(),
         },
         Some((row, _, _)) => Json(row).into_response(),
-        None => error(StatusCode::NOT_FOUND, format!("no run {id} in this server")),
+        None => match folder_of(&server, &id) {
+            Some(dir) => match read_json(&dir.join("result.json")) {
+                Some(result) if crate::record::lock::held(&dir) != Some(true) => Json(result).into_response(),
+                _ => Json(listing::summary(&server.runs_dir(), &id, &server.cwd).json()).into_response(),
+            },
+            None => error(StatusCode::NOT_FOUND, format!("no run {id} in {}", server.runs_dir().display())),
+        },
     }
 }
 
 async fn stop_run(State(server): State<Shared>, UrlPath(id): UrlPath<String>) -> Response {
-    let mut entries = server.entries();
-    let Some(e) = entries.iter_mut().find(|e| e.id == id) else {
-        return error(StatusCode::NOT_FOUND, format!("no run {id} in this server"));
-    };
-    match (e.status, &e.run) {
-        (RunStatus::Queued, _) => {
-            e.status = RunStatus::Cancelled;
-            (StatusCode::ACCEPTED, Json(json!({ "run_id": id, "status": RunStatus::Cancelled }))).into_response()
+    {
+        let mut entries = server.entries();
+        if let Some(e) = entries.iter_mut().find(|e| e.id == id) {
+            return match (e.status, &e.run) {
+                (RunStatus::Queued, _) => {
+                    e.status = RunStatus::Cancelled;
+                    (StatusCode::ACCEPTED, Json(json!({ "run_id": id, "status": RunStatus::Cancelled })))
+                        .into_response()
+                }
+                (RunStatus::Running, Some(run)) => {
+                    run.stop_with(StopCause::Cancelled("stopped over the API".into()));
+                    (StatusCode::ACCEPTED, Json(json!({ "run_id": id, "status": "stopping" }))).into_response()
+                }
+                (status, _) => error(StatusCode::CONFLICT, format!("run {id} is not in flight (status {status})")),
+            };
         }
-        (RunStatus::Running, Some(run)) => {
-            run.stop_with(StopCause::Cancelled("stopped over the API".into()));
-            (StatusCode::ACCEPTED, Json(json!({ "run_id": id, "status": "stopping" }))).into_response()
-        }
-        (status, _) => error(StatusCode::CONFLICT, format!("run {id} is not in flight (status {status})")),
     }
-}
-
-async fn strategies(State(server): State<Shared>) -> Response {
-    let list: Vec<Value> = council::discover(&server.cwd)
-        .iter()
-        .map(|s| {
-            json!({ "name": s.name, "origin": s.origin, "meta": s.meta, "line": council::catalog_line(s), "error": s.error })
-        })
-        .collect();
-    Json(json!({ "strategies": list })).into_response()
+    // A run of another process: through its control socket.
+    let Some(dir) = folder_of(&server, &id) else {
+        return error(StatusCode::NOT_FOUND, format!("no run {id} in {}", server.runs_dir().display()));
+    };
+    if crate::record::lock::held(&dir) != Some(true) {
+        let status = listing::run_status(&dir);
+        return error(StatusCode::CONFLICT, format!("run {id} is not in flight (status {status})"));
+    }
+    let req = Request::Stop { by: "the API".into() };
+    match tokio::task::spawn_blocking(move || control::request(&dir, &req, Duration::from_secs(5))).await {
+        Ok(Ok(reply)) => {
+            (StatusCode::ACCEPTED, Json(json!({ "run_id": id, "status": "stopping", "pid": reply["pid"] })))
+                .into_response()
+        }
+        Ok(Err(e)) => error(StatusCode::CONFLICT, format!("run {id} cannot be reached: {e}")),
+        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, format!("run {id}: {e}")),
+    }
 }
 
 /// Tails events.jsonl as server-sent events (one per line, named by its type) until the run has
 /// finished and every line is sent.
 async fn events(State(server): State<Shared>, UrlPath(id): UrlPath<String>) -> Response {
-    let Some(path) = server.entries().iter().find(|e| e.id == id).map(|e| e.dir.join("events.jsonl")) else {
-        return error(StatusCode::NOT_FOUND, format!("no run {id} in this server"));
+    let own = server.entries().iter().find(|e| e.id == id).map(|e| e.dir.clone());
+    let Some(dir) = own.or_else(|| folder_of(&server, &id)) else {
+        return error(StatusCode::NOT_FOUND, format!("no run {id} in {}", server.runs_dir().display()));
     };
+    let path = dir.join("events.jsonl");
     struct Tail {
         server: Shared,
         id: String,
@@ -348,7 +417,11 @@ async fn events(State(server): State<Shared>, UrlPath(id): UrlPath<String>) -> R
                 return None;
             }
             // Read the status first: a run that has finished has written its last line.
-            let finished = t.server.status(&t.id).is_none_or(|s| s.is_final());
+            let finished = match t.server.status(&t.id) {
+                Some(s) => s.is_final(),
+                // Another process's run: over once no attempt holds its lock.
+                None => t.path.parent().is_none_or(|d| crate::record::lock::held(d) != Some(true)),
+            };
             if let Ok(bytes) = tokio::fs::read(&t.path).await {
                 let fresh = bytes.get(t.offset..).unwrap_or_default();
                 if let Some(end) = fresh.iter().rposition(|b| *b == b'\n') {

@@ -80,16 +80,18 @@ fn stage(nc: &NativeCallContext, host: &Arc<ScriptRun>, name: &str, opts: Map, f
     run.stages.claim(name).map_err(|e| script_err(nc, e))?;
     // A later attempt reuses what an earlier one recorded: the function does not run again; unless
     // the script changed so that the recorded value no longer fits the stage's result schema.
-    let recorded = run.reused_stage(name).filter(|(value, _)| {
+    let recorded = run.reused_stage(name).filter(|(value, summary)| {
         let misfit: Vec<String> =
             schema.as_ref().map(|s| s.violations(value).iter().map(|v| v.to_string()).collect()).unwrap_or_default();
         if !misfit.is_empty() {
+            let which = if summary.as_deref() == Some(crate::run::resume::GIVEN) {
+                "the value given with --values does not fit"
+            } else {
+                "its recorded value no longer fits"
+            };
             run.log(
                 "warn",
-                &format!(
-                    "stage `{name}`: its recorded value no longer fits its result schema ({}); it runs again",
-                    misfit.join("; ")
-                ),
+                &format!("stage `{name}`: {which} its result schema ({}); it runs again", misfit.join("; ")),
                 &serde_json::Value::Null,
             );
         }

@@ -1,0 +1,137 @@
+//! What a run folder says of its run, for `awf runs list|show|stop|logs` and `GET /runs`: its
+//! status (an attempt recorded `running` whose process is gone is `interrupted`; a background run
+//! that has not started is `queued`), its age, spend and script.
+
+use super::background;
+use crate::config::Config;
+use crate::run::RunStatus;
+use anyhow::Result;
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+/// The runs folder: `--runs-dir`, else the config's, else `.awf/runs`, under `cwd`.
+pub fn runs_dir(cwd: &Path, given: Option<&PathBuf>) -> Result<PathBuf> {
+    let config = Config::load(cwd)?;
+    let dir = given.cloned().or(config.runs_dir).unwrap_or_else(|| PathBuf::from(".awf/runs"));
+    Ok(if dir.is_absolute() { dir } else { cwd.join(dir) })
+}
+
+/// A JSON document, or null when it is missing or unreadable.
+pub fn read(path: &Path) -> Value {
+    std::fs::read_to_string(path).ok().and_then(|t| serde_json::from_str(&t).ok()).unwrap_or(Value::Null)
+}
+
+fn is_run(dir: &Path) -> bool {
+    dir.join("run.json").is_file() || dir.join(background::FILE).is_file()
+}
+
+/// The folder of run `id` under `root`, or why there is none.
+pub fn run_dir(root: &Path, id: &str) -> Result<PathBuf, String> {
+    let dir = root.join(id);
+    if id.is_empty() || id.contains('/') || id.starts_with('.') || !is_run(&dir) {
+        return Err(format!("no run {id} in {}", root.display()));
+    }
+    Ok(dir)
+}
+
+/// Every run id under `root`, oldest first (ids sort by time).
+pub fn ids(root: &Path) -> Vec<String> {
+    let mut ids: Vec<String> = std::fs::read_dir(root)
+        .map(|d| {
+            d.filter_map(Result::ok)
+                .filter(|e| is_run(&e.path()))
+                .filter_map(|e| e.file_name().into_string().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    ids.sort();
+    ids
+}
+
+/// The status of each attempt as shown: as recorded, except that an attempt recorded `running`
+/// whose process is gone (the run's lock is free, or a later attempt started) is `interrupted`.
+/// `None` for a status this version does not know.
+pub fn attempt_statuses(dir: &Path, run: &Value) -> Vec<Option<RunStatus>> {
+    let attempts = run["attempts"].as_array().cloned().unwrap_or_default();
+    // When `/proc/locks` cannot say, the record is trusted.
+    let live = crate::record::lock::held(dir) != Some(false);
+    let last = attempts.len().saturating_sub(1);
+    attempts
+        .iter()
+        .enumerate()
+        .map(|(i, a)| match serde_json::from_value::<RunStatus>(a["status"].clone()).ok() {
+            Some(RunStatus::Running) if i < last || !live => Some(RunStatus::Interrupted),
+            s => s,
+        })
+        .collect()
+}
+
+/// A run's status: a background run's before it starts, then its live or interrupted last
+/// attempt's, else the result's.
+pub fn run_status(dir: &Path) -> String {
+    let run = read(&dir.join("run.json"));
+    if run.is_null() {
+        return background::status(dir);
+    }
+    let result = read(&dir.join("result.json"));
+    let last = attempt_statuses(dir, &run).pop().flatten();
+    match (last, result["status"].as_str()) {
+        (Some(s @ (RunStatus::Running | RunStatus::Interrupted)), _) => s.to_string(),
+        (_, Some(r)) => r.to_string(),
+        (Some(s), None) => s.to_string(),
+        (None, None) => "?".into(),
+    }
+}
+
+/// One run as lists show it.
+pub struct Summary {
+    pub id: String,
+    pub status: String,
+    /// When its first attempt started (or, queued, when it was queued).
+    pub started_at: Option<String>,
+    pub cost_usd: f64,
+    pub tokens: u64,
+    /// The script, relative to `cwd` when under it; `council:NAME` for a strategy.
+    pub script: String,
+}
+
+impl Summary {
+    pub fn json(&self) -> Value {
+        json!({ "run_id": self.id, "status": self.status, "started_at": self.started_at,
+                "cost_usd": self.cost_usd, "tokens": self.tokens, "script": self.script })
+    }
+
+    /// How long ago it started: `12s`, `5m`, `3h`, `2d`.
+    pub fn age(&self) -> String {
+        let Some(at) = self.started_at.as_deref().and_then(|t| humantime::parse_rfc3339(t).ok()) else {
+            return "-".into();
+        };
+        let s = SystemTime::now().duration_since(at).unwrap_or(Duration::ZERO).as_secs();
+        match s {
+            0..60 => format!("{s}s"),
+            60..3600 => format!("{}m", s / 60),
+            3600..86400 => format!("{}h", s / 3600),
+            _ => format!("{}d", s / 86400),
+        }
+    }
+}
+
+/// Reads run `id`'s folder under `root`.
+pub fn summary(root: &Path, id: &str, cwd: &Path) -> Summary {
+    let dir = root.join(id);
+    let run = read(&dir.join("run.json"));
+    let bg = read(&dir.join(background::FILE));
+    let script = run["script"].as_str().or(bg["script"].as_str()).unwrap_or_default();
+    let script = match Path::new(script).file_name().and_then(|n| n.to_str()) {
+        Some(n) if n.starts_with("council:") => n.trim_end_matches(".rhai").to_string(),
+        _ => Path::new(script).strip_prefix(cwd).map(|p| p.display().to_string()).unwrap_or_else(|_| script.into()),
+    };
+    let started_at = run["attempts"][0]["started_at"].as_str().or(bg["queued_at"].as_str()).map(String::from);
+    let (mut cost_usd, mut tokens) = (0.0, 0);
+    for line in crate::record::read_jsonl(&dir.join("turns.jsonl")).unwrap_or_default() {
+        cost_usd += line["cost_usd"].as_f64().unwrap_or(0.0);
+        tokens += line["tokens"].as_u64().unwrap_or(0);
+    }
+    Summary { id: id.to_string(), status: run_status(&dir), started_at, cost_usd, tokens, script }
+}

@@ -1,0 +1,165 @@
+//! `awf runs logs ID [-f] [--json]`: a run's events as lines a person reads (time, stage, agent,
+//! what happened, spend) or raw, following a live run until it ends.
+
+use super::background;
+use serde_json::Value;
+use std::io::{Read, Seek, SeekFrom};
+use std::path::Path;
+use std::time::Duration;
+
+/// How often a followed run's events are read again.
+const POLL: Duration = Duration::from_millis(100);
+
+/// What the reader keeps between lines: the stage in force and the spend so far.
+#[derive(Default)]
+pub struct Reader {
+    stage: Option<String>,
+    cost_usd: f64,
+}
+
+fn s<'a>(v: &'a Value, k: &str) -> &'a str {
+    v[k].as_str().unwrap_or("?")
+}
+
+impl Reader {
+    /// One event as a line: `12:00:01.234  [stage]  agent  what happened`.
+    pub fn line(&mut self, event: &Value) -> String {
+        let d = &event["data"];
+        let time = event["at"].as_str().and_then(|t| t.get(11..23)).unwrap_or("--:--:--.---");
+        let ty = event["type"].as_str().unwrap_or("?");
+        let mut agent = d["agent"].as_str().map(String::from);
+        let what = match ty {
+            "run-started" => format!("run started (attempt {}): {}", d["attempt"], s(d, "script")),
+            "run-stopping" => format!("stopping: {}", d["cause"]["reason"].as_str().unwrap_or("run deadline exceeded")),
+            "run-finished" => match d["error"].as_str() {
+                Some(e) => format!("run {}: {e} · spent ${:.4}", s(d, "status"), self.cost_usd),
+                None => format!("run {} · spent ${:.4}", s(d, "status"), self.cost_usd),
+            },
+            "stage-started" => {
+                self.stage = d["name"].as_str().map(String::from);
+                format!("stage {} started", s(d, "name"))
+            }
+            "stage-finished" => {
+                let line = match d["reason"].as_str() {
+                    Some(r) => format!("stage {} {}: {r}", s(d, "name"), s(d, "status")),
+                    None => format!("stage {} {}", s(d, "name"), s(d, "status")),
+                };
+                self.stage = None;
+                line
+            }
+            "agent-opened" => format!("opened ({}, {})", s(d, "harness"), s(d, "model")),
+            "agent-closed" | "agent-stopped" => format!("{} ({})", &ty[6..], s(d, "reason")),
+            "op-started" => match d["label"].as_str() {
+                Some(l) => format!("{} {} started: {l}", s(d, "kind"), s(d, "op_id")),
+                None => format!("{} {} started", s(d, "kind"), s(d, "op_id")),
+            },
+            "op-settled" => {
+                let cost = d["cost_usd"].as_f64().unwrap_or(0.0);
+                self.cost_usd += cost;
+                let why = d["reason"].as_str().map(|r| format!(": {r}")).unwrap_or_default();
+                format!(
+                    "{} {}{why} · {} tokens ${cost:.4} · spent ${:.4}",
+                    s(d, "op_id"),
+                    s(d, "outcome"),
+                    d["tokens"],
+                    self.cost_usd
+                )
+            }
+            "op-replayed" => format!("{} replayed from the journal", s(d, "op_id")),
+            "parallel-started" => {
+                format!("parallel {} started: {} items", d["label"].as_str().unwrap_or("(unlabelled)"), d["items"])
+            }
+            "parallel-finished" => format!(
+                "parallel {} finished: {} items, {} failed",
+                d["label"].as_str().unwrap_or("(unlabelled)"),
+                d["items"],
+                d["failed"]
+            ),
+            "log" => format!("{}: {}", s(d, "level"), s(d, "text")),
+            "budget-exhausted" => format!("budget exhausted: {}", s(d, "reason")),
+            t if t.starts_with("message-") => {
+                agent = None;
+                format!("{} → {}: message {} {}", s(d, "from"), s(d, "to"), d["n"], &t[8..])
+            }
+            other => format!("{other} {d}"),
+        };
+        let stage = d["stage"].as_str().map(String::from).or_else(|| self.stage.clone());
+        let mut line = time.to_string();
+        if let Some(stage) = stage.filter(|_| !ty.starts_with("stage-")) {
+            line.push_str(&format!("  [{stage}]"));
+        }
+        if let Some(agent) = agent {
+            line.push_str(&format!("  {agent}"));
+        }
+        line.push_str("  ");
+        line.push_str(&what);
+        line
+    }
+}
+
+/// Whether the run in `dir` may still write events: queued, starting, or its attempt alive.
+fn live(dir: &Path) -> bool {
+    if !dir.join("run.json").exists() {
+        return background::status(dir) == "queued";
+    }
+    crate::record::lock::held(dir) == Some(true)
+}
+
+/// Prints the events of the run in `dir`; with `follow`, goes on until the run ends.
+pub fn print(dir: &Path, follow: bool, json: bool) -> std::io::Result<()> {
+    let path = dir.join("events.jsonl");
+    let mut reader = Reader::default();
+    let mut offset = 0u64;
+    let mut partial = String::new();
+    loop {
+        // Whether it is live is read first: a run that has ended has written its last line.
+        let was_live = follow && live(dir);
+        if let Ok(mut file) = std::fs::File::open(&path) {
+            file.seek(SeekFrom::Start(offset))?;
+            let mut fresh = String::new();
+            offset += file.read_to_string(&mut fresh)? as u64;
+            partial.push_str(&fresh);
+            while let Some(end) = partial.find('\n') {
+                let line: String = partial.drain(..=end).collect();
+                let line = line.trim();
+                if line.is_empty() {
+                    continue;
+                }
+                if json {
+                    out!("{line}");
+                } else if let Ok(event) = serde_json::from_str::<Value>(line) {
+                    out!("{}", reader.line(&event));
+                }
+            }
+        }
+        if !was_live {
+            return Ok(());
+        }
+        std::thread::sleep(POLL);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn events_read_as_lines_with_the_stage_the_agent_and_the_spend() {
+        let mut r = Reader::default();
+        let at = "2026-01-02T03:04:05.678Z";
+        let ev = |ty: &str, data: Value| json!({ "v": 1, "type": ty, "at": at, "attempt": 1, "data": data });
+        assert_eq!(r.line(&ev("stage-started", json!({ "name": "plan" }))), "03:04:05.678  stage plan started");
+        assert_eq!(
+            r.line(&ev(
+                "op-settled",
+                json!({ "agent": "a", "op_id": "a#1", "outcome": "answered", "tokens": 12, "cost_usd": 0.5 })
+            )),
+            "03:04:05.678  [plan]  a  a#1 answered · 12 tokens $0.5000 · spent $0.5000"
+        );
+        assert_eq!(
+            r.line(&ev("run-finished", json!({ "status": "succeeded", "error": null }))),
+            "03:04:05.678  [plan]  run succeeded · spent $0.5000"
+        );
+    }
+}

@@ -1,0 +1,101 @@
+//! `awf runs stop ID [--now]`: stops a run of any process on this machine through its control
+//! socket, as Ctrl-C would (or at once), and waits for it to end; a background run still queued
+//! leaves the queue. A run that is not in flight is said so plainly.
+
+use super::{background, listing, EXIT_FAILED, EXIT_OK, EXIT_USAGE};
+use crate::host::control::{self, Request};
+use anyhow::Result;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// How long `stop` waits for the run to end: the script's grace, and time to settle.
+const WAIT: Duration = Duration::from_secs(15);
+
+fn wait_until(done: impl Fn() -> bool, within: Duration) -> bool {
+    let until = Instant::now() + within;
+    while !done() {
+        if Instant::now() > until {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    true
+}
+
+/// Stops the run in `dir`; the exit code.
+pub fn stop(dir: &Path, id: &str, now: bool) -> Result<i32> {
+    if !dir.join("run.json").exists() {
+        return stop_queued(dir, id);
+    }
+    if crate::record::lock::held(dir) == Some(false) {
+        let status = listing::run_status(dir);
+        if status == "interrupted" {
+            eprintln!(
+                "awf: run {id} is not running: its process is gone (interrupted); `awf runs resume {id}` starts a new attempt"
+            );
+        } else {
+            eprintln!("awf: run {id} is not in flight: it has already ended ({status})");
+        }
+        return Ok(EXIT_OK);
+    }
+    let by = if now { "awf runs stop --now" } else { "awf runs stop" };
+    let req = if now { Request::Kill { by: by.into() } } else { Request::Stop { by: by.into() } };
+    // A run that has just started may not have opened its socket yet.
+    let mut reply = control::request(dir, &req, Duration::from_secs(5));
+    let until = Instant::now() + Duration::from_secs(2);
+    while reply.is_err() && Instant::now() < until && crate::record::lock::held(dir) == Some(true) {
+        std::thread::sleep(Duration::from_millis(50));
+        reply = control::request(dir, &req, Duration::from_secs(5));
+    }
+    let reply = match reply {
+        Ok(r) => r,
+        Err(_) if crate::record::lock::held(dir) == Some(false) => {
+            eprintln!("awf: run {id} already ended ({}) before it could be stopped", listing::run_status(dir));
+            return Ok(EXIT_OK);
+        }
+        Err(e) => {
+            eprintln!("error: run {id} is live but cannot be reached: {e}");
+            return Ok(EXIT_USAGE);
+        }
+    };
+    match reply["state"].as_str() {
+        Some("already-stopping") => eprintln!("awf: run {id} is already stopping; waiting for it to end"),
+        Some("killed") => eprintln!("awf: ending run {id} at once (process {})", reply["pid"]),
+        _ => eprintln!("awf: stopping run {id} (process {}); its script has 5 s to unwind", reply["pid"]),
+    }
+    if !wait_until(|| crate::record::lock::held(dir) != Some(true), WAIT) {
+        eprintln!(
+            "awf: run {id} is still stopping after {}s; `awf runs stop {id} --now` ends it at once",
+            WAIT.as_secs()
+        );
+        return Ok(EXIT_FAILED);
+    }
+    out!("run {id}: {}", listing::run_status(dir));
+    Ok(EXIT_OK)
+}
+
+/// A background run that has not started: its waiting process is told to leave the queue.
+fn stop_queued(dir: &Path, id: &str) -> Result<i32> {
+    let status = background::status(dir);
+    if status != "queued" {
+        eprintln!("awf: run {id} is not in flight: it never started ({status})");
+        return Ok(EXIT_OK);
+    }
+    match background::queued_pid(dir) {
+        Some(pid) => {
+            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGTERM);
+            // It leaves the queue, or it was just starting: then it is stopped like any run.
+            wait_until(|| background::status(dir) != "queued" || dir.join("run.json").exists(), WAIT);
+            if dir.join("run.json").exists() {
+                return stop(dir, id, false);
+            }
+            if background::status(dir) == "interrupted" {
+                background::mark(dir, "cancelled", "stopped by awf runs stop while queued");
+            }
+        }
+        // Its process has not said who it is yet: it reads this before it queues.
+        None => background::mark(dir, "cancelled", "stopped by awf runs stop while queued"),
+    }
+    out!("run {id}: {}", background::status(dir));
+    Ok(EXIT_OK)
+}

@@ -1,0 +1,194 @@
+//! A run's control socket: `control.sock` in its run folder (mode 0600, in a 0700 folder), open
+//! while the run lives, through which `awf runs stop` and `awf serve` reach a run of any process.
+//! One JSON request line, one JSON answer line. `stop` stops the run as Ctrl-C would (its script
+//! gets the grace to unwind); `kill` ends it at once (no grace); `status` says who holds it.
+
+use super::Host;
+use crate::run::StopCause;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+use tokio_util::sync::CancellationToken;
+
+/// The socket's name in the run folder.
+pub const SOCKET: &str = "control.sock";
+/// When the run folder's path is too long for a Unix socket, the socket is made in a short 0700
+/// folder of the temp dir instead, and this file in the run folder names it.
+pub const TARGET: &str = "control.target";
+/// The longest socket path a `sockaddr_un` takes, less a margin.
+const MAX_SOCKET_PATH: usize = 100;
+
+/// The longest request line accepted.
+const MAX_REQUEST: u64 = 4096;
+
+/// What a client asks of a run.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(tag = "cmd", rename_all = "kebab-case")]
+pub enum Request {
+    Status,
+    /// Stop as Ctrl-C does; `by` says who asked (recorded as the reason).
+    Stop {
+        by: String,
+    },
+    /// Stop without the grace: the run is settled `cancelled` at once.
+    Kill {
+        by: String,
+    },
+}
+
+/// The run side: the socket's task, and the signal a `kill` gives `drive`.
+pub struct Control {
+    path: PathBuf,
+    /// The short folder holding the socket and the run folder's `control.target`, when the run
+    /// folder's path was too long.
+    moved: Option<(PathBuf, PathBuf)>,
+    /// Cancelled by `kill`: `drive` stops waiting for the script.
+    pub killed: CancellationToken,
+    /// Cancelled when the run finishes: the socket closes.
+    closed: CancellationToken,
+}
+
+impl Control {
+    /// Binds `control.sock` in `dir`. A socket that cannot be made (a path too long for a Unix
+    /// socket) leaves the run unreachable, not failed: `None`, with the reason logged.
+    pub fn bind(dir: &Path) -> (Control, Option<std::os::unix::net::UnixListener>) {
+        let mut path = dir.join(SOCKET);
+        let _ = std::fs::remove_file(&path);
+        let _ = std::fs::remove_file(dir.join(TARGET));
+        let mut moved = None;
+        if path.as_os_str().len() > MAX_SOCKET_PATH {
+            let short = std::env::temp_dir().join(format!("awf-{}", &uuid::Uuid::new_v4().simple().to_string()[..10]));
+            let made = crate::record::private::ensure_dir(&short).and_then(|_| {
+                crate::record::private::write(&dir.join(TARGET), short.join(SOCKET).display().to_string())
+            });
+            if let Err(e) = made {
+                tracing::warn!("cannot open the run's control socket in {}: {e}", short.display());
+            }
+            path = short.join(SOCKET);
+            moved = Some((short, dir.join(TARGET)));
+        }
+        let control =
+            Control { path: path.clone(), moved, killed: CancellationToken::new(), closed: CancellationToken::new() };
+        let listener = std::os::unix::net::UnixListener::bind(&path).and_then(|l| {
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))?;
+            l.set_nonblocking(true)?;
+            Ok(l)
+        });
+        match listener {
+            Ok(l) => (control, Some(l)),
+            Err(e) => {
+                tracing::warn!("cannot open the run's control socket {}: {e}", path.display());
+                (control, None)
+            }
+        }
+    }
+
+    /// Serves the socket on the run's runtime until the run finishes.
+    pub fn serve(host: &Arc<Host>, listener: std::os::unix::net::UnixListener) {
+        let weak = Arc::downgrade(host);
+        let closed = host.control.closed.clone();
+        host.run.rt.spawn(async move {
+            let Ok(listener) = tokio::net::UnixListener::from_std(listener) else { return };
+            loop {
+                let stream = tokio::select! {
+                    s = listener.accept() => s,
+                    _ = closed.cancelled() => return,
+                };
+                let Ok((stream, _)) = stream else { continue };
+                tokio::spawn(answer(weak.clone(), stream));
+            }
+        });
+    }
+
+    /// Closes the socket (the run finished).
+    pub fn close(&self) {
+        self.closed.cancel();
+        let _ = std::fs::remove_file(&self.path);
+        if let Some((short, target)) = &self.moved {
+            let _ = std::fs::remove_file(target);
+            let _ = std::fs::remove_dir_all(short);
+        }
+    }
+}
+
+async fn answer(host: Weak<Host>, stream: tokio::net::UnixStream) {
+    let (read, mut write) = stream.into_split();
+    let mut line = String::new();
+    let mut reader = tokio::io::BufReader::new(tokio::io::AsyncReadExt::take(read, MAX_REQUEST));
+    let read = tokio::time::timeout(Duration::from_secs(5), reader.read_line(&mut line)).await;
+    let reply = match (read, host.upgrade()) {
+        (_, None) => json!({ "ok": false, "error": "the run has finished" }),
+        (Ok(Ok(_)), Some(host)) => match serde_json::from_str::<Request>(line.trim()) {
+            Ok(req) => handle(&host, req),
+            Err(e) => json!({ "ok": false, "error": format!("bad request {:?}: {e}", line.trim()) }),
+        },
+        (_, Some(_)) => json!({ "ok": false, "error": "no request line within 5 s" }),
+    };
+    let _ = write.write_all(format!("{reply}\n").as_bytes()).await;
+}
+
+/// Carries out a request against the run.
+pub fn handle(host: &Host, req: Request) -> Value {
+    let run = &host.run;
+    let base = |state: &str| json!({ "ok": true, "run_id": run.id, "pid": std::process::id(), "state": state });
+    match req {
+        Request::Status => base(if run.stop_cause().is_some() { "stopping" } else { "running" }),
+        Request::Stop { by } => {
+            if run.stop_cause().is_some() {
+                return base("already-stopping");
+            }
+            run.stop_with(StopCause::Cancelled(format!("stopped by {by}")));
+            base("stopping")
+        }
+        Request::Kill { by } => {
+            run.stop_with(StopCause::Cancelled(format!("killed by {by}")));
+            host.control.killed.cancel();
+            base("killed")
+        }
+    }
+}
+
+/// The control socket of the run in `dir`: `control.sock` there, or the one `control.target` names.
+pub fn socket(dir: &Path) -> PathBuf {
+    match std::fs::read_to_string(dir.join(TARGET)) {
+        Ok(target) if !target.trim().is_empty() => PathBuf::from(target.trim()),
+        _ => dir.join(SOCKET),
+    }
+}
+
+/// Asks the run in `dir` over its control socket (blocking; bounded by `timeout`).
+pub fn request(dir: &Path, req: &Request, timeout: Duration) -> Result<Value, String> {
+    let path = socket(dir);
+    let mut stream = std::os::unix::net::UnixStream::connect(&path)
+        .map_err(|e| format!("cannot reach the run's control socket {}: {e}", path.display()))?;
+    stream.set_read_timeout(Some(timeout)).map_err(|e| e.to_string())?;
+    stream.set_write_timeout(Some(timeout)).map_err(|e| e.to_string())?;
+    let text = serde_json::to_string(req).map_err(|e| e.to_string())?;
+    stream.write_all(format!("{text}\n").as_bytes()).map_err(|e| format!("cannot write to {}: {e}", path.display()))?;
+    let mut line = String::new();
+    BufReader::new(stream).read_line(&mut line).map_err(|e| format!("no answer on {}: {e}", path.display()))?;
+    let reply: Value =
+        serde_json::from_str(line.trim()).map_err(|e| format!("a bad answer on {}: {e}", path.display()))?;
+    match reply["ok"].as_bool() {
+        Some(true) => Ok(reply),
+        _ => Err(reply["error"].as_str().unwrap_or("the run refused the request").to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_are_one_tagged_json_line() {
+        let stop = Request::Stop { by: "awf runs stop".into() };
+        assert_eq!(serde_json::to_value(&stop).expect("json"), json!({ "cmd": "stop", "by": "awf runs stop" }));
+        assert_eq!(serde_json::from_str::<Request>(r#"{"cmd":"status"}"#).expect("parse"), Request::Status);
+        assert!(serde_json::from_str::<Request>(r#"{"cmd":"explode"}"#).is_err());
+    }
+}
