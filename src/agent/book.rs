@@ -86,7 +86,12 @@ impl AgentBook {
         if let Some(why) = lock(&self.stopped).get(&req.key) {
             return Err(format!("agent {} was stopped ({why}); its key cannot be opened again in this run", req.key));
         }
-        let runtime = self.runtime(&req.runtime)?;
+        // What the configuration gets wrong is noted so that a run failing on it exits 2.
+        let config = |e: String| {
+            run.note_config_error(&e);
+            e
+        };
+        let runtime = self.runtime(&req.runtime).map_err(config)?;
         let mut open = lock(&self.open);
         if let Some(existing) = open.get(&req.key) {
             let differs = if *existing.runtime != *runtime {
@@ -108,7 +113,7 @@ impl AgentBook {
         let sandbox = self
             .sandboxes
             .choose(run, &req.key, req.sandbox.as_ref(), runtime.harness)
-            .map_err(|e| format!("agent {}: {e}", req.key))?;
+            .map_err(|e| config(format!("agent {}: {e}", req.key)))?;
         run.scheduler.admit_agent()?;
         let info = AgentInfo {
             key: req.key.clone(),
@@ -121,7 +126,8 @@ impl AgentBook {
             Some(path) => Some(self.responders.get(run, path)?),
             None => None,
         };
-        let (session, endpoint) = self.session_for(&req, &runtime, &info, responder, sandbox.as_ref())?;
+        let (session, endpoint) =
+            self.session_for(&req, &runtime, &info, responder, sandbox.as_ref()).map_err(config)?;
         // Every harness reports through this wrapper: its texts reach the engine scrubbed of secrets.
         let session = harness::scrubbed::Scrubbed::wrap(session, run.secrets.clone());
         if let Some(s) = sandbox.filter(|_| runtime.harness.confinement() != Confinement::Wrapped) {

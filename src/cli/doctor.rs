@@ -40,20 +40,63 @@ impl Check {
 fn checks(deep: bool) -> Vec<Check> {
     let mut all = sandbox_checks();
     all.extend(harness_checks());
-    // The CLI harnesses: installed, and the pinned version.
-    all.extend(crate::harness::cli::doctor_checks().into_iter().map(|(name, ok, detail)| Check { name, ok, detail }));
-    all.extend(http_checks(deep));
+    let config = match std::env::current_dir()
+        .map_err(|e| e.to_string())
+        .and_then(|cwd| crate::config::Config::load(&cwd).map_err(|e| e.to_string()))
+    {
+        Ok(c) => c,
+        Err(e) => {
+            all.push(Check::new("config", false, e));
+            crate::config::Config::default()
+        }
+    };
+    // The CLI harnesses: installed (the program `[harnesses.X] command` names), and the pinned version.
+    let program = |h: HarnessKind| config.harnesses.get(h.as_str()).and_then(|c| c.command.clone());
+    let clis = crate::harness::cli::doctor_checks(&program);
+    all.extend(cli_runtime_checks(&config, &clis));
+    all.extend(clis.into_iter().map(|(name, ok, detail)| Check { name, ok, detail }));
+    all.extend(http_checks(&config, deep));
     all
+}
+
+/// Each configured CLI runtime: its program usable (from the CLI checks), its `base_url` reachable.
+fn cli_runtime_checks(config: &crate::config::Config, clis: &[(String, bool, String)]) -> Vec<Check> {
+    let mut out = Vec::new();
+    for (alias, runtime) in config.runtimes.iter().filter(|(_, r)| r.harness.is_cli()) {
+        let name = format!("runtime: {alias}");
+        let cli = clis.iter().find(|(n, _, _)| *n == format!("cli: {}", runtime.harness));
+        if let Some((_, false, why)) = cli {
+            out.push(Check::new(&name, false, format!("its program is not usable: {why}")));
+            continue;
+        }
+        out.push(match &runtime.base_url {
+            None => Check::new(&name, true, format!("{} with its own model server", runtime.harness)),
+            Some(url) => match reach(url) {
+                Ok(d) => Check::new(&name, true, format!("{} against {d}", runtime.harness)),
+                Err(d) => Check::new(&name, false, d),
+            },
+        });
+    }
+    out
+}
+
+/// Whether something answers a TCP connection at `url`'s host and port, within 3 s.
+fn reach(url: &str) -> Result<String, String> {
+    let addr = crate::harness::http::authority(url).and_then(|a| {
+        use std::net::ToSocketAddrs;
+        a.to_socket_addrs().ok()?.next()
+    });
+    match addr {
+        None => Err(format!("{url}: the host does not resolve")),
+        Some(addr) => std::net::TcpStream::connect_timeout(&addr, std::time::Duration::from_secs(3))
+            .map(|_| format!("{url}, which answers"))
+            .map_err(|e| format!("{url}: server unreachable ({e})")),
+    }
 }
 
 /// Each configured HTTP runtime: its API key present, its server reachable; with `deep`, what one
 /// real request shows.
-fn http_checks(deep: bool) -> Vec<Check> {
-    let Ok(cwd) = std::env::current_dir() else { return Vec::new() };
-    let config = match crate::config::Config::load(&cwd) {
-        Ok(c) => c,
-        Err(e) => return vec![Check::new("config", false, e.to_string())],
-    };
+fn http_checks(config: &crate::config::Config, deep: bool) -> Vec<Check> {
     let mut out = Vec::new();
     for (alias, runtime) in config.runtimes.iter().filter(|(_, r)| r.harness.is_http()) {
         let target = crate::harness::http::Target::of(runtime);

@@ -129,7 +129,8 @@ pub fn settle(host: &Host, end: Option<ScriptEnd>, output: Output) -> RunEnd {
             (RunStatus::Cancelled, None, Some("run deadline exceeded".to_string()), Some(f.rendered), exit::CANCELLED)
         }
         (Some(ScriptEnd::Failed(f)), None) => {
-            (RunStatus::Failed, None, Some(f.message), Some(f.rendered), exit::FAILED)
+            let code = if run.failed_on_config(&f.message) { exit::USAGE } else { exit::FAILED };
+            (RunStatus::Failed, None, Some(f.message), Some(f.rendered), code)
         }
         (None, _) if host.control.killed.is_cancelled() => {
             (RunStatus::Cancelled, None, Some(format!("{}; ended at once", run.stop_reason())), None, exit::CANCELLED)

@@ -1,6 +1,7 @@
 //! `awf doctor`'s checks of the CLI harnesses: each one installed, and at its pinned version.
 
 use super::{install_hint, PINNED};
+use crate::config::HarnessKind;
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -50,19 +51,21 @@ fn installed_version(program: &str) -> Result<String, String> {
 
 /// `awf doctor`'s checks of the CLI harnesses: per CLI, whether it is installed and is the pinned
 /// version: `(name, usable, detail)`.
-pub fn doctor_checks() -> Vec<(String, bool, String)> {
+/// `program` gives the program configured for a harness (`[harnesses.X] command`), if any.
+pub fn doctor_checks(program: &dyn Fn(HarnessKind) -> Option<String>) -> Vec<(String, bool, String)> {
     PINNED
         .iter()
         .map(|(harness, _, pinned)| {
             let name = format!("cli: {harness}");
-            match installed_version(harness.as_str()) {
-                Ok(v) if v == *pinned => (name, true, format!("`{harness}` {v} (the pinned version)")),
+            let exe = program(*harness).unwrap_or_else(|| harness.as_str().to_string());
+            match installed_version(&exe) {
+                Ok(v) if v == *pinned => (name, true, format!("`{exe}` {v} (the pinned version)")),
                 Ok(v) => (
                     name,
                     false,
-                    format!("`{harness}` is {v}, but awf is verified with {pinned}: {}", install_hint(*harness)),
+                    format!("`{exe}` is {v}, but awf is verified with {pinned}: {}", install_hint(*harness)),
                 ),
-                Err(e) => (name, false, format!("`{harness}` {e}: {}", install_hint(*harness))),
+                Err(e) => (name, false, format!("`{exe}` {e}: {}", install_hint(*harness))),
             }
         })
         .collect()

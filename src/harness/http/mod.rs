@@ -78,15 +78,20 @@ impl Target {
 
     /// `host:port` of the base URL.
     pub fn authority(&self) -> Option<String> {
-        let rest = self.base_url.split("://").nth(1)?;
-        let host = rest.split('/').next()?;
-        let default_port = if self.base_url.starts_with("https") { 443 } else { 80 };
-        Some(if host.rsplit(':').next().is_some_and(|p| p.parse::<u16>().is_ok()) && !host.ends_with(']') {
-            host.to_string()
-        } else {
-            format!("{host}:{default_port}")
-        })
+        authority(&self.base_url)
     }
+}
+
+/// `host:port` of a URL, the scheme's port when it names none.
+pub fn authority(url: &str) -> Option<String> {
+    let rest = url.split("://").nth(1)?;
+    let host = rest.split('/').next()?;
+    let default_port = if url.starts_with("https") { 443 } else { 80 };
+    Some(if host.rsplit(':').next().is_some_and(|p| p.parse::<u16>().is_ok()) && !host.ends_with(']') {
+        host.to_string()
+    } else {
+        format!("{host}:{default_port}")
+    })
 }
 
 /// A session's settings, resolved from the runtime when the agent opens.
