@@ -157,17 +157,40 @@ pub struct Accounts {
     /// By attempt number: what each try of the run spent.
     pub by_attempt: BTreeMap<u32, Tally>,
     pub totals: Tally,
+    /// Operations that spent tokens on a model with no price (counted at $0), by model.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub unpriced: BTreeMap<String, u64>,
+}
+
+/// One settled operation, as the accounts file it.
+pub struct Spent<'a> {
+    pub agent: &'a str,
+    /// `None`: work outside any stage, filed under `(none)`.
+    pub stage: Option<&'a str>,
+    pub model: &'a str,
+    pub attempt: u32,
+    pub usage: &'a Usage,
+    /// Its model has no price: its tokens cost $0 here, which the summary says.
+    pub unpriced: bool,
 }
 
 impl Accounts {
-    /// Adds one settled operation of attempt `attempt`. Work outside any stage is filed under
-    /// `(none)`.
-    pub fn add(&mut self, agent: &str, stage: Option<&str>, model: &str, attempt: u32, u: &Usage) {
-        self.by_attempt.entry(attempt).or_default().add(u);
-        self.by_agent.entry(agent.to_string()).or_default().add(u);
-        self.by_stage.entry(stage.unwrap_or("(none)").to_string()).or_default().add(u);
-        self.by_model.entry(model.to_string()).or_default().add(u);
+    /// Adds one settled operation.
+    pub fn add(&mut self, s: &Spent<'_>) {
+        let u = s.usage;
+        self.by_attempt.entry(s.attempt).or_default().add(u);
+        self.by_agent.entry(s.agent.to_string()).or_default().add(u);
+        self.by_stage.entry(s.stage.unwrap_or("(none)").to_string()).or_default().add(u);
+        self.by_model.entry(s.model.to_string()).or_default().add(u);
         self.totals.add(u);
+        if s.unpriced && u.tokens() > 0 {
+            *self.unpriced.entry(s.model.to_string()).or_default() += 1;
+        }
+    }
+
+    /// Operations priced at $0 because their model has no price.
+    pub fn unpriced_operations(&self) -> u64 {
+        self.unpriced.values().sum()
     }
 }
 
@@ -182,8 +205,13 @@ mod tests {
         assert!((cost - 4.5).abs() < 1e-9, "{cost}");
         assert_eq!(price_tokens(builtin_price("nope"), &u), None);
         let mut a = Accounts::default();
-        a.add("x", Some("s"), "m", 1, &Usage { cost_usd: 1.0, input_tokens: 3, ..Default::default() });
-        a.add("y", None, "m", 2, &Usage { cost_usd: 2.0, output_tokens: 4, ..Default::default() });
+        let (one, two) = (
+            Usage { cost_usd: 1.0, input_tokens: 3, ..Default::default() },
+            Usage { cost_usd: 2.0, output_tokens: 4, ..Default::default() },
+        );
+        a.add(&Spent { agent: "x", stage: Some("s"), model: "m", attempt: 1, usage: &one, unpriced: false });
+        a.add(&Spent { agent: "y", stage: None, model: "m", attempt: 2, usage: &two, unpriced: true });
+        assert_eq!(a.unpriced_operations(), 1);
         assert_eq!(a.totals.tokens, 7);
         assert_eq!(a.by_model["m"].operations, 2);
         assert_eq!(a.by_stage["(none)"].cost_usd, 2.0);

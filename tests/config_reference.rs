@@ -169,3 +169,30 @@ fn doctor_checks_the_configured_cli_runtimes_and_programs() {
         assert!(p["detail"].as_str().unwrap_or("").contains("server unreachable"), "{p}");
     }
 }
+
+#[test]
+fn a_model_with_no_price_is_warned_about_once_and_counted_in_the_summary() {
+    let env = Env::new();
+    env.write(
+        "agent.sh",
+        "cat > /dev/null\n\"$AWF_LAUNCHER\" usage --input 100 --output 20 > /dev/null || exit 9\necho '\"ok\"' | \"$AWF_LAUNCHER\" result \"$AWF_OP\" > /dev/null\n",
+    );
+    env.write(
+        "awf.toml",
+        "default_runtime = \"p\"\n[runtimes.p]\nharness = \"command\"\nmodel = \"mystery-model\"\ncommand = [\"sh\", \"agent.sh\"]\n",
+    );
+    let out = env.run(r#"ctx.parallel(["a", "b", "c"], |k, i| ctx.agents.open(#{ key: k }).ask("go"))"#, &[]);
+    out.expect_code(0);
+    assert_eq!(out.stderr.matches("model `mystery-model` (command) has no price").count(), 1, "{}", out.stderr);
+    out.stderr_has("3 operations unpriced (mystery-model: counted at $0");
+    assert_eq!(env.events_of("model-unpriced").len(), 1);
+    assert_eq!(env.result()["accounting"]["unpriced"], serde_json::json!({ "mystery-model": 3 }));
+    // A priced model says nothing.
+    env.write(
+        "awf.toml",
+        "default_runtime = \"p\"\n[runtimes.p]\nharness = \"command\"\nmodel = \"mystery-model\"\ncommand = [\"sh\", \"agent.sh\"]\n[prices.\"mystery-model\"]\ninput = 1.0\noutput = 2.0\n",
+    );
+    let out = env.run(r#"ctx.agents.open(#{ key: "a" }).ask("go")"#, &[]);
+    out.expect_code(0);
+    assert!(!out.stderr.contains("unpriced") && !out.stderr.contains("no price"), "{}", out.stderr);
+}

@@ -492,6 +492,15 @@ fn summary(run: &Run, status: RunStatus, result: &crate::run::ResultDoc) -> Stri
         totals.tokens,
         totals.cost_usd,
     );
+    let unpriced = result.accounting.unpriced_operations();
+    if unpriced > 0 {
+        let models: Vec<&str> = result.accounting.unpriced.keys().map(String::as_str).collect();
+        s.push_str(&format!(
+            " · {} unpriced ({}: counted at $0; add their [prices] to awf.toml)",
+            plural(unpriced as usize, "operation", "operations"),
+            models.join(", ")
+        ));
+    }
     if run.simulated() {
         s.push_str("\nawf: simulated: answers came from the fake harness; no model was called");
     }

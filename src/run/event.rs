@@ -64,6 +64,8 @@ events! {
         #[serde(serialize_with = "crate::accounting::serialize_usd")]
         cost_usd: f64,
     },
+    /// A model with no price spent tokens (counted at $0): once per model per attempt.
+    ModelUnpriced = "model-unpriced" { model: &'a str, harness: &'a str },
     /// A control frame refused: another agent's op, an unknown op, a stranger's process.
     ControlRefused = "control-refused" { agent: &'a str, why: &'a str, frame: &'a Value, pid: Option<i32> },
     StageStarted = "stage-started" { name: &'a str },

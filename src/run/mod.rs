@@ -124,6 +124,8 @@ pub struct Run {
     /// The first configuration problem an agent met as it opened (an unknown runtime, a missing
     /// key): a run that fails with it exits 2, like a configuration error found before the run.
     config_error: std::sync::OnceLock<String>,
+    /// Models warned about having no price (once each per attempt).
+    unpriced_warned: Mutex<std::collections::HashSet<String>>,
     /// The run's lock, held by this attempt until it finishes (or its process dies).
     lock: Mutex<Option<record::lock::RunLock>>,
 }
@@ -228,6 +230,7 @@ impl Run {
             simulated: AtomicBool::new(simulated),
             budget_warned: AtomicBool::new(false),
             config_error: std::sync::OnceLock::new(),
+            unpriced_warned: Mutex::new(std::collections::HashSet::new()),
             lock: Mutex::new(Some(run_lock)),
         }))
     }
@@ -326,9 +329,28 @@ impl Run {
             tokens: o.usage.tokens(),
             cost_usd: o.usage.cost_usd,
         });
+        let unpriced = o.cost_source == crate::accounting::CostSource::Unpriced && o.usage.tokens() > 0;
+        let spent = crate::accounting::Spent {
+            agent: s.agent,
+            stage: s.stage,
+            model: s.model,
+            attempt: self.attempt,
+            usage: &o.usage,
+            unpriced,
+        };
         match admission {
-            Some(a) => a.settle(s.agent, s.stage, s.model, self.attempt, &s.outcome.usage),
-            None => self.scheduler.record(s.agent, s.stage, s.model, self.attempt, &s.outcome.usage),
+            Some(a) => a.settle(&spent),
+            None => self.scheduler.record(&spent),
+        }
+        if unpriced && lock(&self.unpriced_warned).insert(s.model.to_string()) {
+            self.records.event(&Event::ModelUnpriced { model: s.model, harness: s.harness });
+            self.progress.line(
+                "warn",
+                &format!(
+                    "model `{}` ({}) has no price: its tokens are counted at $0; add [prices.\"{}\"] to awf.toml",
+                    s.model, s.harness, s.model
+                ),
+            );
         }
         if s.outcome.simulated {
             self.simulated.store(true, Ordering::Relaxed);

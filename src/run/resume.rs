@@ -86,7 +86,15 @@ pub fn load(dir: &Path, from_stage: Option<&str>) -> Result<Resume, String> {
         // Lines written before attempts were recorded belong to the first.
         let attempt = line["attempt"].as_u64().unwrap_or(1) as u32;
         let text = |k: &str| line[k].as_str().unwrap_or("?").to_string();
-        spent.add(&text("agent"), line["stage"].as_str(), &text("model"), attempt, &usage);
+        let (agent, model) = (text("agent"), text("model"));
+        spent.add(&crate::accounting::Spent {
+            agent: &agent,
+            stage: line["stage"].as_str(),
+            model: &model,
+            attempt,
+            usage: &usage,
+            unpriced: line["cost_source"] == "unpriced",
+        });
         simulated |= line["simulated"] == true;
     }
     Ok(Resume {

@@ -1,7 +1,7 @@
 //! The one gate every agent operation passes: the concurrency limit, the agent limit and the
 //! budgets. Spend is folded here as operations settle.
 
-use crate::accounting::{Accounts, Usage};
+use crate::accounting::{Accounts, Spent, Usage};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
@@ -88,14 +88,15 @@ pub struct Admission<'a> {
 
 impl Admission<'_> {
     /// Records the settled operation's spend and releases what was set aside for it, in one step.
-    pub fn settle(mut self, agent: &str, stage: Option<&str>, model: &str, attempt: u32, usage: &Usage) {
+    pub fn settle(mut self, spent: &Spent<'_>) {
+        let usage = spent.usage;
         let s = self.scheduler;
         {
             let mut b = s.lock();
             if let Some(held) = self.held.take() {
                 b.release(held);
             }
-            b.accounts.add(agent, stage, model, attempt, usage);
+            b.accounts.add(spent);
             let spent = Spend::of(usage);
             b.largest = Some(match b.largest {
                 Some(l) => Spend { tokens: l.tokens.max(spent.tokens), usd: l.usd.max(spent.usd) },
@@ -225,8 +226,8 @@ impl Scheduler {
     }
 
     /// Records a settled operation that was never admitted (it ended before it could start).
-    pub fn record(&self, agent: &str, stage: Option<&str>, model: &str, attempt: u32, usage: &Usage) {
-        self.lock().accounts.add(agent, stage, model, attempt, usage);
+    pub fn record(&self, spent: &Spent<'_>) {
+        self.lock().accounts.add(spent);
     }
 
     /// The run's accounts: every attempt's settled operations.
