@@ -221,7 +221,8 @@
 //!                  message-undelivered, message-replied, message-ask-failed, http-retry.
 //!                  Readers skip types they do not know.
 //!   turns.jsonl    one line per settled operation: attempt, agent, op_id, outcome, reason, stage, label, harness,
-//!                  model, tokens by kind, cost_usd, cost_source, simulated, rejections, delivered_at, settled_at
+//!                  model, tokens by kind, cost_usd, cost_source, simulated, rejections, delivered_at, settled_at,
+//!                  session ({id, forked_from?}: a CLI harness's own session id, or null)
 //!   stages.jsonl   one line per stage end: name, attempt, status (succeeded|failed|stopped), value, summary, reason
 //!   journal.jsonl  per answered operation: attempt, agent, op_id, turn_hash, settled, outcome; a line when an agent's
 //!                  answer is accepted (settled: false, no usage yet) and one when the op settles (settled: true);

@@ -270,7 +270,7 @@ fn a_usd_budget_once_reached_fails_later_operations() {
 fn an_unknown_runtime_alias_names_the_alias_and_where_it_was_looked_for() {
     let env = Env::new();
     let out = env.run("ctx.agents.open(#{ key: \"a\", runtime: \"smart\" })\n", &[]);
-    out.expect_code(1)
+    out.expect_code(2)
         .stderr_has("unknown runtime alias `smart`")
         .stderr_has("built-in defaults")
         .stderr_has("known: fake");
@@ -278,7 +278,7 @@ fn an_unknown_runtime_alias_names_the_alias_and_where_it_was_looked_for() {
     let env = Env::new();
     env.write("awf.toml", "[runtimes.quick]\nharness = \"fake\"\n");
     let out = env.run("ctx.agents.open(#{ key: \"a\", runtime: \"smart\" })\n", &[]);
-    out.expect_code(1).stderr_has("unknown runtime alias `smart`").stderr_has("awf.toml").stderr_has("quick");
+    out.expect_code(2).stderr_has("unknown runtime alias `smart`").stderr_has("awf.toml").stderr_has("quick");
 }
 
 #[test]

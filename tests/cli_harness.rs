@@ -316,6 +316,16 @@ try {{ summary = a.compact(#{{ prompt: "Keep the verdicts." }}); }} catch (e) {{
         parent.contains("Parent speaks first.") && !parent.contains("Child speaks."),
         "{cli}: the parent's session is its own: {parent}"
     );
+    // Each operation records the CLI session it ran in, and a fork its parent's, so that a user can
+    // resume either with the CLI itself.
+    let turns = env.turns();
+    let session = |op: &str| turns.iter().find(|t| t["op_id"] == op).map(|t| t["session"].clone()).unwrap_or_default();
+    let (a1, b1, a2) = (session("a#1"), session("b#1"), session("a#2"));
+    let parent_id = a1["id"].as_str().unwrap_or("");
+    assert!(!parent_id.is_empty(), "{cli}: the parent's turn names its session: {turns:?}");
+    assert_eq!(a2["id"], a1["id"], "{cli}: the parent keeps its session");
+    assert_eq!(b1["forked_from"], a1["id"], "{cli}: the fork names its parent's session: {b1}");
+    assert!(b1["id"].as_str().is_some_and(|id| !id.is_empty()), "{cli}: the fork names its own session: {b1}");
     let summary = v["summary"].as_str().unwrap_or("");
     if cli == "codex" {
         assert!(summary.contains("cannot compact"), "{cli}: {v}");

@@ -122,7 +122,7 @@ fn success_writes_every_record_and_a_summary_on_stderr() {
     ] {
         assert_eq!(turn[k], v, "turns.jsonl {k}: {turn}");
     }
-    for k in ["delivered_at", "settled_at", "tokens", "cost_usd", "sessions", "reason", "stage", "label"] {
+    for k in ["delivered_at", "settled_at", "tokens", "cost_usd", "session", "reason", "stage", "label"] {
         assert!(turn.get(k).is_some(), "turns.jsonl lacks {k}: {turn}");
     }
 }

@@ -187,7 +187,7 @@ fn a_remote_api_without_a_key_is_refused_naming_the_variable() {
     let env = Env::new();
     env.write("awf.toml", "[runtimes.m]\nharness = \"anthropic\"\napi_key_env = \"AWF_TEST_NO_SUCH_KEY\"\n");
     let out = env.run(r#"ctx.agents.open(#{ key: "a", runtime: "m" })"#, &[]);
-    out.expect_code(1);
+    out.expect_code(2);
     out.stderr_has("$AWF_TEST_NO_SUCH_KEY");
     out.stderr_has("https://api.anthropic.com");
 }

@@ -180,7 +180,7 @@ fn doctor_reads_the_servers_context_and_deep_asks_whether_the_model_calls_tools(
 fn a_context_of_zero_tokens_is_refused_naming_the_agent() {
     let (env, server) = setup(vec![], "context_tokens = 0");
     let out = env.run(r#"ctx.agents.open(#{ key: "a" }).ask("Hi.")"#, &[]);
-    out.expect_code(1).stderr_has("agent a: context_tokens must be more than 0");
+    out.expect_code(2).stderr_has("agent a: context_tokens must be more than 0");
     assert!(server.bodies().is_empty());
 }
 

@@ -210,7 +210,7 @@ fn wf_without_an_engine_fails_plainly() {
 fn a_command_runtime_without_a_command_is_refused() {
     let env = Env::new();
     let out = env.run(r#"ctx.agents.open(#{ key: "x", runtime: #{ harness: "command" } })"#, &[]);
-    out.expect_code(1);
+    out.expect_code(2);
     out.stderr_has("needs `command`");
 }
 

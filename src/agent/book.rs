@@ -113,7 +113,7 @@ impl AgentBook {
         let sandbox = self
             .sandboxes
             .choose(run, &req.key, req.sandbox.as_ref(), runtime.harness)
-            .map_err(|e| config(format!("agent {}: {e}", req.key)))?;
+            .map_err(|e| format!("agent {}: {e}", req.key))?;
         run.scheduler.admit_agent()?;
         let info = AgentInfo {
             key: req.key.clone(),

@@ -119,19 +119,19 @@ pub(super) async fn execute(
         let _permit = if op.answers_ask { None } else { Some(run.scheduler.acquire().await) };
         let admission = match run.scheduler.admit(!op.answers_ask).await {
             Ok(a) => a,
-            Err(why) => return (End::Budget(why), None),
+            Err(why) => return (End::Budget(why), None, None),
         };
         run.progress.agent_working(true);
         let done = body.run(&mut **session, book, agent, &op, slot.clone(), deadline).await;
         run.progress.agent_working(false);
-        (End::Done(done), Some(admission))
+        (End::Done(done), Some(admission), session.session_ref())
     };
-    let (end, admission) = tokio::select! {
+    let (end, admission, session_ref) = tokio::select! {
         biased;
-        _ = frame.cancel.cancelled() => (End::Cancelled, None),
-        _ = agent.stopped.cancelled() => (End::AgentStopped, None),
-        _ = Deadline::sleep(scope_deadline) => (End::ScopeDeadline, None),
-        _ = Deadline::sleep(own_deadline) => (End::TimedOut, None),
+        _ = frame.cancel.cancelled() => (End::Cancelled, None, None),
+        _ = agent.stopped.cancelled() => (End::AgentStopped, None, None),
+        _ = Deadline::sleep(scope_deadline) => (End::ScopeDeadline, None, None),
+        _ = Deadline::sleep(own_deadline) => (End::TimedOut, None, None),
         end = work => end,
     };
 
@@ -209,6 +209,7 @@ pub(super) async fn execute(
         started_at: &started_at,
         rejections: slot.as_ref().map(|s| s.rejections()).unwrap_or(0),
         kind,
+        session: session_ref.as_ref(),
     };
     if body.records_turn() {
         run.settle(&settled, admission);

@@ -104,8 +104,15 @@ pub struct TurnReport {
     pub simulated: bool,
 }
 
+pub use crate::run::outcome::SessionRef;
+
 /// One agent's session with its harness. Operations on it run one at a time.
 pub trait Session: Send {
+    /// The harness session the last operation ran in, when the harness has one of its own.
+    fn session_ref(&self) -> Option<SessionRef> {
+        None
+    }
+
     /// How this session's agent answers a turn: what its prompt, nudges and rejections say.
     fn answer_mode(&self) -> AnswerMode {
         AnswerMode::Launcher

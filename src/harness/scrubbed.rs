@@ -22,6 +22,10 @@ impl Session for Scrubbed {
         self.inner.answer_mode()
     }
 
+    fn session_ref(&self) -> Option<crate::harness::SessionRef> {
+        self.inner.session_ref()
+    }
+
     fn turn(&mut self, input: TurnInput) -> BoxFuture<'_, TurnReport> {
         Box::pin(async move {
             let mut report = self.inner.turn(input).await;

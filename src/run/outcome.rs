@@ -58,6 +58,8 @@ pub struct Settled<'a> {
     pub rejections: u32,
     /// `turn` for a `run`, `message` for a message operation.
     pub kind: &'a str,
+    /// The harness's own session it ran in (CLI harnesses).
+    pub session: Option<&'a SessionRef>,
 }
 
 impl Settled<'_> {
@@ -87,7 +89,7 @@ impl Settled<'_> {
             duration_ms: o.duration_ms,
             delivered_at: self.started_at,
             settled_at: now_iso(),
-            sessions: &[],
+            session: self.session,
         };
         line
     }
@@ -106,6 +108,16 @@ impl Settled<'_> {
             serde_json::to_string(&line).unwrap_or_default()
         })
     }
+}
+
+/// The harness's own session an operation ran in, for the records: with a CLI harness, the id a
+/// user passes to `claude --resume`, `codex resume` or `pi --session`.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct SessionRef {
+    pub id: String,
+    /// The session this one was forked from.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub forked_from: Option<String>,
 }
 
 /// One `turns.jsonl` line. Serialised straight from borrowed fields: no JSON tree is built.
@@ -134,7 +146,8 @@ struct TurnLine<'a> {
     duration_ms: u64,
     delivered_at: &'a str,
     settled_at: String,
-    sessions: &'a [String],
+    /// `{ id, forked_from? }`, or null when the harness keeps no session of its own.
+    session: Option<&'a SessionRef>,
 }
 
 /// One `journal.jsonl` line: written when an answer is accepted (`settled: false`) and again when

@@ -28,6 +28,10 @@ pub struct CliSession {
     /// When set, every run of the CLI is wrapped in this sandbox, never run outside it; its home
     /// (the CLI's HOME) is `home`, so config and session files stay inside the writable home.
     pub(super) sandbox: Option<Sandbox>,
+    /// The CLI's session id, as its events last reported it.
+    session_id: Option<String>,
+    /// The parent's session id, for a fork.
+    forked_from: Option<String>,
 }
 
 impl CliSession {
@@ -77,6 +81,8 @@ impl CliSession {
             credentials,
             compactions: 0,
             sandbox: None,
+            session_id: None,
+            forked_from: None,
         }
     }
 
@@ -147,6 +153,9 @@ impl CliSession {
         };
         let mut ran = ran;
         self.cli.after_turn(&self.home, &mut ran.turn);
+        if ran.turn.session_id.is_some() {
+            self.session_id = ran.turn.session_id.clone();
+        }
         self.write_back_credentials(&mut log);
         let end = match self.judge(&ran) {
             _ if input.slot.answer().is_some() => TurnEnd::Ended,
@@ -186,6 +195,11 @@ impl CliSession {
 }
 
 impl Session for CliSession {
+    fn session_ref(&self) -> Option<crate::harness::SessionRef> {
+        let id = self.session_id.clone()?;
+        Some(crate::harness::SessionRef { id, forked_from: self.forked_from.clone() })
+    }
+
     fn turn(&mut self, input: TurnInput) -> BoxFuture<'_, TurnReport> {
         Box::pin(self.run_turn(input))
     }
@@ -199,7 +213,8 @@ impl Session for CliSession {
         let cli = self.cli.fork(&self.home, &home)?;
         let mut cfg = self.cfg.clone();
         cfg.effort = info.effort.clone().or(cfg.effort);
-        let session = Self::with(info, cfg, cli, self.cwd.clone(), dir, home, endpoint, self.opener.clone());
+        let mut session = Self::with(info, cfg, cli, self.cwd.clone(), dir, home, endpoint, self.opener.clone());
+        session.forked_from = self.session_id.clone();
         Ok(Box::new(session.sandboxed(sandbox)))
     }
 
