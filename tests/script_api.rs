@@ -165,3 +165,15 @@ fn completions_for_each_shell() {
     }
     env.awf(&["completions", "tcsh"]).expect_code(2).stderr_has("invalid value 'tcsh'");
 }
+
+#[test]
+fn wf_outside_an_agent_says_how_it_is_meant_to_run() {
+    let env = Env::new();
+    let out = common::command(env.path(), &["wf", "inbox"]).env_remove("AWF_SOCKET").output().expect("run awf wf");
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("no control socket: agents run `wf` through their launcher"), "{stderr}");
+    let help = env.awf(&["wf", "--help"]);
+    help.expect_code(0);
+    assert!(help.stdout.contains("Usage: awf wf [OPTIONS] <COMMAND>"), "--socket is optional: {}", help.stdout);
+}

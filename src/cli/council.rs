@@ -12,7 +12,10 @@ pub enum CouncilCommand {
     /// One line per installed strategy, from its META
     List,
     /// A strategy's META and its default team
-    Show { name: String },
+    Show {
+        /// The strategy's name (`awf council list` shows them)
+        name: String,
+    },
     /// Run a strategy on a task
     Run(Box<CouncilRun>),
 }

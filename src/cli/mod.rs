@@ -124,3 +124,34 @@ pub fn main() -> i32 {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    /// Every subcommand, argument and flag says what it is for.
+    #[test]
+    fn every_argument_has_help() {
+        fn walk(cmd: &clap::Command, path: &str, missing: &mut Vec<String>) {
+            let here = format!("{path} {}", cmd.get_name());
+            if cmd.get_about().is_none() && path != "" {
+                missing.push(format!("{here} (the command)"));
+            }
+            for arg in cmd.get_arguments() {
+                let id = arg.get_id().as_str();
+                if id == "help" || id == "version" {
+                    continue;
+                }
+                if arg.get_help().is_none() && arg.get_long_help().is_none() {
+                    missing.push(format!("{here} {id}"));
+                }
+            }
+            for sub in cmd.get_subcommands() {
+                walk(sub, &here, missing);
+            }
+        }
+        let mut missing = Vec::new();
+        walk(&super::Cli::command(), "", &mut missing);
+        assert!(missing.is_empty(), "no help text:\n{}", missing.join("\n"));
+    }
+}

@@ -17,28 +17,34 @@ use std::path::{Path, PathBuf};
 pub enum RunsCommand {
     /// Every run in the runs folder, oldest first: status, age, spend, script
     List {
-        #[arg(long)]
+        /// The folder holding the runs (default: runs_dir from awf.toml, else .awf/runs)
+        #[arg(long, value_name = "DIR")]
         runs_dir: Option<PathBuf>,
     },
     /// A run's status, stages, attempts and spend
     Show {
+        /// The run's id (`awf runs list` shows them)
         run_id: String,
-        #[arg(long)]
+        /// The folder holding the runs (default: runs_dir from awf.toml, else .awf/runs)
+        #[arg(long, value_name = "DIR")]
         runs_dir: Option<PathBuf>,
     },
     /// A new attempt of a run: recorded stages are reused, answered operations replayed
     Resume(Box<ResumeArgs>),
     /// Stop a run in flight, from any terminal, as Ctrl-C would
     Stop {
+        /// The run's id (`awf runs list` shows them)
         run_id: String,
         /// End it at once: no grace for the script to unwind
         #[arg(long)]
         now: bool,
-        #[arg(long)]
+        /// The folder holding the runs (default: runs_dir from awf.toml, else .awf/runs)
+        #[arg(long, value_name = "DIR")]
         runs_dir: Option<PathBuf>,
     },
     /// A run's events as readable lines
     Logs {
+        /// The run's id (`awf runs list` shows them)
         run_id: String,
         /// Follow a live run until it ends
         #[arg(long, short)]
@@ -46,13 +52,15 @@ pub enum RunsCommand {
         /// Print the events.jsonl lines as they are
         #[arg(long)]
         json: bool,
-        #[arg(long)]
+        /// The folder holding the runs (default: runs_dir from awf.toml, else .awf/runs)
+        #[arg(long, value_name = "DIR")]
         runs_dir: Option<PathBuf>,
     },
 }
 
 #[derive(clap::Args)]
 pub struct ResumeArgs {
+    /// The run's id (`awf runs list` shows them)
     run_id: String,
     /// Run this stage and every later one fresh; earlier ones are reused
     #[arg(long)]

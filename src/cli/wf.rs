@@ -11,8 +11,8 @@ use std::path::PathBuf;
 #[derive(clap::Args)]
 pub struct WfArgs {
     /// The agent's control socket (the launcher passes it; else $AWF_SOCKET)
-    #[arg(long, env = "AWF_SOCKET")]
-    socket: PathBuf,
+    #[arg(long, env = "AWF_SOCKET", hide_env_values = true, value_name = "PATH")]
+    socket: Option<PathBuf>,
     #[command(subcommand)]
     cmd: WfCommand,
 }
@@ -20,10 +20,15 @@ pub struct WfArgs {
 #[derive(clap::Subcommand)]
 enum WfCommand {
     /// Submit the answer to OP (JSON on stdin)
-    Result { op: String },
+    Result {
+        /// The operation's id, as its prompt gives it (e.g. reviewer#1)
+        op: String,
+    },
     /// Acknowledge a wait: no check-in before it ends; the deadline stands
     Waiting {
+        /// The operation's id
         op: String,
+        /// What the agent waits for (shown in the run's records)
         #[arg(long)]
         reason: String,
         /// How long, e.g. 90s or 2m (default 10m)
@@ -31,11 +36,20 @@ enum WfCommand {
         timeout: Option<String>,
     },
     /// Send a message (text on stdin) over a granted route
-    Send { to: String },
+    Send {
+        /// The agent to send to (its key)
+        to: String,
+    },
     /// Ask over a granted route (text on stdin) and print the reply
-    Ask { to: String },
+    Ask {
+        /// The agent to ask (its key)
+        to: String,
+    },
     /// Answer message N (text on stdin)
-    Reply { n: u64 },
+    Reply {
+        /// The number of the message that asked (#N in the inbox)
+        n: u64,
+    },
     /// The messages held for this agent, and the questions it was shown that await its reply
     Inbox {
         /// One JSON object a line: n, from, text, asks, status (new, awaits-reply, read, closed)
@@ -47,11 +61,14 @@ enum WfCommand {
     },
     /// Report what this turn spent
     Usage {
+        /// Input tokens (a count)
         #[arg(long)]
         input: u64,
+        /// Output tokens (a count)
         #[arg(long)]
         output: u64,
-        #[arg(long)]
+        /// What the turn cost, in US dollars (else it is priced from the model's price)
+        #[arg(long, value_name = "USD")]
         cost: Option<f64>,
     },
 }
@@ -88,7 +105,10 @@ fn send(socket: &PathBuf, line: &str) -> Result<Response, String> {
 }
 
 pub fn exec(args: WfArgs) -> i32 {
-    let result = command(args.cmd).and_then(|cmd| send(&args.socket, &request_line(cmd)));
+    let socket = args.socket.ok_or_else(|| {
+        "no control socket: agents run `wf` through their launcher ($AWF_LAUNCHER), which names it".to_string()
+    });
+    let result = socket.and_then(|socket| command(args.cmd).and_then(|cmd| send(&socket, &request_line(cmd))));
     match result {
         Ok(r) => {
             if !r.text.is_empty() {
