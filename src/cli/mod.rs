@@ -134,7 +134,7 @@ mod tests {
     fn every_argument_has_help() {
         fn walk(cmd: &clap::Command, path: &str, missing: &mut Vec<String>) {
             let here = format!("{path} {}", cmd.get_name());
-            if cmd.get_about().is_none() && path != "" {
+            if cmd.get_about().is_none() && !path.is_empty() {
                 missing.push(format!("{here} (the command)"));
             }
             for arg in cmd.get_arguments() {
