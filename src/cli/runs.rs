@@ -90,7 +90,11 @@ pub fn exec(cmd: RunsCommand) -> Result<i32> {
     match cmd {
         RunsCommand::List { runs_dir: given } => {
             let root = runs_dir(&cwd, given.as_ref())?;
-            for id in listing::ids(&root) {
+            let ids = listing::ids(&root);
+            if ids.is_empty() {
+                eprintln!("awf: no runs in {}", root.display());
+            }
+            for id in ids {
                 let s = listing::summary(&root, &id, &cwd);
                 let hint = if s.status == "interrupted" && root.join(&id).join("run.json").exists() {
                     format!("  (resume: awf runs resume {id})")

@@ -8,6 +8,17 @@ use serde_json::{Map, Value};
 /// The params a call starts with: coerced, checked, required ones present. The error names the
 /// param, what it must be and what was given.
 pub fn check_call(s: &Strategy, given: &Map<String, Value>) -> Result<Map<String, Value>, String> {
+    // A param the strategy does not declare would be ignored: a typo must not pass silently.
+    if let Some(declared) = s.meta.get("params").and_then(Value::as_object) {
+        if let Some(unknown) = given.keys().find(|k| !declared.contains_key(k.as_str())) {
+            let order = if s.param_order.is_empty() {
+                declared.keys().cloned().collect::<Vec<_>>()
+            } else {
+                s.param_order.clone()
+            };
+            return Err(format!("{}: unknown param `{unknown}` (its params: {})", s.name, order.join(", ")));
+        }
+    }
     let params = coerce_params(s, given)?;
     check_required(s, &params)?;
     Ok(params)
