@@ -168,6 +168,8 @@ pub struct LimitsConfig {
     pub budget_usd: Option<f64>,
     pub budget_tokens: Option<u64>,
     pub deadline: Option<String>,
+    /// How deep councils convened from turns may nest (default 2).
+    pub council_depth: Option<u32>,
 }
 
 impl Config {

@@ -34,6 +34,8 @@ pub struct OpControl {
     waiting: Mutex<Option<(Instant, String)>>,
     usage: Mutex<Usage>,
     deadline: Option<Deadline>,
+    /// Cancelled when the operation settles: what it started (a council) stops with it.
+    ended: tokio_util::sync::CancellationToken,
 }
 
 impl OpControl {
@@ -92,6 +94,7 @@ impl Control {
             waiting: Mutex::new(None),
             usage: Mutex::new(Usage::default()),
             deadline,
+            ended: tokio_util::sync::CancellationToken::new(),
         });
         lock(&self.ops).insert(op_id.to_string(), op.clone());
         *lock(&self.current) = Some(op_id.to_string());
@@ -100,7 +103,9 @@ impl Control {
 
     /// Closes an operation; later commands for it are told why.
     pub fn settle_op(&self, op_id: &str, why: &str) {
-        lock(&self.ops).remove(op_id);
+        if let Some(o) = lock(&self.ops).remove(op_id) {
+            o.ended.cancel();
+        }
         lock(&self.settled).insert(op_id.to_string(), why.to_string());
         let mut current = lock(&self.current);
         if current.as_deref() == Some(op_id) {
@@ -240,10 +245,57 @@ pub async fn dispatch(control: &Control, cmd: Command) -> Response {
             Ok(Ok(())) => Response::new(exit::OK, format!("replied to #{n}")),
             Ok(Err(e)) => control.refuse(e.to_string(), json!({ "cmd": "reply", "n": n })),
         },
+        Command::Council { name, params, json } => council(control, name, &params, json).await,
         Command::Inbox { json, all } => match control.messenger("inbox") {
             Err(r) => r,
             Ok(m) => Response::new(exit::OK, inbox_text(&m.inbox(all), json)),
         },
+    }
+}
+
+/// Convenes a council for the agent's running operation; its spend is added to the operation's,
+/// like `wf usage`. A council that ran but failed is exit `REFUSED` with its reason.
+async fn council(control: &Control, name: String, params: &str, json: bool) -> Response {
+    let frame = json!({ "cmd": "council", "name": name });
+    let m = match control.messenger("council") {
+        Ok(m) => m,
+        Err(r) => return r,
+    };
+    let Some(op) = control.current() else {
+        return control.refuse("council refused: this agent has no operation running".into(), frame);
+    };
+    let text = if params.trim().is_empty() { "{}" } else { params };
+    let params: Value = match serde_json::from_str(text) {
+        Ok(v @ Value::Object(_)) => v,
+        Ok(other) => {
+            let why = format!("council {name}: params must be a JSON object, got {other}");
+            return Response::new(exit::REFUSED, why);
+        }
+        Err(e) => return Response::new(exit::REFUSED, format!("council {name}: params are not valid JSON: {e}")),
+    };
+    let op_id = lock(&control.current).clone().unwrap_or_default();
+    let call = super::convene::Call {
+        agent: control.key.clone(),
+        op_id,
+        name: name.clone(),
+        params,
+        deadline: op.deadline,
+        ended: op.ended.clone(),
+    };
+    match m.convene(call).await {
+        Err(MessageError::Refused(why)) => control.refuse(why, frame),
+        Err(MessageError::Failed(why)) => Response::new(exit::REFUSED, why),
+        Ok(c) => {
+            lock(&op.usage).add(&c.usage);
+            let text = if json { serde_json::to_string_pretty(&c.result).unwrap_or_default() } else { c.output };
+            if c.ok {
+                Response::new(exit::OK, text)
+            } else if json {
+                Response::new(exit::REFUSED, text)
+            } else {
+                Response::new(exit::REFUSED, format!("council {name} failed (run {}): {text}", c.run_id))
+            }
+        }
     }
 }
 

@@ -3,6 +3,7 @@
 //! `script run`, `council run`, `runs resume` and `serve` all call. The script itself is passed in
 //! through the `Script` trait, so this layer never names the script host.
 
+pub mod child;
 pub mod drive;
 pub mod exit;
 
@@ -38,7 +39,9 @@ impl Host {
         let router = Arc::new(Router::default());
         let responders = crate::agent::Responders::new(responders);
         let agents = AgentBook::new(run.clone(), router.clone(), SandboxBook::new(run_level), responders);
-        Ok(Arc::new(Host { run, agents, router }))
+        let host = Arc::new(Host { run, agents, router });
+        child::attach(&host);
+        Ok(host)
     }
 
     /// Settles what the books still hold (messages never delivered, asks still owed), then writes

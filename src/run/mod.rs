@@ -52,6 +52,9 @@ pub struct ResultDoc {
     pub started_at: String,
     pub finished_at: String,
     pub duration_ms: u64,
+    /// The child runs (councils its agents convened), by run id.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub children: Vec<String>,
 }
 
 /// What a resumed attempt makes of an operation the journal may hold.
@@ -123,6 +126,10 @@ pub struct Run {
     budget_warned: AtomicBool,
     /// The run's lock, held by this attempt until it finishes (or its process dies).
     lock: Mutex<Option<record::lock::RunLock>>,
+    /// How many runs above this one convened it (0: a run started by a command).
+    depth: std::sync::atomic::AtomicU32,
+    /// The child runs its agents convened.
+    children: Mutex<Vec<String>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -225,11 +232,32 @@ impl Run {
             simulated: AtomicBool::new(simulated),
             budget_warned: AtomicBool::new(false),
             lock: Mutex::new(Some(run_lock)),
+            depth: Default::default(),
+            children: Mutex::new(Vec::new()),
         }))
     }
 
     pub fn dir(&self) -> &Path {
         self.records.dir()
+    }
+
+    /// Makes this run a child run: `run.json` names its parent (`run`, `op`, `agent`), and its
+    /// depth is one more than the parent's.
+    pub fn link_parent(&self, parent: Value, depth: u32) -> std::io::Result<()> {
+        self.depth.store(depth, Ordering::SeqCst);
+        let mut doc = lock(&self.run_doc);
+        doc["parent"] = parent;
+        doc["depth"] = json!(depth);
+        self.records.write_document("run.json", &*doc)
+    }
+
+    pub fn depth(&self) -> u32 {
+        self.depth.load(Ordering::SeqCst)
+    }
+
+    /// Lists a child run in this run's `result.json`.
+    pub fn add_child(&self, run_id: &str) {
+        lock(&self.children).push(run_id.to_string());
     }
 
     /// The recorded value and summary of a stage this attempt reuses.
@@ -354,6 +382,7 @@ impl Run {
             started_at: self.started_at.clone(),
             finished_at: finished_at.clone(),
             duration_ms: self.started.elapsed().as_millis() as u64,
+            children: lock(&self.children).clone(),
         };
         self.records.event(&Event::RunFinished { status, error });
         self.records.flush(true);
