@@ -41,6 +41,9 @@ pub struct Call {
     pub params: Value,
     /// The calling operation's deadline: the council's is never later.
     pub deadline: Option<Deadline>,
+    /// What the calling operation reported spending so far: not yet in the run's accounts, it is
+    /// taken from what the council may spend.
+    pub spent: Usage,
     /// Cancelled when the calling operation ends or is cancelled: the council is stopped.
     pub ended: CancellationToken,
 }

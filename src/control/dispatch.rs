@@ -280,6 +280,7 @@ async fn council(control: &Control, name: String, params: &str, json: bool) -> R
         name: name.clone(),
         params,
         deadline: op.deadline,
+        spent: op.usage(),
         ended: op.ended.clone(),
     };
     match m.convene(call).await {

@@ -94,10 +94,15 @@ fn start(parent: &Arc<Host>, call: &Call) -> Result<Started, MessageError> {
     if let Some(e) = &strategy.error {
         return Err(refused(format!("refused: {e}")));
     }
-    let input = input(parent, &strategy, &call.params).map_err(|e| refused(format!("refused: {e}")))?;
+    let (budget_tokens, budget_usd) = left(run, &call.spent);
+    if let Some(why) = exhausted(budget_tokens, budget_usd) {
+        return Err(MessageError::Failed(format!("council {name} not started: {why}")));
+    }
+    let mut input = input(parent, &strategy, &call.params).map_err(|e| refused(format!("refused: {e}")))?;
+    // The strategy plans its rounds within what the parent has left, as `council run` does.
+    input["limits"]["budget_tokens"] = json!(budget_tokens.unwrap_or(0));
     let program = super::registry::compile(&run.cwd, name).map_err(|e| refused(format!("refused: {e}")))?;
     let deadline = Deadline::earliest(call.deadline, run.deadline).map(|d| d.remaining());
-    let (budget_tokens, budget_usd) = run.scheduler.left();
     let limits = Limits { budget_tokens, budget_usd, ..run.scheduler.limits.clone() };
     let runs_dir = run.dir().parent().map(|p| p.to_path_buf()).unwrap_or_else(|| run.cwd.join(".awf/runs"));
     let spec = RunSpec {
@@ -120,6 +125,7 @@ fn start(parent: &Arc<Host>, call: &Call) -> Result<Started, MessageError> {
     if let Err(e) = child.run.link_parent(link, depth) {
         tracing::warn!("cannot link child run {} to its parent: {e}", child.run.id);
     }
+    child.run.stop_when_budget_spent();
     run.add_child(&child.run.id);
     run.records.event(&Event::ChildRunStarted {
         run_id: &child.run.id,
@@ -128,6 +134,22 @@ fn start(parent: &Arc<Host>, call: &Call) -> Result<Started, MessageError> {
         strategy: name,
     });
     Ok((child, Arc::new(program), input, deadline))
+}
+
+/// What the parent has left of each budget, less what the calling operation reported so far.
+fn left(run: &crate::run::Run, spent: &Usage) -> (Option<u64>, Option<f64>) {
+    let (tokens, usd) = run.scheduler.left();
+    (tokens.map(|t| t.saturating_sub(spent.tokens())), usd.map(|u| (u - spent.cost_usd).max(0.0)))
+}
+
+fn exhausted(tokens: Option<u64>, usd: Option<f64>) -> Option<String> {
+    if tokens == Some(0) {
+        return Some("the run's token budget is spent (--budget-tokens)".into());
+    }
+    if usd.is_some_and(|u| u <= 0.0) {
+        return Some("the run's USD budget is spent (--budget-usd)".into());
+    }
+    None
 }
 
 /// The strategy's input from what the agent gave: `task` (required), `team` or `roster`, and

@@ -130,6 +130,8 @@ pub struct Run {
     depth: std::sync::atomic::AtomicU32,
     /// The child runs its agents convened.
     children: Mutex<Vec<String>>,
+    /// A council convened from a turn stops once its budget is spent.
+    stop_on_budget: AtomicBool,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -234,6 +236,7 @@ impl Run {
             lock: Mutex::new(Some(run_lock)),
             depth: Default::default(),
             children: Mutex::new(Vec::new()),
+            stop_on_budget: AtomicBool::new(false),
         }))
     }
 
@@ -253,6 +256,12 @@ impl Run {
 
     pub fn depth(&self) -> u32 {
         self.depth.load(Ordering::SeqCst)
+    }
+
+    /// Makes the run stop (status `stopped`, the budget's reason) as soon as an operation is
+    /// refused for the budget, rather than go on without it.
+    pub fn stop_when_budget_spent(&self) {
+        self.stop_on_budget.store(true, Ordering::SeqCst);
     }
 
     /// Lists a child run in this run's `result.json`.
@@ -315,6 +324,9 @@ impl Run {
         if !self.budget_warned.swap(true, Ordering::SeqCst) {
             self.log("warn", &format!("{why}; no new operation will start"), &Value::Null);
             self.records.event(&Event::BudgetExhausted { reason: why });
+        }
+        if self.stop_on_budget.load(Ordering::SeqCst) {
+            self.stop_with(StopCause::Stopped(why.to_string()));
         }
     }
 

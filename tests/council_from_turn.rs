@@ -1,0 +1,193 @@
+//! `wf council` from inside a turn: a `command` agent granted councils (agent spec `councils`)
+//! convenes `magi` with fake members; the council runs as a child run in the same runs folder,
+//! linked both ways, its spend billed to the calling agent; and every refusal (not granted, an
+//! unknown strategy, bad params, depth past the limit, an unknown name in the grant) and a budget
+//! the council runs out of reach the agent as a failed result with the reason.
+
+mod common;
+
+use common::{read_json, read_jsonl, Env};
+use serde_json::{json, Value};
+use std::path::PathBuf;
+
+const RESPONDER: &str = r#"
+fn respond(turn) {
+    #{ answer: #{ choice: "yes", confidence: 0.9, reason: "It holds." }, usage: #{ input_tokens: 100, output_tokens: 20 } }
+}
+"#;
+
+fn fixture() -> String {
+    format!("{}/tests/fixtures/agents/council_agent.py", env!("CARGO_MANIFEST_DIR"))
+}
+
+/// A folder whose default runtime is the fake harness answering every ballot "yes", and a
+/// workflow where a `command` agent granted `grant` (Rhai) makes the `calls` and answers with the
+/// last one's output, which the workflow returns.
+fn setup(grant: &str, calls: Value) -> Env {
+    let env = Env::new();
+    env.with_responder(RESPONDER);
+    let plan = env.write("plan.json", &calls.to_string());
+    env.write(
+        "wf.rhai",
+        &format!(
+            r#"let boss = ctx.agents.open(#{{ key: "boss", councils: {grant},
+    runtime: #{{ harness: "command", command: ["python3", "{}", "{}"] }} }});
+boss.ask("Decide whether to ship on Friday.")"#,
+            fixture(),
+            plan.display()
+        ),
+    );
+    env
+}
+
+fn run(env: &Env, extra: &[&str]) -> common::Out {
+    let mut args = vec!["script", "run", "wf.rhai", "--json"];
+    args.extend_from_slice(extra);
+    env.awf(&args)
+}
+
+/// The run folder that has no parent, and the child run folders.
+fn parent_and_children(env: &Env) -> (PathBuf, Vec<PathBuf>) {
+    let (children, parents): (Vec<PathBuf>, Vec<PathBuf>) =
+        env.run_dirs().into_iter().partition(|d| read_json(&d.join("run.json")).get("parent").is_some());
+    assert_eq!(parents.len(), 1, "one top-level run: {parents:?}");
+    (parents[0].clone(), children)
+}
+
+/// The council calls the agent made: exit code, output and stderr of each.
+fn calls(parent: &std::path::Path) -> Vec<Value> {
+    read_jsonl(&parent.join("agents/boss/state/log.jsonl"))
+}
+
+#[test]
+fn an_agent_convenes_magi_and_the_child_run_is_linked_and_billed_to_it() {
+    let env = setup(r#"["magi"]"#, json!([["magi", { "task": "Ship on Friday?", "reflect": false }]]));
+    let out = run(&env, &[]);
+    out.expect_code(0);
+    let result = out.json();
+    let value = result["value"].as_str().expect("the agent's answer is text");
+    assert!(value.starts_with("Ruling: yes"), "the agent got the council's output: {value}");
+
+    let (parent, children) = parent_and_children(&env);
+    assert_eq!(children.len(), 1);
+    let child = &children[0];
+    let child_doc = read_json(&child.join("run.json"));
+    let parent_id = parent.file_name().and_then(|n| n.to_str()).expect("id");
+    let child_id = child.file_name().and_then(|n| n.to_str()).expect("id");
+    assert_eq!(child_doc["parent"]["run"], parent_id);
+    assert_eq!(child_doc["parent"]["agent"], "boss");
+    assert_eq!(child_doc["parent"]["op"], "boss#1");
+    assert_eq!(child_doc["parent"]["strategy"], "magi");
+    assert_eq!(child_doc["depth"], 1);
+    assert_eq!(result["children"], json!([child_id]));
+
+    // Three ballots of 120 tokens: the child's spend, billed to the calling agent in the parent.
+    let child_result = read_json(&child.join("result.json"));
+    assert_eq!(child_result["status"], "succeeded");
+    assert_eq!(child_result["accounting"]["totals"]["tokens"], 360);
+    assert_eq!(result["accounting"]["totals"]["tokens"], 360);
+    assert_eq!(result["accounting"]["by_agent"]["boss"]["tokens"], 360);
+
+    let events = read_jsonl(&parent.join("events.jsonl"));
+    let started = events.iter().find(|e| e["type"] == "child-run-started").expect("child-run-started");
+    assert_eq!(started["data"], json!({ "run_id": child_id, "agent": "boss", "op_id": "boss#1", "strategy": "magi" }));
+    let ended = events.iter().find(|e| e["type"] == "child-run-ended").expect("child-run-ended");
+    assert_eq!(ended["data"]["status"], "succeeded");
+    assert_eq!(ended["data"]["tokens"], 360);
+
+    // The prompt told the agent how to convene, and what.
+    let prompt = std::fs::read_to_string(parent.join("agents/boss/state/prompt.txt")).expect("prompt");
+    assert!(prompt.contains("council <name> <<'WF_JSON'"), "{prompt}");
+    assert!(prompt.contains("- magi("), "{prompt}");
+}
+
+#[test]
+fn json_prints_the_councils_result() {
+    let env = setup("true", json!([["magi", { "task": "Ship on Friday?", "reflect": false }, "--json"]]));
+    run(&env, &[]).expect_code(0);
+    let (parent, children) = parent_and_children(&env);
+    let call = &calls(&parent)[0];
+    assert_eq!(call["code"], 0, "{call}");
+    let printed: Value = serde_json::from_str(call["out"].as_str().expect("out")).expect("result.json on stdout");
+    assert_eq!(printed["run_id"], children[0].file_name().and_then(|n| n.to_str()).expect("id"));
+    assert_eq!(printed["status"], "succeeded");
+}
+
+/// Runs a workflow whose agent makes one call that is refused, and returns that call's record.
+fn refused(grant: &str, call: Value, extra: &[&str]) -> (Env, Value) {
+    let env = setup(grant, json!([call]));
+    run(&env, extra).expect_code(0);
+    let (parent, children) = parent_and_children(&env);
+    assert!(children.is_empty(), "a refused council opens no run folder: {children:?}");
+    let call = calls(&parent).remove(0);
+    assert_eq!(call["code"], 3, "refused: {call}");
+    (env, call)
+}
+
+#[test]
+fn a_council_not_granted_is_refused() {
+    let (_, call) = refused(r#"["pair"]"#, json!(["magi", { "task": "t" }]), &[]);
+    assert!(call["out"].as_str().expect("out").contains("not granted council \"magi\""), "{call}");
+    let (env, call) = refused("false", json!(["magi", { "task": "t" }]), &[]);
+    assert!(call["out"].as_str().expect("out").contains("was granted no councils"), "{call}");
+    let (parent, _) = parent_and_children(&env);
+    let events = read_jsonl(&parent.join("events.jsonl"));
+    assert!(events.iter().any(|e| e["type"] == "control-refused"), "the refusal is recorded");
+}
+
+#[test]
+fn an_unknown_strategy_is_refused_naming_the_catalog() {
+    let (_, call) = refused("true", json!(["nosuch", { "task": "t" }]), &[]);
+    let out = call["out"].as_str().expect("out");
+    assert!(out.contains("unknown strategy \"nosuch\"") && out.contains("magi"), "{call}");
+}
+
+#[test]
+fn bad_params_are_refused_before_anything_opens() {
+    let (_, call) = refused("true", json!(["magi", { "task": "t", "reflect": "perhaps" }]), &[]);
+    assert!(call["out"].as_str().expect("out").contains("params.reflect must be true or false"), "{call}");
+    let (_, call) = refused("true", json!(["magi", { "reflect": false }]), &[]);
+    assert!(call["out"].as_str().expect("out").contains("needs `task`"), "{call}");
+    let (_, call) = refused("true", json!(["magi", "not json"]), &[]);
+    assert!(call["out"].as_str().expect("out").contains("not valid JSON"), "{call}");
+}
+
+#[test]
+fn depth_past_the_limit_is_refused() {
+    let env = setup(r#"["magi"]"#, json!([["magi", { "task": "t" }]]));
+    let toml = std::fs::read_to_string(env.path().join("awf.toml")).expect("awf.toml");
+    env.write("awf.toml", &format!("{toml}\n[limits]\ncouncil_depth = 0\n"));
+    run(&env, &[]).expect_code(0);
+    let (parent, children) = parent_and_children(&env);
+    assert!(children.is_empty());
+    let call = &calls(&parent)[0];
+    assert_eq!(call["code"], 3);
+    assert!(call["out"].as_str().expect("out").contains("past the limit of 0 ([limits] council_depth)"), "{call}");
+}
+
+#[test]
+fn a_grant_naming_an_unknown_strategy_is_refused_at_open() {
+    let env = setup(r#"["magi", "nosuch"]"#, json!([]));
+    let out = env.awf(&["script", "run", "wf.rhai"]);
+    assert_ne!(out.code, Some(0));
+    out.stderr_has("`councils` names \"nosuch\", which is not in the catalog (").stderr_has("magi");
+}
+
+#[test]
+fn a_council_that_runs_out_of_the_parents_budget_fails_with_the_reason() {
+    // 150 tokens left: the first ballot (120) spends what there is; the council cannot finish.
+    let env = setup(r#"["magi"]"#, json!([["magi", { "task": "Ship on Friday?", "reflect": false }]]));
+    run(&env, &["--budget-tokens", "150"]);
+    let (parent, children) = parent_and_children(&env);
+    assert_eq!(children.len(), 1);
+    let child_result = read_json(&children[0].join("result.json"));
+    assert_eq!(child_result["status"], "stopped", "{child_result}");
+    assert!(child_result["error"].as_str().expect("error").contains("budget exhausted"), "{child_result}");
+    let call = &calls(&parent)[0];
+    assert_eq!(call["code"], 3, "{call}");
+    let out = call["out"].as_str().expect("out");
+    assert!(out.contains("council magi failed") && out.contains("budget"), "{call}");
+    // What the child spent counts in the parent.
+    let result = read_json(&parent.join("result.json"));
+    assert_eq!(result["accounting"]["totals"]["tokens"], child_result["accounting"]["totals"]["tokens"]);
+}
