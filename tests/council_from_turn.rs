@@ -24,15 +24,20 @@ fn fixture() -> String {
 /// workflow where a `command` agent granted `grant` (Rhai) makes the `calls` and answers with the
 /// last one's output, which the workflow returns.
 fn setup(grant: &str, calls: Value) -> Env {
+    setup_with(RESPONDER, grant, calls, "", "boss.ask(\"Decide whether to ship on Friday.\")")
+}
+
+/// `setup` with its own responder, more of the boss's spec (Rhai fields) and workflow body.
+fn setup_with(responder: &str, grant: &str, calls: Value, spec: &str, body: &str) -> Env {
     let env = Env::new();
-    env.with_responder(RESPONDER);
+    env.with_responder(responder);
     let plan = env.write("plan.json", &calls.to_string());
     env.write(
         "wf.rhai",
         &format!(
-            r#"let boss = ctx.agents.open(#{{ key: "boss", councils: {grant},
+            r#"let boss = ctx.agents.open(#{{ key: "boss", councils: {grant}, {spec}
     runtime: #{{ harness: "command", command: ["python3", "{}", "{}"] }} }});
-boss.ask("Decide whether to ship on Friday.")"#,
+{body}"#,
             fixture(),
             plan.display()
         ),
@@ -190,4 +195,45 @@ fn a_council_that_runs_out_of_the_parents_budget_fails_with_the_reason() {
     // What the child spent counts in the parent.
     let result = read_json(&parent.join("result.json"));
     assert_eq!(result["accounting"]["totals"]["tokens"], child_result["accounting"]["totals"]["tokens"]);
+}
+
+#[test]
+fn a_council_stops_when_the_operation_that_convened_it_ends() {
+    // The members hang; the boss's turn times out after 2 s and the council is stopped with it.
+    let env = setup_with(
+        "fn respond(turn) { #{ hang: true } }",
+        "true",
+        json!([["magi", { "task": "t" }]]),
+        "timeout_ms: 2000,",
+        r#"let v = "answered"; try { boss.ask("Decide."); } catch (e) { v = "the turn ended: " + e.kind; } v"#,
+    );
+    let out = run(&env, &[]);
+    out.expect_code(0);
+    assert_eq!(out.json()["value"], "the turn ended: timed-out", "{}", out.stderr);
+    let (parent, children) = parent_and_children(&env);
+    assert_eq!(children.len(), 1);
+    let child_result = read_json(&children[0].join("result.json"));
+    assert_eq!(child_result["status"], "cancelled", "{child_result}");
+    assert!(
+        child_result["error"].as_str().expect("error").contains("the operation that convened it ended"),
+        "{child_result}"
+    );
+    let events = read_jsonl(&parent.join("events.jsonl"));
+    let ended = events.iter().find(|e| e["type"] == "child-run-ended").expect("child-run-ended before the run's end");
+    assert_eq!(ended["data"]["status"], "cancelled");
+}
+
+#[test]
+fn a_council_is_not_started_when_the_callers_spend_leaves_no_budget() {
+    // The boss reports 200 tokens for its turn: with --budget-tokens 200 nothing is left.
+    let env = setup("true", json!([["!usage", 150, 50], ["magi", { "task": "t" }]]));
+    run(&env, &["--budget-tokens", "200"]).expect_code(0);
+    let (parent, children) = parent_and_children(&env);
+    assert!(children.is_empty(), "{children:?}");
+    let call = &calls(&parent)[1];
+    assert_eq!(call["code"], 3, "{call}");
+    assert!(
+        call["out"].as_str().expect("out").contains("council magi not started: the run's token budget is spent"),
+        "{call}"
+    );
 }

@@ -70,8 +70,12 @@ impl Convener for ChildConvener {
                     task.await
                 }
             };
-            let end = end.map_err(|e| MessageError::Failed(format!("council {} failed: {e}", call.name)))?;
-            Ok(settled(&parent, &call, &stopper.run.id, end))
+            let settled = match end {
+                Ok(end) => Ok(settled(&parent, &call, &stopper.run.id, end)),
+                Err(e) => Err(MessageError::Failed(format!("council {} failed: {e}", call.name))),
+            };
+            parent.run.child_ended();
+            settled
         })
     }
 }

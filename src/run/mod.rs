@@ -78,6 +78,9 @@ pub enum StopCause {
     Deadline,
 }
 
+/// How long a finishing run waits for its child runs to settle: their stop grace and a margin.
+const CHILD_GRACE: std::time::Duration = std::time::Duration::from_secs(7);
+
 /// Everything needed to start a run.
 pub struct RunSpec {
     pub script: PathBuf,
@@ -128,8 +131,10 @@ pub struct Run {
     lock: Mutex<Option<record::lock::RunLock>>,
     /// How many runs above this one convened it (0: a run started by a command).
     depth: std::sync::atomic::AtomicU32,
-    /// The child runs its agents convened.
+    /// The child runs its agents convened, and how many of them are still running.
     children: Mutex<Vec<String>>,
+    running_children: Mutex<usize>,
+    child_ended: std::sync::Condvar,
     /// A council convened from a turn stops once its budget is spent.
     stop_on_budget: AtomicBool,
 }
@@ -236,6 +241,8 @@ impl Run {
             lock: Mutex::new(Some(run_lock)),
             depth: Default::default(),
             children: Mutex::new(Vec::new()),
+            running_children: Mutex::new(0),
+            child_ended: std::sync::Condvar::new(),
             stop_on_budget: AtomicBool::new(false),
         }))
     }
@@ -264,9 +271,24 @@ impl Run {
         self.stop_on_budget.store(true, Ordering::SeqCst);
     }
 
-    /// Lists a child run in this run's `result.json`.
+    /// Lists a child run in this run's `result.json`; it runs until `child_ended`.
     pub fn add_child(&self, run_id: &str) {
         lock(&self.children).push(run_id.to_string());
+        *lock(&self.running_children) += 1;
+    }
+
+    /// A child run has settled and its end is on this run's record.
+    pub fn child_ended(&self) {
+        let mut n = lock(&self.running_children);
+        *n = n.saturating_sub(1);
+        self.child_ended.notify_all();
+    }
+
+    /// Waits (at most `limit`) for the child runs still running: stopped with the operation that
+    /// convened them, they settle within their stop grace, and their end belongs in this record.
+    fn wait_children(&self, limit: std::time::Duration) {
+        let n = lock(&self.running_children);
+        let _ = self.child_ended.wait_timeout_while(n, limit, |n| *n > 0);
     }
 
     /// The recorded value and summary of a stage this attempt reuses.
@@ -379,6 +401,7 @@ impl Run {
         ended_in: Option<&str>,
         sandboxes: Value,
     ) -> ResultDoc {
+        self.wait_children(CHILD_GRACE);
         let finished_at = record::now_iso();
         let result = ResultDoc {
             v: record::FORMAT_VERSION,
