@@ -5,6 +5,8 @@
 //! the council runs out of reach the agent as a failed result with the reason.
 
 mod common;
+#[path = "common/fake_model.rs"]
+mod fake_model;
 
 use common::{read_json, read_jsonl, Env};
 use serde_json::{json, Value};
@@ -236,4 +238,58 @@ fn a_council_is_not_started_when_the_callers_spend_leaves_no_budget() {
         call["out"].as_str().expect("out").contains("council magi not started: the run's token budget is spent"),
         "{call}"
     );
+}
+
+#[test]
+fn an_http_agent_convenes_through_the_wf_council_tool_and_is_billed_for_it() {
+    use fake_model::{FakeModel, Reply};
+    let server = FakeModel::start(vec![
+        Reply::tool("wf_council", json!({ "name": "magi", "params": { "task": "Ship on Friday?", "reflect": false } })),
+        Reply::result(json!({ "verdict": "ship" })),
+    ]);
+    let env = Env::new();
+    env.write("responder.rhai", RESPONDER);
+    env.write(
+        "awf.toml",
+        &format!(
+            "default_runtime = \"scripted\"\n[runtimes.scripted]\nharness = \"fake\"\nmodel = \"fake\"\nresponder = \"responder.rhai\"\n\
+             [runtimes.m]\nharness = \"openai\"\nmodel = \"gpt-5-mini\"\nbase_url = \"{}/v1\"\n",
+            server.base()
+        ),
+    );
+    env.write(
+        "wf.rhai",
+        r#"let boss = ctx.agents.open(#{ key: "boss", runtime: "m", councils: ["magi"] });
+boss.turn(#{ prompt: "Decide.", schema: #{ type: "object", properties: #{ verdict: #{ type: "string" } } } }).value"#,
+    );
+    let out = env.awf(&["script", "run", "wf.rhai", "--json"]);
+    out.expect_code(0);
+    let result = out.json();
+    assert_eq!(result["value"]["verdict"], "ship");
+    let bodies = server.bodies();
+    assert!(bodies[0]["tools"].to_string().contains("wf_council"), "the tool is offered: {}", bodies[0]);
+    assert!(bodies[0].to_string().contains("wf_council` tool"), "the prompt says how: {}", bodies[0]);
+    assert!(bodies[1].to_string().contains("Ruling: yes"), "the tool result is the output: {}", bodies[1]);
+    let (_, children) = parent_and_children(&env);
+    assert_eq!(children.len(), 1);
+    // The council's 360 tokens are in the boss's spend, beside the model's own.
+    let boss = result["accounting"]["by_agent"]["boss"]["tokens"].as_u64().expect("boss tokens");
+    assert!(boss >= 360, "{result}");
+}
+
+#[test]
+fn an_http_agent_without_a_grant_is_not_offered_the_tool() {
+    use fake_model::{FakeModel, Reply};
+    let server = FakeModel::start(vec![Reply::result(json!({ "verdict": "ship" }))]);
+    let env = Env::new();
+    env.write(
+        "awf.toml",
+        &format!(
+            "default_runtime = \"m\"\n[runtimes.m]\nharness = \"openai\"\nmodel = \"gpt-5-mini\"\nbase_url = \"{}/v1\"\n",
+            server.base()
+        ),
+    );
+    env.run(r#"ctx.agents.open(#{ key: "a" }).turn(#{ prompt: "Decide.", schema: #{ type: "object" } }).kind"#, &[])
+        .expect_code(0);
+    assert!(!server.bodies()[0]["tools"].to_string().contains("wf_council"));
 }

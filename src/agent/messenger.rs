@@ -65,6 +65,11 @@ impl Messenger for AgentMessenger {
         book.router.reply(&book.run, &self.key, n, text).map_err(MessageError::Refused)
     }
 
+    fn may_convene(&self) -> bool {
+        let book = self.book.upgrade();
+        book.and_then(|b| b.get(&self.key)).is_some_and(|a| a.request.councils != Grant::None)
+    }
+
     fn convene(&self, call: Call) -> BoxFuture<'static, Result<Convened, MessageError>> {
         let ready = self.book().and_then(|book| {
             let granted = book.get(&self.key).map(|a| a.request.councils.clone()).unwrap_or_default();

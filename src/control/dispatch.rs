@@ -36,6 +36,8 @@ pub struct OpControl {
     deadline: Option<Deadline>,
     /// Cancelled when the operation settles: what it started (a council) stops with it.
     ended: tokio_util::sync::CancellationToken,
+    /// The operation's meter: what its councils spent is billed on it.
+    meter: Arc<crate::accounting::Meter>,
 }
 
 impl OpControl {
@@ -87,7 +89,13 @@ impl Control {
 
     /// Opens a turn's operation with its deadline (which `waiting` answers quote); it stays
     /// reachable until `settle_op`.
-    pub fn open_turn(&self, op_id: &str, slot: Arc<ResultSlot>, deadline: Option<Deadline>) -> Arc<OpControl> {
+    pub fn open_turn(
+        &self,
+        op_id: &str,
+        slot: Arc<ResultSlot>,
+        deadline: Option<Deadline>,
+        meter: Arc<crate::accounting::Meter>,
+    ) -> Arc<OpControl> {
         let op = Arc::new(OpControl {
             slot,
             answered: Notify::new(),
@@ -95,6 +103,7 @@ impl Control {
             usage: Mutex::new(Usage::default()),
             deadline,
             ended: tokio_util::sync::CancellationToken::new(),
+            meter,
         });
         lock(&self.ops).insert(op_id.to_string(), op.clone());
         *lock(&self.current) = Some(op_id.to_string());
@@ -253,8 +262,8 @@ pub async fn dispatch(control: &Control, cmd: Command) -> Response {
     }
 }
 
-/// Convenes a council for the agent's running operation; its spend is added to the operation's,
-/// like `wf usage`. A council that ran but failed is exit `REFUSED` with its reason.
+/// Convenes a council for the agent's running operation; its spend is billed on the operation's
+/// meter, as it was priced in the council's run. A council that ran but failed is exit `REFUSED` with its reason.
 async fn council(control: &Control, name: String, params: &str, json: bool) -> Response {
     let frame = json!({ "cmd": "council", "name": name });
     let m = match control.messenger("council") {
@@ -280,14 +289,19 @@ async fn council(control: &Control, name: String, params: &str, json: bool) -> R
         name: name.clone(),
         params,
         deadline: op.deadline,
-        spent: op.usage(),
+        spent: {
+            let mut u = op.usage();
+            u.add(&op.meter.total());
+            u.add(&op.meter.convened());
+            u
+        },
         ended: op.ended.clone(),
     };
     match m.convene(call).await {
         Err(MessageError::Refused(why)) => control.refuse(why, frame),
         Err(MessageError::Failed(why)) => Response::new(exit::REFUSED, why),
         Ok(c) => {
-            lock(&op.usage).add(&c.usage);
+            op.meter.add_convened(&c.usage);
             let text = if json { serde_json::to_string_pretty(&c.result).unwrap_or_default() } else { c.output };
             if c.ok {
                 Response::new(exit::OK, text)

@@ -56,6 +56,8 @@ impl Convener for ChildConvener {
         Box::pin(async move {
             let (parent, (child, program, input, deadline)) = started?;
             let stopper = child.clone();
+            // A caller that stops waiting (its turn dropped mid-call) stops the council too.
+            let mut guard = StopOnDrop(Some((parent.clone(), child.clone())));
             let task =
                 parent.run.rt.spawn(async move { drive(child, &*program, input, deadline, Output::Strategy).await });
             tokio::pin!(task);
@@ -74,9 +76,22 @@ impl Convener for ChildConvener {
                 Ok(end) => Ok(settled(&parent, &call, &stopper.run.id, end)),
                 Err(e) => Err(MessageError::Failed(format!("council {} failed: {e}", call.name))),
             };
+            guard.0 = None;
             parent.run.child_ended();
             settled
         })
+    }
+}
+
+/// Stops a child run still running when the future waiting for it is dropped (parent, child).
+struct StopOnDrop(Option<(Arc<Host>, Arc<Host>)>);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        if let Some((parent, child)) = self.0.take() {
+            child.run.stop_with(StopCause::Cancelled("the operation that convened it ended".into()));
+            parent.run.child_ended();
+        }
     }
 }
 
