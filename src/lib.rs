@@ -61,7 +61,8 @@
 //!   `messages.allow`), `agents.rs`, `parallel.rs`, `stage.rs`).
 //! - `host/`: `mod.rs` (`Host`: the run, its `AgentBook` and `Router`; `finish` settles the books,
 //!   then the run), `drive.rs` (a run from the script's start to `result.json`: wait, deadline,
-//!   stop grace, status), `exit.rs` (exit codes).
+//!   stop grace, status), `exit.rs` (exit codes), `child.rs` (the hook through which the council
+//!   layer gives every run's agent book its `Convener`, installed once by `cli`).
 //! - `run/`: the run core. `mod.rs` (identity, stop cause, recording a settled operation, finish),
 //!   `event.rs` (every events.jsonl type), `status.rs` (`RunStatus`, `StageStatus`), `outcome.rs`
 //!   (outcomes and their `turns.jsonl`/`journal.jsonl` lines), `schema.rs` (validators cached by
@@ -88,7 +89,9 @@
 //! - `council/`: the strategy catalog (discovery, META without running, teams, catalog lines, the
 //!   required-param refusal), `params.rs` (a call's params coerced to META's types and a blank
 //!   roster member refused, before any run folder) and `registry.rs` (strategies compiled once,
-//!   recompiled on change).
+//!   recompiled on change), `child.rs` (councils convened from a turn, run as child runs: depth,
+//!   params and budget checked first; linked both ways; budget what the parent has left, deadline the
+//!   calling op's, stopped when it ends; the spend returned to be billed to the caller).
 //! - `watch.rs`: notify events filtered to `.rhai` changes, debounced. `stdlib.rs`: `stdlib/` as
 //!   embedded at build time (`build.rs`).
 //! - `harness/`: the `Session` trait and one file per harness (`fake.rs`, `command.rs`);
@@ -114,7 +117,8 @@
 //!   frames; **no I/O**), `dispatch.rs` (**the one dispatcher**: an agent's control state, its open
 //!   operations, and a `Command` carried out against it, with the same `Response` and events for
 //!   the socket and the HTTP `wf_*` tools), `messenger.rs` (the `Messenger` trait, errors typed
-//!   `Refused | Failed`), `server.rs` (one agent's socket and launcher), `peer.rs`
+//!   `Refused | Failed`), `convene.rs` (an agent's council grant, the `Convener` trait the council
+//!   layer implements, the prompt text on convening), `server.rs` (one agent's socket and launcher), `peer.rs`
 //!   (which processes a socket serves: its agent's running turns).
 //! - `sandbox/`: where a program agent (`command`, `claude`, `codex`, `pi`) runs confined, as data
 //!   and pure functions. `mod.rs` (how each harness meets a sandbox; a seated agent's sandbox),
@@ -194,6 +198,7 @@
 //! .awf/runs/<run-id>/        ids are UTC time to the millisecond plus a random suffix: they sort by time;
 //!                            every folder awf makes here is 0700 and every file it writes 0600
 //!   run.json       id, script path and sha256, cwd, args, META, limits (kept for later attempts),
+//!                  parent {run, op, agent, strategy} and depth (a council convened from a turn),
 //!                  attempts [{n, started_at, finished_at, status, from_stage, script_sha256}]
 //!                  (a `running` attempt found dead by a later one is rewritten `interrupted`)
 //!   events.jsonl   {"v":1,"type":T,"at":ISO-8601,"attempt":N,"data":{...}}; one `run::Event` each; types:
@@ -218,6 +223,7 @@
 //!                  (liveness), ops/<op-id>.stdout|.stderr (first MiB each); home/ (sandboxed agents' HOME;
 //!                  a CLI agent's CLAUDE_CONFIG_DIR, CODEX_HOME or PI_CODING_AGENT_DIR)
 //!   result.json    run_id, status (succeeded|failed|stopped|cancelled), value, error, ended_in, stages,
+//!                  children (child runs: councils its agents convened; present when there are any),
 //!                  accounting {by_agent, by_stage, by_model, by_attempt, totals} over every attempt,
 //!                  simulated, started_at, finished_at,
 //!                  sandboxes [{name, scope, provider, bwrap, policy, agents [{agent, harness, confined, seat}]}]

@@ -99,7 +99,9 @@ const OPEN: &str = "Opens an agent (or returns the one open under this key with 
 `#{ harness: \"command\", command: [\"python3\", \"agent.py\"] }`), default: the configured default
 runtime; `instructions` (its system prompt); `cwd`; `sandbox` (a name from `[sandboxes]` or an inline
 policy); `labels` (a map shown in records); `timeout_ms` or `deadline` (Unix ms) for each of its
-operations. Opening a key again with a different runtime, cwd, instructions or sandbox is an error.";
+operations; `councils` (`true`, or a list of strategy names: the councils it may convene from its
+turns, none by default). Opening a key again with a different runtime, cwd, instructions or sandbox
+is an error.";
 const STOP: &str = "Stops the agent with this key: its running operation settles `cancelled`, its process ends.
 Returns whether an agent was open under the key.";
 const AGENT_USAGE: &str = "What all of this agent's operations spent (turns, message operations, compactions):
