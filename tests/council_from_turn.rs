@@ -201,17 +201,18 @@ fn a_council_that_runs_out_of_the_parents_budget_fails_with_the_reason() {
 
 #[test]
 fn a_council_stops_when_the_operation_that_convened_it_ends() {
-    // The members hang; the boss's turn times out after 2 s and the council is stopped with it.
+    // The members hang; the boss starts the council, then its turn fails (exit 1) while the
+    // council runs: the council is stopped with it.
     let env = setup_with(
         "fn respond(turn) { #{ hang: true } }",
         "true",
-        json!([["magi", { "task": "t" }]]),
-        "timeout_ms: 2000,",
+        json!([["!detach", "magi", { "task": "t" }]]),
+        "",
         r#"let v = "answered"; try { boss.ask("Decide."); } catch (e) { v = "the turn ended: " + e.kind; } v"#,
     );
     let out = run(&env, &[]);
     out.expect_code(0);
-    assert_eq!(out.json()["value"], "the turn ended: timed-out", "{}", out.stderr);
+    assert_eq!(out.json()["value"], "the turn ended: failed", "{}", out.stderr);
     let (parent, children) = parent_and_children(&env);
     assert_eq!(children.len(), 1);
     let child_result = read_json(&children[0].join("result.json"));
@@ -292,4 +293,27 @@ fn an_http_agent_without_a_grant_is_not_offered_the_tool() {
     env.run(r#"ctx.agents.open(#{ key: "a" }).turn(#{ prompt: "Decide.", schema: #{ type: "object" } }).kind"#, &[])
         .expect_code(0);
     assert!(!server.bodies()[0]["tools"].to_string().contains("wf_council"));
+}
+
+#[test]
+fn a_councils_deadline_is_the_calling_operations() {
+    // The members hang; the boss's turn has 2 s. The council's deadline is the same instant, so it
+    // ends by its own deadline or by the operation's end, whichever fires first: never later.
+    let env = setup_with(
+        "fn respond(turn) { #{ hang: true } }",
+        "true",
+        json!([["magi", { "task": "t" }]]),
+        "timeout_ms: 2000,",
+        r#"let v = "answered"; try { boss.ask("Decide."); } catch (e) { v = "the turn ended: " + e.kind; } v"#,
+    );
+    let out = run(&env, &[]);
+    out.expect_code(0);
+    assert_eq!(out.json()["value"], "the turn ended: timed-out", "{}", out.stderr);
+    let (_, children) = parent_and_children(&env);
+    let child_result = read_json(&children[0].join("result.json"));
+    assert_eq!(child_result["status"], "cancelled", "{child_result}");
+    let why = child_result["error"].as_str().expect("error");
+    assert!(why.contains("deadline exceeded") || why.contains("the operation that convened it ended"), "{why}");
+    // It ended within the turn's 2 s and the stop grace.
+    assert!(child_result["duration_ms"].as_u64().expect("duration") < 2000 + 5000, "{child_result}");
 }
