@@ -317,3 +317,46 @@ fn a_councils_deadline_is_the_calling_operations() {
     // It ended within the turn's 2 s and the stop grace.
     assert!(child_result["duration_ms"].as_u64().expect("duration") < 2000 + 5000, "{child_result}");
 }
+
+/// The pinned Claude Code, driven by the fake model server on 127.0.0.1, convenes magi through its
+/// launcher from its shell tool and answers with the council's output.
+#[test]
+#[ignore = "needs the pinned agent CLIs (.ci/setup installs them; .ci/test runs these)"]
+fn the_claude_cli_convenes_magi_from_its_turn() {
+    use fake_model::{FakeModel, Reply};
+    let ok = std::process::Command::new("claude").arg("--version").output().is_ok_and(|o| o.status.success());
+    assert!(ok, "`claude` is not installed (.ci/setup installs the pinned version)");
+    let convene = r#"printf '%s' '{"task":"Ship on Friday?","reflect":false}' | {launcher} council magi | python3 -c 'import json,sys; print(json.dumps({"verdict": sys.stdin.read().strip()}))' | {launcher} result {op}"#;
+    let server = FakeModel::start_cli(vec![Reply::shell(convene)]);
+    let env = Env::new();
+    env.write("responder.rhai", RESPONDER);
+    env.write(
+        "awf.toml",
+        &format!(
+            "default_runtime = \"scripted\"\n[runtimes.scripted]\nharness = \"fake\"\nmodel = \"fake\"\nresponder = \"responder.rhai\"\n\
+             [runtimes.m]\nharness = \"claude\"\nmodel = \"claude-sonnet-4-5\"\nbase_url = \"{}\"\nargs = [\"--max-turns\", \"7\"]\n",
+            server.base()
+        ),
+    );
+    std::fs::create_dir_all(env.path().join("operator-home")).expect("home");
+    env.write(
+        "wf.rhai",
+        r#"let boss = ctx.agents.open(#{ key: "boss", runtime: "m", councils: ["magi"] });
+boss.ask("Decide; convene magi.", #{ type: "object", properties: #{ verdict: #{ type: "string" } }, required: ["verdict"] })"#,
+    );
+    let mut cmd = common::command(env.path(), &["script", "run", "wf.rhai", "--json"]);
+    cmd.env("HOME", env.path().join("operator-home"));
+    for var in ["CLAUDE_CONFIG_DIR", "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL", "CLAUDECODE"] {
+        cmd.env_remove(var);
+    }
+    let child = cmd.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().expect("awf");
+    let out = common::wait_within(child, std::time::Duration::from_secs(120));
+    out.expect_code(0);
+    let result = out.json();
+    let verdict = result["value"]["verdict"].as_str().expect("verdict");
+    assert!(verdict.starts_with("Ruling: yes"), "{result}");
+    let (_, children) = parent_and_children(&env);
+    assert_eq!(children.len(), 1);
+    // The council's 360 tokens are in the boss's spend, beside Claude Code's own.
+    assert!(result["accounting"]["by_agent"]["boss"]["tokens"].as_u64().expect("tokens") >= 360, "{result}");
+}
