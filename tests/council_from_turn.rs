@@ -360,3 +360,16 @@ boss.ask("Decide; convene magi.", #{ type: "object", properties: #{ verdict: #{ 
     // The council's 360 tokens are in the boss's spend, beside Claude Code's own.
     assert!(result["accounting"]["by_agent"]["boss"]["tokens"].as_u64().expect("tokens") >= 360, "{result}");
 }
+
+#[test]
+fn a_councils_spec_that_is_not_a_grant_is_refused() {
+    for (grant, says) in [
+        ("5", "`councils` must be true, false or a list of strategy names, got i64"),
+        ("[1]", "`councils` must list strategy names (strings)"),
+    ] {
+        let env = setup(grant, json!([]));
+        let out = env.awf(&["script", "run", "wf.rhai"]);
+        assert_ne!(out.code, Some(0), "{grant}");
+        out.stderr_has(says);
+    }
+}
