@@ -1,13 +1,16 @@
 //! Councils convened from inside a turn (`wf council`, the `wf_council` tool): what an agent may
-//! convene (its grant), the call as the dispatcher hands it on, what comes back, and the prompt
-//! text that tells the agent how. The council itself runs above this layer, behind [`Convener`].
+//! convene (its grant), the `council` command as the dispatcher carries it out, what comes back,
+//! and the prompt text that tells the agent how. The council itself runs above this layer, behind
+//! [`Convener`].
 
+use super::dispatch::Control;
 use super::messenger::MessageError;
 use super::prompt::AnswerMode;
+use super::protocol::{exit, Response};
 use crate::accounting::Usage;
 use crate::run::deadline::Deadline;
 use crate::run::BoxFuture;
-use serde_json::Value;
+use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
 /// The councils an agent may convene (agent spec `councils`): none unless the workflow says.
@@ -92,6 +95,58 @@ pub fn council_text(mode: AnswerMode, launcher: &str, catalog: &[String]) -> Str
         ));
     }
     out
+}
+
+/// Convenes a council for the agent's running operation; its spend is billed on the operation's
+/// meter, as it was priced in the council's run. A council that ran but failed is exit `REFUSED` with its reason.
+pub(super) async fn dispatch(control: &Control, name: String, params: &str, json: bool) -> Response {
+    let frame = json!({ "cmd": "council", "name": name });
+    let m = match control.messenger("council") {
+        Ok(m) => m,
+        Err(r) => return r,
+    };
+    let Some(op) = control.current() else {
+        return control.refuse("council refused: this agent has no operation running".into(), frame);
+    };
+    let text = if params.trim().is_empty() { "{}" } else { params };
+    let params: Value = match serde_json::from_str(text) {
+        Ok(v @ Value::Object(_)) => v,
+        Ok(other) => {
+            let why = format!("council {name}: params must be a JSON object, got {other}");
+            return Response::new(exit::REFUSED, why);
+        }
+        Err(e) => return Response::new(exit::REFUSED, format!("council {name}: params are not valid JSON: {e}")),
+    };
+    let op_id = control.current_id().unwrap_or_default();
+    let call = super::convene::Call {
+        agent: control.key().to_string(),
+        op_id,
+        name: name.clone(),
+        params,
+        deadline: op.deadline,
+        spent: {
+            let mut u = op.usage();
+            u.add(&op.meter.total());
+            u.add(&op.meter.convened());
+            u
+        },
+        ended: op.ended.clone(),
+    };
+    match m.convene(call).await {
+        Err(MessageError::Refused(why)) => control.refuse(why, frame),
+        Err(MessageError::Failed(why)) => Response::new(exit::REFUSED, why),
+        Ok(c) => {
+            op.meter.add_convened(&c.usage);
+            let text = if json { serde_json::to_string_pretty(&c.result).unwrap_or_default() } else { c.output };
+            if c.ok {
+                Response::new(exit::OK, text)
+            } else if json {
+                Response::new(exit::REFUSED, text)
+            } else {
+                Response::new(exit::REFUSED, format!("council {name} failed (run {}): {text}", c.run_id))
+            }
+        }
+    }
 }
 
 #[cfg(test)]

@@ -33,11 +33,11 @@ pub struct OpControl {
     pub answered: Notify,
     waiting: Mutex<Option<(Instant, String)>>,
     usage: Mutex<Usage>,
-    deadline: Option<Deadline>,
+    pub(super) deadline: Option<Deadline>,
     /// Cancelled when the operation settles: what it started (a council) stops with it.
-    ended: tokio_util::sync::CancellationToken,
+    pub(super) ended: tokio_util::sync::CancellationToken,
     /// The operation's meter: what its councils spent is billed on it.
-    meter: Arc<crate::accounting::Meter>,
+    pub(super) meter: Arc<crate::accounting::Meter>,
 }
 
 impl OpControl {
@@ -138,7 +138,12 @@ impl Control {
         Response::new(exit::REFUSED, why)
     }
 
-    fn current(&self) -> Option<Arc<OpControl>> {
+    /// The running operation's id.
+    pub(super) fn current_id(&self) -> Option<String> {
+        lock(&self.current).clone()
+    }
+
+    pub(super) fn current(&self) -> Option<Arc<OpControl>> {
         let current = lock(&self.current).clone()?;
         lock(&self.ops).get(&current).cloned()
     }
@@ -159,7 +164,7 @@ impl Control {
         ))
     }
 
-    fn messenger(&self, cmd: &str) -> Result<&dyn Messenger, Response> {
+    pub(super) fn messenger(&self, cmd: &str) -> Result<&dyn Messenger, Response> {
         match &self.messenger {
             Some(m) => Ok(m.as_ref()),
             None => Err(self.refuse("refused: this turn cannot message other agents".into(), json!({ "cmd": cmd }))),
@@ -254,63 +259,11 @@ pub async fn dispatch(control: &Control, cmd: Command) -> Response {
             Ok(Ok(())) => Response::new(exit::OK, format!("replied to #{n}")),
             Ok(Err(e)) => control.refuse(e.to_string(), json!({ "cmd": "reply", "n": n })),
         },
-        Command::Council { name, params, json } => council(control, name, &params, json).await,
+        Command::Council { name, params, json } => super::convene::dispatch(control, name, &params, json).await,
         Command::Inbox { json, all } => match control.messenger("inbox") {
             Err(r) => r,
             Ok(m) => Response::new(exit::OK, inbox_text(&m.inbox(all), json)),
         },
-    }
-}
-
-/// Convenes a council for the agent's running operation; its spend is billed on the operation's
-/// meter, as it was priced in the council's run. A council that ran but failed is exit `REFUSED` with its reason.
-async fn council(control: &Control, name: String, params: &str, json: bool) -> Response {
-    let frame = json!({ "cmd": "council", "name": name });
-    let m = match control.messenger("council") {
-        Ok(m) => m,
-        Err(r) => return r,
-    };
-    let Some(op) = control.current() else {
-        return control.refuse("council refused: this agent has no operation running".into(), frame);
-    };
-    let text = if params.trim().is_empty() { "{}" } else { params };
-    let params: Value = match serde_json::from_str(text) {
-        Ok(v @ Value::Object(_)) => v,
-        Ok(other) => {
-            let why = format!("council {name}: params must be a JSON object, got {other}");
-            return Response::new(exit::REFUSED, why);
-        }
-        Err(e) => return Response::new(exit::REFUSED, format!("council {name}: params are not valid JSON: {e}")),
-    };
-    let op_id = lock(&control.current).clone().unwrap_or_default();
-    let call = super::convene::Call {
-        agent: control.key.clone(),
-        op_id,
-        name: name.clone(),
-        params,
-        deadline: op.deadline,
-        spent: {
-            let mut u = op.usage();
-            u.add(&op.meter.total());
-            u.add(&op.meter.convened());
-            u
-        },
-        ended: op.ended.clone(),
-    };
-    match m.convene(call).await {
-        Err(MessageError::Refused(why)) => control.refuse(why, frame),
-        Err(MessageError::Failed(why)) => Response::new(exit::REFUSED, why),
-        Ok(c) => {
-            op.meter.add_convened(&c.usage);
-            let text = if json { serde_json::to_string_pretty(&c.result).unwrap_or_default() } else { c.output };
-            if c.ok {
-                Response::new(exit::OK, text)
-            } else if json {
-                Response::new(exit::REFUSED, text)
-            } else {
-                Response::new(exit::REFUSED, format!("council {name} failed (run {}): {text}", c.run_id))
-            }
-        }
     }
 }
 
