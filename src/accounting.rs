@@ -66,10 +66,22 @@ impl Usage {
 /// What an operation has spent so far, shared by its harness (which adds each reply's usage the
 /// moment it has it) and the operation pipeline, which bills it when the operation is cancelled or
 /// times out mid-turn: tokens a server spent are billed even when no turn report comes back.
+/// What councils the operation convened spent is kept apart: it was priced in their own runs, and
+/// is added to the operation's spend as it is.
 #[derive(Debug, Default)]
-pub struct Meter(std::sync::Mutex<Usage>);
+pub struct Meter(std::sync::Mutex<Usage>, std::sync::Mutex<Usage>);
 
 impl Meter {
+    /// Adds what a council convened by the operation spent (already priced).
+    pub fn add_convened(&self, usage: &Usage) {
+        self.1.lock().unwrap_or_else(|p| p.into_inner()).add(usage);
+    }
+
+    /// What the councils the operation convened spent.
+    pub fn convened(&self) -> Usage {
+        *self.1.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     pub fn add(&self, usage: &Usage) {
         // A plain value replaced whole: a poisoned lock still holds a valid one.
         self.0.lock().unwrap_or_else(|p| p.into_inner()).add(usage);

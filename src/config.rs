@@ -183,6 +183,8 @@ pub struct LimitsConfig {
     pub deadline: Option<String>,
     /// Background runs (`--detach`) at once on this machine; the rest wait, queued.
     pub background: Option<usize>,
+    /// How deep councils convened from turns may nest (default 2).
+    pub council_depth: Option<u32>,
 }
 
 impl Config {

@@ -67,7 +67,8 @@
 //! - `host/`: `mod.rs` (`Host`: the run, its `AgentBook` and `Router`; `finish` settles the books,
 //!   then the run), `drive.rs` (a run from the script's start to `result.json`: wait, deadline,
 //!   stop grace, status, the run's trace), `control.rs` (the run's control socket: status, stop,
-//!   kill; and its client), `exit.rs` (exit codes).
+//!   kill; and its client), `exit.rs` (exit codes), `child.rs` (the hook through which the council
+//!   layer gives every run's agent book its `Convener`, installed once by `cli`).
 //! - `telemetry/`: OpenTelemetry traces over OTLP/HTTP, **the only module that names the
 //!   opentelemetry crates**; `spans.rs` builds the spans from a run's records on a thread of its
 //!   own (the run core never calls it).
@@ -98,7 +99,9 @@
 //!   required-param refusal), `params.rs` (a call's params coerced to META's types and a blank
 //!   roster member refused, before any run folder) and `registry.rs` (strategies compiled once,
 //!   recompiled when their version, a hash of the file and its imports, changes; removed when
-//!   their file goes).
+//!   their file goes), `child.rs` (councils convened from a turn, run as child runs: depth,
+//!   params and budget checked first; linked both ways; budget what the parent has left, deadline the
+//!   calling op's, stopped when it ends; the spend returned to be billed to the caller).
 //! - `watch.rs`: notify events filtered to `.rhai` changes, debounced. `stdlib.rs`: `stdlib/` as
 //!   embedded at build time (`build.rs`).
 //! - `harness/`: the `Session` trait and one file per harness (`fake.rs`, `command.rs`);
@@ -124,7 +127,8 @@
 //!   frames; **no I/O**), `dispatch.rs` (**the one dispatcher**: an agent's control state, its open
 //!   operations, and a `Command` carried out against it, with the same `Response` and events for
 //!   the socket and the HTTP `wf_*` tools), `messenger.rs` (the `Messenger` trait, errors typed
-//!   `Refused | Failed`), `server.rs` (one agent's socket and launcher), `peer.rs`
+//!   `Refused | Failed`), `convene.rs` (an agent's council grant, the `Convener` trait the council
+//!   layer implements, the prompt text on convening), `server.rs` (one agent's socket and launcher), `peer.rs`
 //!   (which processes a socket serves: its agent's running turns).
 //! - `sandbox/`: where a program agent (`command`, `claude`, `codex`, `pi`) runs confined, as data
 //!   and pure functions. `mod.rs` (how each harness meets a sandbox; a seated agent's sandbox),
@@ -209,6 +213,7 @@
 //! .awf/runs/<run-id>/        ids are UTC time to the millisecond plus a random suffix: they sort by time;
 //!                            every folder awf makes here is 0700 and every file it writes 0600
 //!   run.json       id, script path and sha256, cwd, args, META, limits (kept for later attempts),
+//!                  parent {run, op, agent, strategy} and depth (a council convened from a turn),
 //!                  attempts [{n, started_at, finished_at, status, from_stage, script_sha256}]
 //!                  (a `running` attempt found dead by a later one is rewritten `interrupted`)
 //!   events.jsonl   {"v":1,"type":T,"at":ISO-8601,"attempt":N,"data":{...}}; one `run::Event` each; types:
@@ -218,7 +223,8 @@
 //!                  op-submission, op-waiting, op-settled, model-unpriced, control-refused, stage-started, stage-finished,
 //!                  parallel-started, parallel-finished, log, budget-exhausted, sandbox-opened,
 //!                  sandbox-seated, route-granted, route-closed, message-sent, message-delivered,
-//!                  message-undelivered, message-replied, message-ask-failed, http-retry.
+//!                  message-undelivered, message-replied, message-ask-failed, http-retry, child-run-started,
+//!                  child-run-ended.
 //!                  Readers skip types they do not know.
 //!   turns.jsonl    one line per settled operation: attempt, agent, op_id, outcome, reason, stage, label, harness,
 //!                  model, tokens by kind, cost_usd, cost_source, simulated, rejections, delivered_at, settled_at,
@@ -238,6 +244,7 @@
 //!                  (liveness), ops/<op-id>.stdout|.stderr (first MiB each); home/ (sandboxed agents' HOME;
 //!                  a CLI agent's CLAUDE_CONFIG_DIR, CODEX_HOME or PI_CODING_AGENT_DIR)
 //!   result.json    run_id, status (succeeded|failed|stopped|cancelled), value, error, ended_in, stages,
+//!                  children (child runs: councils its agents convened; present when there are any),
 //!                  accounting {by_agent, by_stage, by_model, by_attempt, totals} over every attempt,
 //!                  simulated, started_at, finished_at,
 //!                  sandboxes [{name, scope, provider, bwrap, policy, agents [{agent, harness, confined, seat}]}]

@@ -6,6 +6,7 @@ use super::messenger::AgentMessenger;
 use super::seating::SandboxBook;
 use super::{lock, resolve_runtime, Agent, OpenRequest, RuntimeChoice};
 use crate::config::RuntimeConfig;
+use crate::control::convene::{Convener, Grant};
 use crate::harness::{self, AgentInfo};
 use crate::messaging::{Directory, Presence, Router};
 use crate::run::{Event, Run};
@@ -30,6 +31,8 @@ pub struct AgentBook {
     stopped: Mutex<HashMap<String, String>>,
     /// Runtimes resolved so far, by (alias, effort); the default runtime under "".
     runtimes: Mutex<HashMap<RuntimeKey, Arc<RuntimeConfig>>>,
+    /// Runs the councils agents convene (set once, by the layer that can run them).
+    convener: std::sync::OnceLock<Arc<dyn Convener>>,
 }
 
 impl AgentBook {
@@ -49,7 +52,17 @@ impl AgentBook {
             slugs: Mutex::new(HashSet::new()),
             stopped: Mutex::new(HashMap::new()),
             runtimes: Mutex::new(HashMap::new()),
+            convener: std::sync::OnceLock::new(),
         })
+    }
+
+    /// Gives the book what runs councils for its agents; only the first call counts.
+    pub fn set_convener(&self, convener: Arc<dyn Convener>) {
+        let _ = self.convener.set(convener);
+    }
+
+    pub fn convener(&self) -> Option<Arc<dyn Convener>> {
+        self.convener.get().cloned()
     }
 
     pub fn get(&self, key: &str) -> Option<Arc<Agent>> {
@@ -91,6 +104,11 @@ impl AgentBook {
             run.note_config_error(&e);
             e
         };
+        if req.councils != Grant::None {
+            let convener =
+                self.convener().ok_or_else(|| format!("agent {}: this run cannot convene councils", req.key))?;
+            convener.check_grant(&req.councils).map_err(|e| config(format!("agent {}: {e}", req.key)))?;
+        }
         let runtime = self.runtime(&req.runtime).map_err(config)?;
         let mut open = lock(&self.open);
         if let Some(existing) = open.get(&req.key) {

@@ -240,7 +240,7 @@ async fn message(
         crate::messaging::context_text(mode, &launcher, &routes, &agent.key, &held)
     );
     if let Some(e) = &agent.endpoint {
-        e.open_turn(&op.op_id, slot.clone(), deadline);
+        e.open_turn(&op.op_id, slot.clone(), deadline, op.meter.clone());
     }
     let input = TurnInput {
         op_id: op.op_id.clone(),

@@ -2,6 +2,7 @@
 //! and read the inbox, each as this agent.
 
 use super::AgentBook;
+use crate::control::convene::{Call, Convened, Grant};
 use crate::control::messenger::{Held, MessageError, Messenger};
 use crate::run::BoxFuture;
 use std::sync::{Arc, Weak};
@@ -62,6 +63,34 @@ impl Messenger for AgentMessenger {
     fn reply(&self, n: u64, text: &str) -> Result<(), MessageError> {
         let book = self.book()?;
         book.router.reply(&book.run, &self.key, n, text).map_err(MessageError::Refused)
+    }
+
+    fn may_convene(&self) -> bool {
+        let book = self.book.upgrade();
+        book.and_then(|b| b.get(&self.key)).is_some_and(|a| a.request.councils != Grant::None)
+    }
+
+    fn convene(&self, call: Call) -> BoxFuture<'static, Result<Convened, MessageError>> {
+        let ready = self.book().and_then(|book| {
+            let granted = book.get(&self.key).map(|a| a.request.councils.clone()).unwrap_or_default();
+            if !granted.allows(&call.name) {
+                let why = match granted {
+                    Grant::None => {
+                        format!("refused: agent {} was granted no councils (agent spec `councils`)", self.key)
+                    }
+                    _ => format!(
+                        "refused: agent {} was not granted council \"{}\" (agent spec `councils`)",
+                        self.key, call.name
+                    ),
+                };
+                return Err(MessageError::Refused(why));
+            }
+            book.convener().ok_or_else(|| MessageError::Refused("refused: this run cannot convene councils".into()))
+        });
+        match ready {
+            Ok(convener) => convener.convene(call),
+            Err(e) => Box::pin(async move { Err(e) }),
+        }
     }
 
     fn inbox(&self, all: bool) -> Vec<Held> {

@@ -45,6 +45,8 @@ pub struct OpenRequest {
     pub labels: Value,
     pub timeout_ms: Option<u64>,
     pub deadline_ms: Option<i64>,
+    /// The councils the agent may convene from its turns (`wf council`).
+    pub councils: crate::control::convene::Grant,
 }
 
 pub struct Agent {

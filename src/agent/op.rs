@@ -187,6 +187,8 @@ pub(super) async fn execute(
         e.settle_op(&op.op_id, outcome_kind.as_str());
     }
     (usage, cost_source) = priced(run, &model, usage, cost_source, simulated);
+    // Councils the operation convened were priced in their own runs.
+    usage.add(&meter.convened());
     let outcome = Outcome {
         kind: outcome_kind,
         value,

@@ -69,7 +69,8 @@ pub async fn supervise(session: &mut dyn Session, plan: OpPlan<'_>, book: &Agent
         };
         // Routes and held messages are shown with every turn, check-ins included.
         let held = book.router.take_held(run, key);
-        let context = crate::messaging::context_text(mode, plan.launcher, &book.router.routes_of(key), key, &held);
+        let mut context = crate::messaging::context_text(mode, plan.launcher, &book.router.routes_of(key), key, &held);
+        context.push_str(&councils_text(book, &plan.agent.request.councils, mode, plan.launcher));
         let shown = if context.is_empty() { body } else { format!("{context}{body}") };
         let report = session
             .turn(TurnInput {
@@ -124,4 +125,18 @@ pub async fn supervise(session: &mut dyn Session, plan: OpPlan<'_>, book: &Agent
         format!("no answer after {} nudges", plan.nudge.max)
     });
     out
+}
+
+/// What an agent granted councils is told about convening them; empty without a grant.
+fn councils_text(
+    book: &super::AgentBook,
+    grant: &crate::control::convene::Grant,
+    mode: crate::control::prompt::AnswerMode,
+    launcher: &str,
+) -> String {
+    if *grant == crate::control::convene::Grant::None {
+        return String::new();
+    }
+    let catalog = book.convener().map(|c| c.catalog(grant)).unwrap_or_default();
+    crate::control::convene::council_text(mode, launcher, &catalog)
 }

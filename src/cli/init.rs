@@ -113,6 +113,7 @@ const REST: &str = r#"
 # budget_tokens = 2000000     # the same in tokens (--budget-tokens)
 # deadline = "30m"            # the run's wall-clock limit (--deadline)
 # background = 4              # background runs (--detach) at once on this machine
+# council_depth = 2           # how deep councils convened from agents' turns may nest
 
 # USD per million tokens, for models the built-in table does not know (a model with no price is
 # recorded as unpriced, and awf warns once per model).

@@ -102,6 +102,8 @@ pub fn main() -> i32 {
             return if e.use_stderr() { EXIT_USAGE } else { EXIT_OK };
         }
     };
+    // Every run this process starts lets its granted agents convene councils (`wf council`).
+    crate::host::child::install(crate::council::child::factory);
     let result = match cli.command {
         Command::Script(cmd) => script::exec(cmd),
         Command::Init(args) => init::exec(args),

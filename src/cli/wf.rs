@@ -59,6 +59,15 @@ enum WfCommand {
         #[arg(long)]
         all: bool,
     },
+    /// Convene a granted council (params as a JSON object on stdin: `task`, optional `team` or
+    /// `roster`, and the strategy's params); prints its output
+    Council {
+        /// The strategy to convene (one the workflow granted this agent)
+        name: String,
+        /// Print the council's result.json instead of its output
+        #[arg(long)]
+        json: bool,
+    },
     /// Report what this turn spent
     Usage {
         /// Input tokens (a count)
@@ -91,6 +100,7 @@ fn command(cmd: WfCommand) -> Result<Command, String> {
         WfCommand::Ask { to } => Command::Ask { to, text: stdin_text()? },
         WfCommand::Reply { n } => Command::Reply { n, text: stdin_text()? },
         WfCommand::Inbox { json, all } => Command::Inbox { json, all },
+        WfCommand::Council { name, json } => Command::Council { name, params: stdin_text()?, json },
         WfCommand::Usage { input, output, cost } => Command::Usage { input, output, cost_usd: cost },
     })
 }

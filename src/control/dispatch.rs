@@ -33,7 +33,11 @@ pub struct OpControl {
     pub answered: Notify,
     waiting: Mutex<Option<(Instant, String)>>,
     usage: Mutex<Usage>,
-    deadline: Option<Deadline>,
+    pub(super) deadline: Option<Deadline>,
+    /// Cancelled when the operation settles: what it started (a council) stops with it.
+    pub(super) ended: tokio_util::sync::CancellationToken,
+    /// The operation's meter: what its councils spent is billed on it.
+    pub(super) meter: Arc<crate::accounting::Meter>,
 }
 
 impl OpControl {
@@ -85,13 +89,21 @@ impl Control {
 
     /// Opens a turn's operation with its deadline (which `waiting` answers quote); it stays
     /// reachable until `settle_op`.
-    pub fn open_turn(&self, op_id: &str, slot: Arc<ResultSlot>, deadline: Option<Deadline>) -> Arc<OpControl> {
+    pub fn open_turn(
+        &self,
+        op_id: &str,
+        slot: Arc<ResultSlot>,
+        deadline: Option<Deadline>,
+        meter: Arc<crate::accounting::Meter>,
+    ) -> Arc<OpControl> {
         let op = Arc::new(OpControl {
             slot,
             answered: Notify::new(),
             waiting: Mutex::new(None),
             usage: Mutex::new(Usage::default()),
             deadline,
+            ended: tokio_util::sync::CancellationToken::new(),
+            meter,
         });
         lock(&self.ops).insert(op_id.to_string(), op.clone());
         *lock(&self.current) = Some(op_id.to_string());
@@ -100,7 +112,9 @@ impl Control {
 
     /// Closes an operation; later commands for it are told why.
     pub fn settle_op(&self, op_id: &str, why: &str) {
-        lock(&self.ops).remove(op_id);
+        if let Some(o) = lock(&self.ops).remove(op_id) {
+            o.ended.cancel();
+        }
         lock(&self.settled).insert(op_id.to_string(), why.to_string());
         let mut current = lock(&self.current);
         if current.as_deref() == Some(op_id) {
@@ -124,7 +138,12 @@ impl Control {
         Response::new(exit::REFUSED, why)
     }
 
-    fn current(&self) -> Option<Arc<OpControl>> {
+    /// The running operation's id.
+    pub(super) fn current_id(&self) -> Option<String> {
+        lock(&self.current).clone()
+    }
+
+    pub(super) fn current(&self) -> Option<Arc<OpControl>> {
         let current = lock(&self.current).clone()?;
         lock(&self.ops).get(&current).cloned()
     }
@@ -145,7 +164,7 @@ impl Control {
         ))
     }
 
-    fn messenger(&self, cmd: &str) -> Result<&dyn Messenger, Response> {
+    pub(super) fn messenger(&self, cmd: &str) -> Result<&dyn Messenger, Response> {
         match &self.messenger {
             Some(m) => Ok(m.as_ref()),
             None => Err(self.refuse("refused: this turn cannot message other agents".into(), json!({ "cmd": cmd }))),
@@ -240,6 +259,7 @@ pub async fn dispatch(control: &Control, cmd: Command) -> Response {
             Ok(Ok(())) => Response::new(exit::OK, format!("replied to #{n}")),
             Ok(Err(e)) => control.refuse(e.to_string(), json!({ "cmd": "reply", "n": n })),
         },
+        Command::Council { name, params, json } => super::convene::dispatch(control, name, &params, json).await,
         Command::Inbox { json, all } => match control.messenger("inbox") {
             Err(r) => r,
             Ok(m) => Response::new(exit::OK, inbox_text(&m.inbox(all), json)),

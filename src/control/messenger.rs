@@ -55,4 +55,16 @@ pub trait Messenger: Send + Sync {
     /// The messages held for this agent (reading them delivers them) and the questions it was
     /// shown that still await its reply; with `all`, every message it was ever delivered.
     fn inbox(&self, all: bool) -> Vec<Held>;
+    /// Whether this agent was granted any council.
+    fn may_convene(&self) -> bool {
+        false
+    }
+    /// Runs a council this agent was granted, as a child run, to its end.
+    fn convene(
+        &self,
+        call: super::convene::Call,
+    ) -> BoxFuture<'static, Result<super::convene::Convened, MessageError>> {
+        let why = format!("refused: agent {} cannot convene councils here", call.agent);
+        Box::pin(async move { Err(MessageError::Refused(why)) })
+    }
 }

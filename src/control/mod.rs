@@ -3,6 +3,7 @@
 //! their commands, an agent's socket and who may use it, and the messenger an agent sends, asks and
 //! replies through.
 
+pub mod convene;
 pub mod dispatch;
 pub mod messenger;
 pub mod peer;

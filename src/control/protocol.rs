@@ -39,6 +39,13 @@ pub enum Command {
         #[serde(default)]
         all: bool,
     },
+    /// Convenes a granted council as a child run; `params` is the JSON text the agent piped in.
+    Council {
+        name: String,
+        params: String,
+        #[serde(default)]
+        json: bool,
+    },
     /// What the agent's current turn spent.
     Usage {
         input: u64,

@@ -125,8 +125,9 @@ impl Endpoint {
         op_id: &str,
         slot: Arc<ResultSlot>,
         deadline: Option<crate::run::deadline::Deadline>,
+        meter: Arc<crate::accounting::Meter>,
     ) -> Arc<OpControl> {
-        self.state.control.open_turn(op_id, slot, deadline)
+        self.state.control.open_turn(op_id, slot, deadline, meter)
     }
 
     /// Closes an operation; later frames for it are told why.

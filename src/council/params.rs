@@ -154,11 +154,12 @@ mod tests {
 
     #[test]
     fn params_are_coerced_to_metas_types() {
-        let got =
-            call(json!({ "reflect": "off", "n": "3", "mode": " Warn ", "who": 5, "choices": "yes, no", "other": "x" }));
+        let got = call(json!({ "reflect": "off", "n": "3", "mode": " Warn ", "who": 5, "choices": "yes, no" }));
+        assert_eq!(got, Ok(json!({ "reflect": false, "n": 3, "mode": "warn", "who": "5", "choices": ["yes", "no"] })));
+        // A param META does not declare is a typo, not a value to pass along.
         assert_eq!(
-            got,
-            Ok(json!({ "reflect": false, "n": 3, "mode": "warn", "who": "5", "choices": ["yes", "no"], "other": "x" }))
+            call(json!({ "who": "a", "other": "x" })),
+            Err("demo: unknown param `other` (its params: choices, mode, n, reflect, who)".to_string())
         );
         let got = call(json!({ "reflect": 1, "n": 2.0, "who": "a", "choices": [1] }));
         assert_eq!(got, Ok(json!({ "reflect": true, "n": 2, "who": "a", "choices": [1] })));

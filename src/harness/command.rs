@@ -52,7 +52,7 @@ impl Session for CommandSession {
     fn turn(&mut self, input: TurnInput) -> BoxFuture<'_, TurnReport> {
         Box::pin(async move {
             let mut log = OpLog::open(&self.agent_dir, &input.op_id);
-            let op = self.endpoint.open_turn(&input.op_id, input.slot.clone(), input.deadline);
+            let op = self.endpoint.open_turn(&input.op_id, input.slot.clone(), input.deadline, input.meter.clone());
             let prompt = match &self.info.instructions {
                 Some(i) => format!("{i}\n\n{}", input.shown),
                 None => input.shown.clone(),

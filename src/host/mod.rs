@@ -3,6 +3,7 @@
 //! `script run`, `council run`, `runs resume` and `serve` all call. The script itself is passed in
 //! through the `Script` trait, so this layer never names the script host.
 
+pub mod child;
 pub mod control;
 pub mod drive;
 pub mod exit;
@@ -46,6 +47,7 @@ impl Host {
         if let Some(listener) = listener {
             control::Control::serve(&host, listener);
         }
+        child::attach(&host);
         Ok(host)
     }
 

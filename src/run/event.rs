@@ -98,6 +98,15 @@ events! {
     },
     MessageReplied = "message-replied" { n: u64, from: &'a str, to: &'a str, bytes: usize },
     MessageAskFailed = "message-ask-failed" { n: u64, to: &'a str, asker: &'a str, why: &'a str },
+    /// An agent's operation convened a council: it runs as child run `run_id`.
+    ChildRunStarted = "child-run-started" { run_id: &'a str, agent: &'a str, op_id: &'a str, strategy: &'a str },
+    /// The child run ended; its spend is billed to the calling operation.
+    ChildRunEnded = "child-run-ended" {
+        run_id: &'a str, agent: &'a str, op_id: &'a str, status: super::RunStatus, error: Option<&'a str>,
+        tokens: u64,
+        #[serde(serialize_with = "crate::accounting::serialize_usd")]
+        cost_usd: f64,
+    },
     /// An HTTP request that failed in a way worth retrying, and the wait before the next try.
     HttpRetry = "http-retry" { agent: &'a str, attempt: u32, wait_ms: u64, why: &'a str },
 }

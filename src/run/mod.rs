@@ -52,6 +52,9 @@ pub struct ResultDoc {
     pub started_at: String,
     pub finished_at: String,
     pub duration_ms: u64,
+    /// The child runs (councils its agents convened), by run id.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub children: Vec<String>,
 }
 
 /// What a resumed attempt makes of an operation the journal may hold.
@@ -74,6 +77,9 @@ pub enum StopCause {
     /// The run's `--deadline` passed: status `cancelled`, exit 4.
     Deadline,
 }
+
+/// How long a finishing run waits for its child runs to settle: their stop grace and a margin.
+const CHILD_GRACE: std::time::Duration = std::time::Duration::from_secs(7);
 
 /// Everything needed to start a run.
 pub struct RunSpec {
@@ -128,6 +134,14 @@ pub struct Run {
     unpriced_warned: Mutex<std::collections::HashSet<String>>,
     /// The run's lock, held by this attempt until it finishes (or its process dies).
     lock: Mutex<Option<record::lock::RunLock>>,
+    /// How many runs above this one convened it (0: a run started by a command).
+    depth: std::sync::atomic::AtomicU32,
+    /// The child runs its agents convened, and how many of them are still running.
+    children: Mutex<Vec<String>>,
+    running_children: Mutex<usize>,
+    child_ended: std::sync::Condvar,
+    /// A council convened from a turn stops once its budget is spent.
+    stop_on_budget: AtomicBool,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -232,11 +246,56 @@ impl Run {
             config_error: std::sync::OnceLock::new(),
             unpriced_warned: Mutex::new(std::collections::HashSet::new()),
             lock: Mutex::new(Some(run_lock)),
+            depth: Default::default(),
+            children: Mutex::new(Vec::new()),
+            running_children: Mutex::new(0),
+            child_ended: std::sync::Condvar::new(),
+            stop_on_budget: AtomicBool::new(false),
         }))
     }
 
     pub fn dir(&self) -> &Path {
         self.records.dir()
+    }
+
+    /// Makes this run a child run: `run.json` names its parent (`run`, `op`, `agent`), and its
+    /// depth is one more than the parent's.
+    pub fn link_parent(&self, parent: Value, depth: u32) -> std::io::Result<()> {
+        self.depth.store(depth, Ordering::SeqCst);
+        let mut doc = lock(&self.run_doc);
+        doc["parent"] = parent;
+        doc["depth"] = json!(depth);
+        self.records.write_document("run.json", &*doc)
+    }
+
+    pub fn depth(&self) -> u32 {
+        self.depth.load(Ordering::SeqCst)
+    }
+
+    /// Makes the run stop (status `stopped`, the budget's reason) as soon as an operation is
+    /// refused for the budget, rather than go on without it.
+    pub fn stop_when_budget_spent(&self) {
+        self.stop_on_budget.store(true, Ordering::SeqCst);
+    }
+
+    /// Lists a child run in this run's `result.json`; it runs until `child_ended`.
+    pub fn add_child(&self, run_id: &str) {
+        lock(&self.children).push(run_id.to_string());
+        *lock(&self.running_children) += 1;
+    }
+
+    /// A child run has settled and its end is on this run's record.
+    pub fn child_ended(&self) {
+        let mut n = lock(&self.running_children);
+        *n = n.saturating_sub(1);
+        self.child_ended.notify_all();
+    }
+
+    /// Waits (at most `limit`) for the child runs still running: stopped with the operation that
+    /// convened them, they settle within their stop grace, and their end belongs in this record.
+    fn wait_children(&self, limit: std::time::Duration) {
+        let n = lock(&self.running_children);
+        let _ = self.child_ended.wait_timeout_while(n, limit, |n| *n > 0);
     }
 
     /// The recorded value and summary of a stage this attempt reuses.
@@ -304,6 +363,9 @@ impl Run {
         if !self.budget_warned.swap(true, Ordering::SeqCst) {
             self.log("warn", &format!("{why}; no new operation will start"), &Value::Null);
             self.records.event(&Event::BudgetExhausted { reason: why });
+        }
+        if self.stop_on_budget.load(Ordering::SeqCst) {
+            self.stop_with(StopCause::Stopped(why.to_string()));
         }
     }
 
@@ -375,6 +437,7 @@ impl Run {
         ended_in: Option<&str>,
         sandboxes: Value,
     ) -> ResultDoc {
+        self.wait_children(CHILD_GRACE);
         let finished_at = record::now_iso();
         let result = ResultDoc {
             v: record::FORMAT_VERSION,
@@ -390,6 +453,7 @@ impl Run {
             started_at: self.started_at.clone(),
             finished_at: finished_at.clone(),
             duration_ms: self.started.elapsed().as_millis() as u64,
+            children: lock(&self.children).clone(),
         };
         self.records.event(&Event::RunFinished { status, error });
         self.records.flush(true);

@@ -241,6 +241,15 @@ impl Scheduler {
         self.lock().accounts.by_agent.get(agent).cloned().unwrap_or_default()
     }
 
+    /// What is left of each budget (tokens, USD): `None` where the run has no such budget.
+    pub fn left(&self) -> (Option<u64>, Option<f64>) {
+        let (tokens, usd) = self.spent();
+        (
+            self.limits.budget_tokens.map(|b| b.saturating_sub(tokens)),
+            self.limits.budget_usd.map(|b| (b - usd).max(0.0)),
+        )
+    }
+
     /// Tokens and USD the run has spent so far, over every attempt.
     pub fn spent(&self) -> (u64, f64) {
         let b = self.lock();

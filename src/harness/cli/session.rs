@@ -126,7 +126,7 @@ impl CliSession {
 
     async fn run_turn(&mut self, input: TurnInput) -> TurnReport {
         let mut log = OpLog::open(&self.agent_dir, &input.op_id);
-        let op = self.endpoint.open_turn(&input.op_id, input.slot.clone(), input.deadline);
+        let op = self.endpoint.open_turn(&input.op_id, input.slot.clone(), input.deadline, input.meter.clone());
         let report = |end: TurnEnd, mut usage: Usage, cost_reported: bool, op: &OpControl| {
             let launched = op.usage();
             usage.add(&launched);

@@ -16,9 +16,10 @@ pub(super) fn result_parameters(schema: &Value) -> (Value, bool) {
     }
 }
 
-pub(super) fn tool_specs(schema: &Value, op_id: &str) -> Vec<ToolSpec> {
+/// The tools for one turn; `councils`: the agent was granted councils, so `wf_council` is offered.
+pub(super) fn tool_specs(schema: &Value, op_id: &str, councils: bool) -> Vec<ToolSpec> {
     let text = json!({ "type": "object", "properties": { "to": { "type": "string" }, "text": { "type": "string" } }, "required": ["to", "text"] });
-    vec![
+    let mut specs = vec![
         ToolSpec {
             name: "wf_result",
             description: format!("Submit the answer to operation {op_id}. The arguments are the answer; they must match the schema. A rejection lists each error: fix them and call again."),
@@ -36,7 +37,15 @@ pub(super) fn tool_specs(schema: &Value, op_id: &str) -> Vec<ToolSpec> {
             description: "Your new messages and the questions you owe a reply.".into(),
             parameters: json!({ "type": "object", "properties": { "all": { "type": "boolean" } } }),
         },
-    ]
+    ];
+    if councils {
+        specs.push(ToolSpec {
+            name: "wf_council",
+            description: "Convene a council you were granted and wait for its output. `params`: `task` (required), optionally `team` or `roster`, and the strategy's params.".into(),
+            parameters: json!({ "type": "object", "properties": { "name": { "type": "string" }, "params": { "type": "object" } }, "required": ["name", "params"] }),
+        });
+    }
+    specs
 }
 
 /// Runs one tool call through the control dispatcher, answering with the launcher's texts.
@@ -83,6 +92,15 @@ fn command_of(call: &ToolCall, input: &TurnInput) -> Result<Command, String> {
             let all = args.as_ref().ok().and_then(|a| a.get("all")).and_then(Value::as_bool).unwrap_or(false);
             Ok(Command::Inbox { json: false, all })
         }
-        other => Err(format!("unknown tool {other}: the tools are wf_result, wf_send, wf_ask, wf_reply and wf_inbox")),
+        "wf_council" => {
+            let params = args.as_ref().ok().and_then(|a| a.get("params")).map(Value::to_string).unwrap_or_default();
+            match field("name") {
+                Some(name) => Ok(Command::Council { name, params, json: false }),
+                None => Err("refused: wf_council needs `name` and `params`".into()),
+            }
+        }
+        other => Err(format!(
+            "unknown tool {other}: the tools are wf_result, wf_send, wf_ask, wf_reply, wf_inbox (and wf_council when granted)"
+        )),
     }
 }

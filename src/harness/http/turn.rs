@@ -21,7 +21,8 @@ impl HttpSession {
         self.push(Msg::User { text: input.shown.clone() });
         let schema = input.slot.schema().value.clone();
         let structured = self.cfg.structured && input.kind == TurnKind::Turn;
-        let tools = if structured { Vec::new() } else { tool_specs(&schema, &input.op_id) };
+        let councils = input.messenger.as_ref().is_some_and(|m| m.may_convene());
+        let tools = if structured { Vec::new() } else { tool_specs(&schema, &input.op_id, councils) };
         // The schema a structured reply is held to: the op's own, wrapped in `{value}` only for a
         // server that takes nothing but an object (and unwrapped before the slot sees it).
         let wrapped = structured && self.cfg.object_only && tool_wraps(&schema);
@@ -29,7 +30,7 @@ impl HttpSession {
         let mode = if structured { self.answer_mode() } else { AnswerMode::Tool };
         // The turn's control state: its answers and messages go through the one dispatcher.
         let control = Control::new(&self.info.key, self.events.clone(), input.messenger.clone()).answering(mode);
-        control.open_turn(&input.op_id, input.slot.clone(), input.deadline);
+        control.open_turn(&input.op_id, input.slot.clone(), input.deadline, input.meter.clone());
         for _ in 0..MAX_STEPS {
             let reply = match self.request(&tools, structured.then_some(&reply_schema), &input.meter).await {
                 Ok(r) => r,

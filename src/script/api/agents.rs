@@ -7,6 +7,7 @@ use crate::agent::op::{self, OpError, Turn};
 use crate::agent::supervise::Nudge;
 use crate::agent::{OpenRequest, Outcome, RuntimeChoice};
 use crate::config::RuntimeConfig;
+use crate::control::convene::Grant;
 use crate::control::prompt::DEFAULT_NUDGE;
 use crate::run::scope;
 use crate::script::convert::{to_dynamic, to_json};
@@ -98,7 +99,9 @@ const OPEN: &str = "Opens an agent (or returns the one open under this key with 
 `#{ harness: \"command\", command: [\"python3\", \"agent.py\"] }`), default: the configured default
 runtime; `instructions` (its system prompt); `cwd`; `sandbox` (a name from `[sandboxes]` or an inline
 policy); `labels` (a map shown in records); `timeout_ms` or `deadline` (Unix ms) for each of its
-operations. Opening a key again with a different runtime, cwd, instructions or sandbox is an error.";
+operations; `councils` (`true`, or a list of strategy names: the councils it may convene from its
+turns, none by default). Opening a key again with a different runtime, cwd, instructions or sandbox
+is an error.";
 const STOP: &str = "Stops the agent with this key: its running operation settles `cancelled`, its process ends.
 Returns whether an agent was open under the key.";
 const AGENT_USAGE: &str = "What all of this agent's operations spent (turns, message operations, compactions):
@@ -130,7 +133,17 @@ fn open(nc: NativeCallContext, a: &mut Agents, spec: Map) -> RResult<AgentHandle
 
 fn parse_spec(spec: &Map) -> Result<OpenRequest, String> {
     let f = Fields { map: spec, what: "agent spec" };
-    f.check_known(&["key", "runtime", "instructions", "cwd", "sandbox", "labels", "timeout_ms", "deadline"])?;
+    f.check_known(&[
+        "key",
+        "runtime",
+        "instructions",
+        "cwd",
+        "sandbox",
+        "labels",
+        "timeout_ms",
+        "deadline",
+        "councils",
+    ])?;
     let key = f.string("key")?.ok_or("agent spec needs `key` (a string unique in the run)")?;
     let runtime = match f.get("runtime") {
         None => RuntimeChoice::Default,
@@ -153,7 +166,27 @@ fn parse_spec(spec: &Map) -> Result<OpenRequest, String> {
         labels,
         timeout_ms,
         deadline_ms,
+        councils: parse_councils(f.get("councils").cloned())?,
     })
+}
+
+/// `councils`: `true` (every strategy in the catalog), `false`, or a list of strategy names.
+fn parse_councils(v: Option<Dynamic>) -> Result<Grant, String> {
+    let Some(v) = v else { return Ok(Grant::None) };
+    if let Ok(b) = v.as_bool() {
+        return Ok(if b { Grant::All } else { Grant::None });
+    }
+    if v.is_array() {
+        let mut names = Vec::new();
+        for item in v.clone().cast::<rhai::Array>() {
+            match item.into_immutable_string() {
+                Ok(s) if !s.trim().is_empty() => names.push(s.trim().to_string()),
+                _ => return Err("`councils` must list strategy names (strings)".into()),
+            }
+        }
+        return Ok(if names.is_empty() { Grant::None } else { Grant::Named(names) });
+    }
+    Err(format!("`councils` must be true, false or a list of strategy names, got {}", v.type_name()))
 }
 
 fn parse_runtime_map(m: &Map) -> Result<RuntimeChoice, String> {

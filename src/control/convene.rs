@@ -1,0 +1,172 @@
+//! Councils convened from inside a turn (`wf council`, the `wf_council` tool): what an agent may
+//! convene (its grant), the `council` command as the dispatcher carries it out, what comes back,
+//! and the prompt text that tells the agent how. The council itself runs above this layer, behind
+//! [`Convener`].
+
+use super::dispatch::Control;
+use super::messenger::MessageError;
+use super::prompt::AnswerMode;
+use super::protocol::{exit, Response};
+use crate::accounting::Usage;
+use crate::run::deadline::Deadline;
+use crate::run::BoxFuture;
+use serde_json::{json, Value};
+use tokio_util::sync::CancellationToken;
+
+/// The councils an agent may convene (agent spec `councils`): none unless the workflow says.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub enum Grant {
+    #[default]
+    None,
+    /// `councils: true`: every strategy in the catalog.
+    All,
+    /// `councils: ["magi", ...]`.
+    Named(Vec<String>),
+}
+
+impl Grant {
+    pub fn allows(&self, name: &str) -> bool {
+        match self {
+            Grant::None => false,
+            Grant::All => true,
+            Grant::Named(names) => names.iter().any(|n| n == name),
+        }
+    }
+}
+
+/// A council asked for by an agent's running operation.
+pub struct Call {
+    /// The calling agent's key and operation.
+    pub agent: String,
+    pub op_id: String,
+    pub name: String,
+    /// The params as the agent gave them (a JSON object).
+    pub params: Value,
+    /// The calling operation's deadline: the council's is never later.
+    pub deadline: Option<Deadline>,
+    /// What the calling operation reported spending so far: not yet in the run's accounts, it is
+    /// taken from what the council may spend.
+    pub spent: Usage,
+    /// Cancelled when the calling operation ends or is cancelled: the council is stopped.
+    pub ended: CancellationToken,
+}
+
+/// A council that ran (whatever its status).
+pub struct Convened {
+    pub run_id: String,
+    /// Whether the council succeeded.
+    pub ok: bool,
+    /// Its `output` text, or why it failed.
+    pub output: String,
+    /// Its `result.json`.
+    pub result: Value,
+    /// Everything it spent: billed to the calling operation.
+    pub usage: Usage,
+}
+
+/// Runs councils for the agents of one run. Implemented by `council::child`.
+pub trait Convener: Send + Sync {
+    /// Refuses a grant naming a strategy the catalog does not have, naming the catalog.
+    fn check_grant(&self, grant: &Grant) -> Result<(), String>;
+    /// The granted strategies' catalog lines, for the prompt.
+    fn catalog(&self, grant: &Grant) -> Vec<String>;
+    /// Runs a council as a child run of this run, to its end.
+    fn convene(&self, call: Call) -> BoxFuture<'static, Result<Convened, MessageError>>;
+}
+
+/// What an agent with a grant is told about convening, as prompt text; empty without one.
+pub fn council_text(mode: AnswerMode, launcher: &str, catalog: &[String]) -> String {
+    if catalog.is_empty() || matches!(mode, AnswerMode::Reply { .. }) {
+        return String::new();
+    }
+    let mut out =
+        String::from("You may convene these councils (each runs several agents on a task and returns their output):\n");
+    for line in catalog {
+        out.push_str(line);
+        out.push('\n');
+    }
+    if mode == AnswerMode::Tool {
+        out.push_str(
+            "Convene one with the `wf_council` tool: `name` and `params` (an object with at least `task`).\n\n",
+        );
+    } else {
+        out.push_str(&format!(
+            "Convene one with: {launcher} council <name> <<'WF_JSON'\n{{\"task\": \"<the task>\"}}\nWF_JSON\nIt prints the council's output (add --json for its whole result).\n\n"
+        ));
+    }
+    out
+}
+
+/// Convenes a council for the agent's running operation; its spend is billed on the operation's
+/// meter, as it was priced in the council's run. A council that ran but failed is exit `REFUSED` with its reason.
+pub(super) async fn dispatch(control: &Control, name: String, params: &str, json: bool) -> Response {
+    let frame = json!({ "cmd": "council", "name": name });
+    let m = match control.messenger("council") {
+        Ok(m) => m,
+        Err(r) => return r,
+    };
+    let Some(op) = control.current() else {
+        return control.refuse("council refused: this agent has no operation running".into(), frame);
+    };
+    let text = if params.trim().is_empty() { "{}" } else { params };
+    let params: Value = match serde_json::from_str(text) {
+        Ok(v @ Value::Object(_)) => v,
+        Ok(other) => {
+            let why = format!("council {name}: params must be a JSON object, got {other}");
+            return Response::new(exit::REFUSED, why);
+        }
+        Err(e) => return Response::new(exit::REFUSED, format!("council {name}: params are not valid JSON: {e}")),
+    };
+    let op_id = control.current_id().unwrap_or_default();
+    let call = super::convene::Call {
+        agent: control.key().to_string(),
+        op_id,
+        name: name.clone(),
+        params,
+        deadline: op.deadline,
+        spent: {
+            let mut u = op.usage();
+            u.add(&op.meter.total());
+            u.add(&op.meter.convened());
+            u
+        },
+        ended: op.ended.clone(),
+    };
+    match m.convene(call).await {
+        Err(MessageError::Refused(why)) => control.refuse(why, frame),
+        Err(MessageError::Failed(why)) => Response::new(exit::REFUSED, why),
+        Ok(c) => {
+            op.meter.add_convened(&c.usage);
+            let text = if json { serde_json::to_string_pretty(&c.result).unwrap_or_default() } else { c.output };
+            if c.ok {
+                Response::new(exit::OK, text)
+            } else if json {
+                Response::new(exit::REFUSED, text)
+            } else {
+                Response::new(exit::REFUSED, format!("council {name} failed (run {}): {text}", c.run_id))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_grant_allows_what_it_names() {
+        assert!(!Grant::None.allows("magi"));
+        assert!(Grant::All.allows("magi"));
+        assert!(Grant::Named(vec!["pair".into()]).allows("pair"));
+        assert!(!Grant::Named(vec!["pair".into()]).allows("magi"));
+    }
+
+    #[test]
+    fn the_prompt_says_how_to_convene() {
+        let lines = vec!["- magi(task*) — a decision".to_string()];
+        let text = council_text(AnswerMode::Launcher, "/x/wf", &lines);
+        assert!(text.contains("/x/wf council <name>"), "{text}");
+        assert!(council_text(AnswerMode::Tool, "", &lines).contains("wf_council"));
+        assert!(council_text(AnswerMode::Launcher, "/x/wf", &[]).is_empty());
+    }
+}
