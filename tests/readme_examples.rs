@@ -272,12 +272,28 @@ fn named_paths(text: &str) -> Vec<String> {
     out
 }
 
+/// The examples a paragraph that starts "`scripts/` holds" lists by bare name (`review.rhai`).
+fn listed_examples(text: &str) -> Vec<String> {
+    text.split("\n\n")
+        .filter(|p| p.trim_start().starts_with("`scripts/` holds"))
+        .flat_map(|p| p.split('`').skip(1).step_by(2))
+        .filter(|w| w.ends_with(".rhai") && !w.contains('/'))
+        .map(|w| format!("scripts/{w}"))
+        .collect()
+}
+
+#[test]
+fn listed_examples_are_the_bare_names_of_the_scripts_paragraph() {
+    let text = "`scripts/` holds examples: `a.rhai` (x), `b.rhai`.\n\n`awf init` writes `hello.rhai`.";
+    assert_eq!(listed_examples(text), ["scripts/a.rhai", "scripts/b.rhai"]);
+}
+
 #[test]
 fn every_repository_path_the_documents_name_exists() {
     let mut n = 0;
     for doc in DOCS {
         let text = std::fs::read_to_string(root().join(doc)).unwrap_or_else(|e| panic!("read {doc}: {e}"));
-        for path in named_paths(&text) {
+        for path in named_paths(&text).into_iter().chain(listed_examples(&text)) {
             assert!(root().join(&path).exists(), "{doc} names {path}, which is not in the repository");
             n += 1;
         }
@@ -400,6 +416,20 @@ fn the_sandbox_example_runs_as_written() {
     let v = out.json();
     assert_eq!(v["locked"]["interfaces"], 0, "{v}");
     assert_eq!(v["locked"]["home_entries"], 0, "{v}");
+}
+
+#[test]
+fn awf_init_writes_the_hello_workflow_the_readme_names_and_it_runs() {
+    let readme = std::fs::read_to_string(root().join("README.md")).expect("read README.md");
+    assert!(
+        readme.contains("`awf init [DIR]` writes") && readme.contains("`hello.rhai`"),
+        "README changed: update this test"
+    );
+    let env = Env::new();
+    env.awf(&["init"]).expect_code(0);
+    let out = env.awf(&["script", "run", "scripts/hello.rhai", "-q"]);
+    out.expect_code(0);
+    assert!(out.json()["pick"].is_object(), "{}", out.stdout);
 }
 
 /// Copies `from` into `to`, recursively.
