@@ -395,23 +395,7 @@ fn the_sandbox_example_runs_as_written() {
     let sh = first(&blocks, "sh");
     let script = sh.text.lines().find_map(|l| awf_args(l)?.get(2).cloned()).expect("the sh block runs a script");
     env.write(&script, &first(&blocks, "rhai").text);
-    // The sh block as written, with this build's awf first on PATH.
-    let bin_dir = env.path().join(".bin");
-    std::fs::create_dir_all(&bin_dir).expect("create .bin");
-    std::os::unix::fs::symlink(common::bin(), bin_dir.join("awf")).expect("link awf");
-    let path = format!("{}:{}", bin_dir.display(), std::env::var("PATH").unwrap_or_default());
-    let child = std::process::Command::new("sh")
-        .args(["-ec", &sh.text])
-        .current_dir(env.path())
-        .env("PATH", path)
-        .env("XDG_CONFIG_HOME", env.path().join(".xdg-config"))
-        .env("XDG_STATE_HOME", env.path().join(".xdg-state"))
-        .env_remove("AWF_RUNTIME")
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("spawn sh");
-    let out = common::wait_with_timeout(child);
+    let out = run_sh(&env, &sh.text);
     out.expect_code(0);
     let v = out.json();
     assert_eq!(v["locked"]["interfaces"], 0, "{v}");
@@ -430,6 +414,54 @@ fn awf_init_writes_the_hello_workflow_the_readme_names_and_it_runs() {
     let out = env.awf(&["script", "run", "scripts/hello.rhai", "-q"]);
     out.expect_code(0);
     assert!(out.json()["pick"].is_object(), "{}", out.stdout);
+}
+
+/// Runs a shell block as written in `env`'s folder with this build's `awf` first on PATH, then
+/// `after` (e.g. ending what the block started in the background).
+fn run_sh_then(env: &Env, text: &str, after: &str) -> common::Out {
+    let bin_dir = env.path().join(".bin");
+    std::fs::create_dir_all(&bin_dir).expect("create .bin");
+    std::os::unix::fs::symlink(common::bin(), bin_dir.join("awf")).expect("link awf");
+    let path = format!("{}:{}", bin_dir.display(), std::env::var("PATH").unwrap_or_default());
+    let child = std::process::Command::new("sh")
+        .args(["-ec", &format!("{text}{after}")])
+        .current_dir(env.path())
+        .env("PATH", path)
+        .env("XDG_CONFIG_HOME", env.path().join(".xdg-config"))
+        .env("XDG_STATE_HOME", env.path().join(".xdg-state"))
+        .env_remove("AWF_RUNTIME")
+        .env_remove("AWF_SERVE_TOKEN")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn sh");
+    common::wait_with_timeout(child)
+}
+
+fn run_sh(env: &Env, text: &str) -> common::Out {
+    run_sh_then(env, text, "")
+}
+
+#[test]
+#[ignore = "needs curl and the fixed port 8700 free (the README's test command runs it)"]
+fn the_serve_example_runs_as_written() {
+    let sh = readme_section("Serving")
+        .into_iter()
+        .find(|b| b.lang == "sh" && b.text.contains("awf serve --listen"))
+        .expect("the serve example");
+    let env = Env::new();
+    copy_tree(&root().join("scripts"), &env.path().join("scripts"));
+    let out = run_sh_then(&env, &sh.text, "kill $!\nwait $! || true\n");
+    out.expect_code(0);
+    let ids: Vec<serde_json::Value> = out
+        .stdout
+        .replace("}{", "}\n{")
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON: {l} ({e})\n{}", out.stderr)))
+        .collect();
+    assert_eq!(ids.len(), 2, "{}", out.stdout);
+    assert!(ids.iter().all(|v| v["run_id"].is_string()), "{}", out.stdout);
 }
 
 /// Copies `from` into `to`, recursively.
