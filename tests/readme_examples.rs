@@ -107,19 +107,48 @@ fn all_blocks() -> Vec<(String, Block)> {
 
 /// The blocks of `lang`, less those marked not checked (each printed and counted).
 fn checked(lang: &str) -> Vec<(String, Block)> {
-    let mut skipped = 0;
+    let (kept, skipped) = split_checked(all_blocks(), lang);
+    for s in &skipped {
+        println!("skipped: {s}");
+    }
+    println!("{lang}: {} block(s) checked, {} skipped (marked not checked)", kept.len(), skipped.len());
+    kept
+}
+
+/// The blocks of `lang`, and where and why each one marked `<!-- not checked: reason -->` is
+/// skipped. A mark without a reason is an error.
+fn split_checked(blocks: Vec<(String, Block)>, lang: &str) -> (Vec<(String, Block)>, Vec<String>) {
     let mut kept = Vec::new();
-    for (doc, b) in all_blocks().into_iter().filter(|(_, b)| b.lang == lang) {
-        match b.marker.as_deref().and_then(|m| m.strip_prefix("not checked:")) {
+    let mut skipped = Vec::new();
+    for (doc, b) in blocks.into_iter().filter(|(_, b)| b.lang == lang) {
+        match b.marker.as_deref().and_then(|m| m.strip_prefix("not checked")) {
             Some(why) => {
-                skipped += 1;
-                println!("skipped: {doc}:{} ({lang}): not checked:{why}", b.line);
+                let why = why.trim_start_matches(':').trim();
+                assert!(!why.is_empty(), "{doc}:{}: `not checked` needs a reason", b.line);
+                skipped.push(format!("{doc}:{} ({lang}): {why}", b.line));
             }
             None => kept.push((doc, b)),
         }
     }
-    println!("{lang}: {} block(s) checked, {skipped} skipped (marked not checked)", kept.len());
-    kept
+    (kept, skipped)
+}
+
+#[test]
+fn marked_blocks_are_skipped_with_their_reason_and_fragments_get_their_section() {
+    let md = "<!-- not checked: needs a real key -->\n```toml\na = 1\n```\n\
+              <!-- fragment: [limits] -->\n```toml\nnudges = 3\n```\n";
+    let blocks: Vec<(String, Block)> = blocks_of(md).into_iter().map(|b| ("doc".to_string(), b)).collect();
+    let (kept, skipped) = split_checked(blocks, "toml");
+    assert_eq!(skipped, ["doc:2 (toml): needs a real key"]);
+    assert_eq!(kept.len(), 1);
+    assert_eq!(as_config(&kept[0].1), "[limits]\nnudges = 3\n");
+}
+
+#[test]
+#[should_panic(expected = "`not checked` needs a reason")]
+fn a_not_checked_mark_without_a_reason_is_refused() {
+    let blocks = blocks_of("<!-- not checked -->\n```sh\nawf x\n```\n");
+    split_checked(blocks.into_iter().map(|b| ("doc".to_string(), b)).collect(), "sh");
 }
 
 /// A config block as a whole awf.toml: a `<!-- fragment: [section] -->` goes under its section.
