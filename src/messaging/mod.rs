@@ -113,6 +113,17 @@ pub struct Router {
     quiet: Notify,
 }
 
+/// Records a held message that will never be shown, with why.
+fn undelivered(run: &Run, m: &Message, why: &str) {
+    run.records.event(&Event::MessageUndelivered {
+        n: m.n,
+        from: &m.from,
+        to: &m.to,
+        bytes: m.text.len(),
+        reason: Some(why),
+    });
+}
+
 fn lock(m: &Mutex<Inner>) -> std::sync::MutexGuard<'_, Inner> {
     // Every update below is completed before the lock is released; a poisoned lock is consistent.
     m.lock().unwrap_or_else(|p| p.into_inner())
@@ -191,13 +202,7 @@ impl Router {
     pub fn drop_held(&self, run: &Run, key: &str, why: &str) {
         let msgs = lock(&self.inner).held.remove(key).unwrap_or_default();
         for m in msgs {
-            run.records.event(&Event::MessageUndelivered {
-                n: m.n,
-                from: &m.from,
-                to: &m.to,
-                bytes: m.text.len(),
-                reason: Some(why),
-            });
+            undelivered(run, &m, why);
         }
     }
 
@@ -359,14 +364,7 @@ impl Router {
         let of_stage = |s: &Option<Arc<str>>| s.as_deref() == Some(stage);
         for msgs in inner.held.values_mut() {
             for m in msgs.iter().filter(|m| of_stage(&m.stage)) {
-                let why = format!("stage {stage} ended before {} had another turn", m.to);
-                run.records.event(&Event::MessageUndelivered {
-                    n: m.n,
-                    from: &m.from,
-                    to: &m.to,
-                    bytes: m.text.len(),
-                    reason: Some(&why),
-                });
+                undelivered(run, m, &format!("stage {stage} ended before {} had another turn", m.to));
             }
             msgs.retain(|m| !of_stage(&m.stage));
         }
@@ -393,14 +391,7 @@ impl Router {
         }
         for (_, msgs) in inner.held.drain() {
             for m in msgs {
-                let why = format!("the run ended before {} had another turn", m.to);
-                run.records.event(&Event::MessageUndelivered {
-                    n: m.n,
-                    from: &m.from,
-                    to: &m.to,
-                    bytes: m.text.len(),
-                    reason: Some(&why),
-                });
+                undelivered(run, &m, &format!("the run ended before {} had another turn", m.to));
             }
         }
         for (n, o) in inner.owed.drain() {
