@@ -17,6 +17,7 @@ mod init;
 mod listing;
 mod live;
 mod logs;
+mod mcp;
 mod runs;
 mod script;
 mod serve;
@@ -53,6 +54,8 @@ enum Command {
     Runs(runs::RunsCommand),
     /// A long-lived server with an HTTP JSON API to launch, inspect, stop and follow runs
     Serve(serve::ServeArgs),
+    /// An MCP server on stdin/stdout: tools to list strategies and run councils and workflows
+    Mcp(mcp::McpArgs),
     /// The agent side: what agents run (through their launcher) to answer and report
     Wf(wf::WfArgs),
     /// Print a shell completion script: `awf completions bash > /etc/bash_completion.d/awf`
@@ -111,6 +114,7 @@ pub fn main() -> i32 {
         Command::Council(cmd) => council::exec(cmd),
         Command::Runs(cmd) => runs::exec(cmd),
         Command::Serve(args) => serve::exec(args),
+        Command::Mcp(args) => mcp::exec(args),
         Command::Wf(args) => return wf::exec(args),
         Command::Completions { shell } => {
             use clap::CommandFactory;

@@ -1,0 +1,58 @@
+//! Starting a run and stopping one, each through the command line in a process of its own:
+//! `awf council run|script run ... --detach` checks the call as in the foreground, starts the run
+//! as a background run (its own session, queued in the machine's pool, its output in the run
+//! folder's `output.log`) and prints its id, so the run outlives the MCP connection; when it
+//! refuses instead, what it printed is the tool's error. `awf runs stop ID` stops a run of any
+//! process (`awf serve`'s too) through its control socket and waits for its end.
+
+use super::runs::RunDir;
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+
+/// The longest a `--detach` or `runs stop` command may take.
+const LIMIT: Duration = Duration::from_secs(60);
+
+/// Runs `awf ARGS --runs-dir DIR` in `cwd`; its exit status and what it printed (stderr, then
+/// stdout).
+async fn awf(cwd: &Path, runs_dir: &Path, args: Vec<String>) -> Result<(bool, String, String), String> {
+    let exe = std::env::current_exe().map_err(|e| format!("error: cannot find the awf binary: {e}"))?;
+    let mut cmd = tokio::process::Command::new(exe);
+    cmd.args(&args)
+        .arg("--runs-dir")
+        .arg(runs_dir)
+        .current_dir(cwd)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    let child = cmd.spawn().map_err(|e| format!("error: cannot start awf: {e}"))?;
+    let out = tokio::time::timeout(LIMIT, child.wait_with_output())
+        .await
+        .map_err(|_| format!("error: `awf {}` did not finish within {}s", args.join(" "), LIMIT.as_secs()))?
+        .map_err(|e| format!("error: awf: {e}"))?;
+    let text = |b: &[u8]| String::from_utf8_lossy(b).trim().to_string();
+    Ok((out.status.success(), text(&out.stderr), text(&out.stdout)))
+}
+
+/// Starts `awf ARGS --detach -q`; returns the new run once its folder exists.
+pub async fn start(cwd: &Path, runs_dir: &Path, mut args: Vec<String>) -> Result<RunDir, String> {
+    args.extend(["--detach".to_string(), "-q".to_string()]);
+    let (ok, stderr, stdout) = awf(cwd, runs_dir, args).await?;
+    if !ok {
+        return Err(if stderr.is_empty() { format!("error: awf refused the run: {stdout}") } else { stderr });
+    }
+    let id = stdout.lines().last().unwrap_or("").trim();
+    super::runs::find(runs_dir, id).map_err(|e| format!("{e} (awf printed {stdout:?})"))
+}
+
+/// `awf runs stop ID`: its lines, and whether it failed.
+pub async fn stop(cwd: &Path, runs_dir: &Path, run: &RunDir) -> Result<String, String> {
+    let (ok, stderr, stdout) = awf(cwd, runs_dir, vec!["runs".into(), "stop".into(), run.id.clone()]).await?;
+    let text = [stderr, stdout].into_iter().filter(|s| !s.is_empty()).collect::<Vec<_>>().join("\n");
+    if ok {
+        Ok(text)
+    } else {
+        Err(text)
+    }
+}
