@@ -20,6 +20,7 @@ mod logs;
 mod mcp;
 mod runs;
 mod script;
+mod scripts;
 mod serve;
 mod stop;
 mod wf;

@@ -6,7 +6,6 @@
 
 mod launch;
 mod runs;
-mod scripts;
 mod tools;
 mod wait;
 
@@ -102,7 +101,7 @@ impl Server {
 
     async fn run_workflow(&self, args: &Args<'_>, ctx: &RequestContext<RoleServer>) -> Result<CallToolResult, String> {
         let root = self.cwd.canonicalize().map_err(|e| format!("error: cannot read the project folder: {e}"))?;
-        let script = scripts::resolve(&root, &args.string("script")?)?;
+        let script = super::scripts::resolve(&root, &root, &args.string("script")?, "the project folder")?.path;
         let script_args = Value::Object(args.object("args")?);
         let wait_s = args.wait_s()?;
         let argv = vec![

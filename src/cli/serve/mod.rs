@@ -11,7 +11,6 @@ mod auth;
 mod listen;
 mod options;
 mod private;
-mod scripts;
 mod strategies;
 
 use super::listing;
@@ -199,7 +198,7 @@ fn job(server: &Server, body: &Value) -> Result<Job, String> {
     let cwd = &server.cwd;
     if let Some(file) = body.get("script") {
         let file = file.as_str().ok_or("\"script\" must be a path, e.g. \"scripts/x.rhai\"")?;
-        let named = scripts::resolve(&server.scripts, cwd, file)?;
+        let named = super::scripts::resolve(&server.scripts, cwd, file, "the server's script folder")?;
         let source = std::fs::read_to_string(&named.path)
             .map_err(|e| format!("error: cannot read script {}: {e}", named.display))?;
         let program = script::load_source(named.path, named.display, source, cwd)?;
