@@ -5,26 +5,10 @@
 
 mod common;
 
-use common::{copy_dir, Env};
-use serde_json::{json, Value};
+use common::council::{call, council, output};
+use common::Env;
+use serde_json::json;
 use std::path::Path;
-
-fn council(responder: &str) -> Env {
-    let env = Env::new();
-    copy_dir(&Path::new(env!("CARGO_MANIFEST_DIR")).join("stdlib"), &env.path().join("stdlib"));
-    env.with_responder(responder);
-    env
-}
-
-fn call(env: &Env, name: &str, args: &str) -> Value {
-    let out = env.run(&format!("import \"council/{name}\" as s;\ns::run({args})\n"), &[]);
-    out.expect_code(0);
-    out.json()
-}
-
-fn output(result: &Value) -> &str {
-    result["output"].as_str().expect("output is text")
-}
 
 // ---------------------------------------------------------------------------------------------
 // Empty work is not work

@@ -7,42 +7,8 @@
 
 mod common;
 
-use common::{copy_dir, Env};
-use serde_json::Value;
-use std::path::Path;
-
-fn council(responder: &str) -> Env {
-    let env = Env::new();
-    copy_dir(&Path::new(env!("CARGO_MANIFEST_DIR")).join("stdlib"), &env.path().join("stdlib"));
-    env.with_responder(responder);
-    env
-}
-
-fn call(env: &Env, name: &str, args: &str) -> Value {
-    let out = env.run(&format!("import \"council/{name}\" as s;\ns::run({args})\n"), &[]);
-    out.expect_code(0);
-    out.json()
-}
-
-fn output(result: &Value) -> &str {
-    result["output"].as_str().expect("output is text")
-}
-
-fn op_ids(env: &Env) -> Vec<String> {
-    let mut ids: Vec<String> = env.turns().iter().map(|t| t["op_id"].as_str().expect("op id").to_string()).collect();
-    ids.sort();
-    ids
-}
-
-/// The strategy's `usage` is every operation in turns.jsonl (turns and message operations).
-#[track_caller]
-fn usage_is_every_operation(env: &Env, result: &Value) {
-    let turns = env.turns();
-    let sum = |k: &str| turns.iter().map(|t| t[k].as_u64().expect("token count")).sum::<u64>();
-    assert_eq!(result["usage"]["operations"], turns.len(), "{result:#}");
-    assert_eq!(result["usage"]["input_tokens"], sum("input_tokens"), "{result:#}");
-    assert_eq!(result["usage"]["output_tokens"], sum("output_tokens"), "{result:#}");
-}
+use common::council::{call, council, op_ids, output, usage_matches_turns};
+use common::Env;
 
 // ---------------------------------------------------------------------------------------------
 // 1. map `ownership: "enforce"` compares paths, not strings
@@ -91,7 +57,7 @@ fn pair_usage_includes_the_navigators_live_answers() {
     let r = call(&env, "pair", r#"#{ task: "Make the cache thread-safe" }"#);
     assert_eq!(r["ok"], true, "{r:#}");
     assert_eq!(env.turn("pair-navigator#m1")["kind"], "message");
-    usage_is_every_operation(&env, &r);
+    usage_matches_turns(&env, &r);
     assert_eq!(r["usage"]["input_tokens"], 3000, "the driver's turn, the navigator's answer and its review");
 }
 
@@ -116,7 +82,7 @@ fn synthesize_usage_includes_the_peers_messages() {
     let r = call(&env, "synthesize", r#"#{ task: "Review auth.py", params: #{ peers: true } }"#);
     assert_eq!(r["ok"], true, "{r:#}");
     assert_eq!(env.events_of("message-replied").len(), 1);
-    usage_is_every_operation(&env, &r);
+    usage_matches_turns(&env, &r);
 }
 
 #[test]

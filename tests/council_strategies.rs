@@ -4,48 +4,8 @@
 
 mod common;
 
-use common::Env;
+use common::council::{call, council, op_ids, output, usage_matches_turns};
 use serde_json::{json, Value};
-use std::path::Path;
-
-use common::copy_dir;
-
-/// A working folder with a copy of the project's stdlib (the resolver searches the working
-/// folder's `stdlib/`) and `responder` answering every agent.
-fn council(responder: &str) -> Env {
-    let env = Env::new();
-    copy_dir(&Path::new(env!("CARGO_MANIFEST_DIR")).join("stdlib"), &env.path().join("stdlib"));
-    env.with_responder(responder);
-    env
-}
-
-/// Runs `s::run(ARGS)` for strategy `name` (ARGS a Rhai map literal) and returns the result map.
-fn call(env: &Env, name: &str, args: &str) -> Value {
-    let out = env.run(&format!("import \"council/{name}\" as s;\ns::run({args})\n"), &[]);
-    out.expect_code(0);
-    out.json()
-}
-
-fn output(result: &Value) -> &str {
-    result["output"].as_str().expect("output is text")
-}
-
-/// The op ids of every turn, sorted.
-fn op_ids(env: &Env) -> Vec<String> {
-    let mut ids: Vec<String> = env.turns().iter().map(|t| t["op_id"].as_str().expect("op id").to_string()).collect();
-    ids.sort();
-    ids
-}
-
-/// The usage a strategy reports must match what turns.jsonl recorded, operation for operation.
-#[track_caller]
-fn usage_matches_turns(env: &Env, result: &Value) {
-    let turns = env.turns();
-    let sum = |k: &str| turns.iter().map(|t| t[k].as_u64().expect("token count")).sum::<u64>();
-    assert_eq!(result["usage"]["operations"], turns.len(), "{result:#}");
-    assert_eq!(result["usage"]["input_tokens"], sum("input_tokens"), "{result:#}");
-    assert_eq!(result["usage"]["output_tokens"], sum("output_tokens"), "{result:#}");
-}
 
 // ---------------------------------------------------------------------------------------------
 // map
