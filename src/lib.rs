@@ -49,7 +49,7 @@
 //!   `listen.rs` the two listeners, `options.rs` the limits a `POST /runs` sets, `strategies.rs`
 //!   the watched registry and `GET /strategies`), `init.rs`, `live.rs` (the terminal view), `wf.rs` (`awf wf`,
 //!   the agent side of the protocol), `doctor.rs` (`awf doctor`: a list of checks, each a name, an
-//!   ok flag and a detail), `mcp/` (`awf mcp`, the MCP server on stdio; `rmcp` is named only here:
+//!   ok flag and a detail), `mcp/` (`awf mcp`, the MCP server on stdio, and `http_service` that `serve` mounts at `/mcp`; `rmcp` is named only here:
 //!   `mod.rs` the handler, every failure a tool error with the command line's text; `tools.rs` the
 //!   names, schemas and arguments; `launch.rs` runs started with `--detach` and stopped with `runs
 //!   stop`, as processes of their own; `runs.rs` a run read back from its folder through

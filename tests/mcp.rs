@@ -16,6 +16,11 @@ const NEEDS_SDK: &str = "needs the MCP Python SDK (pip install mcp==1.30.0; .ci/
 
 /// Runs the SDK client in `env` with `steps` (see the fixture); panics when the SDK is missing.
 fn sdk(env: &Env, steps: Value) -> Value {
+    sdk_with(env, steps, &[])
+}
+
+/// As `sdk`, with extra environment for the client (MCP_HTTP_URL/MCP_HTTP_TOKEN: over HTTP).
+fn sdk_with(env: &Env, steps: Value, vars: &[(&str, &str)]) -> Value {
     let probe = Command::new("python3").args(["-c", "import mcp"]).output().expect("run python3");
     assert!(probe.status.success(), "{NEEDS_SDK}: {}", String::from_utf8_lossy(&probe.stderr));
     let fixture = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/mcp_client.py");
@@ -27,6 +32,7 @@ fn sdk(env: &Env, steps: Value) -> Value {
         .env("NO_COLOR", "1")
         .env_remove("AWF_RUNTIME")
         .env_remove("AWF_LOG")
+        .envs(vars.iter().copied())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -307,4 +313,31 @@ fn claude_code_with_awf_mcp_runs_magi_and_receives_its_output() {
         .unwrap_or_else(|| panic!("no tool result reached the model: {:#?}", server.bodies()));
     assert!(tool_result.to_string().contains("Ruling: yes"), "{tool_result}");
     assert_ne!(tool_result["is_error"], true, "{tool_result}");
+}
+
+#[test]
+#[ignore = "needs the MCP Python SDK (pip install mcp==1.30.0; .ci/setup installs it)"]
+fn sdk_over_streamable_http_on_serve_runs_magi_behind_the_servers_token() {
+    let env = Env::new();
+    let server = common::serve::serve(&env, &[]);
+    let common::serve::Addr::Tcp(port) = server.addr else { panic!("a TCP server") };
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    let report = sdk_with(
+        &env,
+        json!([call(
+            "run_council",
+            json!({ "name": "magi", "task": "Ship it on Friday?", "params": { "choices": ["yes", "no"] } })
+        )]),
+        &[("MCP_HTTP_URL", &url), ("MCP_HTTP_TOKEN", &server.token)],
+    );
+    assert_eq!(report["server"], "awf");
+    assert_eq!(report["tools"].as_array().map(Vec::len), Some(7), "{report}");
+    let council = &report["calls"][0];
+    assert_eq!(council["is_error"], false, "{council}");
+    assert!(council["text"].as_str().unwrap_or("").starts_with("Ruling: yes\n"), "{council}");
+    // The same authentication as the rest of the server: no token, no MCP.
+    let host = server.host();
+    let headers = [("Host", host.as_str()), ("Authorization", "Bearer wrong-token-0123456789")];
+    let (status, _) = server.send("POST", "/mcp", &headers, Some(&json!({})));
+    assert_eq!(status, 401);
 }

@@ -43,9 +43,25 @@ pub fn exec(args: McpArgs) -> Result<i32> {
 
 /// The server: the project folder it started in and the folder runs go to.
 #[derive(Clone)]
-struct Server {
+pub struct Server {
     cwd: PathBuf,
     runs_dir: PathBuf,
+}
+
+/// MCP over streamable HTTP for `awf serve` (mounted at `/mcp`, behind the server's own
+/// authentication): the same tools, a session per client.
+pub fn http_service(
+    cwd: PathBuf,
+    runs_dir: PathBuf,
+) -> rmcp::transport::streamable_http_server::StreamableHttpService<
+    Server,
+    rmcp::transport::streamable_http_server::session::local::LocalSessionManager,
+> {
+    rmcp::transport::streamable_http_server::StreamableHttpService::new(
+        move || Ok(Server { cwd: cwd.clone(), runs_dir: runs_dir.clone() }),
+        Default::default(),
+        Default::default(),
+    )
 }
 
 /// Serves MCP on stdin/stdout until the client closes it.

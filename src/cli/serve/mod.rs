@@ -164,7 +164,9 @@ async fn serve(server: Shared, args: ServeArgs, cwd: PathBuf) -> Result<i32> {
         .route("/runs/{id}/stop", post(stop_run))
         .route("/runs/{id}/events", get(events))
         .route("/strategies", get(strategies::list))
-        .with_state(server.clone());
+        .with_state(server.clone())
+        // MCP over streamable HTTP: the tools of `awf mcp`, behind the same authentication.
+        .nest_service("/mcp", super::mcp::http_service(cwd.clone(), server.runs_dir()));
     match &args.listen {
         Some(addr) => listen::tcp(app, addr, args.token_file.as_deref(), &cwd).await?,
         None => listen::unix(app, args.socket.as_deref(), &cwd).await?,
