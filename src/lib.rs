@@ -49,12 +49,13 @@
 //!   `listen.rs` the two listeners, `options.rs` the limits a `POST /runs` sets, `strategies.rs`
 //!   the watched registry and `GET /strategies`), `init.rs`, `live.rs` (the terminal view), `wf.rs` (`awf wf`,
 //!   the agent side of the protocol), `doctor.rs` (`awf doctor`: a list of checks, each a name, an
-//!   ok flag and a detail), `mcp/` (`awf mcp`, the MCP server on stdio, and `http_service` that `serve` mounts at `/mcp`; `rmcp` is named only here:
-//!   `mod.rs` the handler, every failure a tool error with the command line's text; `tools.rs` the
-//!   names, schemas and arguments; `launch.rs` runs started with `--detach` and stopped with `runs
-//!   stop`, as processes of their own; `runs.rs` a run read back from its folder through
-//!   `listing.rs`; `wait.rs` waiting up to `wait_s`, progress from `events.jsonl`; `scripts.rs`
-//!   which workflow a client may name, `serve/scripts.rs`'s rule).
+//!   ok flag and a detail), `mcp/` (`awf mcp`, the MCP server on stdio, and `http_service`, which
+//!   `serve` mounts at `/mcp`; `rmcp` is named only here: `mod.rs` the handler, every failure a
+//!   tool error with the command line's text; `tools.rs` the names, schemas and arguments;
+//!   `launch.rs` runs started with `--detach` and stopped with `runs stop`, as processes of their
+//!   own; `runs.rs` a run read back from its folder through `listing.rs`; `wait.rs` waiting up to
+//!   `wait_s`, progress from `events.jsonl`), `scripts.rs` (which workflow a client of `serve` or
+//!   `mcp` may name).
 //! - `script/`: the script host, **the only module that names rhai**. `engine.rs` (the one engine
 //!   builder: limits, no `eval`, `sleep` replaced, print/debug to the run log, `ctx`/`args` via
 //!   `on_var`, the progress hook), `guard.rs` (the data guard in place of rhai's size limits:
