@@ -52,10 +52,17 @@ pub fn ids(root: &Path) -> Vec<String> {
 /// The status of each attempt as shown: as recorded, except that an attempt recorded `running`
 /// whose process is gone (the run's lock is free, or a later attempt started) is `interrupted`.
 /// `None` for a status this version does not know.
-pub fn attempt_statuses(dir: &Path, run: &Value) -> Vec<Option<RunStatus>> {
+/// Whether an attempt of the run in `dir` holds its lock now; when `/proc/locks` cannot say, the
+/// record is trusted. Check it before reading run.json (see `attempt_statuses`).
+pub fn live(dir: &Path) -> bool {
+    crate::record::lock::held(dir) != Some(false)
+}
+
+/// `live` is whether the run's lock was held when checked BEFORE `run` was read: an attempt
+/// rewrites run.json and then lets the lock go, so the other order would see a run that just
+/// ended as `running` with no lock, and call it interrupted.
+pub fn attempt_statuses(run: &Value, live: bool) -> Vec<Option<RunStatus>> {
     let attempts = run["attempts"].as_array().cloned().unwrap_or_default();
-    // When `/proc/locks` cannot say, the record is trusted.
-    let live = crate::record::lock::held(dir) != Some(false);
     let last = attempts.len().saturating_sub(1);
     attempts
         .iter()
@@ -70,12 +77,13 @@ pub fn attempt_statuses(dir: &Path, run: &Value) -> Vec<Option<RunStatus>> {
 /// A run's status: a background run's before it starts, then its live or interrupted last
 /// attempt's, else the result's.
 pub fn run_status(dir: &Path) -> String {
+    let live = live(dir);
     let run = read(&dir.join("run.json"));
     if run.is_null() {
         return background::status(dir);
     }
     let result = read(&dir.join("result.json"));
-    let last = attempt_statuses(dir, &run).pop().flatten();
+    let last = attempt_statuses(&run, live).pop().flatten();
     match (last, result["status"].as_str()) {
         (Some(s @ (RunStatus::Running | RunStatus::Interrupted)), _) => s.to_string(),
         (_, Some(r)) => r.to_string(),

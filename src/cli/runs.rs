@@ -111,11 +111,12 @@ pub fn exec(cmd: RunsCommand) -> Result<i32> {
                 Ok(d) => d,
                 Err(e) => return refuse(e),
             };
+            let live = listing::live(&dir);
             let run = read(&dir.join("run.json"));
             let result = read(&dir.join("result.json"));
             out!("run {run_id}: {}", listing::run_status(&dir));
             out!("script: {}", run["script"].as_str().unwrap_or("?"));
-            let statuses = listing::attempt_statuses(&dir, &run);
+            let statuses = listing::attempt_statuses(&run, live);
             for (a, status) in run["attempts"].as_array().into_iter().flatten().zip(&statuses) {
                 out!(
                     "attempt {}: {} ({} → {})",
