@@ -51,10 +51,6 @@ fn read(path: &Path) -> String {
     std::fs::read_to_string(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()))
 }
 
-fn run_id(env: &Env) -> String {
-    env.run_dir().file_name().and_then(|n| n.to_str()).expect("run id").to_string()
-}
-
 /// Starts `program`'s one-turn run, waits until `ready` exists in the agent's state folder.
 fn start(env: &Env, program: &str, ready: &str) -> Running {
     env.write("wf.rhai", &one_turn(program));
@@ -79,7 +75,7 @@ fn an_agent_leader_dies_with_awf_and_its_leftovers_end_before_the_resumed_turn()
     kill9(running);
     wait_until("the agent's leader ends with awf", || !alive(&leader));
     assert!(alive(&grandchild), "the grandchild outlives awf until the run is resumed");
-    let out = env.awf(&["runs", "resume", &run_id(&env)]);
+    let out = env.awf(&["runs", "resume", &env.run_id()]);
     out.expect_code(0);
     let v = out.json();
     assert_eq!(v["verdict"], "gone", "the leftover was ended before the resumed turn began: {v}");
@@ -104,7 +100,7 @@ fn an_accepted_answer_is_journalled_before_the_agent_is_told_and_never_asked_aga
         "{journal:?}"
     );
     kill9(running);
-    let out = env.awf(&["runs", "resume", &run_id(&env)]);
+    let out = env.awf(&["runs", "resume", &env.run_id()]);
     out.expect_code(0);
     let v = out.json();
     assert_eq!(
@@ -121,7 +117,7 @@ fn an_accepted_answer_is_journalled_before_the_agent_is_told_and_never_asked_aga
 fn a_live_run_is_not_resumed_and_shows_running_then_interrupted_once_killed() {
     let env = Env::new();
     let running = start(&env, "gate.sh", "turn-1");
-    let id = run_id(&env);
+    let id = env.run_id();
     let out = env.awf(&["runs", "resume", &id]);
     out.expect_code(2);
     out.stderr_has(&format!("process {}", running.pid)).stderr_has(&format!("awf runs stop {id}"));
@@ -140,7 +136,7 @@ fn a_live_run_is_not_resumed_and_shows_running_then_interrupted_once_killed() {
 fn of_two_racing_resumes_one_runs_and_the_other_is_refused() {
     let env = Env::new();
     kill9(start(&env, "gate.sh", "turn-1"));
-    let id = run_id(&env);
+    let id = env.run_id();
     let mut a = Running::start(env.path(), &["runs", "resume", &id]);
     let mut b = Running::start(env.path(), &["runs", "resume", &id]);
     let mut codes: Vec<Option<i32>> = vec![None, None];

@@ -15,13 +15,9 @@ const APIS: [&str; 2] = ["openai", "anthropic"];
 fn setup(api: &str, script: Vec<Reply>, extra: &str) -> (Env, FakeModel) {
     let server = FakeModel::start(script);
     let env = Env::new();
-    let (model, base) = match api {
-        "openai" => ("gpt-5-mini", format!("{}/v1", server.base())),
-        _ => ("claude-sonnet-4-5", server.base()),
-    };
     env.write(
         "awf.toml",
-        &format!("default_runtime = \"m\"\n[runtimes.m]\nharness = \"{api}\"\nmodel = \"{model}\"\nbase_url = \"{base}\"\n{extra}\n[limits]\nstall_timeout = \"1s\"\n"),
+        &format!("{}[limits]\nstall_timeout = \"1s\"\n", fake_model::http_config(api, &server, extra)),
     );
     (env, server)
 }

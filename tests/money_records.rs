@@ -24,10 +24,6 @@ fn run(args) {
 }
 "#;
 
-fn run_id(env: &Env) -> String {
-    env.run_dir().file_name().and_then(|n| n.to_str()).expect("run id").to_string()
-}
-
 /// Appends `text` (no newline: a write cut short) to a record of the run.
 fn tear(env: &Env, file: &str, text: &str) {
     let path = env.run_dir().join(file);
@@ -39,7 +35,7 @@ fn tear(env: &Env, file: &str, text: &str) {
 fn a_torn_last_line_is_cut_before_the_next_attempt_appends() {
     let env = Env::new();
     env.run(TWO_STAGES, &[]).expect_code(1).stderr_has("the judge tripped");
-    let id = run_id(&env);
+    let id = env.run_id();
     // A crash cut the last line of each record short.
     for file in ["stages.jsonl", "journal.jsonl", "turns.jsonl", "events.jsonl"] {
         tear(&env, file, r#"{"v":1,"name":"half a li"#);
@@ -73,7 +69,7 @@ fn a_torn_last_line_is_cut_before_the_next_attempt_appends() {
 fn a_damaged_line_inside_a_record_is_named_with_its_place_and_the_fix() {
     let env = Env::new();
     env.run(TWO_STAGES, &[]).expect_code(1);
-    let id = run_id(&env);
+    let id = env.run_id();
     let path = env.run_dir().join("stages.jsonl");
     let text = std::fs::read_to_string(&path).expect("stages.jsonl");
     std::fs::write(&path, format!("{{\"name\": oops\n{text}")).expect("damage stages.jsonl");
@@ -89,7 +85,7 @@ fn a_damaged_line_inside_a_record_is_named_with_its_place_and_the_fix() {
 fn allow_changed_keeps_each_hash_runs_misfit_stages_again_and_records_reruns() {
     let env = Env::new();
     env.run(TWO_STAGES, &[]).expect_code(1);
-    let id = run_id(&env);
+    let id = env.run_id();
     let first_hash = env.run_json()["attempts"][0]["script_sha256"].as_str().expect("attempt 1's hash").to_string();
     // The edit makes `gather` return a string and asks b another question.
     let edited = TWO_STAGES

@@ -27,10 +27,6 @@ fn run(args) {
 }
 "#;
 
-fn run_id(env: &Env) -> String {
-    env.run_dir().file_name().and_then(|n| n.to_str()).expect("run id").to_string()
-}
-
 /// Polls (bounded) until `done` holds.
 #[track_caller]
 fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
@@ -72,7 +68,7 @@ fn the_accounts_sum_every_attempt_across_a_kill_and_a_resume() {
     wait_until("ten answered turns", || answered(&env) == 10);
     signal(running.pid, "-KILL");
     let _ = running.finish();
-    let id = run_id(&env);
+    let id = env.run_id();
 
     let out = env.awf(&["runs", "resume", &id]);
     out.expect_code(0);
@@ -126,7 +122,7 @@ fn budgeted(env: &Env, flags: &[&str]) -> String {
     let mut args = vec!["script", "run", "wf.rhai"];
     args.extend_from_slice(flags);
     env.awf(&args).expect_code(1).stderr_has("budget exhausted");
-    run_id(env)
+    env.run_id()
 }
 
 #[test]

@@ -8,7 +8,7 @@ mod common;
 
 use common::Env;
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// A fenced block: its language tag, text, the line of its opening fence, and the HTML comment
 /// on the line before the fence (`<!-- ... -->`, its inside trimmed), if any.
@@ -419,7 +419,7 @@ fn the_fake_harness_responder_example_answers_as_it_says() {
 fn the_sandbox_example_runs_as_written() {
     let blocks = readme_section("Sandboxes");
     let env = Env::new();
-    copy_tree(&root().join("scripts"), &env.path().join("scripts"));
+    common::copy_dir(&root().join("scripts"), &env.path().join("scripts"));
     env.write("awf.toml", &first(&blocks, "toml").text);
     let sh = first(&blocks, "sh");
     let script = sh.text.lines().find_map(|l| awf_args(l)?.get(2).cloned()).expect("the sh block runs a script");
@@ -480,7 +480,7 @@ fn the_serve_example_runs_as_written() {
         .find(|b| b.lang == "sh" && b.text.contains("awf serve --listen"))
         .expect("the serve example");
     let env = Env::new();
-    copy_tree(&root().join("scripts"), &env.path().join("scripts"));
+    common::copy_dir(&root().join("scripts"), &env.path().join("scripts"));
     let out = run_sh_then(&env, &sh.text, "kill $!\nwait $! || true\n");
     out.expect_code(0);
     let ids: Vec<serde_json::Value> = out
@@ -491,17 +491,4 @@ fn the_serve_example_runs_as_written() {
         .collect();
     assert_eq!(ids.len(), 2, "{}", out.stdout);
     assert!(ids.iter().all(|v| v["run_id"].is_string()), "{}", out.stdout);
-}
-
-/// Copies `from` into `to`, recursively.
-fn copy_tree(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).expect("create folder");
-    for entry in std::fs::read_dir(from).expect("read folder").filter_map(Result::ok) {
-        let target = to.join(entry.file_name());
-        if entry.path().is_dir() {
-            copy_tree(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), &target).expect("copy file");
-        }
-    }
 }

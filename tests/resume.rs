@@ -22,10 +22,6 @@ fn run(args) {
 }
 "#;
 
-fn run_id(env: &Env) -> String {
-    env.run_dir().file_name().and_then(|n| n.to_str()).expect("run id").to_string()
-}
-
 fn events(env: &Env, ty: &str) -> Vec<serde_json::Value> {
     read_jsonl(&env.run_dir().join("events.jsonl")).into_iter().filter(|e| e["type"] == ty).collect()
 }
@@ -34,7 +30,7 @@ fn events(env: &Env, ty: &str) -> Vec<serde_json::Value> {
 fn a_resumed_run_reuses_succeeded_stages_and_replays_answered_operations() {
     let env = Env::new();
     env.run(TWO_STAGES, &[]).expect_code(1).stderr_has("the judge tripped");
-    let id = run_id(&env);
+    let id = env.run_id();
     let out = env.awf(&["runs", "resume", &id]);
     out.expect_code(0);
     let v = out.json();
@@ -63,7 +59,7 @@ fn a_resumed_run_reuses_succeeded_stages_and_replays_answered_operations() {
 fn from_stage_runs_that_stage_again_and_unknown_stages_are_listed() {
     let env = Env::new();
     env.run(TWO_STAGES, &[]).expect_code(1);
-    let id = run_id(&env);
+    let id = env.run_id();
     let out = env.awf(&["runs", "resume", &id, "--from-stage", "nope"]);
     out.expect_code(2);
     out.stderr_has("--from-stage nope: the run never recorded a stage of that name (recorded: gather, judge)");
@@ -83,7 +79,7 @@ fn from_stage_runs_that_stage_again_and_unknown_stages_are_listed() {
 fn a_changed_script_is_refused_unless_allowed() {
     let env = Env::new();
     env.run(TWO_STAGES, &[]).expect_code(1);
-    let id = run_id(&env);
+    let id = env.run_id();
     env.write("wf.rhai", &TWO_STAGES.replace("judge one", "judge two"));
     let out = env.awf(&["runs", "resume", &id]);
     out.expect_code(2);
@@ -128,7 +124,7 @@ fn a_run_killed_with_sigkill_resumes_to_completion() {
     rx.recv_timeout(common::TIMEOUT).expect("the run reached its hanging turn");
     signal(pid, "-KILL");
     let _ = child.wait();
-    let id = run_id(&env);
+    let id = env.run_id();
     assert!(!env.run_dir().join("result.json").exists(), "a killed run writes no result");
     let out = env.awf(&["runs", "resume", &id]);
     out.expect_code(0);
@@ -143,7 +139,7 @@ fn a_run_killed_with_sigkill_resumes_to_completion() {
 fn runs_list_and_show_read_the_records_and_unknown_runs_are_refused() {
     let env = Env::new();
     env.run(TWO_STAGES, &[]).expect_code(1);
-    let id = run_id(&env);
+    let id = env.run_id();
     let out = env.awf(&["runs", "list"]);
     out.expect_code(0);
     assert!(out.stdout.contains(&id) && out.stdout.contains("failed"), "{}", out.stdout);

@@ -591,3 +591,13 @@ fn write_reply(stream: &mut TcpStream, reply: &Reply, wire: Wire, id: u64) {
     }
     let _ = stream.flush();
 }
+
+/// An `awf.toml` whose default runtime `m` is the `api` harness (`openai` or `anthropic`) against
+/// `server`, with `extra` lines for the runtime table.
+pub fn http_config(api: &str, server: &FakeModel, extra: &str) -> String {
+    let (model, base) = match api {
+        "openai" => ("gpt-5-mini", format!("{}/v1", server.base())),
+        _ => ("claude-sonnet-4-5", server.base()),
+    };
+    format!("default_runtime = \"m\"\n[runtimes.m]\nharness = \"{api}\"\nmodel = \"{model}\"\nbase_url = \"{base}\"\n{extra}\n")
+}

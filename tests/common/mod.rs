@@ -217,6 +217,11 @@ impl Env {
 
     /// The single run folder; fails when there is none or more than one.
     #[track_caller]
+    /// The id of the only run (its folder's name).
+    pub fn run_id(&self) -> String {
+        self.run_dir().file_name().and_then(|n| n.to_str()).expect("run id").to_string()
+    }
+
     pub fn run_dir(&self) -> PathBuf {
         let dirs = self.run_dirs();
         assert_eq!(dirs.len(), 1, "expected exactly one run folder, found {dirs:?}");
@@ -360,14 +365,14 @@ let two = a.run(#{{ prompt: "Give a second verdict.", schema: {schema} }});
 
 /// Copies `src` into `dst`, folders included.
 pub fn copy_dir(src: &Path, dst: &Path) {
-    std::fs::create_dir_all(dst).expect("create the stdlib copy");
-    for entry in std::fs::read_dir(src).expect("read stdlib") {
-        let entry = entry.expect("stdlib entry");
+    std::fs::create_dir_all(dst).expect("create the copy");
+    for entry in std::fs::read_dir(src).expect("read the folder to copy") {
+        let entry = entry.expect("a folder entry");
         let to = dst.join(entry.file_name());
         if entry.file_type().expect("file type").is_dir() {
             copy_dir(&entry.path(), &to);
         } else {
-            std::fs::copy(entry.path(), &to).expect("copy a stdlib file");
+            std::fs::copy(entry.path(), &to).expect("copy a file");
         }
     }
 }
