@@ -203,8 +203,9 @@
 //!   and an error it reads shows source lines only of those files and the embedded stdlib
 //!   (`script::show_lines_only_under`, set once at start; the CLI shows the operator everything).
 //! - Text from a harness (reasons, error bodies, stderr tails) enters the engine through
-//!   `harness::scrubbed` (and the HTTP error path scrubs its own events): no key value is recorded
-//!   or printed. Variable values never go on a sandbox's command line.
+//!   `harness::scrubbed` (and the HTTP error path scrubs its own events), and a process's output
+//!   reaches `ops/` through `record::agent_files::Capture` (scrubbed line by line): no key value is
+//!   recorded or printed. Variable values never go on a sandbox's command line.
 //! - No unwrap outside tests; locks recover from poisoning because their values are replaced whole.
 //!
 //! # Glossary

@@ -149,3 +149,50 @@ o.reason
     assert_nowhere(&env, &out, &token);
     out.stdout_has("auth failed for [redacted]");
 }
+
+/// Every file under `dir` whose bytes hold `needle`.
+fn files_holding(dir: &std::path::Path, needle: &str) -> Vec<std::path::PathBuf> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).expect("read the run folder") {
+        let path = entry.expect("entry").path();
+        if path.is_dir() {
+            found.extend(files_holding(&path, needle));
+        } else if let Ok(bytes) = std::fs::read(&path) {
+            if String::from_utf8_lossy(&bytes).contains(needle) {
+                found.push(path);
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn an_agent_printing_its_key_leaves_it_in_no_file_of_the_run() {
+    let env = Env::new();
+    let token = unique_key("ghp-test-printed");
+    // The key split over two writes, on stdout and stderr, and the last line without its end.
+    let program = r#"printf 'env: DEPLOY_TOKEN=%s\n' "$DEPLOY_TOKEN"; printf '%s' "$DEPLOY_TOKEN" | head -c 6 >&2; sleep 0.1; printf '%s' "$DEPLOY_TOKEN" | tail -c +7 >&2; printf 'tail %s' "$DEPLOY_TOKEN""#;
+    let script = format!(
+        "let a = ctx.agents.open(#{{ key: \"leaky\", runtime: #{{ harness: \"command\", command: [\"sh\", \"-c\", {program:?}] }} }});\nlet o = a.run(#{{ prompt: \"go\" }});\no.status\n"
+    );
+    env.write("wf.rhai", &script);
+    let out = wait_with_timeout(
+        command(env.path(), &["script", "run", "wf.rhai"])
+            .env("DEPLOY_TOKEN", &token)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn awf"),
+    );
+    out.expect_code(0);
+    assert_nowhere(&env, &out, &token);
+    assert_eq!(files_holding(&env.run_dir(), &token), Vec::<std::path::PathBuf>::new(), "the key reached the disk");
+    let ops = env.run_dir().join("agents/leaky/ops");
+    let stdout: String = std::fs::read_dir(&ops)
+        .expect("ops folder")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "stdout"))
+        .map(|p| std::fs::read_to_string(p).expect("read stdout capture"))
+        .collect();
+    assert!(stdout.contains("env: DEPLOY_TOKEN=[redacted]\n") && stdout.ends_with("tail [redacted]"), "{stdout}");
+}

@@ -105,7 +105,12 @@ impl AgentBook {
 
 /// What an agent's endpoint knows of its run.
 fn run_tag(run: &Run) -> crate::control::server::RunTag {
-    crate::control::server::RunTag { id: run.id.clone(), dir: run.dir().to_path_buf(), attempt: run.attempt }
+    crate::control::server::RunTag {
+        id: run.id.clone(),
+        dir: run.dir().to_path_buf(),
+        attempt: run.attempt,
+        secrets: run.secrets.clone(),
+    }
 }
 
 /// Opens the control folder and socket of an agent forked from a CLI agent (a fork answers

@@ -29,6 +29,8 @@ pub struct RunTag {
     pub id: String,
     pub dir: PathBuf,
     pub attempt: u32,
+    /// The run's secrets: scrubbed from what its agents' processes print before it is recorded.
+    pub secrets: Arc<crate::redact::Redactor>,
 }
 
 struct State {

@@ -105,7 +105,8 @@ pub(crate) async fn run(mut cmd: Command, spec: Spec<'_>, log: &mut OpLog, stdou
         Stdout::Captured => (None, Duration::ZERO),
         Stdout::Lines { handler, final_grace } => (Some(handler), final_grace),
     };
-    let mut pipes = Pipes::open(&mut child, spec.agent_dir, spec.capture, spec.stdin, handler.is_some());
+    let scrub = spec.endpoint.run.secrets.clone();
+    let mut pipes = Pipes::open(&mut child, spec.agent_dir, spec.capture, scrub, spec.stdin, handler.is_some());
     let mut watch = Watch::new(group, spec.endpoint, pipes.activity.clone(), spec.stall, final_grace);
     watch.watch(&mut child, spec.op, &mut pipes.lines, &mut handler, log).await;
     if watch.status.is_none() {

@@ -1,16 +1,22 @@
 //! An agent's part of the run folder: `agents/<slug>/`, each operation's liveness log
-//! (`ops/<op-id>.jsonl`) and its captured output (`ops/<op-id>.stdout`, `.stderr`), bounded.
+//! (`ops/<op-id>.jsonl`) and its captured output (`ops/<op-id>.stdout`, `.stderr`), bounded and
+//! with the run's secrets scrubbed line by line before anything reaches the disk.
 
+use crate::redact::Redactor;
 use serde_json::{json, Value};
 use std::collections::VecDeque;
 use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// Output kept per stream and operation; the rest is counted, not kept.
 pub const CAPTURE_LIMIT: u64 = 1 << 20;
 /// Bytes of stderr kept in memory for failure reasons.
 const TAIL: usize = 2048;
+/// A line longer than this is scrubbed and written in pieces of this size: a secret that
+/// straddles two pieces of such a line is the one that can reach the disk unscrubbed.
+const LONG_LINE: usize = 64 * 1024;
 
 /// The folder name for an agent key: letters, digits, `.`, `_`, `-`; anything else becomes `-`.
 pub fn slug(key: &str) -> String {
@@ -53,24 +59,62 @@ impl OpLog {
     }
 }
 
-/// One captured output stream: the first `CAPTURE_LIMIT` bytes on disk, a tail in memory.
+/// One captured output stream: the first `CAPTURE_LIMIT` bytes on disk (secrets scrubbed), a
+/// tail in memory (as it came: whoever shows it scrubs it).
 pub struct Capture {
     path: PathBuf,
     file: Option<File>,
     written: u64,
     pub total: u64,
     tail: VecDeque<u8>,
+    scrub: Arc<Redactor>,
+    /// The part of a line not yet ended: it is scrubbed whole, once its end arrives.
+    pending: Vec<u8>,
 }
 
 impl Capture {
     /// A capture for `ops/<op-id>.<stream>`; the file is created with the first output, so that a
     /// quiet program costs no file.
-    pub fn open(agent_dir: &Path, op_id: &str, stream: &str) -> Capture {
+    pub fn open(agent_dir: &Path, op_id: &str, stream: &str, scrub: Arc<Redactor>) -> Capture {
         let path = agent_dir.join("ops").join(format!("{}.{stream}", slug(op_id)));
-        Capture { path, file: None, written: 0, total: 0, tail: VecDeque::new() }
+        Capture { path, file: None, written: 0, total: 0, tail: VecDeque::new(), scrub, pending: Vec::new() }
     }
 
     pub fn push(&mut self, bytes: &[u8]) {
+        self.total += bytes.len() as u64;
+        self.tail.extend(bytes);
+        while self.tail.len() > TAIL {
+            self.tail.pop_front();
+        }
+        self.pending.extend_from_slice(bytes);
+        let mut from = 0;
+        while let Some(at) = self.pending[from..].iter().position(|b| *b == b'\n') {
+            let end = from + at + 1;
+            let line = self.scrubbed(from, end);
+            self.write(&line);
+            from = end;
+        }
+        self.pending.drain(..from);
+        if self.pending.len() >= LONG_LINE {
+            self.finish();
+        }
+    }
+
+    /// Writes what is left of an unended line (at the end of the stream).
+    pub fn finish(&mut self) {
+        if !self.pending.is_empty() {
+            let rest = self.scrubbed(0, self.pending.len());
+            self.write(&rest);
+            self.pending.clear();
+        }
+    }
+
+    fn scrubbed(&self, from: usize, to: usize) -> Vec<u8> {
+        let text = String::from_utf8_lossy(&self.pending[from..to]);
+        self.scrub.scrub(&text).into_bytes()
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
         if self.file.is_none() && self.written == 0 && !bytes.is_empty() {
             self.file = self
                 .path
@@ -80,7 +124,6 @@ impl Capture {
                 .and_then(|_| super::private::append(&self.path))
                 .ok();
         }
-        self.total += bytes.len() as u64;
         let room = CAPTURE_LIMIT.saturating_sub(self.written) as usize;
         if room > 0 {
             if let Some(f) = &mut self.file {
@@ -90,10 +133,6 @@ impl Capture {
                 }
             }
         }
-        self.tail.extend(bytes);
-        while self.tail.len() > TAIL {
-            self.tail.pop_front();
-        }
     }
 
     /// The last bytes written, as text.
@@ -102,6 +141,12 @@ impl Capture {
         let mut v = a.to_vec();
         v.extend_from_slice(b);
         String::from_utf8_lossy(&v).trim().to_string()
+    }
+}
+
+impl Drop for Capture {
+    fn drop(&mut self) {
+        self.finish();
     }
 }
 
@@ -120,7 +165,7 @@ mod tests {
     #[test]
     fn capture_is_bounded_and_keeps_a_tail() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let mut c = Capture::open(dir.path(), "a#1", "stderr");
+        let mut c = Capture::open(dir.path(), "a#1", "stderr", Arc::new(Redactor::default()));
         let chunk = vec![b'x'; 64 * 1024];
         for _ in 0..20 {
             c.push(&chunk);
@@ -130,5 +175,17 @@ mod tests {
         assert_eq!(on_disk, CAPTURE_LIMIT);
         assert!(c.tail().ends_with("the end"));
         assert_eq!(c.total, 20 * 64 * 1024 + 7);
+    }
+
+    #[test]
+    fn secrets_are_scrubbed_even_when_split_across_reads() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let secret = Arc::new(Redactor::of_values(["sk-live-0123456789".to_string()]));
+        let mut c = Capture::open(dir.path(), "op-1", "stdout", secret);
+        c.push(b"{\"env\": \"KEY=sk-live-01");
+        c.push(b"23456789\"}\nAuthorization: Bearer abcdefghijkl\nno newline sk-live-0123456789");
+        drop(c);
+        let text = std::fs::read_to_string(dir.path().join("ops/op-1.stdout")).expect("file");
+        assert_eq!(text, "{\"env\": \"KEY=[redacted]\"}\nAuthorization: Bearer [redacted]\nno newline [redacted]");
     }
 }

@@ -4,6 +4,7 @@
 
 use super::{Stdin, DRAIN};
 use crate::record::agent_files::Capture;
+use crate::redact::Redactor;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -38,12 +39,13 @@ impl Pipes {
         child: &mut Child,
         agent_dir: &Path,
         capture: &str,
+        scrub: Arc<Redactor>,
         stdin: Option<Stdin>,
         by_line: bool,
     ) -> Pipes {
         let activity = Arc::new(Mutex::new(Instant::now()));
-        let stdout = Arc::new(Mutex::new(Capture::open(agent_dir, capture, "stdout")));
-        let stderr = Arc::new(Mutex::new(Capture::open(agent_dir, capture, "stderr")));
+        let stdout = Arc::new(Mutex::new(Capture::open(agent_dir, capture, "stdout", scrub.clone())));
+        let stderr = Arc::new(Mutex::new(Capture::open(agent_dir, capture, "stderr", scrub)));
         let mut readers = Vec::new();
         let mut lines = None;
         if let Some(out) = child.stdout.take() {
@@ -80,8 +82,9 @@ impl Pipes {
         for r in readers {
             let _ = tokio::time::timeout_at(until, r).await;
         }
-        let tail = stderr.lock().unwrap_or_else(|p| p.into_inner()).tail();
-        tail
+        let mut stderr = stderr.lock().unwrap_or_else(|p| p.into_inner());
+        stderr.finish();
+        stderr.tail()
     }
 }
 
@@ -104,6 +107,7 @@ fn pump(
             }
             note(&to, &activity, &buf[..n]);
         }
+        to.lock().unwrap_or_else(|p| p.into_inner()).finish();
     })
 }
 
@@ -129,5 +133,6 @@ fn read_lines(
                 }
             }
         }
+        to.lock().unwrap_or_else(|p| p.into_inner()).finish();
     })
 }
