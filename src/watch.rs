@@ -34,6 +34,37 @@ pub fn watch(dirs: &[(PathBuf, bool)], tx: Sender<PathBuf>) -> notify::Result<no
     Ok(watcher)
 }
 
+/// For each of `dirs` that does not exist yet, watches the nearest folder above it that does (not
+/// recursively) and sends each folder created on the way to it: the caller then watches again, so
+/// that a folder made after the start is watched from then on. `None` when every folder exists.
+pub fn watch_missing(
+    dirs: &[(PathBuf, bool)],
+    tx: Sender<PathBuf>,
+) -> notify::Result<Option<notify::RecommendedWatcher>> {
+    let missing: Vec<PathBuf> = dirs.iter().filter(|(d, _)| !d.is_dir()).map(|(d, _)| d.clone()).collect();
+    if missing.is_empty() {
+        return Ok(None);
+    }
+    let wanted = missing.clone();
+    let mut watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
+        let Ok(event) = res else { return };
+        if !matches!(event.kind, EventKind::Create(_)) {
+            return;
+        }
+        for p in event.paths {
+            if wanted.iter().any(|w| w.starts_with(&p)) {
+                let _ = tx.send(p);
+            }
+        }
+    })?;
+    let mut above: Vec<&Path> = missing.iter().filter_map(|d| d.ancestors().find(|a| a.is_dir())).collect();
+    above.dedup();
+    for dir in above {
+        watcher.watch(dir, RecursiveMode::NonRecursive)?;
+    }
+    Ok(Some(watcher))
+}
+
 /// Waits for the first change, then gathers the rest for `DEBOUNCE`; `None` when the channel closed.
 pub fn next_change(rx: &Receiver<PathBuf>) -> Option<Vec<PathBuf>> {
     let first = rx.recv().ok()?;

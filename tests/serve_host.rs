@@ -1,7 +1,7 @@
 //! `awf serve` as a long-running host: live strategies (an edit is served within 200 ms, a broken
 //! file keeps its last good version, a deleted one leaves the catalog, runs in flight keep
 //! theirs), limits in `POST /runs`, `GET /runs` over the whole runs folder, and stopping a run of
-//! another process.
+//! another process. A strategy folder made after the start is watched too.
 
 mod common;
 
@@ -94,6 +94,23 @@ fn an_edited_strategy_is_served_within_200_ms_and_a_broken_one_keeps_its_last_go
     let (status, v) = s.json("POST", "/runs", Some(&json!({ "strategy": "demo", "task": "t" })));
     assert_eq!(status, 400, "{v}");
     assert!(v["error"].as_str().is_some_and(|e| e.contains("unknown strategy \"demo\"")), "{v}");
+}
+
+#[test]
+fn a_strategy_folder_made_after_the_start_is_watched() {
+    let env = Env::new();
+    env.with_responder(r#"fn respond(turn) { #{ answer: "fine" } }"#);
+    assert!(!env.path().join("stdlib").exists());
+    let s = serve(&env, &[]);
+    assert!(demo(&s).is_none());
+    // `mkdir -p stdlib/council` and a file written in it: both folders are new.
+    env.write("stdlib/council/demo.rhai", &strategy("made later"));
+    wait_until("the strategy in a new folder served", || demo(&s).is_some_and(|d| d["meta"]["when"] == "made later"));
+    // And the folder is watched from then on.
+    env.write("stdlib/council/demo.rhai", &strategy("edited"));
+    wait_until("the edit served", || demo(&s).is_some_and(|d| d["meta"]["when"] == "edited"));
+    let id = s.start(json!({ "strategy": "demo", "task": "t" }));
+    assert_eq!(output(&s, &id), "edited: fine");
 }
 
 #[test]

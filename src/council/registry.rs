@@ -41,7 +41,7 @@ pub enum Reload {
 pub struct Registry {
     cwd: PathBuf,
     entries: RwLock<BTreeMap<String, Entry>>,
-    watcher: Mutex<Option<notify::RecommendedWatcher>>,
+    watchers: Mutex<Vec<notify::RecommendedWatcher>>,
 }
 
 /// The workflow that runs strategy `name` with the host-built input as its args.
@@ -97,7 +97,7 @@ impl Registry {
         let reg = Arc::new(Registry {
             cwd: cwd.to_path_buf(),
             entries: RwLock::new(BTreeMap::new()),
-            watcher: Mutex::new(None),
+            watchers: Mutex::new(Vec::new()),
         });
         reg.reload_all();
         reg
@@ -180,17 +180,12 @@ impl Registry {
         out
     }
 
-    /// Watches the project's `stdlib/` and the user's strategies folder; after each change every
-    /// strategy is brought up to date and `report` is told what happened. Runs until the
-    /// registry is dropped.
+    /// Watches the project's `stdlib/` and the user's strategies folder (also when one of them is
+    /// made after the start); after each change every strategy is brought up to date and `report`
+    /// is told what happened. Runs until the registry is dropped.
     pub fn watch(self: &Arc<Self>, report: impl Fn(&[PathBuf], Vec<Reload>) + Send + 'static) -> notify::Result<()> {
         let (tx, rx) = std::sync::mpsc::channel();
-        let mut dirs = vec![(self.cwd.join("stdlib"), true)];
-        if let Some(d) = crate::config::xdg_config_home() {
-            dirs.push((d.join("awf").join("strategies"), true));
-        }
-        let watcher = crate::watch::watch(&dirs, tx)?;
-        *self.watcher.lock().unwrap_or_else(|p| p.into_inner()) = Some(watcher);
+        self.rewatch(&tx)?;
         let weak = Arc::downgrade(self);
         std::thread::Builder::new().name("awf-registry".into()).spawn(move || {
             while let Ok(first) = rx.recv() {
@@ -201,9 +196,29 @@ impl Registry {
                     }
                 }
                 let Some(reg) = weak.upgrade() else { break };
+                // A folder made on the way to a watched one: watch again (what it already holds
+                // is read by the reload below).
+                if changed.iter().any(|p| p.extension().is_none_or(|e| e != "rhai")) {
+                    if let Err(e) = reg.rewatch(&tx) {
+                        tracing::warn!("cannot watch the strategy folders again: {e}");
+                    }
+                }
                 report(&changed, reg.reload_all());
             }
         })?;
+        Ok(())
+    }
+
+    /// (Re)starts the watchers: the strategy folders that exist, and the folders above the ones
+    /// that do not yet.
+    fn rewatch(&self, tx: &std::sync::mpsc::Sender<PathBuf>) -> notify::Result<()> {
+        let mut dirs = vec![(self.cwd.join("stdlib"), true)];
+        if let Some(d) = crate::config::xdg_config_home() {
+            dirs.push((d.join("awf").join("strategies"), true));
+        }
+        let mut watchers = vec![crate::watch::watch(&dirs, tx.clone())?];
+        watchers.extend(crate::watch::watch_missing(&dirs, tx.clone())?);
+        *self.watchers.lock().unwrap_or_else(|p| p.into_inner()) = watchers;
         Ok(())
     }
 }
