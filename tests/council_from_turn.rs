@@ -318,24 +318,33 @@ fn a_councils_deadline_is_the_calling_operations() {
     assert!(child_result["duration_ms"].as_u64().expect("duration") < 2000 + 5000, "{child_result}");
 }
 
-/// The pinned Claude Code, driven by the fake model server on 127.0.0.1, convenes magi through its
+/// A pinned agent CLI, driven by the fake model server on 127.0.0.1, convenes magi through its
 /// launcher from its shell tool and answers with the council's output.
-#[test]
-#[ignore = "needs the pinned agent CLIs (.ci/setup installs them; .ci/test runs these)"]
-fn the_claude_cli_convenes_magi_from_its_turn() {
+fn a_cli_convenes_magi_from_its_turn(cli: &str) {
     use fake_model::{FakeModel, Reply};
-    let ok = std::process::Command::new("claude").arg("--version").output().is_ok_and(|o| o.status.success());
-    assert!(ok, "`claude` is not installed (.ci/setup installs the pinned version)");
+    let ok = std::process::Command::new(cli)
+        .arg("--version")
+        .env("PI_OFFLINE", "1")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(ok, "`{cli}` is not installed (.ci/setup installs the pinned version)");
     let convene = r#"printf '%s' '{"task":"Ship on Friday?","reflect":false}' | {launcher} council magi | python3 -c 'import json,sys; print(json.dumps({"verdict": sys.stdin.read().strip()}))' | {launcher} result {op}"#;
     let server = FakeModel::start_cli(vec![Reply::shell(convene)]);
     let env = Env::new();
     env.write("responder.rhai", RESPONDER);
+    let runtime = match cli {
+        "claude" => format!(
+            "harness = \"claude\"\nmodel = \"claude-sonnet-4-5\"\nbase_url = \"{}\"\nargs = [\"--max-turns\", \"7\"]\n",
+            server.base()
+        ),
+        _ => format!("harness = \"{cli}\"\nmodel = \"fake-model\"\nbase_url = \"{}/v1\"\n", server.base()),
+    };
     env.write(
         "awf.toml",
         &format!(
             "default_runtime = \"scripted\"\n[runtimes.scripted]\nharness = \"fake\"\nmodel = \"fake\"\nresponder = \"responder.rhai\"\n\
-             [runtimes.m]\nharness = \"claude\"\nmodel = \"claude-sonnet-4-5\"\nbase_url = \"{}\"\nargs = [\"--max-turns\", \"7\"]\n",
-            server.base()
+             [runtimes.m]\n{runtime}"
         ),
     );
     std::fs::create_dir_all(env.path().join("operator-home")).expect("home");
@@ -346,7 +355,17 @@ boss.ask("Decide; convene magi.", #{ type: "object", properties: #{ verdict: #{ 
     );
     let mut cmd = common::command(env.path(), &["script", "run", "wf.rhai", "--json"]);
     cmd.env("HOME", env.path().join("operator-home"));
-    for var in ["CLAUDE_CONFIG_DIR", "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL", "CLAUDECODE"] {
+    for var in [
+        "CLAUDE_CONFIG_DIR",
+        "CODEX_HOME",
+        "PI_CODING_AGENT_DIR",
+        "ANTHROPIC_API_KEY",
+        "ANTHROPIC_AUTH_TOKEN",
+        "ANTHROPIC_BASE_URL",
+        "OPENAI_API_KEY",
+        "OPENAI_BASE_URL",
+        "CLAUDECODE",
+    ] {
         cmd.env_remove(var);
     }
     let child = cmd.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().expect("awf");
@@ -354,11 +373,29 @@ boss.ask("Decide; convene magi.", #{ type: "object", properties: #{ verdict: #{ 
     out.expect_code(0);
     let result = out.json();
     let verdict = result["value"]["verdict"].as_str().expect("verdict");
-    assert!(verdict.starts_with("Ruling: yes"), "{result}");
+    assert!(verdict.starts_with("Ruling: yes"), "{cli}: {result}");
     let (_, children) = parent_and_children(&env);
-    assert_eq!(children.len(), 1);
-    // The council's 360 tokens are in the boss's spend, beside Claude Code's own.
-    assert!(result["accounting"]["by_agent"]["boss"]["tokens"].as_u64().expect("tokens") >= 360, "{result}");
+    assert_eq!(children.len(), 1, "{cli}");
+    // The council's 360 tokens are in the boss's spend, beside the CLI's own.
+    assert!(result["accounting"]["by_agent"]["boss"]["tokens"].as_u64().expect("tokens") >= 360, "{cli}: {result}");
+}
+
+#[test]
+#[ignore = "needs the pinned agent CLIs (.ci/setup installs them; .ci/test runs these)"]
+fn the_claude_cli_convenes_magi_from_its_turn() {
+    a_cli_convenes_magi_from_its_turn("claude");
+}
+
+#[test]
+#[ignore = "needs the pinned agent CLIs (.ci/setup installs them; .ci/test runs these)"]
+fn the_codex_cli_convenes_magi_from_its_turn() {
+    a_cli_convenes_magi_from_its_turn("codex");
+}
+
+#[test]
+#[ignore = "needs the pinned agent CLIs (.ci/setup installs them; .ci/test runs these)"]
+fn the_pi_cli_convenes_magi_from_its_turn() {
+    a_cli_convenes_magi_from_its_turn("pi");
 }
 
 #[test]
