@@ -145,6 +145,9 @@ pub struct RuntimeConfig {
     /// `max_tokens` is clipped to the room left, and a conversation that no longer fits fails
     /// its turn saying so. `awf doctor --deep` reads it from servers that expose it.
     pub context_tokens: Option<u64>,
+    /// HTTP harnesses with `context_tokens`: when a turn starts with the conversation past 80% of
+    /// the context, the history before it is summarised first (default true).
+    pub auto_compact: Option<bool>,
     /// Extra environment for a CLI harness, or settings such as `OPENAI_BASE_URL` for HTTP ones.
     pub env: Option<BTreeMap<String, String>>,
     /// Extra command-line flags for a CLI harness.

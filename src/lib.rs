@@ -225,8 +225,8 @@
 //!                  (a `running` attempt found dead by a later one is rewritten `interrupted`)
 //!   events.jsonl   {"v":1,"type":T,"at":ISO-8601,"attempt":N,"data":{...}}; one `run::Event` each; types:
 //!                  run-started, run-stopping, run-finished, leftovers-killed, agent-opened, agent-stopped,
-//!                  agent-closed, agent-set, agent-compacted, op-started, op-nudged, op-replayed, op-rerun,
-//!                  records-healed,
+//!                  agent-closed, agent-set, agent-compacted, context-compacted, op-started, op-nudged,
+//!                  op-replayed, op-rerun, records-healed,
 //!                  op-submission, op-waiting, op-settled, model-unpriced, control-refused, stage-started, stage-finished,
 //!                  parallel-started, parallel-finished, log, budget-exhausted, sandbox-opened,
 //!                  sandbox-seated, route-granted, route-closed, message-sent, message-delivered,

@@ -61,6 +61,58 @@ fn requests_are_sized_to_the_declared_context_and_fail_when_it_is_full() {
 }
 
 #[test]
+fn a_turn_past_80_percent_of_the_context_summarises_the_history_first() {
+    let (env, server) = setup(
+        vec![
+            Reply::with_usage(850, 20, Reply::result(json!({ "verdict": "ok" }))),
+            Reply::with_usage(880, 40, Reply::text("We weighed the release and said ok.")),
+            Reply::with_usage(120, 10, Reply::result(json!({ "verdict": "still ok" }))),
+        ],
+        "context_tokens = 1000",
+    );
+    let v = env.run(&ask_twice(), &[]).json();
+    assert_eq!((v["first"].as_str(), v["second"].as_str()), (Some("answered"), Some("answered")), "{v}");
+    let bodies = server.bodies();
+    assert_eq!(bodies.len(), 3, "the first turn, the summary, the second turn");
+    let text = |b: &Value| b["messages"].to_string();
+    // The summary request: the first turn's conversation and the summary prompt, no tools.
+    assert!(text(&bodies[1]).contains("Give a verdict.") && text(&bodies[1]).contains("outgrow your context"));
+    assert!(bodies[1]["tools"].as_array().is_none_or(|t| t.is_empty()), "{}", bodies[1]);
+    // The second turn goes on from the summary: the first prompt is gone.
+    let second = text(&bodies[2]);
+    assert!(
+        second.contains("We weighed the release and said ok.") && second.contains("Give another verdict"),
+        "{second}"
+    );
+    assert!(!second.contains("Give a verdict."), "{second}");
+    let compacted = env.events_of("context-compacted");
+    assert_eq!(compacted.len(), 1, "{compacted:?}");
+    let d = &compacted[0]["data"];
+    assert!(d["tokens"].as_u64().is_some_and(|t| t > 800) && d["context"] == 1000, "{d}");
+    assert_eq!(d["summary_chars"], "We weighed the release and said ok.".len());
+    // The summary is billed to the turn that needed it.
+    let turns = env.turns();
+    assert_eq!(turns[1]["input_tokens"], 880 + 120, "{}", turns[1]);
+    assert_eq!(turns[1]["output_tokens"], 40 + 10, "{}", turns[1]);
+}
+
+#[test]
+fn auto_compact_false_leaves_the_history_whole() {
+    let (env, server) = setup(
+        vec![
+            Reply::with_usage(850, 20, Reply::result(json!({ "verdict": "ok" }))),
+            Reply::with_usage(900, 10, Reply::result(json!({ "verdict": "still ok" }))),
+        ],
+        "context_tokens = 1100\nauto_compact = false",
+    );
+    let v = env.run(&ask_twice(), &[]).json();
+    assert_eq!(v["second"], "answered", "{v}");
+    assert_eq!(server.bodies().len(), 2);
+    assert!(server.bodies()[1]["messages"].to_string().contains("Give a verdict."));
+    assert!(env.events_of("context-compacted").is_empty());
+}
+
+#[test]
 fn a_reply_cut_below_max_tokens_is_reported_as_the_context_limit() {
     let cut = |out: u64| Reply::with_usage(1990, out, Reply::Cut("{\"verdict\": \"tr".into()));
     let one = format!(r#"ctx.agents.open(#{{ key: "a" }}).turn(#{{ prompt: "Verdict?", schema: {VERDICT} }}).reason"#);

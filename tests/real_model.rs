@@ -187,6 +187,28 @@ fn a_conversation_past_the_servers_context_is_reported_as_the_context_limit() {
     assert!(history(&env, "long").contains("word word"), "the agent keeps its history");
 }
 
+/// Two long turns that do not both fit 2,048 tokens: the second starts by summarising the first
+/// (a real summary request to the real server), and then fits.
+#[test]
+#[ignore = "needs llama-server + SmolLM2 (AWF_LLAMA_SERVER, AWF_SMOLLM2_GGUF; .ci/llama.sh builds them)"]
+fn a_second_long_turn_summarises_the_first_and_then_fits() {
+    let server = server();
+    let long = "word ".repeat(900);
+    let script = format!(
+        r#"let a = ctx.agents.open(#{{ key: "long" }});
+           let one = a.turn(#{{ prompt: "{long} Is this one word repeated?", schema: #{{ type: "string", enum: ["yes", "no"] }} }});
+           let two = a.turn(#{{ prompt: "{long} And this?", schema: #{{ type: "string", enum: ["yes", "no"] }} }});
+           #{{ one: one.kind, two: two.kind, reason: two.reason }}"#
+    );
+    let env = env_for(&server, "answer = \"structured\"\nmax_tokens = 60\ncontext_tokens = 2048");
+    let v = run_slow(&env, &script).json();
+    assert_eq!((v["one"].as_str(), v["two"].as_str()), (Some("answered"), Some("answered")), "{v}");
+    let compacted = env.events_of("context-compacted");
+    assert_eq!(compacted.len(), 1, "{compacted:?}");
+    assert!(compacted[0]["data"]["summary_chars"].as_u64().is_some(), "{compacted:?}");
+    assert!(compacted[0]["data"]["context"] == 2048, "{compacted:?}");
+}
+
 #[test]
 #[ignore = "needs llama-server + SmolLM2 (AWF_LLAMA_SERVER, AWF_SMOLLM2_GGUF; .ci/llama.sh builds them)"]
 fn doctor_deep_reads_the_context_from_props_and_asks_whether_the_model_calls_tools() {

@@ -69,6 +69,7 @@ fn runtime_block(kind: HarnessKind) -> (&'static str, &'static str, &'static str
 #                                         # calls, e.g. small local ones); default \"tools\"
 # max_tokens = 4096
 # context_tokens = 8192                   # the model's context; `awf doctor` reads it from the server
+# auto_compact = true                     # with context_tokens: past 80%, summarise before a turn
 # effort = \"low\"",
         ),
         HarnessKind::Anthropic => (

@@ -45,6 +45,11 @@ events! {
     AgentClosed = "agent-closed" { agent: &'a str, reason: &'a str },
     AgentSet = "agent-set" { agent: &'a str, model: Option<&'a str>, effort: Option<&'a str> },
     AgentCompacted = "agent-compacted" { agent: &'a str, op_id: &'a str, summary_chars: usize },
+    /// An HTTP agent's turn started past 80% of its declared context: the history before it was
+    /// summarised first (`summary_chars`), or could not be (`error`).
+    ContextCompacted = "context-compacted" {
+        agent: &'a str, op_id: &'a str, tokens: u64, context: u64, summary_chars: Option<usize>, error: Option<&'a str>,
+    },
     OpStarted = "op-started" {
         agent: &'a str, op_id: &'a str, kind: &'a str, stage: Option<&'a str>, label: Option<&'a str>, n: u64,
     },

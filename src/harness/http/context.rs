@@ -6,6 +6,9 @@ use super::{HttpConfig, Msg, ToolSpec};
 
 /// The fewest tokens worth asking a reply for: with less room left the turn fails instead.
 const MIN_REPLY_TOKENS: u64 = 32;
+/// The share of the context past which a turn starts by summarising the history (auto-compaction):
+/// the summary request itself still has a fifth of the context to fit in.
+pub(super) const COMPACT_AT: f64 = 0.8;
 
 /// Characters per token in the estimate: low on purpose (JSON and code tokenize densely), so that a
 /// request estimated to fit does fit.
@@ -57,6 +60,11 @@ pub(super) fn reply_room(cfg: &HttpConfig, estimate: u64) -> Result<u64, String>
         return Err(no_longer_fits(estimate, context));
     }
     Ok(cfg.max_tokens.min(room))
+}
+
+/// Whether a turn about to send `estimate` tokens should summarise the history first.
+pub(super) fn wants_compacting(cfg: &HttpConfig, estimate: u64) -> bool {
+    cfg.auto_compact && cfg.context_tokens.is_some_and(|c| estimate as f64 > c as f64 * COMPACT_AT)
 }
 
 pub(super) fn no_longer_fits(tokens: u64, context: u64) -> String {

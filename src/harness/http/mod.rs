@@ -110,6 +110,8 @@ pub struct HttpConfig {
     pub max_tokens: u64,
     /// The model's context as the runtime declares it: requests are sized to fit it.
     pub context_tokens: Option<u64>,
+    /// Summarise the history before a turn that starts past `context::COMPACT_AT` of the context.
+    pub auto_compact: bool,
     /// No byte of a reply for this long fails the request.
     pub stall: Duration,
     /// Scrubs error bodies (which may echo the request's headers) before they are recorded.
@@ -157,6 +159,7 @@ impl HttpConfig {
             structured,
             max_tokens: runtime.max_tokens.unwrap_or(4096),
             context_tokens: runtime.context_tokens,
+            auto_compact: runtime.auto_compact.unwrap_or(true),
             stall,
             redactor,
         })

@@ -94,7 +94,7 @@ impl Session for HttpSession {
     fn compact(&mut self, prompt: &str) -> BoxFuture<'_, crate::harness::Compaction> {
         let prompt = prompt.to_string();
         Box::pin(async move {
-            let c = self.compact_history(prompt).await;
+            let c = self.compact_history(prompt, &Meter::default()).await;
             let (summary, usage) = match c {
                 Ok((s, u)) => (Ok(s), u),
                 Err(e) => (Err(e), Usage::default()),
@@ -115,11 +115,24 @@ impl Session for HttpSession {
     }
 }
 
+/// What a turn that starts past `context::COMPACT_AT` of the context asks first.
+const AUTO_COMPACT_PROMPT: &str =
+    "The conversation is about to outgrow your context. Summarise it so far: the task, what \
+was decided and why, what was tried, and what is still open, in enough detail to go on from the summary alone.";
+
 impl HttpSession {
-    /// Asks the model to summarise the conversation and keeps only the summary.
-    async fn compact_history(&mut self, prompt: String) -> Result<(String, Usage), String> {
+    /// Asks the model to summarise the conversation and keeps only the summary; on failure the
+    /// history is left as it was. What the request spends goes on `meter` as well as in the usage.
+    async fn compact_history(&mut self, prompt: String, meter: &Meter) -> Result<(String, Usage), String> {
         self.push(Msg::User { text: prompt });
-        let reply = self.request(&[], None, &Meter::default()).await?;
+        let reply = match self.request(&[], None, meter).await {
+            Ok(r) => r,
+            Err(e) => {
+                self.history.pop();
+                self.save();
+                return Err(e);
+            }
+        };
         let summary = reply.text.trim().to_string();
         self.history = vec![
             Msg::User { text: format!("A summary of our conversation so far:\n\n{summary}") },
@@ -128,5 +141,33 @@ impl HttpSession {
         self.measured = None;
         self.save();
         Ok((summary, reply.usage))
+    }
+
+    /// Auto-compaction: when the turn that starts at `turn_start` would send more than
+    /// `context::COMPACT_AT` of the declared context, the history before it is summarised first,
+    /// billed to the turn's operation. A summary that cannot be had leaves the history as it was
+    /// (the turn's own request then says whether it still fits).
+    pub(super) async fn compact_if_full(&mut self, input: &TurnInput, tools: &[super::ToolSpec], turn_start: usize) {
+        let (Some(context), true) = (self.cfg.context_tokens, turn_start > 0) else { return };
+        let tokens = super::context::estimate(self.measured, self.info.instructions.as_deref(), &self.history, tools);
+        if !super::context::wants_compacting(&self.cfg, tokens) {
+            return;
+        }
+        let turn = self.history.split_off(turn_start);
+        let done = self.compact_history(AUTO_COMPACT_PROMPT.to_string(), &input.meter).await;
+        self.history.extend(turn);
+        self.save();
+        let (summary_chars, error) = match &done {
+            Ok((summary, _)) => (Some(summary.len()), None),
+            Err(e) => (None, Some(e.as_str())),
+        };
+        (self.events)(&crate::run::Event::ContextCompacted {
+            agent: &self.info.key,
+            op_id: &input.op_id,
+            tokens,
+            context,
+            summary_chars,
+            error,
+        });
     }
 }

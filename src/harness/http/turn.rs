@@ -18,11 +18,13 @@ const MAX_STEPS: usize = 24;
 
 impl HttpSession {
     pub(super) async fn run_turn(&mut self, input: &TurnInput) -> TurnEnd {
+        let turn_start = self.history.len();
         self.push(Msg::User { text: input.shown.clone() });
         let schema = input.slot.schema().value.clone();
         let structured = self.cfg.structured && input.kind == TurnKind::Turn;
         let councils = input.messenger.as_ref().is_some_and(|m| m.may_convene());
         let tools = if structured { Vec::new() } else { tool_specs(&schema, &input.op_id, councils) };
+        self.compact_if_full(input, &tools, turn_start).await;
         // The schema a structured reply is held to: the op's own, wrapped in `{value}` only for a
         // server that takes nothing but an object (and unwrapped before the slot sees it).
         let wrapped = structured && self.cfg.object_only && tool_wraps(&schema);
