@@ -93,6 +93,10 @@ fn an_answer_flows_into_the_result_and_a_bad_one_is_refused_with_its_reasons() {
     let journal = common::read_jsonl(&dir.join("journal.jsonl"));
     assert_eq!(journal[0]["checkpoint"], "checkpoint-1");
     assert!(run_json(&dir).get("waiting").is_none(), "no waiting list once the run ended");
+    env.awf(&["runs", "logs", &id])
+        .expect_code(0)
+        .stdout_has("asks the operator (checkpoint-1): Ship it?")
+        .stdout_has(r#"checkpoint checkpoint-1 answered: {"ship":true}"#);
 
     // A run that is not waiting (it ended), and a run that does not exist.
     env.awf(&["runs", "answer", &id, "--json", r#"{"ship": true}"#])
@@ -114,6 +118,7 @@ fn a_checkpoint_times_out_with_its_reason_caught_or_not() {
     assert_eq!(timed_out.len(), 1);
     assert_eq!(timed_out[0]["data"]["timeout_ms"], 200);
     assert!(run_json(&dir).get("waiting").is_none());
+    env.awf(&["runs", "logs", &id_of(&dir)]).expect_code(0).stdout_has("timed out after 200 ms: Deploy now?");
 
     let env = Env::new();
     let script = r#"

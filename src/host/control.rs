@@ -131,11 +131,7 @@ async fn answer(host: Weak<Host>, stream: tokio::net::UnixStream) {
     let reply = match (read, host.upgrade()) {
         (_, None) => json!({ "ok": false, "error": "the run has finished" }),
         (Ok(Ok(_)), Some(host)) => match serde_json::from_str::<Request>(line.trim()) {
-            Ok(Request::Answer { key, value }) => match host.run.answer_checkpoint(key.as_deref(), value).await {
-                Ok(key) => json!({ "ok": true, "run_id": host.run.id, "key": key, "state": "answered" }),
-                Err(e) => json!({ "ok": false, "error": e }),
-            },
-            Ok(req) => handle(&host, req),
+            Ok(req) => handle(&host, req).await,
             Err(e) => json!({ "ok": false, "error": format!("bad request {:?}: {e}", line.trim()) }),
         },
         (_, Some(_)) => json!({ "ok": false, "error": "no request line within 5 s" }),
@@ -143,8 +139,8 @@ async fn answer(host: Weak<Host>, stream: tokio::net::UnixStream) {
     let _ = write.write_all(format!("{reply}\n").as_bytes()).await;
 }
 
-/// Carries out a request against the run (an answer is carried out in `answer`).
-pub fn handle(host: &Host, req: Request) -> Value {
+/// Carries out a request against the run.
+pub async fn handle(host: &Host, req: Request) -> Value {
     let run = &host.run;
     let base = |state: &str| json!({ "ok": true, "run_id": run.id, "pid": std::process::id(), "state": state });
     match req {
@@ -159,7 +155,10 @@ pub fn handle(host: &Host, req: Request) -> Value {
             reply["waiting"] = Value::Array(waiting);
             reply
         }
-        Request::Answer { .. } => json!({ "ok": false, "error": "an answer is carried out asynchronously" }),
+        Request::Answer { key, value } => match run.answer_checkpoint(key.as_deref(), value).await {
+            Ok(key) => json!({ "ok": true, "run_id": run.id, "key": key, "state": "answered" }),
+            Err(e) => json!({ "ok": false, "error": e }),
+        },
         Request::Stop { by } => {
             if run.stop_cause().is_some() {
                 return base("already-stopping");
