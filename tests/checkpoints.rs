@@ -218,6 +218,8 @@ let proceed = ctx.checkpoint("Go on?", #{ type: "boolean" }, #{ key: "proceed" }
 #[test]
 fn an_agent_asks_the_operator_from_its_turn() {
     let env = Env::new();
+    // The turn waits on the operator past its stall timeout: it is not stalled meanwhile.
+    env.write("awf.toml", "[limits]\nstall_timeout = \"300ms\"\n");
     env.write(
         "asker.sh",
         r#"#!/bin/sh
@@ -241,6 +243,8 @@ o.value.verdict
     assert_eq!(doc["waiting"][0]["question"], "Which colour?", "{doc}");
     assert_eq!(doc["waiting"][0]["agent"], "agent", "{doc}");
     env.awf(&["runs", "answer", &id, "--json", "7"]).expect_code(2).stderr_has("is not of type \"string\"");
+    // Not a synchronisation: time for the stall clock to pass its 300 ms.
+    std::thread::sleep(std::time::Duration::from_millis(900));
     env.awf(&["runs", "answer", &id, "--json", r#""blue""#]).expect_code(0);
     let out = running.finish();
     out.expect_code(0);
@@ -395,4 +399,33 @@ fn a_parked_background_run_keeps_its_slot() {
     env.awf(&["runs", "answer", &two, "--json", r#"{"ship": false}"#]).expect_code(0);
     wait_until("the second run done", || listed(&env, &two) == "succeeded");
     assert_eq!(read_json(&env.runs_root().join(&two).join("result.json"))["value"], "held");
+}
+
+#[test]
+fn an_agents_ask_ends_with_its_operations_deadline() {
+    let env = Env::new();
+    env.write(
+        "asker.sh",
+        r#"#!/bin/sh
+cat > /dev/null
+"$AWF_LAUNCHER" ask-operator "Anyone there?" > /dev/null 2> ask.err
+echo "exit $?" >> ask.err
+sleep 5
+"#,
+    );
+    env.write(
+        "wf.rhai",
+        r#"
+let a = ctx.agents.open(#{ key: "agent", runtime: #{ harness: "command", command: ["sh", "asker.sh"] } });
+let o = a.run(#{ prompt: "Ask.", schema: #{ type: "string" }, timeout_ms: 500 });
+o.kind
+"#,
+    );
+    let out = env.awf(&["script", "run", "wf.rhai"]);
+    out.expect_code(0);
+    assert_eq!(out.stdout.trim(), "timed-out");
+    let dir = env.run_dir();
+    assert_eq!(events_of(&dir, "checkpoint-asked").len(), 1);
+    assert!(events_of(&dir, "checkpoint-answered").is_empty());
+    assert!(run_json(&dir).get("waiting").is_none(), "the ask closed with its operation");
 }
