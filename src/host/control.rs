@@ -211,5 +211,10 @@ mod tests {
         assert_eq!(serde_json::to_value(&stop).expect("json"), json!({ "cmd": "stop", "by": "awf runs stop" }));
         assert_eq!(serde_json::from_str::<Request>(r#"{"cmd":"status"}"#).expect("parse"), Request::Status);
         assert!(serde_json::from_str::<Request>(r#"{"cmd":"explode"}"#).is_err());
+        let answer = Request::Answer { key: None, value: json!({ "ok": true }) };
+        assert_eq!(serde_json::to_value(&answer).expect("json"), json!({ "cmd": "answer", "value": { "ok": true } }));
+        let keyed: Request = serde_json::from_str(r#"{"cmd":"answer","key":"k","value":1}"#).expect("parse");
+        assert_eq!(keyed, Request::Answer { key: Some("k".into()), value: json!(1) });
+        assert!(serde_json::from_str::<Request>(r#"{"cmd":"answer","key":"k"}"#).is_err(), "an answer needs a value");
     }
 }
