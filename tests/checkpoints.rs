@@ -138,6 +138,10 @@ fn bad_checkpoint_calls_are_script_errors() {
         (r#"ctx.checkpoint("", #{ type: "boolean" })"#, "the question must not be empty"),
         (r#"ctx.checkpoint("q", #{ type: 12 })"#, "`schema` is not a valid JSON Schema"),
         (r#"ctx.checkpoint("q", #{ type: "boolean" }, #{ timeout_ms: -1 })"#, "must not be negative"),
+        (
+            r#"ctx.parallel([1, 2], |n, i| ctx.checkpoint("Same?", #{ type: "string" }, #{ key: "same", timeout_ms: 3000 }))"#,
+            "checkpoint `same` is already waiting for an answer",
+        ),
     ];
     for (script, want) in cases {
         env.run(script, &[]).expect_code(1).stderr_has(want);
