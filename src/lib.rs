@@ -38,14 +38,15 @@
 //! - `cli/`: argument definitions and one call per command; the only place that prints and uses
 //!   anyhow. `script.rs` (`script run|check`, `--watch`; `prepare` builds a run's spec from the
 //!   flags and config, shared by every command that starts runs; `--detach`), `council.rs` (`council
-//!   list|show|run`), `runs.rs` (`runs list|show|resume|stop|logs`; resuming a council run,
-//!   `--values`), `listing.rs` (what a run folder says: status, `interrupted`, age, spend),
+//!   list|show|run`), `runs.rs` (`runs list|show|resume|stop|answer|logs`; resuming a council run,
+//!   `--values`), `answer.rs` (`runs answer`, also for `serve` and `mcp`: an operator's answer
+//!   through the run's control socket), `listing.rs` (what a run folder says: status, `interrupted`, age, spend),
 //!   `logs.rs` (events as readable lines, followed), `stop.rs` (`runs stop` through a run's control
 //!   socket), `background.rs` (`--detach`: the background process and the machine-wide queue),
 //!   `serve/` (`awf serve`: the axum HTTP JSON
 //!   API on a Unix socket or loopback port; runs execute in-process through `host::drive`,
 //!   `--max-runs` at once, the rest queued; `auth.rs` the Host, Origin and bearer-token checks on
-//!   TCP, `private.rs` the 0600 socket and token file, `scripts.rs` which script a client may name,
+//!   TCP, `answer.rs` `POST /runs/{id}/answer`, `private.rs` the 0600 socket and token file, `scripts.rs` which script a client may name,
 //!   `listen.rs` the two listeners, `options.rs` the limits a `POST /runs` sets, `strategies.rs`
 //!   the watched registry and `GET /strategies`), `init.rs`, `live.rs` (the terminal view), `wf.rs` (`awf wf`,
 //!   the agent side of the protocol), `doctor.rs` (`awf doctor`: a list of checks, each a name, an
@@ -69,11 +70,11 @@
 //!   that ticks while groups come), `constants.rs` (each parallel worker's own copy of the global
 //!   constants), `api/` (`mod.rs`: `ScriptRun`, the host plus the
 //!   run's engine for branch threads; one file per `ctx` namespace: `ctx.rs` (with
-//!   `messages.allow`), `agents.rs`, `parallel.rs`, `stage.rs`).
+//!   `messages.allow`), `agents.rs`, `parallel.rs`, `stage.rs`, `checkpoint.rs` (`ctx.checkpoint`)).
 //! - `host/`: `mod.rs` (`Host`: the run, its `AgentBook` and `Router`; `finish` settles the books,
 //!   then the run), `drive.rs` (a run from the script's start to `result.json`: wait, deadline,
 //!   stop grace, status, the run's trace), `control.rs` (the run's control socket: status, stop,
-//!   kill; and its client), `exit.rs` (exit codes), `child.rs` (the hook through which the council
+//!   kill, answer; and its client), `exit.rs` (exit codes), `child.rs` (the hook through which the council
 //!   layer gives every run's agent book its `Convener`, installed once by `cli`).
 //! - `telemetry/`: OpenTelemetry traces over OTLP/HTTP, **the only module that names the
 //!   opentelemetry crates**; `spans.rs` builds the spans from a run's records on a thread of its
@@ -85,7 +86,8 @@
 //!   per-thread scope: cancellation token, deadline, stage, group), `scheduler.rs` (the one gate for
 //!   every operation: concurrency, agents, budgets; the accounts), `stages.rs`, `progress.rs`,
 //!   `resume.rs` (what a new attempt reuses: stages on record, and answered operations from the
-//!   journal; the run's lock is taken first), `leftovers.rs` (killing what a dead attempt's agents
+//!   journal; the run's lock is taken first), `checkpoint.rs` (operator checkpoints: the open
+//!   questions, `waiting` in `run.json`, answers validated and journalled, replayed), `leftovers.rs` (killing what a dead attempt's agents
 //!   left).
 //! - `agent/`: logical agents. `mod.rs` (the agent: runtime, session, counters, closing), `book.rs`
 //!   (`AgentBook`: open with the compatibility rules, get, stop; the router's `Directory`),
@@ -133,7 +135,8 @@
 //!   frames; **no I/O**), `dispatch.rs` (**the one dispatcher**: an agent's control state, its open
 //!   operations, and a `Command` carried out against it, with the same `Response` and events for
 //!   the socket and the HTTP `wf_*` tools), `messenger.rs` (the `Messenger` trait, errors typed
-//!   `Refused | Failed`), `convene.rs` (an agent's council grant, the `Convener` trait the council
+//!   `Refused | Failed`), `operator.rs` (`wf ask-operator`: an agent's question to the operator,
+//!   keyed by agent, op and count), `convene.rs` (an agent's council grant, the `Convener` trait the council
 //!   layer implements, the prompt text on convening), `server.rs` (one agent's socket and launcher), `peer.rs`
 //!   (which processes a socket serves: its agent's running turns).
 //! - `sandbox/`: where a program agent (`command`, `claude`, `codex`, `pi`) runs confined, as data
@@ -189,7 +192,7 @@
 //!   that never exits); a new attempt first kills what an earlier one left (`run/leftovers.rs`).
 //! - One live attempt per run: it holds the flock on `<run>/lock` from its start to `finish`.
 //! - A live run is reached from other processes only through its `control.sock` (0600, in its
-//!   0700 folder): `awf runs stop` and `awf serve` send it `stop` or `kill`; nothing signals a
+//!   0700 folder): `awf runs stop`, `awf runs answer` and `awf serve` send it `stop`, `kill` or `answer`; nothing signals a
 //!   run's process (a background run still queued is the exception: it has no run yet).
 //! - Telemetry never holds up a run: spans are made from the records after they are written, and
 //!   the end of a run waits a bounded time for them.
@@ -222,7 +225,9 @@
 //!   run.json       id, script path and sha256, cwd, args, META, limits (kept for later attempts),
 //!                  parent {run, op, agent, strategy} and depth (a council convened from a turn),
 //!                  attempts [{n, started_at, finished_at, status, from_stage, script_sha256}]
-//!                  (a `running` attempt found dead by a later one is rewritten `interrupted`)
+//!                  (a `running` or `waiting` attempt found dead by a later one is rewritten `interrupted`),
+//!                  waiting [{key, question, schema, asked_at, timeout_ms, agent}] while the last attempt is
+//!                  `waiting` on operator checkpoints
 //!   events.jsonl   {"v":1,"type":T,"at":ISO-8601,"attempt":N,"data":{...}}; one `run::Event` each; types:
 //!                  run-started, run-stopping, run-finished, leftovers-killed, agent-opened, agent-stopped,
 //!                  agent-closed, agent-set, agent-compacted, context-compacted, op-started, op-nudged,
@@ -231,7 +236,8 @@
 //!                  parallel-started, parallel-finished, log, budget-exhausted, sandbox-opened,
 //!                  sandbox-seated, route-granted, route-closed, message-sent, message-delivered,
 //!                  message-undelivered, message-replied, message-ask-failed, http-retry, child-run-started,
-//!                  child-run-ended.
+//!                  child-run-ended, checkpoint-asked, checkpoint-answered, checkpoint-timed-out,
+//!                  checkpoint-replayed.
 //!                  Readers skip types they do not know.
 //!   turns.jsonl    one line per settled operation: attempt, agent, op_id, outcome, reason, stage, label, harness,
 //!                  model, tokens by kind, cost_usd, cost_source, simulated, rejections, delivered_at, settled_at,
@@ -239,10 +245,11 @@
 //!   stages.jsonl   one line per stage end: name, attempt, status (succeeded|failed|stopped), value, summary, reason
 //!   journal.jsonl  per answered operation: attempt, agent, op_id, turn_hash, settled, outcome; a line when an agent's
 //!                  answer is accepted (settled: false, no usage yet) and one when the op settles (settled: true);
-//!                  readers keep an op's last line
+//!                  readers keep an op's last line; and per answered operator checkpoint: attempt,
+//!                  checkpoint (its key), question_hash, answer, answered_at
 //!   groups.jsonl   one line per turn process started: attempt, pgid, agent, op_id, at (leftovers are found by it)
 //!   lock           held (flock) by the live attempt, its pid inside
-//!   control.sock   the live attempt's control socket (0600): status, stop, kill; removed at its end
+//!   control.sock   the live attempt's control socket (0600): status, stop, kill, answer; removed at its end
 //!   control.target when the folder's path is too long for a socket: where control.sock is instead
 //!                  (a 0700 folder of the temp dir, removed at the end)
 //!   background.json, output.log   a `--detach`ed run: queued_at, pid, status until it starts

@@ -65,8 +65,16 @@ fn sdk_lists_the_tools_and_runs_magi_on_the_fake_harness_with_progress() {
         ]),
     );
     assert_eq!(report["server"], "awf");
-    let tools =
-        json!(["list_strategies", "run_council", "run_workflow", "run_status", "run_wait", "run_result", "run_stop"]);
+    let tools = json!([
+        "list_strategies",
+        "run_council",
+        "run_workflow",
+        "run_status",
+        "run_wait",
+        "run_result",
+        "run_stop",
+        "run_answer"
+    ]);
     assert_eq!(report["tools"], tools);
     assert_eq!(report["schemas"]["run_council"]["required"], json!(["name", "task"]));
     let list = &report["calls"][0];
@@ -241,7 +249,7 @@ fn a_raw_client_gets_the_tools_and_a_refusal_as_a_tool_error() {
     assert_eq!(reply(1)["result"]["serverInfo"]["name"], "awf");
     send(&mut stdin, json!({ "jsonrpc": "2.0", "method": "notifications/initialized" }));
     send(&mut stdin, json!({ "jsonrpc": "2.0", "id": 2, "method": "tools/list" }));
-    assert_eq!(reply(2)["result"]["tools"].as_array().map(Vec::len), Some(7));
+    assert_eq!(reply(2)["result"]["tools"].as_array().map(Vec::len), Some(8));
     send(
         &mut stdin,
         json!({ "jsonrpc": "2.0", "id": 3, "method": "tools/call",

@@ -1,9 +1,11 @@
 //! An agent's side of the router, as its control socket and its harness use it: send, ask, reply
-//! and read the inbox, each as this agent.
+//! and read the inbox, each as this agent; and its questions to the operator (`wf ask-operator`).
 
 use super::AgentBook;
 use crate::control::convene::{Call, Convened, Grant};
 use crate::control::messenger::{Held, MessageError, Messenger};
+use crate::control::operator::OperatorCall;
+use crate::run::checkpoint::{Asked, Question, Waited};
 use crate::run::BoxFuture;
 use std::sync::{Arc, Weak};
 use tokio::sync::oneshot;
@@ -91,6 +93,42 @@ impl Messenger for AgentMessenger {
             Ok(convener) => convener.convene(call),
             Err(e) => Box::pin(async move { Err(e) }),
         }
+    }
+
+    fn ask_operator(&self, call: OperatorCall) -> BoxFuture<'static, Result<serde_json::Value, MessageError>> {
+        let book = self.book();
+        Box::pin(async move {
+            let run = book?.run.clone();
+            let schema = run
+                .schemas
+                .compile(&call.schema)
+                .map_err(|e| MessageError::Refused(format!("ask-operator: --schema is {e}")))?;
+            let question = Question {
+                key: call.key.clone(),
+                question: &call.question,
+                schema,
+                timeout_ms: None,
+                agent: Some(&call.agent),
+            };
+            let rx = match run.ask_operator(question).map_err(MessageError::Refused)? {
+                Asked::Replayed(v) => return Ok(v),
+                Asked::Waiting(rx) => rx,
+            };
+            let waited = tokio::select! {
+                w = run.wait_for_operator(&call.key, rx, None, call.deadline, &call.ended) => w,
+                _ = run.root.cancelled() => {
+                    run.checkpoint_abandoned(&call.key);
+                    Waited::Cancelled
+                }
+            };
+            match waited {
+                Waited::Answer(v) => Ok(v),
+                Waited::TimedOut | Waited::Cancelled => Err(MessageError::Failed(format!(
+                    "no answer from the operator to `{}`: the operation ended or its deadline passed first",
+                    call.question
+                ))),
+            }
+        })
     }
 
     fn inbox(&self, all: bool) -> Vec<Held> {

@@ -68,7 +68,7 @@ pub fn attempt_statuses(run: &Value, live: bool) -> Vec<Option<RunStatus>> {
         .iter()
         .enumerate()
         .map(|(i, a)| match serde_json::from_value::<RunStatus>(a["status"].clone()).ok() {
-            Some(RunStatus::Running) if i < last || !live => Some(RunStatus::Interrupted),
+            Some(RunStatus::Running | RunStatus::Waiting) if i < last || !live => Some(RunStatus::Interrupted),
             s => s,
         })
         .collect()
@@ -85,7 +85,7 @@ pub fn run_status(dir: &Path) -> String {
     let result = read(&dir.join("result.json"));
     let last = attempt_statuses(&run, live).pop().flatten();
     match (last, result["status"].as_str()) {
-        (Some(s @ (RunStatus::Running | RunStatus::Interrupted)), _) => s.to_string(),
+        (Some(s @ (RunStatus::Running | RunStatus::Waiting | RunStatus::Interrupted)), _) => s.to_string(),
         (_, Some(r)) => r.to_string(),
         (Some(s), None) => s.to_string(),
         (None, None) => "?".into(),
@@ -102,12 +102,18 @@ pub struct Summary {
     pub tokens: u64,
     /// The script, relative to `cwd` when under it; `council:NAME` for a strategy.
     pub script: String,
+    /// The checkpoints it waits on (`waiting`): key, question, schema, asked_at, timeout_ms, agent.
+    pub waiting: Vec<Value>,
 }
 
 impl Summary {
     pub fn json(&self) -> Value {
-        json!({ "run_id": self.id, "status": self.status, "started_at": self.started_at,
-                "cost_usd": self.cost_usd, "tokens": self.tokens, "script": self.script })
+        let mut v = json!({ "run_id": self.id, "status": self.status, "started_at": self.started_at,
+                "cost_usd": self.cost_usd, "tokens": self.tokens, "script": self.script });
+        if !self.waiting.is_empty() {
+            v["waiting"] = json!(self.waiting);
+        }
+        v
     }
 
     /// How long ago it started: `12s`, `5m`, `3h`, `2d`.
@@ -141,5 +147,22 @@ pub fn summary(root: &Path, id: &str, cwd: &Path) -> Summary {
         cost_usd += line["cost_usd"].as_f64().unwrap_or(0.0);
         tokens += line["tokens"].as_u64().unwrap_or(0);
     }
-    Summary { id: id.to_string(), status: run_status(&dir), started_at, cost_usd, tokens, script }
+    let status = run_status(&dir);
+    Summary { id: id.to_string(), waiting: waiting(&dir, &status), status, started_at, cost_usd, tokens, script }
+}
+
+/// What a run whose status is `status` waits for: run.json's open checkpoints while it is
+/// `waiting` (read after the status, which checked the lock first), else nothing.
+pub fn waiting(dir: &Path, status: &str) -> Vec<Value> {
+    if status != RunStatus::Waiting.as_str() {
+        return Vec::new();
+    }
+    read(&dir.join("run.json"))["waiting"].as_array().cloned().unwrap_or_default()
+}
+
+/// Whether the run in `dir` is not live but its last attempt was parked on a checkpoint when its
+/// process ended: `awf runs resume` parks it again.
+pub fn parked_when_interrupted(dir: &Path) -> bool {
+    let run = read(&dir.join("run.json"));
+    run["attempts"].as_array().and_then(|a| a.last()).is_some_and(|a| a["status"] == RunStatus::Waiting.as_str())
 }

@@ -1,6 +1,6 @@
 //! The live view on stderr: on a terminal, a redrawn block with stages, labelled parallel groups
-//! (done/total), agents by state and spend, with log lines printed above it; elsewhere, log lines
-//! only. `NO_COLOR` is honoured.
+//! (done/total), agents by state and spend, the questions the run waits on the operator for, with
+//! log lines printed above it; elsewhere, log lines only. `NO_COLOR` is honoured.
 
 use crate::run::progress::Sink;
 use crate::run::Run;
@@ -77,6 +77,15 @@ impl Live {
         }
         for g in s.groups.iter().take(8) {
             lines.push(format!("  {} {}/{} done ({} started)", g.label, g.done, g.total, g.started));
+        }
+        for w in self.run.waiting().iter().take(4) {
+            lines.push(format!(
+                "  waiting for the operator ({}): {} · awf runs answer {} --key {} --json VALUE",
+                w["key"].as_str().unwrap_or("?"),
+                w["question"].as_str().unwrap_or("?"),
+                self.run.id,
+                w["key"].as_str().unwrap_or("?")
+            ));
         }
         lines
     }

@@ -66,6 +66,12 @@ impl Reader {
                 )
             }
             "op-replayed" => format!("{} replayed from the journal", s(d, "op_id")),
+            "checkpoint-asked" => format!("asks the operator ({}): {}", s(d, "key"), s(d, "question")),
+            "checkpoint-answered" => format!("checkpoint {} answered: {}", s(d, "key"), d["answer"]),
+            "checkpoint-timed-out" => {
+                format!("checkpoint {} timed out after {} ms: {}", s(d, "key"), d["timeout_ms"], s(d, "question"))
+            }
+            "checkpoint-replayed" => format!("checkpoint {} replayed from the journal", s(d, "key")),
             "parallel-started" => {
                 format!("parallel {} started: {} items", d["label"].as_str().unwrap_or("(unlabelled)"), d["items"])
             }

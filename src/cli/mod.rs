@@ -10,6 +10,7 @@ macro_rules! out {
     };
 }
 
+mod answer;
 mod background;
 mod council;
 mod doctor;

@@ -1,4 +1,4 @@
-//! `awf runs list|show|resume|stop|logs`: reading run folders, new attempts of a run (a script's
+//! `awf runs list|show|resume|stop|answer|logs`: reading run folders, new attempts of a run (a script's
 //! or a strategy's) that reuse its recorded stages and replay its journal, and reaching a live
 //! run from any terminal.
 
@@ -38,6 +38,20 @@ pub enum RunsCommand {
         /// End it at once: no grace for the script to unwind
         #[arg(long)]
         now: bool,
+        /// The folder holding the runs (default: runs_dir from awf.toml, else .awf/runs)
+        #[arg(long, value_name = "DIR")]
+        runs_dir: Option<PathBuf>,
+    },
+    /// Answer a run waiting for the operator (a checkpoint): the answer must match its schema
+    Answer {
+        /// The run's id (`awf runs list` shows them)
+        run_id: String,
+        /// The answer: a JSON value, or @FILE holding one
+        #[arg(long = "json", value_name = "VALUE")]
+        value: String,
+        /// Which checkpoint, when several are open (`awf runs show` lists their keys)
+        #[arg(long)]
+        key: Option<String>,
         /// The folder holding the runs (default: runs_dir from awf.toml, else .awf/runs)
         #[arg(long, value_name = "DIR")]
         runs_dir: Option<PathBuf>,
@@ -98,6 +112,11 @@ pub fn exec(cmd: RunsCommand) -> Result<i32> {
                 let s = listing::summary(&root, &id, &cwd);
                 let hint = if s.status == "interrupted" && root.join(&id).join("run.json").exists() {
                     format!("  (resume: awf runs resume {id})")
+                } else if let Some(w) = s.waiting.first() {
+                    format!(
+                        "  (waiting: {}; answer: awf runs answer {id} --json VALUE)",
+                        w["question"].as_str().unwrap_or("?")
+                    )
                 } else {
                     String::new()
                 };
@@ -114,8 +133,18 @@ pub fn exec(cmd: RunsCommand) -> Result<i32> {
             let live = listing::live(&dir);
             let run = read(&dir.join("run.json"));
             let result = read(&dir.join("result.json"));
-            out!("run {run_id}: {}", listing::run_status(&dir));
+            let status = listing::run_status(&dir);
+            out!("run {run_id}: {status}");
             out!("script: {}", run["script"].as_str().unwrap_or("?"));
+            for w in listing::waiting(&dir, &status) {
+                out!(
+                    "waiting for the operator ({}): {}\n  schema: {}\n  answer: awf runs answer {run_id} --key {} --json VALUE",
+                    w["key"].as_str().unwrap_or("?"),
+                    w["question"].as_str().unwrap_or("?"),
+                    w["schema"],
+                    w["key"].as_str().unwrap_or("?")
+                );
+            }
             let statuses = listing::attempt_statuses(&run, live);
             for (a, status) in run["attempts"].as_array().into_iter().flatten().zip(&statuses) {
                 out!(
@@ -153,6 +182,22 @@ pub fn exec(cmd: RunsCommand) -> Result<i32> {
             let root = runs_dir(&cwd, given.as_ref())?;
             match run_dir(&root, &run_id) {
                 Ok(dir) => stop::stop(&dir, &run_id, now),
+                Err(e) => refuse(e),
+            }
+        }
+        RunsCommand::Answer { run_id, value, key, runs_dir: given } => {
+            let root = runs_dir(&cwd, given.as_ref())?;
+            let dir = match run_dir(&root, &run_id) {
+                Ok(d) => d,
+                Err(e) => return refuse(e),
+            };
+            let answered =
+                super::answer::parse_value(&value, &cwd).and_then(|v| super::answer::answer(&dir, &run_id, key, v));
+            match answered {
+                Ok(key) => {
+                    out!("run {run_id}: checkpoint {key} answered; the run goes on");
+                    Ok(EXIT_OK)
+                }
                 Err(e) => refuse(e),
             }
         }

@@ -68,6 +68,15 @@ enum WfCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Ask the run's operator QUESTION and wait for the answer (printed as JSON); the run shows
+    /// `waiting` until `awf runs answer` gives it
+    AskOperator {
+        /// The question, as the operator will read it
+        question: String,
+        /// The answer's JSON Schema (default: a string)
+        #[arg(long, value_name = "JSON")]
+        schema: Option<String>,
+    },
     /// Report what this turn spent
     Usage {
         /// Input tokens (a count)
@@ -101,6 +110,7 @@ fn command(cmd: WfCommand) -> Result<Command, String> {
         WfCommand::Reply { n } => Command::Reply { n, text: stdin_text()? },
         WfCommand::Inbox { json, all } => Command::Inbox { json, all },
         WfCommand::Council { name, json } => Command::Council { name, params: stdin_text()?, json },
+        WfCommand::AskOperator { question, schema } => Command::AskOperator { question, schema },
         WfCommand::Usage { input, output, cost } => Command::Usage { input, output, cost_usd: cost },
     })
 }

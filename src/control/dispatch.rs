@@ -38,6 +38,8 @@ pub struct OpControl {
     pub(super) ended: tokio_util::sync::CancellationToken,
     /// The operation's meter: what its councils spent is billed on it.
     pub(super) meter: Arc<crate::accounting::Meter>,
+    /// How many times it asked the operator (`wf ask-operator`): the asks' keys count on it.
+    pub(super) asks: std::sync::atomic::AtomicU64,
 }
 
 impl OpControl {
@@ -104,6 +106,7 @@ impl Control {
             deadline,
             ended: tokio_util::sync::CancellationToken::new(),
             meter,
+            asks: Default::default(),
         });
         lock(&self.ops).insert(op_id.to_string(), op.clone());
         *lock(&self.current) = Some(op_id.to_string());
@@ -260,6 +263,7 @@ pub async fn dispatch(control: &Control, cmd: Command) -> Response {
             Ok(Err(e)) => control.refuse(e.to_string(), json!({ "cmd": "reply", "n": n })),
         },
         Command::Council { name, params, json } => super::convene::dispatch(control, name, &params, json).await,
+        Command::AskOperator { question, schema } => super::operator::dispatch(control, question, schema).await,
         Command::Inbox { json, all } => match control.messenger("inbox") {
             Err(r) => r,
             Ok(m) => Response::new(exit::OK, inbox_text(&m.inbox(all), json)),

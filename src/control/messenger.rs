@@ -67,4 +67,12 @@ pub trait Messenger: Send + Sync {
         let why = format!("refused: agent {} cannot convene councils here", call.agent);
         Box::pin(async move { Err(MessageError::Refused(why)) })
     }
+    /// Asks the run's operator and waits for the answer (valid against the call's schema).
+    fn ask_operator(
+        &self,
+        call: super::operator::OperatorCall,
+    ) -> BoxFuture<'static, Result<serde_json::Value, MessageError>> {
+        let why = format!("refused: agent {} cannot ask the operator here", call.agent);
+        Box::pin(async move { Err(MessageError::Refused(why)) })
+    }
 }

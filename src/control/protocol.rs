@@ -46,6 +46,13 @@ pub enum Command {
         #[serde(default)]
         json: bool,
     },
+    /// Asks the run's operator and waits for the answer; `schema` is JSON Schema text (a string
+    /// answer when none is given).
+    AskOperator {
+        question: String,
+        #[serde(default)]
+        schema: Option<String>,
+    },
     /// What the agent's current turn spent.
     Usage {
         input: u64,

@@ -37,6 +37,8 @@ struct State {
     turns: Arc<Turns>,
     control: Control,
     activity: Mutex<Instant>,
+    /// Asks of the operator in flight: a turn waiting on the operator is not stalled.
+    asking: std::sync::atomic::AtomicUsize,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -103,6 +105,7 @@ impl Endpoint {
             turns: Arc::new(Turns::default()),
             control: Control::new(key, events, Some(messenger)),
             activity: Mutex::new(Instant::now()),
+            asking: Default::default(),
         });
         let s = state.clone();
         let task = tokio::spawn(async move {
@@ -137,8 +140,11 @@ impl Endpoint {
         self.state.control.settle_op(op_id, why)
     }
 
-    /// When a frame last arrived on this socket.
+    /// When a frame last arrived on this socket; now while the agent waits on the operator.
     pub fn last_activity(&self) -> Instant {
+        if self.state.asking.load(std::sync::atomic::Ordering::SeqCst) > 0 {
+            return Instant::now();
+        }
         *lock(&self.state.activity)
     }
 }
@@ -153,6 +159,13 @@ async fn serve(stream: UnixStream, state: Arc<State>) {
         Ok(0) => return,
         Ok(_) => match pid {
             Some(pid) if state.turns.admits(pid).await => match parse_request(&line) {
+                Ok(req) if matches!(req.cmd, Command::AskOperator { .. }) => {
+                    use std::sync::atomic::Ordering::SeqCst;
+                    state.asking.fetch_add(1, SeqCst);
+                    let response = dispatch(&state.control, req.cmd).await;
+                    state.asking.fetch_sub(1, SeqCst);
+                    response
+                }
                 Ok(req) => dispatch(&state.control, req.cmd).await,
                 Err(e) => Response::new(exit::ERROR, e),
             },

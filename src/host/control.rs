@@ -1,7 +1,8 @@
 //! A run's control socket: `control.sock` in its run folder (mode 0600, in a 0700 folder), open
 //! while the run lives, through which `awf runs stop` and `awf serve` reach a run of any process.
 //! One JSON request line, one JSON answer line. `stop` stops the run as Ctrl-C would (its script
-//! gets the grace to unwind); `kill` ends it at once (no grace); `status` says who holds it.
+//! gets the grace to unwind); `kill` ends it at once (no grace); `status` says who holds it and
+//! what it is waiting for; `answer` answers an open operator checkpoint (`awf runs answer`).
 
 use super::Host;
 use crate::run::StopCause;
@@ -23,8 +24,8 @@ pub const TARGET: &str = "control.target";
 /// The longest socket path a `sockaddr_un` takes, less a margin.
 const MAX_SOCKET_PATH: usize = 100;
 
-/// The longest request line accepted.
-const MAX_REQUEST: u64 = 4096;
+/// The longest request line accepted (an operator's answer is a JSON value).
+const MAX_REQUEST: u64 = 1 << 20;
 
 /// What a client asks of a run.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -38,6 +39,12 @@ pub enum Request {
     /// Stop without the grace: the run is settled `cancelled` at once.
     Kill {
         by: String,
+    },
+    /// Answers an open checkpoint: `key`, or the only one open.
+    Answer {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        key: Option<String>,
+        value: Value,
     },
 }
 
@@ -124,7 +131,7 @@ async fn answer(host: Weak<Host>, stream: tokio::net::UnixStream) {
     let reply = match (read, host.upgrade()) {
         (_, None) => json!({ "ok": false, "error": "the run has finished" }),
         (Ok(Ok(_)), Some(host)) => match serde_json::from_str::<Request>(line.trim()) {
-            Ok(req) => handle(&host, req),
+            Ok(req) => handle(&host, req).await,
             Err(e) => json!({ "ok": false, "error": format!("bad request {:?}: {e}", line.trim()) }),
         },
         (_, Some(_)) => json!({ "ok": false, "error": "no request line within 5 s" }),
@@ -133,11 +140,25 @@ async fn answer(host: Weak<Host>, stream: tokio::net::UnixStream) {
 }
 
 /// Carries out a request against the run.
-pub fn handle(host: &Host, req: Request) -> Value {
+pub async fn handle(host: &Host, req: Request) -> Value {
     let run = &host.run;
     let base = |state: &str| json!({ "ok": true, "run_id": run.id, "pid": std::process::id(), "state": state });
     match req {
-        Request::Status => base(if run.stop_cause().is_some() { "stopping" } else { "running" }),
+        Request::Status => {
+            let waiting = run.waiting();
+            let state = match (run.stop_cause(), waiting.is_empty()) {
+                (Some(_), _) => "stopping",
+                (None, true) => "running",
+                (None, false) => "waiting",
+            };
+            let mut reply = base(state);
+            reply["waiting"] = Value::Array(waiting);
+            reply
+        }
+        Request::Answer { key, value } => match run.answer_checkpoint(key.as_deref(), value).await {
+            Ok(key) => json!({ "ok": true, "run_id": run.id, "key": key, "state": "answered" }),
+            Err(e) => json!({ "ok": false, "error": e }),
+        },
         Request::Stop { by } => {
             if run.stop_cause().is_some() {
                 return base("already-stopping");
@@ -190,5 +211,10 @@ mod tests {
         assert_eq!(serde_json::to_value(&stop).expect("json"), json!({ "cmd": "stop", "by": "awf runs stop" }));
         assert_eq!(serde_json::from_str::<Request>(r#"{"cmd":"status"}"#).expect("parse"), Request::Status);
         assert!(serde_json::from_str::<Request>(r#"{"cmd":"explode"}"#).is_err());
+        let answer = Request::Answer { key: None, value: json!({ "ok": true }) };
+        assert_eq!(serde_json::to_value(&answer).expect("json"), json!({ "cmd": "answer", "value": { "ok": true } }));
+        let keyed: Request = serde_json::from_str(r#"{"cmd":"answer","key":"k","value":1}"#).expect("parse");
+        assert_eq!(keyed, Request::Answer { key: Some("k".into()), value: json!(1) });
+        assert!(serde_json::from_str::<Request>(r#"{"cmd":"answer","key":"k"}"#).is_err(), "an answer needs a value");
     }
 }

@@ -112,6 +112,17 @@ events! {
         #[serde(serialize_with = "crate::accounting::serialize_usd")]
         cost_usd: f64,
     },
+    /// The run asks its operator `question` (the workflow's `ctx.checkpoint`, or `agent`'s `wf
+    /// ask-operator`) and parks `waiting` until it is answered.
+    CheckpointAsked = "checkpoint-asked" {
+        key: &'a str, question: &'a str, schema: &'a Value, timeout_ms: Option<u64>, agent: Option<&'a str>,
+    },
+    /// The operator's answer, valid against the question's schema (journalled first).
+    CheckpointAnswered = "checkpoint-answered" { key: &'a str, answer: &'a Value },
+    /// No answer came within the checkpoint's `timeout_ms`.
+    CheckpointTimedOut = "checkpoint-timed-out" { key: &'a str, question: &'a str, timeout_ms: u64 },
+    /// An earlier attempt's answer returned from the journal: the question is not asked again.
+    CheckpointReplayed = "checkpoint-replayed" { key: &'a str },
     /// An HTTP request that failed in a way worth retrying, and the wait before the next try.
     HttpRetry = "http-retry" { agent: &'a str, attempt: u32, wait_ms: u64, why: &'a str },
 }

@@ -3,6 +3,7 @@
 //! scheduler (limits, budgets, accounts), schemas, stages, progress, and what a resumed attempt
 //! replays. It owns no book: agents, routes and sandboxes live above it and receive it.
 
+pub mod checkpoint;
 pub mod deadline;
 pub mod event;
 pub mod leftovers;
@@ -106,6 +107,8 @@ pub struct Run {
     replay_stages: HashMap<String, (Value, Option<String>)>,
     /// Answered operations on record: (agent, op id) → (turn hash, outcome).
     replay_ops: HashMap<(String, String), (String, Value)>,
+    /// Questions for the operator: open now, and answered by earlier attempts.
+    pub checkpoints: checkpoint::Checkpoints,
     pub cwd: PathBuf,
     pub script: PathBuf,
     pub config: Config,
@@ -171,9 +174,14 @@ impl Run {
                 let mut doc = r.run_doc.clone();
                 // The limits apply to every later attempt too, unless a resume sets new ones.
                 doc["limits"] = json!(spec.limits);
+                // What an earlier attempt was waiting for is asked again, if this one gets there.
+                if let Some(m) = doc.as_object_mut() {
+                    m.remove("waiting");
+                }
                 if let Some(a) = doc["attempts"].as_array_mut() {
                     // This attempt holds the run's lock: any other still `running` on record died.
-                    for earlier in a.iter_mut().filter(|e| e["status"] == RunStatus::Running.as_str()) {
+                    let live = [RunStatus::Running.as_str(), RunStatus::Waiting.as_str()];
+                    for earlier in a.iter_mut().filter(|e| live.iter().any(|s| e["status"] == *s)) {
                         earlier["status"] = json!(RunStatus::Interrupted);
                     }
                     a.push(json!({ "n": r.attempt, "started_at": started_at, "finished_at": null, "status": RunStatus::Running,
@@ -211,7 +219,7 @@ impl Run {
             }
         }
         let (replay, mut prior) = match spec.resume {
-            Some(r) => ((r.stages, r.journal), (r.spent, r.simulated)),
+            Some(r) => ((r.stages, r.journal, r.checkpoints), (r.spent, r.simulated)),
             None => Default::default(),
         };
         // Every attempt has its line in the accounts, one that spent nothing too.
@@ -224,6 +232,7 @@ impl Run {
             attempt,
             replay_stages: replay.0,
             replay_ops: replay.1,
+            checkpoints: checkpoint::Checkpoints::new(replay.2),
             cwd: spec.cwd,
             script: spec.script,
             config: spec.config,
@@ -464,6 +473,9 @@ impl Run {
         if let Some(a) = doc["attempts"].as_array_mut().and_then(|a| a.last_mut()) {
             a["finished_at"] = json!(finished_at);
             a["status"] = json!(status);
+        }
+        if let Some(m) = doc.as_object_mut() {
+            m.remove("waiting");
         }
         if let Err(e) = self.records.write_document("run.json", &*doc) {
             tracing::error!("cannot write run.json: {e}");

@@ -26,6 +26,8 @@ pub struct Resume {
     pub stages: HashMap<String, (Value, Option<String>)>,
     /// (agent, op id) → (turn hash, outcome), for every answered operation on record.
     pub journal: HashMap<(String, String), (String, Value)>,
+    /// Checkpoint key → (question hash, answer), for every checkpoint the operator answered.
+    pub checkpoints: HashMap<String, (String, Value)>,
     /// What the earlier attempts spent: the run's budget and accounts count on from it.
     pub spent: crate::accounting::Accounts,
     /// Whether an earlier attempt's answers came from the fake harness.
@@ -71,7 +73,12 @@ pub fn load(dir: &Path, from_stage: Option<&str>) -> Result<Resume, String> {
     let stages = done.into_iter().filter(|(n, _)| keep.contains(n)).collect();
     // `--from-stage S`: S and everything after run fresh, so nothing is replayed.
     let mut journal = HashMap::new();
+    let mut checkpoints = HashMap::new();
     for line in if from_stage.is_some() { Vec::new() } else { read("journal.jsonl")? } {
+        if let (Some(key), Some(hash)) = (line["checkpoint"].as_str(), line["question_hash"].as_str()) {
+            checkpoints.insert(key.to_string(), (hash.to_string(), line["answer"].clone()));
+            continue;
+        }
         let (Some(agent), Some(op), Some(hash)) =
             (line["agent"].as_str(), line["op_id"].as_str(), line["turn_hash"].as_str())
         else {
@@ -106,6 +113,7 @@ pub fn load(dir: &Path, from_stage: Option<&str>) -> Result<Resume, String> {
         run_doc,
         stages,
         journal,
+        checkpoints,
         spent,
         simulated,
     })

@@ -9,6 +9,8 @@ pub enum RunStatus {
     /// Waiting for a slot (`awf serve`).
     Queued,
     Running,
+    /// Running, parked on a checkpoint until the operator answers (`awf runs answer`).
+    Waiting,
     Succeeded,
     /// The workflow failed (exit 1).
     Failed,
@@ -25,6 +27,7 @@ impl RunStatus {
         match self {
             RunStatus::Queued => "queued",
             RunStatus::Running => "running",
+            RunStatus::Waiting => "waiting",
             RunStatus::Succeeded => "succeeded",
             RunStatus::Failed => "failed",
             RunStatus::Stopped => "stopped",
@@ -35,7 +38,7 @@ impl RunStatus {
 
     /// Whether the run is over (nothing more will happen to it in this attempt).
     pub fn is_final(self) -> bool {
-        !matches!(self, RunStatus::Queued | RunStatus::Running)
+        !matches!(self, RunStatus::Queued | RunStatus::Running | RunStatus::Waiting)
     }
 }
 

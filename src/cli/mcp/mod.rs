@@ -1,5 +1,5 @@
 //! `awf mcp`: an MCP server over stdio (the `rmcp` crate) whose tools list the council
-//! strategies and start, wait on, report and stop runs. Runs are background runs started through
+//! strategies and start, wait on, report, answer (a run waiting for the operator) and stop runs. Runs are background runs started through
 //! the command line (`launch.rs`) and found again through their folders (`runs.rs`), so they
 //! outlive the connection; every failure is a tool error carrying the command line's text, never
 //! a dropped connection.
@@ -135,6 +135,15 @@ impl Server {
     async fn wait(&self, run: &runs::RunDir, wait_s: f64, ctx: &RequestContext<RoleServer>) -> CallToolResult {
         let progress = ctx.meta.get_progress_token().map(|token| wait::Progress { peer: ctx.peer.clone(), token });
         let seen = wait::until_end(run, wait_s, progress, &ctx.ct).await;
+        if seen.status == "waiting" {
+            let status = runs::status(run);
+            let text = format!(
+                "run {id} is waiting for the operator: {}; answer with run_answer (run_id \"{id}\", a value matching the schema run_status shows), then run_wait",
+                status["waiting"][0]["question"].as_str().unwrap_or("?"),
+                id = run.id
+            );
+            return reply(text, status, false);
+        }
         if !seen.ended() {
             let text = format!(
                 "run {id} is still running after {wait_s}s; call run_wait with run_id \"{id}\" to wait for it (run_status, run_result, run_stop also take it)",
@@ -182,6 +191,18 @@ impl Server {
                 let text = launch::stop(&self.cwd, &self.runs_dir, &run).await?;
                 let status = runs::look(&run).status;
                 Ok(reply(text, json!({ "run_id": run.id, "status": status }), false))
+            }
+            "run_answer" => {
+                let run = find()?;
+                let value = args.0.get("value").cloned().ok_or("error: \"value\" is required")?;
+                let key = args.opt_string("key")?;
+                let (dir, id) = (run.dir.clone(), run.id.clone());
+                let answered = tokio::task::spawn_blocking(move || super::answer::answer(&dir, &id, key, value))
+                    .await
+                    .map_err(|e| format!("error: {e}"))?;
+                let key = answered.map_err(|e| format!("error: {e}"))?;
+                let text = format!("run {}: checkpoint {key} answered; the run goes on", run.id);
+                Ok(reply(text, json!({ "run_id": run.id, "key": key, "status": runs::look(&run).status }), false))
             }
             other => Err(format!("error: unknown tool {other:?}")),
         }

@@ -28,7 +28,7 @@ pub struct Seen {
 
 impl Seen {
     pub fn ended(&self) -> bool {
-        !matches!(self.status.as_str(), "running" | "queued")
+        !matches!(self.status.as_str(), "running" | "waiting" | "queued")
     }
 }
 
@@ -52,6 +52,10 @@ pub fn status(run: &RunDir) -> Value {
         "attempts": doc["attempts"].as_array().map(Vec::len).unwrap_or(0),
         "folder": run.dir.display().to_string(),
     });
+    let waiting = listing::waiting(&run.dir, &seen.status);
+    if !waiting.is_empty() {
+        out["waiting"] = json!(waiting);
+    }
     if let Some(r) = &seen.result {
         out["error"] = r["error"].clone();
         out["finished_at"] = r["finished_at"].clone();

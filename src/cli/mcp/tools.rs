@@ -57,7 +57,7 @@ pub fn all() -> Vec<Tool> {
             }),
             &["script"],
         ),
-        tool("run_status", "A run's status: running, succeeded, failed, cancelled, interrupted...", json!({ "run_id": run_id() }), &["run_id"]),
+        tool("run_status", "A run's status: running, waiting (for the operator: `waiting` lists the questions), succeeded, failed, cancelled, interrupted...", json!({ "run_id": run_id() }), &["run_id"]),
         tool(
             "run_wait",
             "Wait up to wait_s for a run to end; returns its output or value when it ended, else says it is still running.",
@@ -70,6 +70,16 @@ pub fn all() -> Vec<Tool> {
             "Stop a live run as Ctrl-C does (SIGTERM to its process): its script gets a grace to unwind, then it is recorded cancelled.",
             json!({ "run_id": run_id() }),
             &["run_id"],
+        ),
+        tool(
+            "run_answer",
+            "Answer a run waiting for the operator (run_status shows its question and schema), as `awf runs answer` does: the value must match the checkpoint's schema, and the run goes on.",
+            json!({
+                "run_id": run_id(),
+                "value": { "description": "The answer: any JSON value matching the checkpoint's schema" },
+                "key": { "type": "string", "description": "Which checkpoint, when several are open" },
+            }),
+            &["run_id", "value"],
         ),
     ]
 }

@@ -15,8 +15,9 @@ pub struct Progress {
     pub token: ProgressToken,
 }
 
-/// Polls the run folder until the run ends or `wait_s` passes; returns what it saw last. Ends early
-/// when `cancelled` (the client cancelled the call or went away): the run itself goes on.
+/// Polls the run folder until the run ends, parks `waiting` for the operator, or `wait_s` passes;
+/// returns what it saw last. Ends early when `cancelled` (the client cancelled the call or went
+/// away): the run itself goes on.
 pub async fn until_end(
     run: &RunDir,
     wait_s: f64,
@@ -37,7 +38,8 @@ pub async fn until_end(
                 }
             }
         }
-        if seen.ended() || Instant::now() >= until || cancelled.is_cancelled() {
+        // A run parked on a checkpoint waits for an answer, which the caller must give.
+        if seen.ended() || seen.status == "waiting" || Instant::now() >= until || cancelled.is_cancelled() {
             return seen;
         }
         tokio::select! {

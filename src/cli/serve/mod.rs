@@ -3,10 +3,12 @@
 //! once, the rest wait in a visible queue. Strategies come from one registry for the server's
 //! life, watched: an edit is live for the next request, a broken file keeps its last good
 //! version (`strategies.rs`). `GET /runs` lists every run of the runs folder, and a run of another
-//! process is stopped through its control socket. Safe by default: a bearer token on TCP
+//! process is stopped through its control socket; a run waiting for the operator is answered
+//! through it too (`answer.rs`). Safe by default: a bearer token on TCP
 //! (`auth.rs`), a private socket (`private.rs`), scripts only from its script folder
 //! (`scripts.rs`), and errors that show lines of no other file.
 
+mod answer;
 mod auth;
 mod listen;
 mod options;
@@ -162,6 +164,7 @@ async fn serve(server: Shared, args: ServeArgs, cwd: PathBuf) -> Result<i32> {
         .route("/runs", post(start_run).get(list_runs))
         .route("/runs/{id}", get(show_run))
         .route("/runs/{id}/stop", post(stop_run))
+        .route("/runs/{id}/answer", post(answer::answer_run))
         .route("/runs/{id}/events", get(events))
         .route("/strategies", get(strategies::list))
         .with_state(server.clone())
@@ -295,7 +298,14 @@ async fn run_job(server: Shared, id: String, job: Job, spec: crate::run::RunSpec
 }
 
 fn row(e: &Entry) -> Value {
-    json!({ "run_id": e.id, "status": e.status, "script": e.script })
+    let mut row = json!({ "run_id": e.id, "status": e.status, "script": e.script });
+    // A run in flight parked on a checkpoint: what it asks the operator.
+    let waiting = e.run.as_ref().map(|r| r.waiting()).unwrap_or_default();
+    if !waiting.is_empty() && e.status == RunStatus::Running {
+        row["status"] = json!(RunStatus::Waiting);
+        row["waiting"] = Value::Array(waiting);
+    }
+    row
 }
 
 /// Every run of the runs folder (any process's), with this server's queue first-hand.

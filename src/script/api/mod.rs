@@ -2,6 +2,7 @@
 //! registration of every method. One file per namespace; shared argument helpers live here.
 
 mod agents;
+mod checkpoint;
 mod ctx;
 pub mod doc;
 mod parallel;
@@ -71,6 +72,7 @@ pub fn register(engine: &mut Engine) {
         .register_type_with_name::<Messages>("Messages")
         .register_type_with_name::<AgentHandle>("Agent");
     ctx::register(engine);
+    checkpoint::register(engine);
     agents::register(engine);
     parallel::register(engine);
     stage::register(engine);
