@@ -105,7 +105,8 @@ pub(crate) async fn run(mut cmd: Command, spec: Spec<'_>, log: &mut OpLog, stdou
         Stdout::Captured => (None, Duration::ZERO),
         Stdout::Lines { handler, final_grace } => (Some(handler), final_grace),
     };
-    let scrub = spec.endpoint.run.secrets.clone();
+    let secrets = spec.endpoint.run.secrets.clone();
+    let scrub: crate::record::agent_files::Scrub = std::sync::Arc::new(move |text: &str| secrets.scrub(text));
     let mut pipes = Pipes::open(&mut child, spec.agent_dir, spec.capture, scrub, spec.stdin, handler.is_some());
     let mut watch = Watch::new(group, spec.endpoint, pipes.activity.clone(), spec.stall, final_grace);
     watch.watch(&mut child, spec.op, &mut pipes.lines, &mut handler, log).await;

@@ -3,8 +3,7 @@
 //! harness that reads its events there), noting when output last came.
 
 use super::{Stdin, DRAIN};
-use crate::record::agent_files::Capture;
-use crate::redact::Redactor;
+use crate::record::agent_files::{Capture, Scrub};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -39,7 +38,7 @@ impl Pipes {
         child: &mut Child,
         agent_dir: &Path,
         capture: &str,
-        scrub: Arc<Redactor>,
+        scrub: Scrub,
         stdin: Option<Stdin>,
         by_line: bool,
     ) -> Pipes {
