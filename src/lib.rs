@@ -230,7 +230,7 @@
 //!                  parallel-started, parallel-finished, log, budget-exhausted, sandbox-opened,
 //!                  sandbox-seated, route-granted, route-closed, message-sent, message-delivered,
 //!                  message-undelivered, message-replied, message-ask-failed, http-retry, child-run-started,
-//!                  child-run-ended.
+//!                  child-run-ended, council-settled.
 //!                  Readers skip types they do not know.
 //!   turns.jsonl    one line per settled operation: attempt, agent, op_id, outcome, reason, stage, label, harness,
 //!                  model, tokens by kind, cost_usd, cost_source, simulated, rejections, delivered_at, settled_at,

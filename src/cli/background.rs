@@ -177,6 +177,21 @@ pub async fn admit(dir: &Path, id: &str, slots: usize) -> Result<Slot> {
     }
 }
 
+/// `admit` as the council layer takes it (`council::background::install_pool`): a slot for a
+/// background council's child run, `[limits] background` slots (else `DEFAULT_SLOTS`).
+pub fn admit_council(
+    dir: PathBuf,
+    id: String,
+    slots: Option<usize>,
+) -> crate::run::BoxFuture<'static, std::result::Result<Box<dyn Send>, String>> {
+    Box::pin(async move {
+        match admit(&dir, &id, slots.unwrap_or(DEFAULT_SLOTS)).await {
+            Ok(slot) => Ok(Box::new(slot) as Box<dyn Send>),
+            Err(e) => Err(format!("{e:#}")),
+        }
+    })
+}
+
 /// A background run's process: out of the terminal's session, then its place in the machine's
 /// queue. `Err(code)`: it ended before starting (stopped while queued, or it could not queue).
 pub fn wait_in_queue(rt: &tokio::runtime::Runtime, spec: &RunSpec, id: &str) -> std::result::Result<Slot, i32> {

@@ -45,6 +45,13 @@ pub enum Command {
         params: String,
         #[serde(default)]
         json: bool,
+        /// Start it and answer with a receipt at once; the agent is woken with its output later.
+        #[serde(default)]
+        background: bool,
+    },
+    /// Waits for background councils the agent started and prints their outputs.
+    CouncilWait {
+        ids: Vec<String>,
     },
     /// What the agent's current turn spent.
     Usage {
