@@ -6,6 +6,8 @@
 //! written here whose one member (a `command` agent) answers once a gate file exists.
 
 mod common;
+#[path = "common/fake_model.rs"]
+mod fake_model;
 
 use common::{read_json, read_jsonl, Env, Running};
 use serde_json::{json, Value};
@@ -317,4 +319,88 @@ impl Drop for Reap {
             let _ = std::process::Command::new("kill").args(["-KILL", pid.trim()]).status();
         }
     }
+}
+
+#[test]
+fn a_background_councils_budget_is_set_aside_so_a_second_finds_nothing_left() {
+    let env = setup(
+        "",
+        &[(
+            "boss",
+            json!({ "turn": [
+                ["council_bg", "gated", { "task": "First?", "gate": "@DIR/go" }],
+                ["council_bg", "gated", { "task": "Second?", "gate": "@DIR" }],
+                ["touch", "@DIR/go"], ["answer_last"]] }),
+        )],
+        "boss.ask(\"Convene two.\")",
+    );
+    env.awf(&["script", "run", "wf.rhai", "--budget-tokens", "1000"]).expect_code(0);
+    let (parent, children) = parent_and_children(&env);
+    assert_eq!(children.len(), 1, "the second council opened nothing");
+    let child = read_json(&children[0].join("run.json"));
+    assert_eq!(child["limits"]["budget_tokens"], 1000, "the first has all that was left: {child}");
+    let second = steps(&parent, "boss").into_iter().filter(|s| s["step"][0] == "council_bg").nth(1).expect("second");
+    assert_eq!(second["code"], 3, "{second}");
+    let out = second["out"].as_str().expect("out");
+    assert!(out.contains("council gated not started: the run's token budget is spent"), "{second}");
+    // Settled, the first gave back what it did not spend: the run's accounts hold its 120 tokens.
+    assert_eq!(read_json(&parent.join("result.json"))["accounting"]["totals"]["tokens"], 120);
+}
+
+#[test]
+fn a_resumed_run_does_not_start_a_council_its_dead_attempt_left_running() {
+    let env = setup(
+        "",
+        &[(
+            "boss",
+            json!({ "turn": [["council_bg", "gated", { "task": "Hang?", "gate": "@DIR/never" }], ["answer_last"]] }),
+        )],
+        "boss.ask(\"Convene.\")",
+    );
+    let mut run = Running::start(env.path(), &["script", "run", "wf.rhai"]);
+    run.wait_for_line("info: waiting for 1 background council");
+    common::signal(run.pid, "-KILL");
+    let _ = run.finish();
+    let (parent, children) = parent_and_children(&env);
+    let id = parent.file_name().and_then(|n| n.to_str()).expect("id").to_string();
+    let child_id = children[0].file_name().and_then(|n| n.to_str()).expect("id").to_string();
+
+    let out = env.awf(&["runs", "resume", &id]);
+    out.expect_code(0);
+    assert!(!out.stderr.contains("waiting for"), "{}", out.stderr);
+    let (_, again) = parent_and_children(&env);
+    assert_eq!(again.len(), 1, "no council started again: {again:?}");
+    let listed = env.awf(&["runs", "list"]);
+    assert!(listed.stdout.lines().any(|l| l.starts_with(&child_id) && l.contains("interrupted")), "{}", listed.stdout);
+    assert_eq!(read_json(&parent.join("result.json"))["status"], "succeeded");
+}
+
+#[test]
+fn an_http_agent_starts_one_with_the_tools_background_flag_and_is_woken_with_its_output() {
+    use fake_model::{FakeModel, Reply};
+    let dir = tempfile::tempdir().expect("a folder for the gate");
+    let server = FakeModel::start(vec![
+        Reply::tool(
+            "wf_council",
+            json!({ "name": "gated", "params": { "task": "Ship?", "gate": dir.path().display().to_string() }, "background": true }),
+        ),
+        Reply::result(json!({ "verdict": "started" })),
+        Reply::text("Noted."),
+    ]);
+    let config =
+        format!("[runtimes.m]\nharness = \"openai\"\nmodel = \"gpt-5-mini\"\nbase_url = \"{}/v1\"\n", server.base());
+    let env = setup(
+        &config,
+        &[],
+        r#"let boss = ctx.agents.open(#{ key: "boss", runtime: "m", councils: ["gated"] });
+boss.turn(#{ prompt: "Decide.", schema: #{ type: "object", properties: #{ verdict: #{ type: "string" } } } }).value"#,
+    );
+    let out = env.awf(&["script", "run", "wf.rhai", "--json"]);
+    out.expect_code(0);
+    assert_eq!(out.json()["value"]["verdict"], "started");
+    let bodies = server.bodies();
+    assert!(bodies[0]["tools"].to_string().contains("background"), "the tool offers the flag: {}", bodies[0]);
+    assert!(bodies[1].to_string().contains("you will be woken once with its output"), "the receipt: {}", bodies[1]);
+    assert_eq!(bodies.len(), 3, "one message operation: {bodies:?}");
+    assert!(bodies[2].to_string().contains("ruled: yes"), "woken with the output: {}", bodies[2]);
 }
