@@ -404,3 +404,23 @@ boss.turn(#{ prompt: "Decide.", schema: #{ type: "object", properties: #{ verdic
     assert_eq!(bodies.len(), 3, "one message operation: {bodies:?}");
     assert!(bodies[2].to_string().contains("ruled: yes"), "woken with the output: {}", bodies[2]);
 }
+
+#[test]
+fn a_detached_runs_council_runs_on_its_slot_with_one_slot_on_the_machine() {
+    let env = setup(
+        "[limits]\nbackground = 1\n",
+        &[("boss", json!({ "turn": [["council_bg", "gated", { "task": "Mine?", "gate": "@DIR" }], ["answer_last"]] }))],
+        "boss.ask(\"Convene.\")",
+    );
+    let out = env.awf(&["script", "run", "wf.rhai", "--detach"]);
+    out.expect_code(0);
+    let dir = env.runs_root().join(out.stdout.trim());
+    let _reap = Reap(dir.clone());
+    until("the detached run's end", || dir.join("result.json").exists());
+    assert_eq!(read_json(&dir.join("result.json"))["status"], "succeeded");
+    let (_, children) = parent_and_children(&env);
+    let receipt = steps(&dir, "boss").into_iter().find(|s| s["step"][0] == "council_bg").expect("the call");
+    let receipt: Value = serde_json::from_str(receipt["out"].as_str().expect("out")).expect("JSON");
+    assert_eq!(receipt["status"], "running", "it did not queue behind its own parent");
+    assert_eq!(read_json(&children[0].join("result.json"))["status"], "succeeded");
+}
