@@ -424,3 +424,54 @@ fn a_detached_runs_council_runs_on_its_slot_with_one_slot_on_the_machine() {
     assert_eq!(receipt["status"], "running", "it did not queue behind its own parent");
     assert_eq!(read_json(&children[0].join("result.json"))["status"], "succeeded");
 }
+
+#[test]
+fn a_council_that_cannot_queue_runs_without_a_slot_and_the_run_says_why() {
+    let env = setup(
+        "",
+        &[("boss", json!({ "turn": [["council_bg", "gated", { "task": "Slot?", "gate": "@DIR" }], ["answer_last"]] }))],
+        "boss.ask(\"Convene.\")",
+    );
+    // The machine's queue lives under $XDG_STATE_HOME: a file there cannot hold it.
+    let state = env.write("not-a-folder", "");
+    let child = common::command(env.path(), &["script", "run", "wf.rhai"])
+        .env("XDG_STATE_HOME", &state)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn awf");
+    let out = common::wait_with_timeout(child);
+    out.expect_code(0).stderr_has("no slot of the background pool (cannot create").stderr_has("it runs without one");
+    let (_, children) = parent_and_children(&env);
+    assert_eq!(read_json(&children[0].join("result.json"))["status"], "succeeded");
+}
+
+#[test]
+fn a_working_agent_is_shown_the_output_once() {
+    // The council settles while the boss's turn still runs (the turn waits for the message to be
+    // sent): it is held, and shown once, in the next turn or in the operation that wakes the
+    // boss as it goes idle, whichever gets its session first.
+    let env = setup(
+        "",
+        &[(
+            "boss",
+            json!({
+                "boss#1": [["council_bg", "gated", { "task": "Busy?", "gate": "@DIR" }], ["wait_message", 1], ["answer", "first"]],
+                "turn": [["answer", "next"]],
+            }),
+        )],
+        "boss.ask(\"Convene.\");\nboss.ask(\"Go on.\")",
+    );
+    env.awf(&["script", "run", "wf.rhai"]).expect_code(0);
+    let (parent, _) = parent_and_children(&env);
+    let delivered: Vec<Value> =
+        events(&parent, "message-delivered").into_iter().filter(|e| e["data"]["n"] == 1).collect();
+    assert_eq!(delivered.len(), 1, "{delivered:?}");
+    let shown: Vec<String> = std::fs::read_dir(parent.join("agents/boss/state"))
+        .expect("state")
+        .filter_map(|e| std::fs::read_to_string(e.ok()?.path()).ok())
+        .filter(|t| t.contains("ruled: yes"))
+        .collect();
+    assert_eq!(shown.len(), 1, "shown in one prompt: {shown:?}");
+    assert_eq!(events(&parent, "council-settled")[0]["data"]["delivery"], "message");
+}

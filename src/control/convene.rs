@@ -184,9 +184,6 @@ pub(super) async fn wait(control: &Control, ids: Vec<String>) -> Response {
     let Some(op) = control.current() else {
         return control.refuse("council --wait refused: this agent has no operation running".into(), frame);
     };
-    if ids.is_empty() {
-        return Response::new(exit::REJECTED, "council --wait needs the run ids of the councils to wait for");
-    }
     match m.join_councils(ids, op.deadline).await {
         Ok(outputs) => {
             let ok = outputs.iter().all(|o| o["ok"] == true);
