@@ -73,9 +73,10 @@
 //!   `messages.allow`), `agents.rs`, `parallel.rs`, `stage.rs`, `checkpoint.rs` (`ctx.checkpoint`)).
 //! - `host/`: `mod.rs` (`Host`: the run, its `AgentBook` and `Router`; `finish` settles the books,
 //!   then the run), `drive.rs` (a run from the script's start to `result.json`: wait, deadline,
-//!   stop grace, status, the run's trace), `control.rs` (the run's control socket: status, stop,
-//!   kill, answer; and its client), `exit.rs` (exit codes), `child.rs` (the hook through which the council
-//!   layer gives every run's agent book its `Convener`, installed once by `cli`).
+//!   stop grace, background councils still running, status, the run's trace), `control.rs` (the
+//!   run's control socket: status, stop, kill, answer; and its client), `exit.rs` (exit codes),
+//!   `child.rs` (the hook through which the council layer gives every run's agent book its
+//!   `Convener`, installed once by `cli`).
 //! - `telemetry/`: OpenTelemetry traces over OTLP/HTTP, **the only module that names the
 //!   opentelemetry crates**; `spans.rs` builds the spans from a run's records on a thread of its
 //!   own (the run core never calls it).
@@ -109,7 +110,11 @@
 //!   recompiled when their version, a hash of the file and its imports, changes; removed when
 //!   their file goes), `child.rs` (councils convened from a turn, run as child runs: depth,
 //!   params and budget checked first; linked both ways; budget what the parent has left, deadline the
-//!   calling op's, stopped when it ends; the spend returned to be billed to the caller).
+//!   calling op's, stopped when it ends; the spend returned to be billed to the caller),
+//!   `background.rs` (`wf council --background`: the same child run outliving the calling op, a
+//!   slot of the machine's background pool through the hook `cli` installs, the parent's unreserved
+//!   budget set aside, billed once as a `council` line, its output to the agent once: a waking
+//!   message or `wf council --wait`).
 //! - `watch.rs`: notify events filtered to `.rhai` changes, debounced. `stdlib.rs`: `stdlib/` as
 //!   embedded at build time (`build.rs`).
 //! - `harness/`: the `Session` trait and one file per harness (`fake.rs`, `command.rs`);
@@ -227,7 +232,8 @@
 //!                  attempts [{n, started_at, finished_at, status, from_stage, script_sha256}]
 //!                  (a `running` or `waiting` attempt found dead by a later one is rewritten `interrupted`),
 //!                  waiting [{key, question, schema, asked_at, timeout_ms, agent}] while the last attempt is
-//!                  `waiting` on operator checkpoints
+//!                  `waiting` on operator checkpoints (a background council's attempt is `queued`
+//!                  until it has a slot of the machine's pool)
 //!   events.jsonl   {"v":1,"type":T,"at":ISO-8601,"attempt":N,"data":{...}}; one `run::Event` each; types:
 //!                  run-started, run-stopping, run-finished, leftovers-killed, agent-opened, agent-stopped,
 //!                  agent-closed, agent-set, agent-compacted, context-compacted, op-started, op-nudged,
@@ -237,9 +243,10 @@
 //!                  sandbox-seated, route-granted, route-closed, message-sent, message-delivered,
 //!                  message-undelivered, message-replied, message-ask-failed, http-retry, child-run-started,
 //!                  child-run-ended, checkpoint-asked, checkpoint-answered, checkpoint-timed-out,
-//!                  checkpoint-replayed.
+//!                  checkpoint-replayed, council-settled.
 //!                  Readers skip types they do not know.
-//!   turns.jsonl    one line per settled operation: attempt, agent, op_id, outcome, reason, stage, label, harness,
+//!   turns.jsonl    one line per settled operation (and per background council settled: kind `council`,
+//!                  op_id `council:<run id>`, its spend billed to its agent): attempt, agent, op_id, outcome, reason, stage, label, harness,
 //!                  model, tokens by kind, cost_usd, cost_source, simulated, rejections, delivered_at, settled_at,
 //!                  session ({id, forked_from?}: a CLI harness's own session id, or null)
 //!   stages.jsonl   one line per stage end: name, attempt, status (succeeded|failed|stopped), value, summary, reason

@@ -2,7 +2,7 @@
 //! and read the inbox, each as this agent; and its questions to the operator (`wf ask-operator`).
 
 use super::AgentBook;
-use crate::control::convene::{Call, Convened, Grant};
+use crate::control::convene::{Call, Convened, Convener, Grant};
 use crate::control::messenger::{Held, MessageError, Messenger};
 use crate::control::operator::OperatorCall;
 use crate::run::checkpoint::{Asked, Question, Waited};
@@ -24,6 +24,24 @@ impl AgentMessenger {
     fn book(&self) -> Result<Arc<AgentBook>, MessageError> {
         self.book.upgrade().ok_or_else(ended)
     }
+
+    /// The run's convener, when this agent was granted council `name`; else why not.
+    fn granted(&self, name: &str) -> Result<Arc<dyn Convener>, MessageError> {
+        let book = self.book()?;
+        let granted = book.get(&self.key).map(|a| a.request.councils.clone()).unwrap_or_default();
+        if !granted.allows(name) {
+            let why = match granted {
+                Grant::None => format!("refused: agent {} was granted no councils (agent spec `councils`)", self.key),
+                _ => format!("refused: agent {} was not granted council \"{name}\" (agent spec `councils`)", self.key),
+            };
+            return Err(MessageError::Refused(why));
+        }
+        book.convener().ok_or_else(cannot)
+    }
+}
+
+fn cannot() -> MessageError {
+    MessageError::Refused("refused: this run cannot convene councils".into())
 }
 
 impl Messenger for AgentMessenger {
@@ -73,23 +91,7 @@ impl Messenger for AgentMessenger {
     }
 
     fn convene(&self, call: Call) -> BoxFuture<'static, Result<Convened, MessageError>> {
-        let ready = self.book().and_then(|book| {
-            let granted = book.get(&self.key).map(|a| a.request.councils.clone()).unwrap_or_default();
-            if !granted.allows(&call.name) {
-                let why = match granted {
-                    Grant::None => {
-                        format!("refused: agent {} was granted no councils (agent spec `councils`)", self.key)
-                    }
-                    _ => format!(
-                        "refused: agent {} was not granted council \"{}\" (agent spec `councils`)",
-                        self.key, call.name
-                    ),
-                };
-                return Err(MessageError::Refused(why));
-            }
-            book.convener().ok_or_else(|| MessageError::Refused("refused: this run cannot convene councils".into()))
-        });
-        match ready {
+        match self.granted(&call.name) {
             Ok(convener) => convener.convene(call),
             Err(e) => Box::pin(async move { Err(e) }),
         }
@@ -129,6 +131,24 @@ impl Messenger for AgentMessenger {
                 ))),
             }
         })
+    }
+
+    fn convene_background(&self, call: Call) -> BoxFuture<'static, Result<serde_json::Value, MessageError>> {
+        match self.granted(&call.name) {
+            Ok(convener) => convener.convene_background(call),
+            Err(e) => Box::pin(async move { Err(e) }),
+        }
+    }
+
+    fn join_councils(
+        &self,
+        ids: Vec<String>,
+        deadline: Option<crate::run::deadline::Deadline>,
+    ) -> BoxFuture<'static, Result<Vec<serde_json::Value>, MessageError>> {
+        match self.book().and_then(|b| b.convener().ok_or_else(cannot)) {
+            Ok(convener) => convener.join(&self.key, ids, deadline),
+            Err(e) => Box::pin(async move { Err(e) }),
+        }
     }
 
     fn inbox(&self, all: bool) -> Vec<Held> {

@@ -177,6 +177,29 @@ pub async fn admit(dir: &Path, id: &str, slots: usize) -> Result<Slot> {
     }
 }
 
+/// Whether this process is a background run holding its slot: its councils run on that slot.
+static HOLDS_SLOT: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// `admit` as the council layer takes it (`council::background::install_pool`): a slot for a
+/// background council's child run, `[limits] background` slots (else `DEFAULT_SLOTS`). In a
+/// background run, which holds a slot already and waits for its councils, they run on its slot:
+/// else with every slot held by such runs none could ever end.
+pub fn admit_council(
+    dir: PathBuf,
+    id: String,
+    slots: Option<usize>,
+) -> crate::run::BoxFuture<'static, std::result::Result<Box<dyn Send>, String>> {
+    Box::pin(async move {
+        if HOLDS_SLOT.load(std::sync::atomic::Ordering::SeqCst) {
+            return Ok(Box::new(()) as Box<dyn Send>);
+        }
+        match admit(&dir, &id, slots.unwrap_or(DEFAULT_SLOTS)).await {
+            Ok(slot) => Ok(Box::new(slot) as Box<dyn Send>),
+            Err(e) => Err(format!("{e:#}")),
+        }
+    })
+}
+
 /// A background run's process: out of the terminal's session, then its place in the machine's
 /// queue. `Err(code)`: it ended before starting (stopped while queued, or it could not queue).
 pub fn wait_in_queue(rt: &tokio::runtime::Runtime, spec: &RunSpec, id: &str) -> std::result::Result<Slot, i32> {
@@ -201,6 +224,9 @@ pub fn wait_in_queue(rt: &tokio::runtime::Runtime, spec: &RunSpec, id: &str) -> 
             name = stop => Err(("cancelled", format!("stopped while queued ({})", name.unwrap_or("a signal")))),
         }
     });
+    if admitted.is_ok() {
+        HOLDS_SLOT.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
     admitted.map_err(|(status, why)| {
         mark(&dir, status, &why);
         eprintln!("awf: run {id}: {why}");

@@ -68,7 +68,10 @@ pub fn attempt_statuses(run: &Value, live: bool) -> Vec<Option<RunStatus>> {
         .iter()
         .enumerate()
         .map(|(i, a)| match serde_json::from_value::<RunStatus>(a["status"].clone()).ok() {
-            Some(RunStatus::Running | RunStatus::Waiting) if i < last || !live => Some(RunStatus::Interrupted),
+            // A background council `queued` in a process that died never started.
+            Some(RunStatus::Running | RunStatus::Waiting | RunStatus::Queued) if i < last || !live => {
+                Some(RunStatus::Interrupted)
+            }
             s => s,
         })
         .collect()

@@ -109,6 +109,8 @@ pub fn main() -> i32 {
     };
     // Every run this process starts lets its granted agents convene councils (`wf council`).
     crate::host::child::install(crate::council::child::factory);
+    // Background councils take slots of the machine's background pool, as `--detach` does.
+    crate::council::background::install_pool(background::admit_council);
     let result = match cli.command {
         Command::Script(cmd) => script::exec(cmd),
         Command::Init(args) => init::exec(args),

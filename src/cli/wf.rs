@@ -61,12 +61,22 @@ enum WfCommand {
     },
     /// Convene a granted council (params as a JSON object on stdin: `task`, optional `team` or
     /// `roster`, and the strategy's params); prints its output
+    ///
+    /// With --background it prints a receipt at once ({run_id, status, note}) and the agent is
+    /// woken once with the council's output; --wait ID... waits for such councils instead.
     Council {
         /// The strategy to convene (one the workflow granted this agent)
-        name: String,
+        #[arg(required_unless_present = "wait")]
+        name: Option<String>,
         /// Print the council's result.json instead of its output
-        #[arg(long)]
+        #[arg(long, conflicts_with_all = ["wait", "background"])]
         json: bool,
+        /// Start it and print its receipt at once; the agent is woken once with its output
+        #[arg(long, conflicts_with = "wait")]
+        background: bool,
+        /// Wait for background councils this agent started (their run ids); print their outputs
+        #[arg(long, num_args = 1.., value_name = "ID", conflicts_with = "name")]
+        wait: Vec<String>,
     },
     /// Ask the run's operator QUESTION and wait for the answer (printed as JSON); the run shows
     /// `waiting` until `awf runs answer` gives it
@@ -109,8 +119,11 @@ fn command(cmd: WfCommand) -> Result<Command, String> {
         WfCommand::Ask { to } => Command::Ask { to, text: stdin_text()? },
         WfCommand::Reply { n } => Command::Reply { n, text: stdin_text()? },
         WfCommand::Inbox { json, all } => Command::Inbox { json, all },
-        WfCommand::Council { name, json } => Command::Council { name, params: stdin_text()?, json },
         WfCommand::AskOperator { question, schema } => Command::AskOperator { question, schema },
+        WfCommand::Council { name: None, wait, .. } => Command::CouncilWait { ids: wait },
+        WfCommand::Council { name: Some(name), json, background, .. } => {
+            Command::Council { name, params: stdin_text()?, json, background }
+        }
         WfCommand::Usage { input, output, cost } => Command::Usage { input, output, cost_usd: cost },
     })
 }

@@ -72,6 +72,17 @@ pub trait Convener: Send + Sync {
     fn catalog(&self, grant: &Grant) -> Vec<String>;
     /// Runs a council as a child run of this run, to its end.
     fn convene(&self, call: Call) -> BoxFuture<'static, Result<Convened, MessageError>>;
+    /// Starts a council as a child run that outlives the calling operation (checked as `convene`
+    /// checks): its receipt (`run_id`, `status`, `note`). Its agent is woken once with its output.
+    fn convene_background(&self, call: Call) -> BoxFuture<'static, Result<Value, MessageError>>;
+    /// Waits (until `deadline` at most) for background councils `agent` started: their outputs,
+    /// which then wake it no more. An id that is not one of them is refused, named.
+    fn join(
+        &self,
+        agent: &str,
+        ids: Vec<String>,
+        deadline: Option<Deadline>,
+    ) -> BoxFuture<'static, Result<Vec<Value>, MessageError>>;
 }
 
 /// What an agent with a grant is told about convening, as prompt text; empty without one.
@@ -87,11 +98,14 @@ pub fn council_text(mode: AnswerMode, launcher: &str, catalog: &[String]) -> Str
     }
     if mode == AnswerMode::Tool {
         out.push_str(
-            "Convene one with the `wf_council` tool: `name` and `params` (an object with at least `task`).\n\n",
+            "Convene one with the `wf_council` tool: `name` and `params` (an object with at least `task`). \
+             With `background: true` it answers at once with the council's run id, and you are woken once with its output.\n\n",
         );
     } else {
         out.push_str(&format!(
-            "Convene one with: {launcher} council <name> <<'WF_JSON'\n{{\"task\": \"<the task>\"}}\nWF_JSON\nIt prints the council's output (add --json for its whole result).\n\n"
+            "Convene one with: {launcher} council <name> <<'WF_JSON'\n{{\"task\": \"<the task>\"}}\nWF_JSON\nIt prints the council's output (add --json for its whole result).\n\
+             Add --background to go on at once: it prints the council's run id, and you are woken once with its output; \
+             {launcher} council --wait <run id>... waits for such councils and prints their outputs instead.\n\n"
         ));
     }
     out
@@ -99,8 +113,8 @@ pub fn council_text(mode: AnswerMode, launcher: &str, catalog: &[String]) -> Str
 
 /// Convenes a council for the agent's running operation; its spend is billed on the operation's
 /// meter, as it was priced in the council's run. A council that ran but failed is exit `REFUSED` with its reason.
-pub(super) async fn dispatch(control: &Control, name: String, params: &str, json: bool) -> Response {
-    let frame = json!({ "cmd": "council", "name": name });
+pub(super) async fn dispatch(control: &Control, name: String, params: &str, json: bool, background: bool) -> Response {
+    let frame = json!({ "cmd": "council", "name": name, "background": background });
     let m = match control.messenger("council") {
         Ok(m) => m,
         Err(r) => return r,
@@ -123,7 +137,8 @@ pub(super) async fn dispatch(control: &Control, name: String, params: &str, json
         op_id,
         name: name.clone(),
         params,
-        deadline: op.deadline,
+        // A background council outlives the operation: the run's deadline is its own.
+        deadline: if background { None } else { op.deadline },
         spent: {
             let mut u = op.usage();
             u.add(&op.meter.total());
@@ -132,6 +147,13 @@ pub(super) async fn dispatch(control: &Control, name: String, params: &str, json
         },
         ended: op.ended.clone(),
     };
+    if background {
+        return match m.convene_background(call).await {
+            Ok(receipt) => Response::new(exit::OK, receipt.to_string()),
+            Err(MessageError::Refused(why)) => control.refuse(why, frame),
+            Err(MessageError::Failed(why)) => Response::new(exit::REFUSED, why),
+        };
+    }
     match m.convene(call).await {
         Err(MessageError::Refused(why)) => control.refuse(why, frame),
         Err(MessageError::Failed(why)) => Response::new(exit::REFUSED, why),
@@ -146,6 +168,30 @@ pub(super) async fn dispatch(control: &Control, name: String, params: &str, json
                 Response::new(exit::REFUSED, format!("council {name} failed (run {}): {text}", c.run_id))
             }
         }
+    }
+}
+
+/// `wf council --wait ID...`: waits, within the running operation's deadline, for background
+/// councils this agent started; prints their outputs as a JSON list (`run_id`, `strategy`,
+/// `status`, `ok`, `output`), exit `REFUSED` when one did not succeed. An id that is not one of
+/// them is refused with exit `REJECTED`, naming it.
+pub(super) async fn wait(control: &Control, ids: Vec<String>) -> Response {
+    let frame = json!({ "cmd": "council-wait", "ids": ids });
+    let m = match control.messenger("council") {
+        Ok(m) => m,
+        Err(r) => return r,
+    };
+    let Some(op) = control.current() else {
+        return control.refuse("council --wait refused: this agent has no operation running".into(), frame);
+    };
+    match m.join_councils(ids, op.deadline).await {
+        Ok(outputs) => {
+            let ok = outputs.iter().all(|o| o["ok"] == true);
+            let text = serde_json::to_string_pretty(&outputs).unwrap_or_default();
+            Response::new(if ok { exit::OK } else { exit::REFUSED }, text)
+        }
+        Err(MessageError::Refused(why)) => Response { exit: exit::REJECTED, ..control.refuse(why, frame) },
+        Err(MessageError::Failed(why)) => Response::new(exit::REFUSED, why),
     }
 }
 

@@ -262,8 +262,11 @@ pub async fn dispatch(control: &Control, cmd: Command) -> Response {
             Ok(Ok(())) => Response::new(exit::OK, format!("replied to #{n}")),
             Ok(Err(e)) => control.refuse(e.to_string(), json!({ "cmd": "reply", "n": n })),
         },
-        Command::Council { name, params, json } => super::convene::dispatch(control, name, &params, json).await,
         Command::AskOperator { question, schema } => super::operator::dispatch(control, question, schema).await,
+        Command::Council { name, params, json, background } => {
+            super::convene::dispatch(control, name, &params, json, background).await
+        }
+        Command::CouncilWait { ids } => super::convene::wait(control, ids).await,
         Command::Inbox { json, all } => match control.messenger("inbox") {
             Err(r) => r,
             Ok(m) => Response::new(exit::OK, inbox_text(&m.inbox(all), json)),

@@ -75,4 +75,21 @@ pub trait Messenger: Send + Sync {
         let why = format!("refused: agent {} cannot ask the operator here", call.agent);
         Box::pin(async move { Err(MessageError::Refused(why)) })
     }
+    /// Starts a council this agent was granted in the background: its receipt, at once.
+    fn convene_background(
+        &self,
+        call: super::convene::Call,
+    ) -> BoxFuture<'static, Result<serde_json::Value, MessageError>> {
+        let why = format!("refused: agent {} cannot convene councils here", call.agent);
+        Box::pin(async move { Err(MessageError::Refused(why)) })
+    }
+    /// Waits (until `deadline` at most) for background councils this agent started: their outputs.
+    fn join_councils(
+        &self,
+        ids: Vec<String>,
+        deadline: Option<crate::run::deadline::Deadline>,
+    ) -> BoxFuture<'static, Result<Vec<serde_json::Value>, MessageError>> {
+        let _ = (ids, deadline);
+        Box::pin(async move { Err(MessageError::Refused("refused: this agent started no background councils".into())) })
+    }
 }

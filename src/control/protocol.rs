@@ -45,6 +45,13 @@ pub enum Command {
         params: String,
         #[serde(default)]
         json: bool,
+        /// Start it and answer with a receipt at once; the agent is woken with its output later.
+        #[serde(default)]
+        background: bool,
+    },
+    /// Waits for background councils the agent started and prints their outputs.
+    CouncilWait {
+        ids: Vec<String>,
     },
     /// Asks the run's operator and waits for the answer; `schema` is JSON Schema text (a string
     /// answer when none is given).

@@ -21,11 +21,13 @@ pub const DEFAULT_DEPTH: u32 = 2;
 /// The convener of one run's agents.
 pub struct ChildConvener {
     parent: Weak<Host>,
+    /// The background councils its agents started.
+    background: Arc<super::background::Councils>,
 }
 
 /// The factory `host::child::install` takes.
 pub fn factory(host: &Arc<Host>) -> Arc<dyn Convener> {
-    Arc::new(ChildConvener { parent: Arc::downgrade(host) })
+    Arc::new(ChildConvener { parent: Arc::downgrade(host), background: Arc::default() })
 }
 
 fn refused(why: String) -> MessageError {
@@ -50,7 +52,7 @@ impl Convener for ChildConvener {
 
     fn convene(&self, call: Call) -> BoxFuture<'static, Result<Convened, MessageError>> {
         let started = self.parent.upgrade().ok_or_else(|| refused("refused: the run has ended".into())).and_then(|p| {
-            let child = start(&p, &call)?;
+            let child = start(&p, &call, None)?;
             Ok((p, child))
         });
         Box::pin(async move {
@@ -81,6 +83,25 @@ impl Convener for ChildConvener {
             settled
         })
     }
+
+    fn convene_background(&self, call: Call) -> BoxFuture<'static, Result<Value, MessageError>> {
+        match self.parent.upgrade() {
+            Some(parent) => super::background::launch(parent, self.background.clone(), call),
+            None => Box::pin(async { Err(refused("refused: the run has ended".into())) }),
+        }
+    }
+
+    fn join(
+        &self,
+        agent: &str,
+        ids: Vec<String>,
+        deadline: Option<Deadline>,
+    ) -> BoxFuture<'static, Result<Vec<Value>, MessageError>> {
+        let councils = self.background.clone();
+        let parent = self.parent.clone();
+        let agent = agent.to_string();
+        Box::pin(async move { councils.join(parent, &agent, ids, deadline).await })
+    }
 }
 
 /// Stops a child run still running when the future waiting for it is dropped (parent, child).
@@ -96,10 +117,15 @@ impl Drop for StopOnDrop {
 }
 
 /// A child run started: its host, the strategy's program, its input and its deadline.
-type Started = (Arc<Host>, Arc<crate::script::Program>, Value, Option<Duration>);
+pub(super) type Started = (Arc<Host>, Arc<crate::script::Program>, Value, Option<Duration>);
 
 /// The child run started: checked, its folder made and linked. Refusals name the problem.
-fn start(parent: &Arc<Host>, call: &Call) -> Result<Started, MessageError> {
+/// `reserved`: a background council's budget, set aside in the parent (else what is left).
+pub(super) fn start(
+    parent: &Arc<Host>,
+    call: &Call,
+    reserved: Option<(Option<u64>, Option<f64>)>,
+) -> Result<Started, MessageError> {
     let run = &parent.run;
     let name = &call.name;
     let limit = run.config.limits.council_depth.unwrap_or(DEFAULT_DEPTH);
@@ -113,7 +139,7 @@ fn start(parent: &Arc<Host>, call: &Call) -> Result<Started, MessageError> {
     if let Some(e) = &strategy.error {
         return Err(refused(format!("refused: {e}")));
     }
-    let (budget_tokens, budget_usd) = left(run, &call.spent);
+    let (budget_tokens, budget_usd) = reserved.unwrap_or_else(|| left(run, &call.spent));
     if let Some(why) = exhausted(budget_tokens, budget_usd) {
         return Err(MessageError::Failed(format!("council {name} not started: {why}")));
     }
@@ -151,6 +177,7 @@ fn start(parent: &Arc<Host>, call: &Call) -> Result<Started, MessageError> {
         agent: &call.agent,
         op_id: &call.op_id,
         strategy: name,
+        background: reserved.is_some(),
     });
     Ok((child, Arc::new(program), input, deadline))
 }
@@ -208,7 +235,7 @@ fn input(parent: &Host, strategy: &super::Strategy, given: &Value) -> Result<Val
 }
 
 /// The child's end recorded in the parent, and what the agent gets back.
-fn settled(parent: &Host, call: &Call, run_id: &str, end: RunEnd) -> Convened {
+pub(super) fn settled(parent: &Host, call: &Call, run_id: &str, end: RunEnd) -> Convened {
     let totals = &end.result.accounting.totals;
     let usage = Usage {
         input_tokens: totals.input_tokens,

@@ -4,6 +4,7 @@
 //! `params.rs` checks a call against META (params coerced to their types, a blank roster member
 //! refused) before any run folder exists.
 
+pub mod background;
 pub mod child;
 mod params;
 pub mod registry;

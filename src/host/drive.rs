@@ -75,6 +75,9 @@ pub async fn drive(
             terminated: false,
         })),
     };
+    if end.is_some() {
+        wait_background(&host).await;
+    }
     let end = settle(&host, end, output);
     // After result.json: the last spans go out within a bounded wait, off the async runtime.
     if let Some(trace) = trace {
@@ -104,6 +107,36 @@ pub async fn wait(host: &Host, mut rx: oneshot::Receiver<ScriptEnd>, deadline: O
         end = &mut rx => end.ok(),
         _ = tokio::time::sleep(GRACE) => None,
         _ = host.control.killed.cancelled() => None,
+    }
+}
+
+/// Waits for the background councils the run's agents started (`wf council --background`) to
+/// settle and for the message operations that bring their outputs, saying so on the run's log;
+/// a stop (the workflow's, Ctrl-C, the deadline) ends the wait, and the councils with it.
+async fn wait_background(host: &Host) {
+    let run = &host.run;
+    if run.background().1 == 0 {
+        return;
+    }
+    while !run.root.is_cancelled() {
+        let n = run.background().0;
+        if n > 0 {
+            let plural = if n == 1 { "" } else { "s" };
+            run.log("info", &format!("waiting for {n} background council{plural}"), &Value::Null);
+            tokio::select! {
+                _ = run.background_settled() => {}
+                _ = run.root.cancelled() => return,
+                _ = crate::run::deadline::Deadline::sleep(run.deadline) => return run.stop_with(StopCause::Deadline),
+            }
+        }
+        // Their outputs wake their agents: those message operations belong to the run.
+        tokio::select! {
+            _ = host.router.settle(&None) => {}
+            _ = run.root.cancelled() => return,
+        }
+        if run.background().0 == 0 {
+            return;
+        }
     }
 }
 

@@ -83,6 +83,8 @@ struct Message {
     text: String,
     asks: bool,
     stage: Option<Arc<str>>,
+    /// Posted by the engine (a background council's output): it wakes its agent once idle.
+    wakes: bool,
 }
 
 struct Owed {
@@ -215,10 +217,56 @@ impl Router {
         lock(&self.inner).held.get(key).is_some_and(|v| v.iter().any(|m| m.asks))
     }
 
-    /// The stage owning the oldest question held for `key`, when one is held: an agent that goes
-    /// idle is woken for it, since its asker waits. Other messages wait for its next turn.
+    /// The stage owning the oldest question (or posted message) held for `key`, when one is held:
+    /// an agent that goes idle is woken for it, since its asker waits (or the engine said it
+    /// wakes). Other messages wait for its next turn.
     pub fn held_ask_stage(&self, key: &str) -> Option<Option<Arc<str>>> {
-        lock(&self.inner).held.get(key).and_then(|v| v.iter().find(|m| m.asks)).map(|m| m.stage.clone())
+        lock(&self.inner).held.get(key).and_then(|v| v.iter().find(|m| m.asks || m.wakes)).map(|m| m.stage.clone())
+    }
+
+    /// Holds `text` for `to` from `from` over no route: the engine's own message (a background
+    /// council's output). It wakes `to` once: now when it is idle, else when it goes idle, unless
+    /// a turn or check-in shows it first. The message number, or why it cannot be delivered.
+    pub fn post(&self, run: &Run, agents: &dyn Directory, from: &str, to: &str, text: &str) -> Result<u64, String> {
+        let presence = agents.presence(to);
+        if presence == Presence::Gone {
+            return Err(format!("{to} is not open (stopped or closed)"));
+        }
+        let mut inner = lock(&self.inner);
+        inner.next_n += 1;
+        let n = inner.next_n;
+        run.records.event(&Event::MessageSent { n, route: 0, from, to, bytes: text.len(), asks: false });
+        let m = Message {
+            n,
+            route: 0,
+            from: from.into(),
+            to: to.into(),
+            text: text.into(),
+            asks: false,
+            stage: None,
+            wakes: true,
+        };
+        inner.held.entry(to.to_string()).or_default().push(m);
+        let idle = presence == Presence::Idle;
+        if idle {
+            *inner.waking.entry(None).or_default() += 1;
+        }
+        drop(inner);
+        if idle {
+            agents.wake(to, None);
+        }
+        Ok(n)
+    }
+
+    /// Takes back message `n` held for `to` if it was not shown yet, recording why; whether it was.
+    pub fn withdraw(&self, run: &Run, to: &str, n: u64, why: &str) -> bool {
+        let mut inner = lock(&self.inner);
+        let Some(msgs) = inner.held.get_mut(to) else { return false };
+        let Some(i) = msgs.iter().position(|m| m.n == n) else { return false };
+        let m = msgs.remove(i);
+        drop(inner);
+        undelivered(run, &m, why);
+        true
     }
 
     /// Sends `text` from `from` to `to` over a granted route, holding it for `to` and waking it when
@@ -266,6 +314,7 @@ impl Router {
             text: text.into(),
             asks,
             stage: stage.clone(),
+            wakes: false,
         });
         run.progress.messages_sent.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let idle = presence == Presence::Idle;

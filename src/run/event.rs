@@ -104,7 +104,12 @@ events! {
     MessageReplied = "message-replied" { n: u64, from: &'a str, to: &'a str, bytes: usize },
     MessageAskFailed = "message-ask-failed" { n: u64, to: &'a str, asker: &'a str, why: &'a str },
     /// An agent's operation convened a council: it runs as child run `run_id`.
-    ChildRunStarted = "child-run-started" { run_id: &'a str, agent: &'a str, op_id: &'a str, strategy: &'a str },
+    /// `background`: `wf council --background` (present only then): the operation may end first.
+    ChildRunStarted = "child-run-started" {
+        run_id: &'a str, agent: &'a str, op_id: &'a str, strategy: &'a str,
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        background: bool,
+    },
     /// The child run ended; its spend is billed to the calling operation.
     ChildRunEnded = "child-run-ended" {
         run_id: &'a str, agent: &'a str, op_id: &'a str, status: super::RunStatus, error: Option<&'a str>,
@@ -123,6 +128,13 @@ events! {
     CheckpointTimedOut = "checkpoint-timed-out" { key: &'a str, question: &'a str, timeout_ms: u64 },
     /// An earlier attempt's answer returned from the journal: the question is not asked again.
     CheckpointReplayed = "checkpoint-replayed" { key: &'a str },
+    /// A background council settled and its spend is billed to its agent; `delivery`: how its
+    /// output reached the agent: `message` (message `message`, which wakes it once), `wait` (a
+    /// `wf council --wait` took it) or `none` (the agent was gone or the run was stopping).
+    CouncilSettled = "council-settled" {
+        run_id: &'a str, agent: &'a str, strategy: &'a str, status: super::RunStatus, delivery: &'a str,
+        message: Option<u64>,
+    },
     /// An HTTP request that failed in a way worth retrying, and the wait before the next try.
     HttpRetry = "http-retry" { agent: &'a str, attempt: u32, wait_ms: u64, why: &'a str },
 }

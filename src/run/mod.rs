@@ -145,6 +145,9 @@ pub struct Run {
     child_ended: std::sync::Condvar,
     /// A council convened from a turn stops once its budget is spent.
     stop_on_budget: AtomicBool,
+    /// Background councils (`wf council --background`): (still running, started in this attempt).
+    background: Mutex<(usize, usize)>,
+    background_changed: tokio::sync::Notify,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -260,6 +263,8 @@ impl Run {
             running_children: Mutex::new(0),
             child_ended: std::sync::Condvar::new(),
             stop_on_budget: AtomicBool::new(false),
+            background: Mutex::new((0, 0)),
+            background_changed: tokio::sync::Notify::new(),
         }))
     }
 
@@ -305,6 +310,50 @@ impl Run {
     fn wait_children(&self, limit: std::time::Duration) {
         let n = lock(&self.running_children);
         let _ = self.child_ended.wait_timeout_while(n, limit, |n| *n > 0);
+    }
+
+    /// Counts a background council started by one of the run's agents: the run's end waits for it.
+    pub fn background_started(&self) {
+        let mut b = lock(&self.background);
+        b.0 += 1;
+        b.1 += 1;
+    }
+
+    /// A background council settled and its output went where it belongs.
+    pub fn background_ended(&self) {
+        {
+            let mut b = lock(&self.background);
+            b.0 = b.0.saturating_sub(1);
+        }
+        self.background_changed.notify_waiters();
+    }
+
+    /// Background councils (still running, started in this attempt).
+    pub fn background(&self) -> (usize, usize) {
+        *lock(&self.background)
+    }
+
+    /// Waits until no background council is running. Cancel safety: dropping it waits no more.
+    pub async fn background_settled(&self) {
+        loop {
+            let changed = self.background_changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            if self.background().0 == 0 {
+                return;
+            }
+            changed.await;
+        }
+    }
+
+    /// Records this attempt's status in `run.json` while it has not ended: a background council
+    /// waiting for a slot of the machine's pool is `queued`, then `running`.
+    pub fn mark_attempt(&self, status: RunStatus) -> std::io::Result<()> {
+        let mut doc = lock(&self.run_doc);
+        if let Some(a) = doc["attempts"].as_array_mut().and_then(|a| a.last_mut()) {
+            a["status"] = json!(status);
+        }
+        self.records.write_document("run.json", &*doc)
     }
 
     /// The recorded value and summary of a stage this attempt reuses.

@@ -250,6 +250,33 @@ impl Scheduler {
         )
     }
 
+    /// Sets aside for a background council what is left of each budget once the spend, what is
+    /// set aside already (operations in flight, other councils) and `also` (spent, not yet
+    /// settled) are counted: the amounts (`None` where the run has no such budget), to be given
+    /// back with `release_reserved` when the council settles. Operations started meanwhile wait
+    /// for it as they wait for any operation in flight.
+    pub fn reserve_left(&self, also: Spend) -> (Option<u64>, Option<f64>) {
+        let mut b = self.lock();
+        let tokens = self
+            .limits
+            .budget_tokens
+            .map(|t| t.saturating_sub(b.accounts.totals.tokens + b.reserved.tokens + also.tokens));
+        let usd = self.limits.budget_usd.map(|u| (u - b.accounts.totals.cost_usd - b.reserved.usd - also.usd).max(0.0));
+        b.reserved.tokens += tokens.unwrap_or(0);
+        b.reserved.usd += usd.unwrap_or(0.0);
+        (tokens, usd)
+    }
+
+    /// Gives back what `reserve_left` set aside.
+    pub fn release_reserved(&self, tokens: Option<u64>, usd: Option<f64>) {
+        {
+            let mut b = self.lock();
+            b.reserved.tokens = b.reserved.tokens.saturating_sub(tokens.unwrap_or(0));
+            b.reserved.usd = (b.reserved.usd - usd.unwrap_or(0.0)).max(0.0);
+        }
+        self.changed.notify_waiters();
+    }
+
     /// Tokens and USD the run has spent so far, over every attempt.
     pub fn spent(&self) -> (u64, f64) {
         let b = self.lock();

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum RunStatus {
-    /// Waiting for a slot (`awf serve`).
+    /// Waiting for a slot (`awf serve`; a background council, for one of the machine's pool).
     Queued,
     Running,
     /// Running, parked on a checkpoint until the operator answers (`awf runs answer`).

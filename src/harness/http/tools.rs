@@ -41,8 +41,8 @@ pub(super) fn tool_specs(schema: &Value, op_id: &str, councils: bool) -> Vec<Too
     if councils {
         specs.push(ToolSpec {
             name: "wf_council",
-            description: "Convene a council you were granted and wait for its output. `params`: `task` (required), optionally `team` or `roster`, and the strategy's params.".into(),
-            parameters: json!({ "type": "object", "properties": { "name": { "type": "string" }, "params": { "type": "object" } }, "required": ["name", "params"] }),
+            description: "Convene a council you were granted and wait for its output. `params`: `task` (required), optionally `team` or `roster`, and the strategy's params. `background: true` answers at once with its run id; you are woken once with its output.".into(),
+            parameters: json!({ "type": "object", "properties": { "name": { "type": "string" }, "params": { "type": "object" }, "background": { "type": "boolean" } }, "required": ["name", "params"] }),
         });
     }
     specs
@@ -95,7 +95,11 @@ fn command_of(call: &ToolCall, input: &TurnInput) -> Result<Command, String> {
         "wf_council" => {
             let params = args.as_ref().ok().and_then(|a| a.get("params")).map(Value::to_string).unwrap_or_default();
             match field("name") {
-                Some(name) => Ok(Command::Council { name, params, json: false }),
+                Some(name) => {
+                    let background =
+                        args.as_ref().ok().and_then(|a| a.get("background")).and_then(Value::as_bool).unwrap_or(false);
+                    Ok(Command::Council { name, params, json: false, background })
+                }
                 None => Err("refused: wf_council needs `name` and `params`".into()),
             }
         }

@@ -1,0 +1,311 @@
+//! Background councils (`wf council --background`, the `wf_council` tool's `background: true`):
+//! a child run started as a council from a turn is (the same checks, folder and links), that
+//! outlives the calling operation. Its budget is what the parent has left, set aside in the
+//! parent's scheduler until it settles; its deadline is the parent run's; it is `queued` in its
+//! `run.json` until it has a slot of the machine's background pool (the one `--detach` uses,
+//! reached through the hook `cli` installs), and it is stopped only with the parent run. When it
+//! settles, its spend is billed to its agent once (a `turns.jsonl` line of kind `council`) and its
+//! output goes to the agent once: to a `wf council --wait` that joined it, else in a message that
+//! wakes the agent (`council-settled` says which).
+
+use super::child::{settled, start};
+use crate::accounting::{CostSource, Usage};
+use crate::control::convene::{Call, Convened};
+use crate::control::messenger::MessageError;
+use crate::host::{drive, Host, Output};
+use crate::run::deadline::Deadline;
+use crate::run::scheduler::Spend;
+use crate::run::{BoxFuture, Event, Outcome, OutcomeKind, Run, RunStatus, Settled, StopCause};
+use serde_json::{json, Value};
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::time::Duration;
+
+/// Takes a slot of the machine's background pool for child run `id` in folder `dir` (`slots`:
+/// `[limits] background`), waiting for one; the slot is held until the value is dropped.
+pub type Pool = fn(PathBuf, String, Option<usize>) -> BoxFuture<'static, Result<Box<dyn Send>, String>>;
+
+static POOL: OnceLock<Pool> = OnceLock::new();
+
+/// Installs the pool (`cli` does, once); without one, background councils start at once.
+pub fn install_pool(pool: Pool) {
+    let _ = POOL.set(pool);
+}
+
+/// How long the receipt waits for a slot before it says `queued`.
+const QUICK: Duration = Duration::from_millis(200);
+
+/// The background councils of one run, by child run id.
+#[derive(Default)]
+pub struct Councils {
+    inner: Mutex<HashMap<String, Entry>>,
+    changed: tokio::sync::Notify,
+}
+
+struct Entry {
+    agent: String,
+    /// Once settled: `run_id`, `strategy`, `status`, `ok`, `output`.
+    output: Option<Value>,
+    /// A `wf council --wait` joined it: the output goes there, not in a message.
+    joined: bool,
+    /// The message carrying its output, while a `--wait` may still take it back.
+    message: Option<u64>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // Entries are updated whole under the lock; a poisoned lock still holds valid ones.
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Starts a background council for `call`: checked and linked as a council from a turn is, its
+/// budget set aside; the receipt says `running` when it had a slot at once, else `queued`.
+pub(super) fn launch(
+    parent: Arc<Host>,
+    councils: Arc<Councils>,
+    call: Call,
+) -> BoxFuture<'static, Result<Value, MessageError>> {
+    let run = parent.run.clone();
+    let reserved = run.scheduler.reserve_left(Spend { tokens: call.spent.tokens(), usd: call.spent.cost_usd });
+    let (child, program, input, _) = match start(&parent, &call, Some(reserved)) {
+        Ok(s) => s,
+        Err(e) => {
+            run.scheduler.release_reserved(reserved.0, reserved.1);
+            return Box::pin(async move { Err(e) });
+        }
+    };
+    let id = child.run.id.clone();
+    if let Err(e) = child.run.mark_attempt(RunStatus::Queued) {
+        tracing::warn!("cannot mark child run {id} queued: {e}");
+    }
+    let entry = Entry { agent: call.agent.clone(), output: None, joined: false, message: None };
+    lock(&councils.inner).insert(id.clone(), entry);
+    run.background_started();
+    let (admitted, receipt) = tokio::sync::oneshot::channel();
+    let started_at = crate::record::now_iso();
+    let run_id = id.clone();
+    run.rt.clone().spawn(async move {
+        let end = run_child(&parent, child, program, input, admitted).await;
+        run.scheduler.release_reserved(reserved.0, reserved.1);
+        let (convened, status) = match end {
+            Ok(end) => {
+                let status = end.status;
+                (settled(&parent, &call, &run_id, end), status)
+            }
+            Err(why) => {
+                let output = format!("council {} failed: {why}", call.name);
+                let c = Convened { run_id, ok: false, output, result: Value::Null, usage: Usage::default() };
+                (c, RunStatus::Failed)
+            }
+        };
+        bill(&run, &call, &convened, &started_at);
+        councils.settle(&parent, &call, &convened, status);
+        run.child_ended();
+        run.background_ended();
+    });
+    Box::pin(async move {
+        let status = tokio::time::timeout(QUICK, receipt).await.ok().and_then(Result::ok).unwrap_or("queued");
+        Ok(json!({ "run_id": id, "status": status, "note": "you will be woken once with its output" }))
+    })
+}
+
+/// Runs the child: a slot of the machine's pool first (`queued` until then; the parent's stop ends
+/// the wait), then the strategy, stopped with the parent run.
+async fn run_child(
+    parent: &Arc<Host>,
+    child: Arc<Host>,
+    program: Arc<crate::script::Program>,
+    input: Value,
+    admitted: tokio::sync::oneshot::Sender<&'static str>,
+) -> Result<crate::host::RunEnd, String> {
+    let prun = &parent.run;
+    let slot = match POOL.get() {
+        Some(pool) => {
+            let waiting = pool(child.run.dir().to_path_buf(), child.run.id.clone(), prun.config.limits.background);
+            tokio::select! {
+                slot = waiting => slot.map_err(|why| {
+                    prun.log("warn", &format!("council {}: no slot of the background pool ({why}); it runs without one", child.run.id), &Value::Null);
+                }).ok(),
+                _ = prun.root.cancelled() => {
+                    child.run.stop_with(StopCause::Cancelled(prun.stop_reason()));
+                    None
+                }
+            }
+        }
+        None => None,
+    };
+    let _ = admitted.send("running");
+    if let Err(e) = child.run.mark_attempt(RunStatus::Running) {
+        tracing::warn!("cannot mark child run {} running: {e}", child.run.id);
+    }
+    // The parent run's deadline, as it stands now that the council starts.
+    let deadline = prun.deadline.map(Deadline::remaining);
+    let stopper = child.clone();
+    let task = prun.rt.spawn(async move { drive(child, &*program, input, deadline, Output::Strategy).await });
+    tokio::pin!(task);
+    let end = tokio::select! {
+        end = &mut task => end,
+        _ = prun.root.cancelled() => {
+            stopper.run.stop_with(StopCause::Cancelled(prun.stop_reason()));
+            task.await
+        }
+    };
+    drop(slot);
+    end.map_err(|e| e.to_string())
+}
+
+/// Bills what the council spent to its agent in the parent run, once: a `turns.jsonl` line of
+/// kind `council` (op id `council:<run id>`), priced in the council's own run.
+fn bill(run: &Run, call: &Call, c: &Convened, started_at: &str) {
+    let simulated = c.result["simulated"].as_bool().unwrap_or(false);
+    let outcome = Outcome {
+        kind: if c.ok { OutcomeKind::Answered } else { OutcomeKind::Failed },
+        value: None,
+        reason: (!c.ok).then(|| c.output.clone()),
+        op_id: format!("council:{}", c.run_id),
+        usage: c.usage,
+        duration_ms: c.result["duration_ms"].as_u64().unwrap_or(0),
+        cost_source: if simulated { CostSource::Simulated } else { CostSource::Priced },
+        simulated,
+    };
+    let s = Settled {
+        attempt: run.attempt,
+        agent: &call.agent,
+        harness: "council",
+        outcome: &outcome,
+        stage: None,
+        label: Some(&call.name),
+        turn_hash: "",
+        model: "council",
+        started_at,
+        rejections: 0,
+        kind: "council",
+        session: None,
+    };
+    run.settle(&s, None);
+}
+
+impl Councils {
+    /// A council settled: its output kept for `--wait`, and sent to its agent in a message that
+    /// wakes it unless a `--wait` joined it or the run is stopping.
+    fn settle(&self, parent: &Host, call: &Call, c: &Convened, status: RunStatus) {
+        let output =
+            json!({ "run_id": c.run_id, "strategy": call.name, "status": status, "ok": c.ok, "output": c.output });
+        let mut inner = lock(&self.inner);
+        let Some(e) = inner.get_mut(&c.run_id) else { return };
+        e.output = Some(output);
+        let (delivery, message) = if e.joined {
+            ("wait", None)
+        } else if parent.run.root.is_cancelled() {
+            ("none", None)
+        } else {
+            let text = if c.ok {
+                format!(
+                    "Council {} (run {}), which you started in the background, finished. Its output:\n{}",
+                    call.name, c.run_id, c.output
+                )
+            } else {
+                format!(
+                    "Council {} (run {}), which you started in the background, failed: {}",
+                    call.name, c.run_id, c.output
+                )
+            };
+            let from = format!("council {}", call.name);
+            match parent.router.post(&parent.run, &*parent.agents, &from, &call.agent, &text) {
+                Ok(n) => {
+                    e.message = Some(n);
+                    ("message", Some(n))
+                }
+                Err(_) => ("none", None),
+            }
+        };
+        drop(inner);
+        parent.run.records.event(&Event::CouncilSettled {
+            run_id: &c.run_id,
+            agent: &call.agent,
+            strategy: &call.name,
+            status,
+            delivery,
+            message,
+        });
+        self.changed.notify_waiters();
+    }
+
+    /// `wf council --wait`: waits until every council in `ids` (each started by `agent`) settled,
+    /// or `deadline`; their outputs, in order. The messages that would carry them are taken back.
+    pub(super) async fn join(
+        &self,
+        parent: Weak<Host>,
+        agent: &str,
+        ids: Vec<String>,
+        deadline: Option<Deadline>,
+    ) -> Result<Vec<Value>, MessageError> {
+        let parent = parent.upgrade().ok_or_else(|| MessageError::Refused("refused: the run has ended".into()))?;
+        let taken: Vec<u64> = {
+            let mut inner = lock(&self.inner);
+            let foreign = ids.iter().find(|id| inner.get(*id).is_none_or(|e| e.agent != agent));
+            if let Some(id) = foreign {
+                return Err(MessageError::Refused(format!(
+                    "refused: {id} is not a background council started by {agent} (wf council --background)"
+                )));
+            }
+            let mut taken = Vec::new();
+            for id in &ids {
+                if let Some(e) = inner.get_mut(id) {
+                    e.joined = true;
+                    taken.extend(e.message.take());
+                }
+            }
+            taken
+        };
+        for n in taken {
+            parent.router.withdraw(&parent.run, agent, n, "a wf council --wait took the council's output");
+        }
+        let mut guard = Unjoin { councils: self, ids: &ids, done: false };
+        loop {
+            let changed = self.changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            let outputs: Option<Vec<Value>> = {
+                let inner = lock(&self.inner);
+                ids.iter().map(|id| inner.get(id).and_then(|e| e.output.clone())).collect()
+            };
+            if let Some(outputs) = outputs {
+                guard.done = true;
+                return Ok(outputs);
+            }
+            tokio::select! {
+                _ = changed => {}
+                _ = Deadline::sleep(deadline) => {
+                    return Err(MessageError::Failed(format!(
+                        "council --wait: not every council in {} settled before your operation's deadline; those still running will wake you",
+                        ids.join(" ")
+                    )));
+                }
+                _ = parent.run.root.cancelled() => return Err(MessageError::Failed("council --wait: the run was stopped".into())),
+            }
+        }
+    }
+}
+
+/// Councils a `--wait` joined and then stopped waiting for (its deadline, its operation's end):
+/// those still running wake their agent after all.
+struct Unjoin<'a> {
+    councils: &'a Councils,
+    ids: &'a [String],
+    done: bool,
+}
+
+impl Drop for Unjoin<'_> {
+    fn drop(&mut self) {
+        if self.done {
+            return;
+        }
+        let mut inner = lock(&self.councils.inner);
+        for id in self.ids {
+            if let Some(e) = inner.get_mut(id).filter(|e| e.output.is_none()) {
+                e.joined = false;
+            }
+        }
+    }
+}
