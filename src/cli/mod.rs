@@ -11,6 +11,7 @@ macro_rules! out {
 }
 
 mod background;
+mod caller;
 mod council;
 mod doctor;
 mod init;

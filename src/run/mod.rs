@@ -3,6 +3,7 @@
 //! scheduler (limits, budgets, accounts), schemas, stages, progress, and what a resumed attempt
 //! replays. It owns no book: agents, routes and sandboxes live above it and receive it.
 
+pub mod caller;
 pub mod deadline;
 pub mod event;
 pub mod leftovers;
@@ -142,6 +143,8 @@ pub struct Run {
     child_ended: std::sync::Condvar,
     /// A council convened from a turn stops once its budget is spent.
     stop_on_budget: AtomicBool,
+    /// The calling session (`run.json` `caller`), kept by every later attempt.
+    caller: Mutex<Option<caller::Caller>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -219,6 +222,7 @@ impl Run {
         let simulated = prior.1;
         let vars = std::env::vars_os().filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)));
         let secrets = Arc::new(crate::redact::Redactor::new(&spec.config, vars));
+        let caller = serde_json::from_value(run_doc["caller"].clone()).ok();
         Ok(Arc::new(Run {
             id,
             attempt,
@@ -251,6 +255,7 @@ impl Run {
             running_children: Mutex::new(0),
             child_ended: std::sync::Condvar::new(),
             stop_on_budget: AtomicBool::new(false),
+            caller: Mutex::new(caller),
         }))
     }
 
@@ -266,6 +271,19 @@ impl Run {
         doc["parent"] = parent;
         doc["depth"] = json!(depth);
         self.records.write_document("run.json", &*doc)
+    }
+
+    /// Records the run's calling session in `run.json`.
+    pub fn set_caller(&self, caller: caller::Caller) -> std::io::Result<()> {
+        let mut doc = lock(&self.run_doc);
+        doc["caller"] = json!(caller);
+        *lock(&self.caller) = Some(caller);
+        self.records.write_document("run.json", &*doc)
+    }
+
+    /// The run's calling session, if it has one.
+    pub fn caller(&self) -> Option<caller::Caller> {
+        lock(&self.caller).clone()
     }
 
     pub fn depth(&self) -> u32 {

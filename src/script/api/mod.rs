@@ -2,6 +2,7 @@
 //! registration of every method. One file per namespace; shared argument helpers live here.
 
 mod agents;
+mod caller;
 mod ctx;
 pub mod doc;
 mod parallel;
@@ -72,6 +73,7 @@ pub fn register(engine: &mut Engine) {
         .register_type_with_name::<AgentHandle>("Agent");
     ctx::register(engine);
     agents::register(engine);
+    caller::register(engine);
     parallel::register(engine);
     stage::register(engine);
 }
