@@ -100,10 +100,10 @@ const OPEN: &str = "Opens an agent (or returns the one open under this key with 
 runtime; `instructions` (its system prompt); `cwd`; `sandbox` (a name from `[sandboxes]` or an inline
 policy); `labels` (a map shown in records); `timeout_ms` or `deadline` (Unix ms) for each of its
 operations; `councils` (`true`, or a list of strategy names: the councils it may convene from its
-turns, none by default); `skills` (a list of skill folders, each holding `SKILL.md`, relative to the
-script's folder: copied into a `claude` or `pi` agent's home, where its CLI loads them and no
-others; other harnesses refuse them). Opening a key again with a different runtime, cwd, instructions, sandbox or
-skills is an error.";
+turns, none by default); `skills` (a list of skill folders, each holding `SKILL.md`, relative to
+the script's folder: copied into a `claude` or `pi` agent's home, where its CLI loads them and no
+others; other harnesses refuse them). Opening a key again with a different runtime, cwd,
+instructions, sandbox or skills is an error.";
 const STOP: &str = "Stops the agent with this key: its running operation settles `cancelled`, its process ends.
 Returns whether an agent was open under the key.";
 const AGENT_USAGE: &str = "What all of this agent's operations spent (turns, message operations, compactions):
