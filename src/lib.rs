@@ -48,7 +48,7 @@
 //!   `--max-runs` at once, the rest queued; `auth.rs` the Host, Origin and bearer-token checks on
 //!   TCP, `answer.rs` `POST /runs/{id}/answer`, `private.rs` the 0600 socket and token file, `scripts.rs` which script a client may name,
 //!   `listen.rs` the two listeners, `options.rs` the limits a `POST /runs` sets, `strategies.rs`
-//!   the watched registry and `GET /strategies`), `init.rs`, `live.rs` (the terminal view), `wf.rs` (`awf wf`,
+//!   the watched registry and `GET /strategies`), `init.rs`, `caller.rs` (`--caller`, `--caller-home`: the calling session, checked), `live.rs` (the terminal view), `wf.rs` (`awf wf`,
 //!   the agent side of the protocol), `doctor.rs` (`awf doctor`: a list of checks, each a name, an
 //!   ok flag and a detail), `mcp/` (`awf mcp`, the MCP server on stdio, and `http_service`, which
 //!   `serve` mounts at `/mcp`; `rmcp` is named only here: `mod.rs` the handler, every failure a
@@ -70,7 +70,8 @@
 //!   that ticks while groups come), `constants.rs` (each parallel worker's own copy of the global
 //!   constants), `api/` (`mod.rs`: `ScriptRun`, the host plus the
 //!   run's engine for branch threads; one file per `ctx` namespace: `ctx.rs` (with
-//!   `messages.allow`), `agents.rs`, `parallel.rs`, `stage.rs`, `checkpoint.rs` (`ctx.checkpoint`)).
+//!   `messages.allow`), `agents.rs`, `caller.rs` (`caller()`, `fork_caller`), `parallel.rs`, `stage.rs`,
+//!   `checkpoint.rs` (`ctx.checkpoint`)).
 //! - `host/`: `mod.rs` (`Host`: the run, its `AgentBook` and `Router`; `finish` settles the books,
 //!   then the run), `drive.rs` (a run from the script's start to `result.json`: wait, deadline,
 //!   stop grace, background councils still running, status, the run's trace), `control.rs` (the
@@ -81,7 +82,7 @@
 //!   opentelemetry crates**; `spans.rs` builds the spans from a run's records on a thread of its
 //!   own (the run core never calls it).
 //! - `run/`: the run core. `mod.rs` (identity, stop cause, recording a settled operation, finish),
-//!   `event.rs` (every events.jsonl type), `status.rs` (`RunStatus`, `StageStatus`), `outcome.rs`
+//!   `event.rs` (every events.jsonl type), `caller.rs` (the calling session, `run.json` `caller`), `status.rs` (`RunStatus`, `StageStatus`), `outcome.rs`
 //!   (outcomes and their `turns.jsonl`/`journal.jsonl` lines), `schema.rs` (validators cached by
 //!   schema text, violations with JSON pointers, example values), `deadline.rs` (`Deadline`: the one deadline type, from `--deadline` and `timeout_ms` down to the harnesses), `scope.rs` (the
 //!   per-thread scope: cancellation token, deadline, stage, group), `scheduler.rs` (the one gate for
@@ -91,7 +92,8 @@
 //!   questions, `waiting` in `run.json`, answers validated and journalled, replayed), `leftovers.rs` (killing what a dead attempt's agents
 //!   left).
 //! - `agent/`: logical agents. `mod.rs` (the agent: runtime, session, counters, closing), `book.rs`
-//!   (`AgentBook`: open with the compatibility rules, get, stop; the router's `Directory`),
+//!   (`AgentBook`: open with the compatibility rules, skills checked, get, stop; the router's `Directory`),
+//!   `caller.rs` (a fork of the run's caller, or why not),
 //!   `op.rs` (**the one operation pipeline**: ids, replay, queue, permit, budget, deadlines,
 //!   cancellation, records), `kinds.rs` (what a turn, message operation, compaction, fork and
 //!   settings change do inside it, and the calls that start them), `supervise.rs` (a turn's nudges,
@@ -133,7 +135,9 @@
 //!   argv is wrapped like `command`'s), judged by their JSONL events; `mod.rs` holds what they
 //!   share and the pinned versions, `session.rs` the session and its turns, `run.rs` one process
 //!   run through `process.rs` and its verdict, `home.rs` the home and credential seeding,
-//!   `events.rs` the event helpers, `doctor.rs` `doctor_checks`).
+//!   `events.rs` the event helpers, `doctor.rs` `doctor_checks`, `skills.rs` skill folders checked,
+//!   copied into the home and recorded, `caller.rs` a caller's transcript found and the probe of
+//!   an agent's live session).
 //! - `control/`: the answer channel every harness shares: `slot.rs` (result slots, rejection
 //!   text), `prompt.rs` (the answer instructions, nudge and rejection hint
 //!   for the session's `AnswerMode`: launcher, `wf_result` tool, or the reply itself), `protocol.rs` (the control-plane
@@ -229,6 +233,7 @@
 //!                            every folder awf makes here is 0700 and every file it writes 0600
 //!   run.json       id, script path and sha256, cwd, args, META, limits (kept for later attempts),
 //!                  parent {run, op, agent, strategy} and depth (a council convened from a turn),
+//!                  caller {harness, session, home?, run?, agent?} (the calling session, when there is one),
 //!                  attempts [{n, started_at, finished_at, status, from_stage, script_sha256}]
 //!                  (a `running` or `waiting` attempt found dead by a later one is rewritten `interrupted`),
 //!                  waiting [{key, question, schema, asked_at, timeout_ms, agent}] while the last attempt is
@@ -262,7 +267,8 @@
 //!   background.json, output.log   a `--detach`ed run: queued_at, pid, status until it starts
 //!                  (queued|cancelled|failed); the background process's stdout and stderr
 //!   agents/<slug>/ (mode 0700, command and CLI agents) wf.sock, wf (the launcher), state/, ops/<op-id>.jsonl
-//!                  (liveness), ops/<op-id>.stdout|.stderr (first MiB each); home/ (sandboxed agents' HOME;
+//!                  (liveness), ops/<op-id>.stdout|.stderr (first MiB each); skills.json (the agent's skills:
+//!                  name, source, sha256); home/ (sandboxed agents' HOME;
 //!                  a CLI agent's CLAUDE_CONFIG_DIR, CODEX_HOME or PI_CODING_AGENT_DIR)
 //!   result.json    run_id, status (succeeded|failed|stopped|cancelled), value, error, ended_in, stages,
 //!                  children (child runs: councils its agents convened; present when there are any),

@@ -110,6 +110,7 @@ impl AgentBook {
             convener.check_grant(&req.councils).map_err(|e| config(format!("agent {}: {e}", req.key)))?;
         }
         let runtime = self.runtime(&req.runtime).map_err(config)?;
+        let skills = self.skills(&req, runtime.harness).map_err(|e| config(format!("agent {}: {e}", req.key)))?;
         let mut open = lock(&self.open);
         if let Some(existing) = open.get(&req.key) {
             let differs = if *existing.runtime != *runtime {
@@ -120,6 +121,8 @@ impl AgentBook {
                 Some("instructions")
             } else if existing.request.sandbox != req.sandbox {
                 Some("sandbox")
+            } else if existing.request.skills != req.skills {
+                Some("skills")
             } else {
                 None
             };
@@ -145,7 +148,7 @@ impl AgentBook {
             None => None,
         };
         let (session, endpoint) =
-            self.session_for(&req, &runtime, &info, responder, sandbox.as_ref()).map_err(config)?;
+            self.session_for(&req, &runtime, &info, responder, sandbox.as_ref(), &skills).map_err(config)?;
         // Every harness reports through this wrapper: its texts reach the engine scrubbed of secrets.
         let session = harness::scrubbed::Scrubbed::wrap(session, run.secrets.clone());
         if let Some(s) = sandbox.filter(|_| runtime.harness.confinement() != Confinement::Wrapped) {
@@ -167,9 +170,25 @@ impl AgentBook {
         Ok(agent)
     }
 
+    /// The agent's skill folders, checked: relative paths are under the script's folder, and
+    /// its harness must take skills.
+    fn skills(
+        &self,
+        req: &OpenRequest,
+        harness: crate::config::HarnessKind,
+    ) -> Result<Vec<harness::cli::skills::Skill>, String> {
+        if req.skills.is_empty() {
+            return Ok(Vec::new());
+        }
+        harness::cli::skills::supported(harness)?;
+        let base = self.run.script.parent().map(|p| p.to_path_buf()).unwrap_or_else(|| self.run.cwd.clone());
+        let paths: Vec<_> = req.skills.iter().map(|p| if p.is_absolute() { p.clone() } else { base.join(p) }).collect();
+        harness::cli::skills::check(&paths)
+    }
+
     /// The runtime `choice` resolves to, shared by every agent that made the same choice (one
     /// copy of a runtime's settings, however many agents use it).
-    fn runtime(&self, choice: &RuntimeChoice) -> Result<Arc<RuntimeConfig>, String> {
+    pub(super) fn runtime(&self, choice: &RuntimeChoice) -> Result<Arc<RuntimeConfig>, String> {
         let key = match choice {
             RuntimeChoice::Inline(_) => return resolve_runtime(&self.run, choice).map(Arc::new),
             RuntimeChoice::Default => (String::new(), None),

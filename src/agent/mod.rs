@@ -5,6 +5,7 @@
 //! an agent's side of the router.
 
 mod book;
+mod caller;
 mod kinds;
 pub mod messenger;
 pub mod op;
@@ -47,6 +48,10 @@ pub struct OpenRequest {
     pub deadline_ms: Option<i64>,
     /// The councils the agent may convene from its turns (`wf council`).
     pub councils: crate::control::convene::Grant,
+    /// Skill folders (`skills`), as written: relative ones are under the script's folder.
+    pub skills: Vec<PathBuf>,
+    /// `ctx.agents.fork_caller`: the caller's session its first turn forks.
+    pub fork_caller: Option<crate::harness::cli::caller::CallerFork>,
 }
 
 pub struct Agent {
@@ -70,6 +75,8 @@ pub struct Agent {
     /// Cancelled when the workflow stops the agent: its running operation settles `cancelled`.
     stopped: tokio_util::sync::CancellationToken,
     messenger: Arc<messenger::AgentMessenger>,
+    /// Tells the CLI session the agent is in, even while a turn holds the session.
+    probe: Option<crate::harness::cli::caller::CallerProbe>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -86,7 +93,9 @@ impl Agent {
         endpoint: Option<Arc<crate::control::server::Endpoint>>,
         messenger: messenger::AgentMessenger,
     ) -> Agent {
+        let probe = session.caller_probe();
         Agent {
+            probe,
             key: req.key.clone(),
             endpoint,
             runtime,
@@ -145,6 +154,11 @@ impl Agent {
             run.records.event(&crate::run::Event::AgentClosed { agent: &self.key, reason: why });
         }
         book.router.fail_asks_to(run, &self.key, &format!("{} closed: {why}", self.key), true);
+    }
+
+    /// The CLI session the agent is in now (for a council it convenes: the child run's caller).
+    pub fn calling_session(&self) -> Option<crate::run::caller::Caller> {
+        self.probe.as_ref().map(|p| p())
     }
 
     pub fn harness(&self) -> crate::config::HarnessKind {

@@ -22,6 +22,7 @@ impl AgentBook {
         info: &AgentInfo,
         responder: Option<Arc<dyn harness::Responder>>,
         sandbox: Option<&crate::sandbox::Chosen>,
+        skills: &[harness::cli::skills::Skill],
     ) -> Result<SessionParts, String> {
         let run = &self.run;
         let events = event_sink(run);
@@ -81,6 +82,8 @@ impl AgentBook {
             let opener = cli_endpoint_opener(self.me.clone(), awf);
             let session =
                 harness::cli::CliSession::open(runtime.harness, info.clone(), cfg, cwd, dir, endpoint.clone(), opener)
+                    .and_then(|s| s.with_skills(skills))
+                    .and_then(|s| s.forking(req.fork_caller.as_ref()))
                     .map_err(|e| format!("agent {}: {e}", req.key))?;
             if let Some(s) = &sandbox {
                 self.sandboxes.seated(run, s, &req.key, runtime.harness);

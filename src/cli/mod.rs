@@ -12,6 +12,7 @@ macro_rules! out {
 
 mod answer;
 mod background;
+mod caller;
 mod council;
 mod doctor;
 mod init;

@@ -98,6 +98,8 @@ pub struct RunFlags {
     /// background queue lets it start
     #[arg(long, value_name = "RUN_ID", hide = true)]
     pub as_run: Option<String>,
+    #[command(flatten)]
+    pub caller: super::caller::CallerFlags,
 }
 
 pub fn exec(cmd: ScriptCommand) -> Result<i32> {
@@ -286,6 +288,7 @@ fn run_once(args: &RunArgs) -> Result<i32> {
 /// command starts again in the background as that run; the id is printed.
 pub fn start_detached(program: &Program, script_args: Value, flags: &RunFlags) -> Result<i32> {
     let spec = prepare(program, script_args, flags, None)?;
+    flags.caller.caller()?;
     let id = super::background::detach(&spec.runs_dir, &program.path.display().to_string())?;
     out!("{id}");
     if !flags.quiet {
@@ -307,7 +310,8 @@ pub fn execute_attempt(
     output: Output,
     resume: Option<crate::run::resume::Resume>,
 ) -> Result<i32> {
-    let spec = match prepare(program, script_args.clone(), flags, resume) {
+    let prepared = prepare(program, script_args.clone(), flags, resume).and_then(|s| Ok((s, flags.caller.caller()?)));
+    let (spec, caller) = match prepared {
         Ok(s) => s,
         Err(e) => {
             if let Some(id) = &flags.as_run {
@@ -333,6 +337,9 @@ pub fn execute_attempt(
     };
     let host = Host::start(spec, flags.as_run.clone(), rt.handle().clone(), Box::new(script::load_responder))
         .context("cannot create the run folder")?;
+    if let Some(c) = caller {
+        host.run.set_caller(c).context("cannot record the caller in run.json")?;
+    }
     let live = Live::start(host.run.clone(), std::io::stderr().is_terminal(), flags.quiet);
     let _interrupts = rt.spawn(interrupts(host.clone()));
     let end = rt.block_on(drive(host.clone(), program, script_args, deadline, output));

@@ -170,6 +170,14 @@ pub(super) fn start(
     if let Err(e) = child.run.link_parent(link, depth) {
         tracing::warn!("cannot link child run {} to its parent: {e}", child.run.id);
     }
+    // The calling agent's CLI session is the council's caller (`ctx.agents.fork_caller`).
+    if let Some(mut caller) = parent.agents.get(&call.agent).and_then(|a| a.calling_session()) {
+        caller.run = Some(run.id.clone());
+        caller.agent = Some(call.agent.clone());
+        if let Err(e) = child.run.set_caller(caller) {
+            tracing::warn!("cannot record the caller of child run {}: {e}", child.run.id);
+        }
+    }
     child.run.stop_when_budget_spent();
     run.add_child(&child.run.id);
     run.records.event(&Event::ChildRunStarted {

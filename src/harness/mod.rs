@@ -113,6 +113,12 @@ pub trait Session: Send {
         None
     }
 
+    /// What tells, at any time (during a turn too), the CLI session this agent is in: a council it
+    /// convenes knows its caller by it. `None` for harnesses without sessions of their own.
+    fn caller_probe(&self) -> Option<cli::caller::CallerProbe> {
+        None
+    }
+
     /// How this session's agent answers a turn: what its prompt, nudges and rejections say.
     fn answer_mode(&self) -> AnswerMode {
         AnswerMode::Launcher

@@ -22,6 +22,10 @@ impl Session for Scrubbed {
         self.inner.answer_mode()
     }
 
+    fn caller_probe(&self) -> Option<crate::harness::cli::caller::CallerProbe> {
+        self.inner.caller_probe()
+    }
+
     fn session_ref(&self) -> Option<crate::harness::SessionRef> {
         self.inner.session_ref()
     }

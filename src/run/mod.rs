@@ -3,6 +3,7 @@
 //! scheduler (limits, budgets, accounts), schemas, stages, progress, and what a resumed attempt
 //! replays. It owns no book: agents, routes and sandboxes live above it and receive it.
 
+pub mod caller;
 pub mod checkpoint;
 pub mod deadline;
 pub mod event;
@@ -148,6 +149,8 @@ pub struct Run {
     /// Background councils (`wf council --background`): (still running, started in this attempt).
     background: Mutex<(usize, usize)>,
     background_changed: tokio::sync::Notify,
+    /// The calling session (`run.json` `caller`), kept by every later attempt.
+    caller: Mutex<Option<caller::Caller>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -230,6 +233,7 @@ impl Run {
         let simulated = prior.1;
         let vars = std::env::vars_os().filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)));
         let secrets = Arc::new(crate::redact::Redactor::new(&spec.config, vars));
+        let caller = serde_json::from_value(run_doc["caller"].clone()).ok();
         Ok(Arc::new(Run {
             id,
             attempt,
@@ -265,6 +269,7 @@ impl Run {
             stop_on_budget: AtomicBool::new(false),
             background: Mutex::new((0, 0)),
             background_changed: tokio::sync::Notify::new(),
+            caller: Mutex::new(caller),
         }))
     }
 
@@ -280,6 +285,19 @@ impl Run {
         doc["parent"] = parent;
         doc["depth"] = json!(depth);
         self.records.write_document("run.json", &*doc)
+    }
+
+    /// Records the run's calling session in `run.json`.
+    pub fn set_caller(&self, caller: caller::Caller) -> std::io::Result<()> {
+        let mut doc = lock(&self.run_doc);
+        doc["caller"] = json!(caller);
+        *lock(&self.caller) = Some(caller);
+        self.records.write_document("run.json", &*doc)
+    }
+
+    /// The run's calling session, if it has one.
+    pub fn caller(&self) -> Option<caller::Caller> {
+        lock(&self.caller).clone()
     }
 
     pub fn depth(&self) -> u32 {

@@ -144,6 +144,7 @@ pub fn exec(args: ServeArgs) -> Result<i32> {
         quiet: true,
         sandbox: None,
         as_run: None,
+        caller: Default::default(),
     };
     let registry = strategies::watched(&cwd);
     let server = Arc::new(Server {

@@ -13,6 +13,8 @@ pub struct Claude {
     id: String,
     /// A fork's parent session, copied into this home, until the first turn forks it.
     fork_from: Option<String>,
+    /// Whether the agent was given skills: the `Skill` tool is allowed beside `Bash`.
+    skills: bool,
 }
 
 impl Default for Claude {
@@ -23,7 +25,7 @@ impl Default for Claude {
 
 impl Claude {
     pub fn new() -> Claude {
-        Claude { id: uuid::Uuid::new_v4().to_string(), fork_from: None }
+        Claude { id: uuid::Uuid::new_v4().to_string(), fork_from: None, skills: false }
     }
 }
 
@@ -33,9 +35,10 @@ fn session_exists(home: &Path, id: &str) -> bool {
     dirs.filter_map(Result::ok).any(|d| d.path().join(format!("{id}.jsonl")).is_file())
 }
 
-fn common_args(cfg: &CliConfig, info: &AgentInfo) -> Vec<String> {
+fn common_args(cfg: &CliConfig, info: &AgentInfo, skills: bool) -> Vec<String> {
+    let tools = if skills { "Bash,Skill" } else { "Bash" };
     let mut args: Vec<String> =
-        ["-p", "--output-format", "stream-json", "--verbose", "--allowedTools", "Bash"].map(String::from).to_vec();
+        ["-p", "--output-format", "stream-json", "--verbose", "--allowedTools", tools].map(String::from).to_vec();
     if let Some(m) = &cfg.model {
         args.extend(["--model".into(), m.clone()]);
     }
@@ -98,7 +101,7 @@ impl super::Cli for Claude {
     }
 
     fn turn(&self, home: &Path, cfg: &CliConfig, info: &AgentInfo, prompt: &str) -> Invocation {
-        let mut args = common_args(cfg, info);
+        let mut args = common_args(cfg, info, self.skills);
         match &self.fork_from {
             Some(parent) if session_exists(home, parent) && !session_exists(home, &self.id) => {
                 args.extend(["--resume".into(), parent.clone(), "--fork-session".into()]);
@@ -163,14 +166,43 @@ impl super::Cli for Claude {
 
     fn fork(&self, home: &Path, _child_home: &Path) -> Result<Box<dyn super::Cli>, String> {
         let fork_from = if session_exists(home, &self.id) { Some(self.id.clone()) } else { self.fork_from.clone() };
-        Ok(Box::new(Claude { id: uuid::Uuid::new_v4().to_string(), fork_from }))
+        Ok(Box::new(Claude { id: uuid::Uuid::new_v4().to_string(), fork_from, skills: self.skills }))
+    }
+
+    fn adopt(&mut self, home: &Path, cwd: &Path, fork: &super::caller::CallerFork) -> Result<(), String> {
+        // `--resume` finds a session in the project folder of the working folder it runs in.
+        let dir = home.join("projects").join(super::caller::claude_project(cwd));
+        crate::record::private::create_dir(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        let to = dir.join(format!("{}.jsonl", fork.id));
+        crate::record::private::copy(&fork.transcript, &to)
+            .map_err(|e| format!("cannot copy the caller's session {}: {e}", fork.transcript.display()))?;
+        self.fork_from = Some(fork.id.clone());
+        Ok(())
+    }
+
+    fn probe(&self, home: &Path) -> Option<super::caller::CallerProbe> {
+        let (home, id) = (home.to_path_buf(), self.id.clone());
+        Some(std::sync::Arc::new(move || crate::run::caller::Caller {
+            harness: crate::config::HarnessKind::Claude,
+            // Preset: the session's id even before its transcript is written.
+            session: Some(id.clone()),
+            home: Some(home.clone()),
+            run: None,
+            agent: None,
+        }))
+    }
+
+    fn skills(&mut self, _dirs: &[PathBuf]) -> Result<(), String> {
+        // Claude Code finds them in `$CLAUDE_CONFIG_DIR/skills`, where they were copied.
+        self.skills = true;
+        Ok(())
     }
 
     fn compact(&self, home: &Path, cfg: &CliConfig, info: &AgentInfo, prompt: &str) -> Result<Invocation, String> {
         if !session_exists(home, &self.id) {
             return Err("nothing to compact: the agent's Claude Code session has no turns yet".into());
         }
-        let mut args = common_args(cfg, info);
+        let mut args = common_args(cfg, info, self.skills);
         args.extend(["--resume".into(), self.id.clone()]);
         let command = format!("/compact {}", prompt.replace('\n', " "));
         Ok(with_prompt(args, cfg, command.trim()))
@@ -245,9 +277,9 @@ mod tests {
         };
         let mut cfg =
             CliConfig::from_runtime(&Default::default(), Some("claude".into()), std::time::Duration::from_secs(1));
-        assert!(!common_args(&cfg, &info).contains(&"--model".to_string()), "Claude Code picks its own default");
+        assert!(!common_args(&cfg, &info, false).contains(&"--model".to_string()), "Claude Code picks its own default");
         cfg.model = Some("claude-opus-4-1".into());
-        let args = common_args(&cfg, &info);
+        let args = common_args(&cfg, &info, false);
         let at = args.iter().position(|a| a == "--model").expect("--model when named");
         assert_eq!(args[at + 1], "claude-opus-4-1");
     }

@@ -13,6 +13,7 @@
 //! `home.rs` (the agent's home and credential seeding), `events.rs` (what a turn's events said) and
 //! `doctor.rs` (`awf doctor`'s checks).
 
+pub mod caller;
 pub mod claude;
 pub mod codex;
 mod doctor;
@@ -21,6 +22,7 @@ mod home;
 pub mod pi;
 mod run;
 mod session;
+pub mod skills;
 
 pub use doctor::doctor_checks;
 pub use events::{num, Turn};
@@ -148,6 +150,19 @@ pub trait Cli: Send + Sync {
     }
     /// The state of a fork whose home `child_home` is a copy of `home`.
     fn fork(&self, home: &Path, child_home: &Path) -> Result<Box<dyn Cli>, String>;
+    /// Takes the skills copied into the home (their folders), or says why this CLI cannot.
+    fn skills(&mut self, _dirs: &[PathBuf]) -> Result<(), String> {
+        Err(format!("harness `{}` cannot be given skills", self.harness()))
+    }
+    /// Makes the first turn fork the caller's session (`fork.transcript`, copied into the home),
+    /// or says why this CLI cannot.
+    fn adopt(&mut self, _home: &Path, _cwd: &Path, _fork: &caller::CallerFork) -> Result<(), String> {
+        Err(format!("harness `{}` cannot fork a caller's session", self.harness()))
+    }
+    /// What tells, during a turn, the session this CLI is in.
+    fn probe(&self, _home: &Path) -> Option<caller::CallerProbe> {
+        None
+    }
     /// The invocation that compacts the session natively, or why this CLI cannot.
     fn compact(&self, home: &Path, cfg: &CliConfig, info: &AgentInfo, prompt: &str) -> Result<Invocation, String>;
 }

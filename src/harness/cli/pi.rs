@@ -20,11 +20,13 @@ pub struct Pi {
     file: PathBuf,
     /// A fork's parent session (a copy in this home), until the first turn forks it.
     fork_from: Option<PathBuf>,
+    /// The skill folders given to the agent (in its home): pi loads these and no others.
+    skills: Vec<PathBuf>,
 }
 
 impl Pi {
     pub fn new(home: &Path) -> Pi {
-        Pi { file: session_dir(home).join("session.jsonl"), fork_from: None }
+        Pi { file: session_dir(home).join("session.jsonl"), fork_from: None, skills: Vec::new() }
     }
 }
 
@@ -63,6 +65,18 @@ fn model_args(cfg: &CliConfig, info: &AgentInfo) -> Vec<String> {
     }
     if let Some(i) = &info.instructions {
         args.extend(["--append-system-prompt".into(), i.clone()]);
+    }
+    args
+}
+
+/// `--no-skills --skill <dir>...` when the agent was given skills: pi loads exactly those.
+fn skill_args(skills: &[PathBuf]) -> Vec<String> {
+    if skills.is_empty() {
+        return Vec::new();
+    }
+    let mut args = vec!["--no-skills".to_string()];
+    for d in skills {
+        args.extend(["--skill".into(), d.display().to_string()]);
     }
     args
 }
@@ -106,6 +120,7 @@ impl super::Cli for Pi {
     fn turn(&self, home: &Path, cfg: &CliConfig, info: &AgentInfo, prompt: &str) -> Invocation {
         let mut args: Vec<String> = ["-p", "--mode", "json"].map(String::from).to_vec();
         args.extend(model_args(cfg, info));
+        args.extend(skill_args(&self.skills));
         match &self.fork_from {
             Some(parent) => {
                 args.extend(["--fork".into(), parent.display().to_string()]);
@@ -187,8 +202,49 @@ impl super::Cli for Pi {
         }
     }
 
-    fn fork(&self, _home: &Path, child_home: &Path) -> Result<Box<dyn super::Cli>, String> {
+    fn adopt(&mut self, home: &Path, _cwd: &Path, fork: &super::caller::CallerFork) -> Result<(), String> {
+        let dir = session_dir(home);
+        crate::record::private::create_dir(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        let to = dir.join(format!("caller-{}.jsonl", fork.id));
+        crate::record::private::copy(&fork.transcript, &to)
+            .map_err(|e| format!("cannot copy the caller's session {}: {e}", fork.transcript.display()))?;
+        self.fork_from = Some(to);
+        Ok(())
+    }
+
+    fn probe(&self, home: &Path) -> Option<super::caller::CallerProbe> {
+        let (home, file) = (home.to_path_buf(), self.file.clone());
+        Some(std::sync::Arc::new(move || {
+            // A fork's first turn writes its session in `forked/` until it ends.
+            let session = super::caller::pi_header_id(&file).or_else(|| {
+                let forked = std::fs::read_dir(session_dir(&home).join("forked")).ok()?;
+                let newest = forked
+                    .filter_map(Result::ok)
+                    .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
+                    .max()
+                    .map(|(_, p)| p)?;
+                super::caller::pi_header_id(&newest)
+            });
+            crate::run::caller::Caller {
+                harness: crate::config::HarnessKind::Pi,
+                session,
+                home: Some(home.clone()),
+                run: None,
+                agent: None,
+            }
+        }))
+    }
+
+    fn skills(&mut self, dirs: &[PathBuf]) -> Result<(), String> {
+        self.skills = dirs.to_vec();
+        Ok(())
+    }
+
+    fn fork(&self, home: &Path, child_home: &Path) -> Result<Box<dyn super::Cli>, String> {
         let mut child = Pi::new(child_home);
+        // The home's copy holds the skills too: the fork names its own copies.
+        child.skills =
+            self.skills.iter().map(|d| d.strip_prefix(home).map(|r| child_home.join(r)).unwrap_or(d.clone())).collect();
         // The copied home holds this session at the child's own session path: it becomes the
         // fork's source, and the child's first turn forks it into a session of its own.
         let copied = child.file.clone();
@@ -209,6 +265,7 @@ impl super::Cli for Pi {
         }
         let mut args: Vec<String> = ["--mode", "rpc"].map(String::from).to_vec();
         args.extend(model_args(cfg, info));
+        args.extend(skill_args(&self.skills));
         args.extend(["--session".into(), self.file.display().to_string()]);
         args.extend(cfg.args.iter().cloned());
         let command = json!({ "type": "compact", "customInstructions": prompt, "id": COMPACT_ID });

@@ -86,6 +86,24 @@ impl CliSession {
         }
     }
 
+    /// Copies the agent's skills into its home, where its CLI looks for them, and records them.
+    pub fn with_skills(mut self, skills: &[super::skills::Skill]) -> Result<Self, String> {
+        if skills.is_empty() {
+            return Ok(self);
+        }
+        let dirs = super::skills::install(skills, &self.home, &self.agent_dir)?;
+        self.cli.skills(&dirs)?;
+        Ok(self)
+    }
+
+    /// Makes the first turn fork the caller's session, when there is one to fork.
+    pub fn forking(mut self, fork: Option<&super::caller::CallerFork>) -> Result<Self, String> {
+        let Some(fork) = fork else { return Ok(self) };
+        self.cli.adopt(&self.home, &self.cwd, fork)?;
+        self.forked_from = Some(fork.id.clone());
+        Ok(self)
+    }
+
     /// Runs the CLI inside `sandbox` (the agent's seat in it, whose home is this session's home).
     pub fn sandboxed(self, sandbox: Option<Sandbox>) -> Self {
         CliSession { sandbox, ..self }
@@ -198,6 +216,10 @@ impl Session for CliSession {
     fn session_ref(&self) -> Option<crate::harness::SessionRef> {
         let id = self.session_id.clone()?;
         Some(crate::harness::SessionRef { id, forked_from: self.forked_from.clone() })
+    }
+
+    fn caller_probe(&self) -> Option<super::caller::CallerProbe> {
+        self.cli.probe(&self.home)
     }
 
     fn turn(&mut self, input: TurnInput) -> BoxFuture<'_, TurnReport> {

@@ -100,8 +100,10 @@ const OPEN: &str = "Opens an agent (or returns the one open under this key with 
 runtime; `instructions` (its system prompt); `cwd`; `sandbox` (a name from `[sandboxes]` or an inline
 policy); `labels` (a map shown in records); `timeout_ms` or `deadline` (Unix ms) for each of its
 operations; `councils` (`true`, or a list of strategy names: the councils it may convene from its
-turns, none by default). Opening a key again with a different runtime, cwd, instructions or sandbox
-is an error.";
+turns, none by default); `skills` (a list of skill folders, each holding `SKILL.md`, relative to
+the script's folder: copied into a `claude` or `pi` agent's home, where its CLI loads them and no
+others; other harnesses refuse them). Opening a key again with a different runtime, cwd,
+instructions, sandbox or skills is an error.";
 const STOP: &str = "Stops the agent with this key: its running operation settles `cancelled`, its process ends.
 Returns whether an agent was open under the key.";
 const AGENT_USAGE: &str = "What all of this agent's operations spent (turns, message operations, compactions):
@@ -131,7 +133,7 @@ fn open(nc: NativeCallContext, a: &mut Agents, spec: Map) -> RResult<AgentHandle
     Ok(AgentHandle { host: a.0.clone(), agent })
 }
 
-fn parse_spec(spec: &Map) -> Result<OpenRequest, String> {
+pub(super) fn parse_spec(spec: &Map) -> Result<OpenRequest, String> {
     let f = Fields { map: spec, what: "agent spec" };
     f.check_known(&[
         "key",
@@ -143,6 +145,7 @@ fn parse_spec(spec: &Map) -> Result<OpenRequest, String> {
         "timeout_ms",
         "deadline",
         "councils",
+        "skills",
     ])?;
     let key = f.string("key")?.ok_or("agent spec needs `key` (a string unique in the run)")?;
     let runtime = match f.get("runtime") {
@@ -167,7 +170,25 @@ fn parse_spec(spec: &Map) -> Result<OpenRequest, String> {
         timeout_ms,
         deadline_ms,
         councils: parse_councils(f.get("councils").cloned())?,
+        skills: parse_skills(f.get("skills"))?,
+        fork_caller: None,
     })
+}
+
+/// `skills`: a list of skill folder paths (strings).
+fn parse_skills(v: Option<&Dynamic>) -> Result<Vec<PathBuf>, String> {
+    let Some(v) = v else { return Ok(Vec::new()) };
+    if !v.is_array() {
+        return Err(format!("`skills` must be a list of skill folder paths, got {}", v.type_name()));
+    }
+    let mut out = Vec::new();
+    for item in v.clone().cast::<rhai::Array>() {
+        match item.into_immutable_string() {
+            Ok(s) if !s.trim().is_empty() => out.push(PathBuf::from(s.trim())),
+            _ => return Err("`skills` must list skill folder paths (non-empty strings)".into()),
+        }
+    }
+    Ok(out)
 }
 
 /// `councils`: `true` (every strategy in the catalog), `false`, or a list of strategy names.

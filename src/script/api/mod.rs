@@ -2,6 +2,7 @@
 //! registration of every method. One file per namespace; shared argument helpers live here.
 
 mod agents;
+mod caller;
 mod checkpoint;
 mod ctx;
 pub mod doc;
@@ -74,6 +75,7 @@ pub fn register(engine: &mut Engine) {
     ctx::register(engine);
     checkpoint::register(engine);
     agents::register(engine);
+    caller::register(engine);
     parallel::register(engine);
     stage::register(engine);
 }

@@ -1,0 +1,36 @@
+//! `ctx.agents.fork_caller(spec)` in the book: an agent of the run whose first turn forks the
+//! run's calling session, or the reason it cannot be (no caller, another harness, no session).
+
+use super::{Agent, AgentBook, OpenRequest};
+use std::sync::Arc;
+
+impl AgentBook {
+    /// Opens `req` as a fork of the run's caller: `Ok(Err(why))` when the caller cannot be forked
+    /// into it; `Err` for a spec that cannot open at all.
+    pub fn fork_caller(&self, mut req: OpenRequest) -> Result<Result<Arc<Agent>, String>, String> {
+        if !self.key_free(&req.key) {
+            return Err(format!(
+                "agent {}: the key is already open in this run (a caller's fork needs a new key)",
+                req.key
+            ));
+        }
+        let Some(caller) = self.run.caller() else {
+            return Ok(Err("this run has no caller: start it with `awf script run --caller HARNESS:SESSION`, \
+                           or convene it with `wf council` from a claude or pi agent"
+                .into()));
+        };
+        let runtime = self.runtime(&req.runtime)?;
+        if runtime.harness != caller.harness {
+            return Ok(Err(format!(
+                "the caller's session is a {} session and agent {} would run on {}: a session forks only into its own harness",
+                caller.harness, req.key, runtime.harness
+            )));
+        }
+        let fork = match crate::harness::cli::caller::locate(&caller) {
+            Ok(f) => f,
+            Err(why) => return Ok(Err(why)),
+        };
+        req.fork_caller = Some(fork);
+        self.open(req).map(Ok)
+    }
+}

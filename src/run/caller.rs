@@ -1,0 +1,66 @@
+//! The calling session of a run: the agent CLI session the run was started from (`--caller
+//! HARNESS:SESSION`, or the agent that convened a council with `wf council`). Recorded in
+//! `run.json` as `caller`; `ctx.agents.caller()` shows it and `ctx.agents.fork_caller(spec)` forks it.
+
+use crate::config::HarnessKind;
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+
+/// A run's calling session.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Caller {
+    pub harness: HarnessKind,
+    /// The CLI's own session id; `None` when the caller had none yet.
+    pub session: Option<String>,
+    /// The CLI's config folder holding its sessions (`CLAUDE_CONFIG_DIR`, `PI_CODING_AGENT_DIR`);
+    /// `None`: the operator's (the variable, else `~/.claude` or `~/.pi/agent`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub home: Option<PathBuf>,
+    /// For a council convened from a turn: the parent run and the calling agent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
+}
+
+impl Caller {
+    /// `HARNESS:SESSION` (`claude:<session id>`, `pi:<session id>`), as `--caller` takes it.
+    pub fn parse(text: &str) -> Result<Caller, String> {
+        let (harness, session) = text
+            .split_once(':')
+            .ok_or_else(|| format!("`{text}` is not HARNESS:SESSION (e.g. claude:<session id>)"))?;
+        let harness = match harness.trim() {
+            "claude" => HarnessKind::Claude,
+            "codex" => HarnessKind::Codex,
+            "pi" => HarnessKind::Pi,
+            other => {
+                return Err(format!(
+                    "`{other}` is not an agent CLI harness: a caller's session is a claude, codex or pi session"
+                ))
+            }
+        };
+        let session = session.trim();
+        if session.is_empty() {
+            return Err(format!("`{text}` names no session: give the {harness} session id after the colon"));
+        }
+        if session.contains('/') || session.starts_with('.') {
+            return Err(format!("`{session}` is not a session id"));
+        }
+        Ok(Caller { harness, session: Some(session.to_string()), home: None, run: None, agent: None })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_flag_names_a_cli_and_a_session() {
+        let c = Caller::parse("claude:abc-123").expect("parse");
+        assert_eq!((c.harness, c.session.as_deref()), (HarnessKind::Claude, Some("abc-123")));
+        assert!(Caller::parse("claude").expect_err("no colon").contains("HARNESS:SESSION"));
+        assert!(Caller::parse("claude: ").expect_err("empty").contains("names no session"));
+        assert!(Caller::parse("openai:x").expect_err("http").contains("not an agent CLI harness"));
+        assert!(Caller::parse("pi:../x").expect_err("path").contains("not a session id"));
+    }
+}
