@@ -205,6 +205,21 @@ let f = ctx.agents.fork_caller(#{ key: "f" });
 }
 
 #[test]
+fn a_resumed_run_keeps_its_caller() {
+    let env = Env::new();
+    env.with_responder("fn respond(turn) { #{ answer: \"x\" } }");
+    let home = claude_home(&env);
+    let script = r#"if ctx.attempt == 1 { throw "first attempt fails"; }
+let c = ctx.agents.caller();
+#{ harness: c.harness, session: c.session, attempt: ctx.attempt }"#;
+    env.run(script, &["--caller", "claude:abc", "--caller-home", &home]).expect_code(1);
+    let out = env.awf(&["runs", "resume", &env.run_id()]);
+    out.expect_code(0);
+    assert_eq!(out.json(), json!({ "harness": "claude", "session": "abc", "attempt": 2 }));
+    assert_eq!(env.run_json()["caller"]["session"], "abc");
+}
+
+#[test]
 fn without_a_caller_fork_caller_is_unit_with_the_reason() {
     let env = Env::new();
     env.with_responder("fn respond(turn) { #{ answer: \"x\" } }");
