@@ -10,75 +10,11 @@ mod common;
 #[path = "common/fake_model.rs"]
 mod fake_model;
 
+use common::cli::{installed, rerun_in_netns, runtime, OPERATOR_VARS};
 use common::{read_jsonl, Env, Out};
 use fake_model::{FakeModel, Reply};
 use serde_json::{json, Value};
-use std::process::{Command, Stdio};
-
-/// Set inside the network namespace, so that the re-run does not re-run itself.
-const IN_NETNS: &str = "AWF_TEST_IN_NETNS";
-
-/// Whether `cli` runs here (a test that needs it fails when it does not).
-fn installed(cli: &str, test: &str) -> bool {
-    let ok = Command::new(cli)
-        .arg("--version")
-        .env("PI_OFFLINE", "1")
-        .stdin(Stdio::null())
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        // These tests are #[ignore]d: they run only when asked for (`.ci/test` installs the CLIs
-        // first), and then a missing CLI is a failure, never a quiet pass.
-        panic!("{test}: `{cli}` is not installed (.ci/setup installs the version pinned in src/harness/cli/mod.rs)");
-    }
-    ok
-}
-
-/// Whether a loopback-only network namespace can be made here.
-fn netns_available() -> bool {
-    Command::new("unshare")
-        .args(["-n", "--", "sh", "-c", "ip link set lo up"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
-/// Runs `test` again, alone, in a loopback-only network namespace; true when it did (the caller
-/// then returns: the re-run did the work). False when already inside one, or when none can be made.
-fn rerun_in_netns(test: &str) -> bool {
-    if std::env::var_os(IN_NETNS).is_some() {
-        return false;
-    }
-    if !netns_available() {
-        eprintln!("{test}: no network namespace here (unshare -n needs root): running against 127.0.0.1 only");
-        return false;
-    }
-    let exe = std::env::current_exe().expect("test binary");
-    let out = Command::new("unshare")
-        .args(["-n", "--", "sh", "-c", "ip link set lo up && exec \"$0\" \"$@\""])
-        .arg(&exe)
-        .args([test, "--exact", "--include-ignored", "--nocapture", "--test-threads=1"])
-        .env(IN_NETNS, "1")
-        .stdin(Stdio::null())
-        .output()
-        .expect("run the test in a network namespace");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    eprintln!("--- {test}, re-run in a loopback-only network namespace:\n{stdout}\n{stderr}");
-    assert!(out.status.success(), "{test} failed in the network namespace");
-    assert!(stdout.contains("1 passed"), "{test} did not run in the network namespace");
-    true
-}
-
-/// The runtime table for `cli` against the fake (or any base URL).
-fn runtime(cli: &str, base: &str) -> String {
-    match cli {
-        "claude" => format!("harness = \"claude\"\nmodel = \"claude-sonnet-4-5\"\nbase_url = \"{base}\"\n"),
-        _ => format!("harness = \"{cli}\"\nmodel = \"fake-model\"\nbase_url = \"{base}/v1\"\n"),
-    }
-}
+use std::process::Stdio;
 
 /// A working folder with `awf.toml` whose default runtime is `cli` at `base`, and a home of its
 /// own for the operator (no credentials of the machine's are read or written).
@@ -110,17 +46,7 @@ fn run_as(env: &Env, script: &str, home: &std::path::Path) -> Out {
     env.write("wf.rhai", script);
     let mut cmd = common::command(env.path(), &["script", "run", "wf.rhai"]);
     cmd.env("HOME", home);
-    for var in [
-        "CLAUDE_CONFIG_DIR",
-        "CODEX_HOME",
-        "PI_CODING_AGENT_DIR",
-        "ANTHROPIC_API_KEY",
-        "ANTHROPIC_AUTH_TOKEN",
-        "ANTHROPIC_BASE_URL",
-        "OPENAI_API_KEY",
-        "OPENAI_BASE_URL",
-        "CLAUDECODE",
-    ] {
+    for var in OPERATOR_VARS {
         cmd.env_remove(var);
     }
     let child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn awf");

@@ -322,24 +322,12 @@ fn a_councils_deadline_is_the_calling_operations() {
 /// launcher from its shell tool and answers with the council's output.
 fn a_cli_convenes_magi_from_its_turn(cli: &str) {
     use fake_model::{FakeModel, Reply};
-    let ok = std::process::Command::new(cli)
-        .arg("--version")
-        .env("PI_OFFLINE", "1")
-        .stdin(std::process::Stdio::null())
-        .output()
-        .is_ok_and(|o| o.status.success());
-    assert!(ok, "`{cli}` is not installed (.ci/setup installs the pinned version)");
+    common::cli::installed(cli, "a_cli_convenes_magi_from_its_turn");
     let convene = r#"printf '%s' '{"task":"Ship on Friday?","reflect":false}' | {launcher} council magi | python3 -c 'import json,sys; print(json.dumps({"verdict": sys.stdin.read().strip()}))' | {launcher} result {op}"#;
     let server = FakeModel::start_cli(vec![Reply::shell(convene)]);
     let env = Env::new();
     env.write("responder.rhai", RESPONDER);
-    let runtime = match cli {
-        "claude" => format!(
-            "harness = \"claude\"\nmodel = \"claude-sonnet-4-5\"\nbase_url = \"{}\"\nargs = [\"--max-turns\", \"7\"]\n",
-            server.base()
-        ),
-        _ => format!("harness = \"{cli}\"\nmodel = \"fake-model\"\nbase_url = \"{}/v1\"\n", server.base()),
-    };
+    let runtime = common::cli::runtime(cli, &server.base());
     env.write(
         "awf.toml",
         &format!(
@@ -355,17 +343,7 @@ boss.ask("Decide; convene magi.", #{ type: "object", properties: #{ verdict: #{ 
     );
     let mut cmd = common::command(env.path(), &["script", "run", "wf.rhai", "--json"]);
     cmd.env("HOME", env.path().join("operator-home"));
-    for var in [
-        "CLAUDE_CONFIG_DIR",
-        "CODEX_HOME",
-        "PI_CODING_AGENT_DIR",
-        "ANTHROPIC_API_KEY",
-        "ANTHROPIC_AUTH_TOKEN",
-        "ANTHROPIC_BASE_URL",
-        "OPENAI_API_KEY",
-        "OPENAI_BASE_URL",
-        "CLAUDECODE",
-    ] {
+    for var in common::cli::OPERATOR_VARS {
         cmd.env_remove(var);
     }
     let child = cmd.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().expect("awf");
