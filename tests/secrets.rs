@@ -127,6 +127,18 @@ fn an_error_body_echoing_the_key_is_scrubbed_from_records_and_output() {
     }
 }
 
+/// Runs `wf.rhai` with `DEPLOY_TOKEN` (a secret-looking name) set to `token`.
+fn run_with_token(env: &Env, token: &str) -> Out {
+    wait_with_timeout(
+        command(env.path(), &["script", "run", "wf.rhai"])
+            .env("DEPLOY_TOKEN", token)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn awf"),
+    )
+}
+
 #[test]
 fn a_stderr_tail_with_a_secret_looking_variable_is_scrubbed() {
     let env = Env::new();
@@ -137,14 +149,7 @@ let o = a.run(#{ prompt: "go" });
 o.reason
 "#;
     env.write("wf.rhai", script);
-    let out = wait_with_timeout(
-        command(env.path(), &["script", "run", "wf.rhai"])
-            .env("DEPLOY_TOKEN", &token)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn awf"),
-    );
+    let out = run_with_token(&env, &token);
     out.expect_code(0);
     assert_nowhere(&env, &out, &token);
     out.stdout_has("auth failed for [redacted]");
@@ -176,14 +181,7 @@ fn an_agent_printing_its_key_leaves_it_in_no_file_of_the_run() {
         "let a = ctx.agents.open(#{{ key: \"leaky\", runtime: #{{ harness: \"command\", command: [\"sh\", \"-c\", {program:?}] }} }});\nlet o = a.run(#{{ prompt: \"go\" }});\no.status\n"
     );
     env.write("wf.rhai", &script);
-    let out = wait_with_timeout(
-        command(env.path(), &["script", "run", "wf.rhai"])
-            .env("DEPLOY_TOKEN", &token)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn awf"),
-    );
+    let out = run_with_token(&env, &token);
     out.expect_code(0);
     assert_nowhere(&env, &out, &token);
     assert_eq!(files_holding(&env.run_dir(), &token), Vec::<std::path::PathBuf>::new(), "the key reached the disk");
