@@ -24,6 +24,7 @@ const SECTIONS: &[(&str, &str, &str)] = &[
     ("agents", "ctx.agents", "`ctx.agents`"),
     ("messages", "ctx.messages", "`ctx.messages`"),
     ("agent", "a", "`Agent`: a handle `ctx.agents.open` returns"),
+    ("caller", "c", "`Caller`: the run's calling session, as `ctx.agents.caller()` returns it"),
 ];
 
 /// An engine holding only the host API (no standard library), for documentation.

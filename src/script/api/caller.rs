@@ -41,7 +41,7 @@ pub fn register(engine: &mut Engine) {
             move |c: &mut CallerHandle| opt(c.0.home.as_ref().map(|h| h.display().to_string())),
         );
     }
-    for form in ["get run(caller)", "run(caller)"] {
+    for form in ["get parent_run(caller)", "parent_run(caller)"] {
         def(
             engine,
             form,
@@ -73,7 +73,7 @@ pub fn register(engine: &mut Engine) {
 
 const CALLER: &str = "The run's calling session (`awf script run --caller HARNESS:SESSION`, or the agent that convened
 this council with `wf council`), or `()` when the run has none. Facts: `harness`, `session`, `home`,
-and for a council convened from a turn `run` and `agent`. A turn on it is refused: fork it with
+and for a council convened from a turn `parent_run` and `agent`. A turn on it is refused: fork it with
 `ctx.agents.fork_caller(spec)`.";
 const FORK_CALLER: &str = "Opens a new agent (`spec` as for `open`, with a new key) whose first turn forks the caller's
 session: it starts with the caller's whole conversation (claude and pi). Returns `()` when the
