@@ -141,7 +141,8 @@
 //!   operations, and a `Command` carried out against it, with the same `Response` and events for
 //!   the socket and the HTTP `wf_*` tools), `messenger.rs` (the `Messenger` trait, errors typed
 //!   `Refused | Failed`), `operator.rs` (`wf ask-operator`: an agent's question to the operator,
-//!   keyed by agent, op and count), `convene.rs` (an agent's council grant, the `Convener` trait the council
+//!   keyed by agent, op and count; only with the agent spec's `operator: true` grant, and the
+//!   prompt text saying how), `convene.rs` (an agent's council grant, the `Convener` trait the council
 //!   layer implements, the prompt text on convening), `server.rs` (one agent's socket and launcher), `peer.rs`
 //!   (which processes a socket serves: its agent's running turns).
 //! - `sandbox/`: where a program agent (`command`, `claude`, `codex`, `pi`) runs confined, as data

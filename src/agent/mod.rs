@@ -47,6 +47,8 @@ pub struct OpenRequest {
     pub deadline_ms: Option<i64>,
     /// The councils the agent may convene from its turns (`wf council`).
     pub councils: crate::control::convene::Grant,
+    /// Whether the agent may ask the operator from its turns (`wf ask-operator`, agent spec `operator`).
+    pub operator: bool,
 }
 
 pub struct Agent {

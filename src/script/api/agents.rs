@@ -100,8 +100,9 @@ const OPEN: &str = "Opens an agent (or returns the one open under this key with 
 runtime; `instructions` (its system prompt); `cwd`; `sandbox` (a name from `[sandboxes]` or an inline
 policy); `labels` (a map shown in records); `timeout_ms` or `deadline` (Unix ms) for each of its
 operations; `councils` (`true`, or a list of strategy names: the councils it may convene from its
-turns, none by default). Opening a key again with a different runtime, cwd, instructions or sandbox
-is an error.";
+turns, none by default); `operator` (`true`: it may ask the operator from its turns, with
+`wf ask-operator` or the `wf_ask_operator` tool; `false` by default). Opening a key again with a
+different runtime, cwd, instructions or sandbox is an error.";
 const STOP: &str = "Stops the agent with this key: its running operation settles `cancelled`, its process ends.
 Returns whether an agent was open under the key.";
 const AGENT_USAGE: &str = "What all of this agent's operations spent (turns, message operations, compactions):
@@ -143,6 +144,7 @@ fn parse_spec(spec: &Map) -> Result<OpenRequest, String> {
         "timeout_ms",
         "deadline",
         "councils",
+        "operator",
     ])?;
     let key = f.string("key")?.ok_or("agent spec needs `key` (a string unique in the run)")?;
     let runtime = match f.get("runtime") {
@@ -167,6 +169,10 @@ fn parse_spec(spec: &Map) -> Result<OpenRequest, String> {
         timeout_ms,
         deadline_ms,
         councils: parse_councils(f.get("councils").cloned())?,
+        operator: match f.get("operator") {
+            None => false,
+            Some(v) => v.as_bool().map_err(|t| format!("`operator` must be true or false, got {t}"))?,
+        },
     })
 }
 
