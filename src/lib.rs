@@ -55,7 +55,7 @@
 //!   tool error with the command line's text; `tools.rs` the names, schemas and arguments;
 //!   `launch.rs` runs started with `--detach` and stopped with `runs stop`, as processes of their
 //!   own; `runs.rs` a run read back from its folder through `listing.rs`; `wait.rs` waiting up to
-//!   `wait_s`, progress from `events.jsonl`), `scripts.rs` (which workflow a client of `serve` or
+//!   `wait_s`, progress from `events.jsonl` after a cursor (`since`), the cursor reached returned), `scripts.rs` (which workflow a client of `serve` or
 //!   `mcp` may name).
 //! - `script/`: the script host, **the only module that names rhai**. `engine.rs` (the one engine
 //!   builder: limits, no `eval`, `sleep` replaced, print/debug to the run log, `ctx`/`args` via
