@@ -1,7 +1,8 @@
 //! Who may ask the operator from a turn: only an agent opened with `operator: true`. Without the
 //! grant `wf ask-operator` is refused (a `control-refused` event, the run never parks) and an HTTP
 //! agent is not offered `wf_ask_operator`; with it, an HTTP agent asks through that tool, the run
-//! parks `waiting` until `awf runs answer`, and the tool result carries the answer.
+//! parks `waiting` until `awf runs answer`, and the tool result carries the answer; the op's
+//! deadline ends the wait.
 
 mod common;
 #[path = "common/fake_model.rs"]
@@ -103,4 +104,22 @@ fn an_http_agent_asks_through_the_wf_ask_operator_tool() {
     let answer: Value = serde_json::from_str(tool_result["content"].as_str().unwrap_or_default()).expect("JSON");
     assert_eq!(answer, json!({ "colour": "teal" }), "the tool result is the operator's answer");
     assert_eq!(env.events_of("checkpoint-answered").len(), 1);
+}
+
+#[test]
+fn an_http_agents_ask_ends_with_its_operations_deadline() {
+    let server = FakeModel::start(vec![
+        Reply::tool("wf_ask_operator", json!({ "question": "Anyone there?" })),
+        Reply::result(json!({ "value": "late" })),
+    ]);
+    let env = http_env(&server);
+    let out = env.run(
+        r#"ctx.agents.open(#{ key: "agent", operator: true }).turn(#{ prompt: "Ask.", timeout_ms: 500 }).kind"#,
+        &[],
+    );
+    out.expect_code(0);
+    assert_eq!(out.stdout.trim(), "timed-out");
+    assert_eq!(env.events_of("checkpoint-asked").len(), 1);
+    assert!(env.events_of("checkpoint-answered").is_empty());
+    assert!(env.run_json().get("waiting").is_none(), "the ask closed with its operation");
 }
