@@ -55,7 +55,7 @@
 //!   tool error with the command line's text; `tools.rs` the names, schemas and arguments;
 //!   `launch.rs` runs started with `--detach` and stopped with `runs stop`, as processes of their
 //!   own; `runs.rs` a run read back from its folder through `listing.rs`; `wait.rs` waiting up to
-//!   `wait_s`, progress from `events.jsonl`), `scripts.rs` (which workflow a client of `serve` or
+//!   `wait_s`, progress from `events.jsonl` after a cursor (`since`), the cursor reached returned), `scripts.rs` (which workflow a client of `serve` or
 //!   `mcp` may name).
 //! - `script/`: the script host, **the only module that names rhai**. `engine.rs` (the one engine
 //!   builder: limits, no `eval`, `sleep` replaced, print/debug to the run log, `ctx`/`args` via
@@ -145,7 +145,8 @@
 //!   operations, and a `Command` carried out against it, with the same `Response` and events for
 //!   the socket and the HTTP `wf_*` tools), `messenger.rs` (the `Messenger` trait, errors typed
 //!   `Refused | Failed`), `operator.rs` (`wf ask-operator`: an agent's question to the operator,
-//!   keyed by agent, op and count), `convene.rs` (an agent's council grant, the `Convener` trait the council
+//!   keyed by agent, op and count; only with the agent spec's `operator: true` grant, and the
+//!   prompt text saying how), `convene.rs` (an agent's council grant, the `Convener` trait the council
 //!   layer implements, the prompt text on convening), `server.rs` (one agent's socket and launcher), `peer.rs`
 //!   (which processes a socket serves: its agent's running turns).
 //! - `sandbox/`: where a program agent (`command`, `claude`, `codex`, `pi`) runs confined, as data

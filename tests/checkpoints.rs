@@ -227,7 +227,7 @@ fn an_agent_asks_the_operator_from_its_turn() {
     env.write(
         "asker.sh",
         r#"#!/bin/sh
-cat > /dev/null
+cat > prompt.txt
 answer=$("$AWF_LAUNCHER" ask-operator "Which colour?") || exit 9
 printf '{"verdict":%s}' "$answer" | "$AWF_LAUNCHER" result "$AWF_OP"
 "#,
@@ -235,7 +235,7 @@ printf '{"verdict":%s}' "$answer" | "$AWF_LAUNCHER" result "$AWF_OP"
     env.write(
         "wf.rhai",
         r#"
-let a = ctx.agents.open(#{ key: "agent", runtime: #{ harness: "command", command: ["sh", "asker.sh"] } });
+let a = ctx.agents.open(#{ key: "agent", operator: true, runtime: #{ harness: "command", command: ["sh", "asker.sh"] } });
 let o = a.run(#{ prompt: "Pick a colour.", schema: #{ type: "object", properties: #{ verdict: #{ type: "string" } }, required: ["verdict"] } });
 o.value.verdict
 "#,
@@ -257,6 +257,9 @@ o.value.verdict
     assert_eq!(asked.len(), 1);
     assert_eq!(asked[0]["data"]["agent"], "agent");
     assert!(asked[0]["data"]["key"].as_str().is_some_and(|k| k.starts_with("agent/") && k.ends_with("/ask-1")));
+    // Granted the operator, the agent was told how to ask.
+    let prompt = std::fs::read_to_string(env.path().join("prompt.txt")).expect("the prompt");
+    assert!(prompt.contains("ask-operator \"<question>\""), "{prompt}");
 }
 
 #[test]
@@ -420,7 +423,7 @@ sleep 5
     env.write(
         "wf.rhai",
         r#"
-let a = ctx.agents.open(#{ key: "agent", runtime: #{ harness: "command", command: ["sh", "asker.sh"] } });
+let a = ctx.agents.open(#{ key: "agent", operator: true, runtime: #{ harness: "command", command: ["sh", "asker.sh"] } });
 let o = a.run(#{ prompt: "Ask.", schema: #{ type: "string" }, timeout_ms: 500 });
 o.kind
 "#,

@@ -339,7 +339,7 @@ fn sdk_over_streamable_http_on_serve_runs_magi_behind_the_servers_token() {
         &[("MCP_HTTP_URL", &url), ("MCP_HTTP_TOKEN", &server.token)],
     );
     assert_eq!(report["server"], "awf");
-    assert_eq!(report["tools"].as_array().map(Vec::len), Some(7), "{report}");
+    assert_eq!(report["tools"].as_array().map(Vec::len), Some(8), "{report}");
     let council = &report["calls"][0];
     assert_eq!(council["is_error"], false, "{council}");
     assert!(council["text"].as_str().unwrap_or("").starts_with("Ruling: yes\n"), "{council}");
@@ -348,4 +348,107 @@ fn sdk_over_streamable_http_on_serve_runs_magi_behind_the_servers_token() {
     let headers = [("Host", host.as_str()), ("Authorization", "Bearer wrong-token-0123456789")];
     let (status, _) = server.send("POST", "/mcp", &headers, Some(&json!({})));
     assert_eq!(status, 401);
+}
+
+/// A raw MCP client on `awf mcp`'s stdio that collects the progress sent before each reply.
+struct Raw {
+    child: std::process::Child,
+    stdin: std::process::ChildStdin,
+    lines: mpsc::Receiver<String>,
+    next: u64,
+}
+
+impl Raw {
+    fn start(env: &Env) -> Raw {
+        let mut child =
+            common::command(env.path(), &["mcp"]).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().expect("spawn");
+        let stdin = child.stdin.take().expect("stdin");
+        let stdout = child.stdout.take().expect("stdout");
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        let mut raw = Raw { child, stdin, lines, next: 0 };
+        let client = json!({ "name": "raw", "version": "0" });
+        raw.rpc("initialize", json!({ "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": client }));
+        send(&mut raw.stdin, json!({ "jsonrpc": "2.0", "method": "notifications/initialized" }));
+        raw
+    }
+
+    /// The call's result and the progress messages sent for it.
+    fn rpc(&mut self, method: &str, params: Value) -> (Value, Vec<String>) {
+        self.next += 1;
+        let id = self.next;
+        send(&mut self.stdin, json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params }));
+        let mut progress = Vec::new();
+        loop {
+            let line = self.lines.recv_timeout(common::TIMEOUT).expect("a reply within the timeout");
+            let v: Value = serde_json::from_str(&line).expect("JSON-RPC line");
+            if v["method"] == "notifications/progress" && v["params"]["progressToken"] == format!("p{id}") {
+                progress.push(v["params"]["message"].as_str().unwrap_or_default().to_string());
+            }
+            if v["id"] == id {
+                return (v["result"].clone(), progress);
+            }
+        }
+    }
+
+    /// A tool call with a progress token.
+    fn call(&mut self, tool: &str, arguments: Value) -> (Value, Vec<String>) {
+        let token = format!("p{}", self.next + 1);
+        self.rpc("tools/call", json!({ "name": tool, "arguments": arguments, "_meta": { "progressToken": token } }))
+    }
+}
+
+#[test]
+fn run_wait_from_a_cursor_sends_no_progress_twice() {
+    let env = Env::new();
+    env.write(
+        "wf.rhai",
+        r#"ctx.stage("one", || { ctx.log("one"); });
+let a = ctx.checkpoint("Go on?", #{ type: "boolean" }, #{ timeout_ms: 60000 });
+ctx.stage("two", || { ctx.log("two"); });
+a"#,
+    );
+    let mut mcp = Raw::start(&env);
+    let (started, _) = mcp.call("run_workflow", json!({ "script": "wf.rhai", "wait_s": 30 }));
+    let id = started["structuredContent"]["run_id"].as_str().expect("a run id").to_string();
+    assert_eq!(started["structuredContent"]["status"], "waiting", "{started}");
+    // The first wait, from the start, sees everything so far.
+    let (first, first_lines) = mcp.call("run_wait", json!({ "run_id": id, "wait_s": 30 }));
+    assert!(first_lines.contains(&"stage one started".to_string()), "{first_lines:?}");
+    let mut cursor = first["structuredContent"]["cursor"].as_u64().expect("a cursor");
+    assert!(cursor > 0, "{first}");
+    // Bad cursors are refused, naming the argument.
+    for bad in [json!(1), json!("x"), json!(cursor + 1_000_000)] {
+        let (refused, _) = mcp.call("run_wait", json!({ "run_id": id, "since": bad, "wait_s": 0 }));
+        assert_eq!(refused["isError"], true, "{refused}");
+        assert!(refused["content"][0]["text"].as_str().is_some_and(|t| t.contains("\"since\"")), "{refused}");
+    }
+    let (answered, _) = mcp.call("run_answer", json!({ "run_id": id, "value": true }));
+    assert_eq!(answered["isError"], false, "{answered}");
+    // Waits in chunks, each from the last cursor, until the run ends.
+    let mut later = Vec::new();
+    let mut last = json!(null);
+    for _ in 0..50 {
+        let (waited, lines) = mcp.call("run_wait", json!({ "run_id": id, "since": cursor, "wait_s": 1 }));
+        later.extend(lines);
+        cursor = waited["structuredContent"]["cursor"].as_u64().expect("a cursor");
+        last = waited;
+        if last["structuredContent"]["status"] == "succeeded" {
+            break;
+        }
+    }
+    assert_eq!(last["structuredContent"]["status"], "succeeded", "{last}");
+    assert_eq!(later.last().map(String::as_str), Some("run succeeded"), "{later:?}");
+    assert!(later.contains(&"stage two started".to_string()), "{later:?}");
+    for line in &later {
+        assert!(!first_lines.contains(line), "{line:?} was sent twice: first {first_lines:?}, then {later:?}");
+    }
+    let distinct: std::collections::HashSet<&String> = later.iter().collect();
+    assert_eq!(distinct.len(), later.len(), "no line repeats between the chunks: {later:?}");
+    drop(mcp.stdin);
+    let _ = wait_with_timeout(mcp.child);
 }

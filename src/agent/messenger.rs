@@ -97,10 +97,22 @@ impl Messenger for AgentMessenger {
         }
     }
 
+    fn may_ask_operator(&self) -> bool {
+        let book = self.book.upgrade();
+        book.and_then(|b| b.get(&self.key)).is_some_and(|a| a.request.operator)
+    }
+
     fn ask_operator(&self, call: OperatorCall) -> BoxFuture<'static, Result<serde_json::Value, MessageError>> {
         let book = self.book();
+        let granted = self.may_ask_operator();
         Box::pin(async move {
             let run = book?.run.clone();
+            if !granted {
+                return Err(MessageError::Refused(format!(
+                    "agent {} may not ask the operator: open it with operator: true",
+                    call.agent
+                )));
+            }
             let schema = run
                 .schemas
                 .compile(&call.schema)

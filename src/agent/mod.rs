@@ -52,6 +52,8 @@ pub struct OpenRequest {
     pub skills: Vec<PathBuf>,
     /// `ctx.agents.fork_caller`: the caller's session its first turn forks.
     pub fork_caller: Option<crate::harness::cli::caller::CallerFork>,
+    /// Whether the agent may ask the operator from its turns (`wf ask-operator`, agent spec `operator`).
+    pub operator: bool,
 }
 
 pub struct Agent {

@@ -71,6 +71,9 @@ pub async fn supervise(session: &mut dyn Session, plan: OpPlan<'_>, book: &Agent
         let held = book.router.take_held(run, key);
         let mut context = crate::messaging::context_text(mode, plan.launcher, &book.router.routes_of(key), key, &held);
         context.push_str(&councils_text(book, &plan.agent.request.councils, mode, plan.launcher));
+        if plan.agent.request.operator {
+            context.push_str(&crate::control::operator::operator_text(mode, plan.launcher));
+        }
         let shown = if context.is_empty() { body } else { format!("{context}{body}") };
         let report = session
             .turn(TurnInput {

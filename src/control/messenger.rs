@@ -67,6 +67,10 @@ pub trait Messenger: Send + Sync {
         let why = format!("refused: agent {} cannot convene councils here", call.agent);
         Box::pin(async move { Err(MessageError::Refused(why)) })
     }
+    /// Whether this agent was granted asking the operator (agent spec `operator: true`).
+    fn may_ask_operator(&self) -> bool {
+        false
+    }
     /// Asks the run's operator and waits for the answer (valid against the call's schema).
     fn ask_operator(
         &self,

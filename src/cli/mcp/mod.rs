@@ -112,7 +112,7 @@ impl Server {
         }
         let wait_s = args.wait_s()?;
         let run = launch::start(&self.cwd, &self.runs_dir, argv).await?;
-        Ok(self.wait(&run, wait_s, ctx).await)
+        Ok(self.wait(&run, wait_s, 0, ctx).await)
     }
 
     async fn run_workflow(&self, args: &Args<'_>, ctx: &RequestContext<RoleServer>) -> Result<CallToolResult, String> {
@@ -129,14 +129,23 @@ impl Server {
             script_args.to_string(),
         ];
         let run = launch::start(&self.cwd, &self.runs_dir, argv).await?;
-        Ok(self.wait(&run, wait_s, ctx).await)
+        Ok(self.wait(&run, wait_s, 0, ctx).await)
     }
 
-    async fn wait(&self, run: &runs::RunDir, wait_s: f64, ctx: &RequestContext<RoleServer>) -> CallToolResult {
+    /// Waits on `run`, reporting progress for its events from the cursor `since`; every answer
+    /// carries the cursor reached, for the next `run_wait`.
+    async fn wait(
+        &self,
+        run: &runs::RunDir,
+        wait_s: f64,
+        since: u64,
+        ctx: &RequestContext<RoleServer>,
+    ) -> CallToolResult {
         let progress = ctx.meta.get_progress_token().map(|token| wait::Progress { peer: ctx.peer.clone(), token });
-        let seen = wait::until_end(run, wait_s, progress, &ctx.ct).await;
+        let (seen, cursor) = wait::until_end(run, wait_s, since, progress, &ctx.ct).await;
         if seen.status == "waiting" {
-            let status = runs::status(run);
+            let mut status = runs::status(run);
+            status["cursor"] = json!(cursor);
             let text = format!(
                 "run {id} is waiting for the operator: {}; answer with run_answer (run_id \"{id}\", a value matching the schema run_status shows), then run_wait",
                 status["waiting"][0]["question"].as_str().unwrap_or("?"),
@@ -146,15 +155,14 @@ impl Server {
         }
         if !seen.ended() {
             let text = format!(
-                "run {id} is still running after {wait_s}s; call run_wait with run_id \"{id}\" to wait for it (run_status, run_result, run_stop also take it)",
+                "run {id} is still running after {wait_s}s; call run_wait with run_id \"{id}\" and since {cursor} to wait for it (run_status, run_result, run_stop also take the id)",
                 id = run.id
             );
-            return reply(text, json!({ "run_id": run.id, "status": seen.status }), false);
+            return reply(text, json!({ "run_id": run.id, "status": seen.status, "cursor": cursor }), false);
         }
         let (text, is_error) = runs::answer(run, &seen);
         let result = seen.result.clone().unwrap_or(Value::Null);
-        let structured =
-            json!({ "run_id": run.id, "status": seen.status, "value": result["value"], "error": result["error"] });
+        let structured = json!({ "run_id": run.id, "status": seen.status, "value": result["value"], "error": result["error"], "cursor": cursor });
         reply(text, structured, is_error)
     }
 
@@ -176,7 +184,9 @@ impl Server {
             "run_wait" => {
                 let run = find()?;
                 let wait_s = args.wait_s()?;
-                Ok(self.wait(&run, wait_s, ctx).await)
+                let since = args.since()?;
+                wait::check_cursor(&run, since)?;
+                Ok(self.wait(&run, wait_s, since, ctx).await)
             }
             "run_result" => {
                 let run = find()?;

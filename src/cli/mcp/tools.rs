@@ -60,8 +60,13 @@ pub fn all() -> Vec<Tool> {
         tool("run_status", "A run's status: running, waiting (for the operator: `waiting` lists the questions), succeeded, failed, cancelled, interrupted...", json!({ "run_id": run_id() }), &["run_id"]),
         tool(
             "run_wait",
-            "Wait up to wait_s for a run to end; returns its output or value when it ended, else says it is still running.",
-            json!({ "run_id": run_id(), "wait_s": wait_s() }),
+            "Wait up to wait_s for a run to end; returns its output or value when it ended, else says it is still running. Every answer carries `cursor`: pass it as `since` to the next run_wait, and progress covers only what happened after it.",
+            json!({
+                "run_id": run_id(),
+                "wait_s": wait_s(),
+                "since": { "type": "integer", "minimum": 0,
+                           "description": "The cursor an earlier run_wait returned: progress is sent only for the run's events after it (default 0: from the start)" },
+            }),
             &["run_id"],
         ),
         tool("run_result", "A finished run's result.json: status, value, error, stages, spend.", json!({ "run_id": run_id() }), &["run_id"]),
@@ -122,6 +127,16 @@ impl Args<'_> {
                 })
                 .collect(),
             Some(other) => Err(format!("error: \"{key}\" must be an array of strings, not {other}")),
+        }
+    }
+
+    /// `since`: a cursor (a whole number) from an earlier `run_wait`; 0 when absent.
+    pub fn since(&self) -> Result<u64, String> {
+        match self.0.get("since") {
+            None | Some(Value::Null) => Ok(0),
+            Some(v) => v.as_u64().ok_or_else(|| {
+                format!("error: \"since\" must be the cursor (a whole number) a run_wait returned, not {v}")
+            }),
         }
     }
 

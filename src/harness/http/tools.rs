@@ -16,8 +16,9 @@ pub(super) fn result_parameters(schema: &Value) -> (Value, bool) {
     }
 }
 
-/// The tools for one turn; `councils`: the agent was granted councils, so `wf_council` is offered.
-pub(super) fn tool_specs(schema: &Value, op_id: &str, councils: bool) -> Vec<ToolSpec> {
+/// The tools for one turn; `councils`: the agent was granted councils, so `wf_council` is offered;
+/// `operator`: it may ask the operator, so `wf_ask_operator` is.
+pub(super) fn tool_specs(schema: &Value, op_id: &str, councils: bool, operator: bool) -> Vec<ToolSpec> {
     let text = json!({ "type": "object", "properties": { "to": { "type": "string" }, "text": { "type": "string" } }, "required": ["to", "text"] });
     let mut specs = vec![
         ToolSpec {
@@ -43,6 +44,13 @@ pub(super) fn tool_specs(schema: &Value, op_id: &str, councils: bool) -> Vec<Too
             name: "wf_council",
             description: "Convene a council you were granted and wait for its output. `params`: `task` (required), optionally `team` or `roster`, and the strategy's params. `background: true` answers at once with its run id; you are woken once with its output.".into(),
             parameters: json!({ "type": "object", "properties": { "name": { "type": "string" }, "params": { "type": "object" }, "background": { "type": "boolean" } }, "required": ["name", "params"] }),
+        });
+    }
+    if operator {
+        specs.push(ToolSpec {
+            name: "wf_ask_operator",
+            description: "Ask the operator (the person running this workflow) a question and wait for the answer, returned as JSON. `schema`: the answer's JSON Schema (default: a string).".into(),
+            parameters: json!({ "type": "object", "properties": { "question": { "type": "string" }, "schema": { "type": "object" } }, "required": ["question"] }),
         });
     }
     specs
@@ -103,8 +111,17 @@ fn command_of(call: &ToolCall, input: &TurnInput) -> Result<Command, String> {
                 None => Err("refused: wf_council needs `name` and `params`".into()),
             }
         }
+        "wf_ask_operator" => {
+            let schema = args.as_ref().ok().and_then(|a| a.get("schema")).filter(|s| !s.is_null());
+            // A schema given as JSON text is taken as that text; the dispatcher parses it.
+            let schema = schema.map(|s| s.as_str().map(String::from).unwrap_or_else(|| s.to_string()));
+            match field("question") {
+                Some(question) => Ok(Command::AskOperator { question, schema }),
+                None => Err("refused: wf_ask_operator needs `question`".into()),
+            }
+        }
         other => Err(format!(
-            "unknown tool {other}: the tools are wf_result, wf_send, wf_ask, wf_reply, wf_inbox (and wf_council when granted)"
+            "unknown tool {other}: the tools are wf_result, wf_send, wf_ask, wf_reply, wf_inbox (and wf_council, wf_ask_operator when granted)"
         )),
     }
 }

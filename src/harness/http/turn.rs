@@ -23,7 +23,8 @@ impl HttpSession {
         let schema = input.slot.schema().value.clone();
         let structured = self.cfg.structured && input.kind == TurnKind::Turn;
         let councils = input.messenger.as_ref().is_some_and(|m| m.may_convene());
-        let tools = if structured { Vec::new() } else { tool_specs(&schema, &input.op_id, councils) };
+        let operator = input.messenger.as_ref().is_some_and(|m| m.may_ask_operator());
+        let tools = if structured { Vec::new() } else { tool_specs(&schema, &input.op_id, councils, operator) };
         self.compact_if_full(input, &tools, turn_start).await;
         // The schema a structured reply is held to: the op's own, wrapped in `{value}` only for a
         // server that takes nothing but an object (and unwrapped before the slot sees it).

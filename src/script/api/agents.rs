@@ -102,8 +102,9 @@ policy); `labels` (a map shown in records); `timeout_ms` or `deadline` (Unix ms)
 operations; `councils` (`true`, or a list of strategy names: the councils it may convene from its
 turns, none by default); `skills` (a list of skill folders, each holding `SKILL.md`, relative to
 the script's folder: copied into a `claude` or `pi` agent's home, where its CLI loads them and no
-others; other harnesses refuse them). Opening a key again with a different runtime, cwd,
-instructions, sandbox or skills is an error.";
+others; other harnesses refuse them); `operator` (`true`: it may ask the operator from its turns,
+with `wf ask-operator` or the `wf_ask_operator` tool; `false` by default). Opening a key again with
+a different runtime, cwd, instructions, sandbox or skills is an error.";
 const STOP: &str = "Stops the agent with this key: its running operation settles `cancelled`, its process ends.
 Returns whether an agent was open under the key.";
 const AGENT_USAGE: &str = "What all of this agent's operations spent (turns, message operations, compactions):
@@ -146,6 +147,7 @@ pub(super) fn parse_spec(spec: &Map) -> Result<OpenRequest, String> {
         "deadline",
         "councils",
         "skills",
+        "operator",
     ])?;
     let key = f.string("key")?.ok_or("agent spec needs `key` (a string unique in the run)")?;
     let runtime = match f.get("runtime") {
@@ -172,6 +174,10 @@ pub(super) fn parse_spec(spec: &Map) -> Result<OpenRequest, String> {
         councils: parse_councils(f.get("councils").cloned())?,
         skills: parse_skills(f.get("skills"))?,
         fork_caller: None,
+        operator: match f.get("operator") {
+            None => false,
+            Some(v) => v.as_bool().map_err(|t| format!("`operator` must be true or false, got {t}"))?,
+        },
     })
 }
 
