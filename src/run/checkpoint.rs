@@ -95,6 +95,9 @@ impl Run {
                 timeout_ms: q.timeout_ms,
                 agent: q.agent,
             });
+            // A parked run is idle: its records are made durable before run.json says `waiting`,
+            // so a run killed while parked has the question in its events.
+            self.records.flush(true);
             open.push(Open {
                 key: q.key.clone(),
                 question: q.question.to_string(),
