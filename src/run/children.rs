@@ -155,3 +155,81 @@ impl Run {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::run::{RunSpec, Settled};
+    use serde_json::json;
+
+    fn start(dir: &std::path::Path, id: &str, rt: &tokio::runtime::Runtime) -> Arc<Run> {
+        let spec = RunSpec {
+            script: dir.join("wf.rhai"),
+            script_sha256: String::new(),
+            cwd: dir.to_path_buf(),
+            runs_dir: dir.join("runs"),
+            args: json!({}),
+            meta: json!({}),
+            config: Default::default(),
+            limits: Default::default(),
+            deadline: None,
+            default_runtime: "fake".into(),
+            sandbox: None,
+            resume: None,
+        };
+        Run::start_with_id(spec, id.into(), rt.handle().clone()).expect("a run")
+    }
+
+    /// One answered operation of `usage` by `agent` on `model`.
+    fn spend(run: &Run, agent: &str, model: &str, usage: Usage) {
+        let outcome = Outcome {
+            kind: OutcomeKind::Answered,
+            value: None,
+            reason: None,
+            op_id: format!("{agent}#1"),
+            usage,
+            duration_ms: 1,
+            cost_source: CostSource::Harness,
+            simulated: false,
+        };
+        let s = Settled {
+            attempt: 1,
+            agent,
+            harness: "command",
+            outcome: &outcome,
+            stage: None,
+            label: None,
+            turn_hash: "",
+            model,
+            started_at: "",
+            rejections: 0,
+            kind: "turn",
+            session: None,
+            councils: None,
+        };
+        run.settle(&s, None);
+    }
+
+    #[test]
+    fn a_child_still_running_at_close_is_billed_its_spend_so_far_once() {
+        let rt = tokio::runtime::Runtime::new().expect("a runtime");
+        let dir = tempfile::tempdir().expect("a folder");
+        let parent = start(dir.path(), "parent", &rt);
+        let child = start(dir.path(), "child", &rt);
+        parent.add_child(&child, "boss", "gated");
+        spend(&child, "member", "member-model", Usage { input_tokens: 100, output_tokens: 20, ..Default::default() });
+        // The child never settles: the parent stops waiting and bills what it spent so far.
+        parent.close_children(std::time::Duration::from_millis(20));
+        let a = parent.scheduler.accounts();
+        assert_eq!(a.by_agent["boss"].tokens, 120);
+        assert_eq!(a.by_model["member-model"].tokens, 120);
+        assert!(!a.by_model.contains_key(COUNCIL_KIND), "{:?}", a.by_model);
+        parent.records.flush(true);
+        let lines = crate::record::read_jsonl(&parent.dir().join("turns.jsonl")).expect("turns");
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        assert_eq!(lines[0]["op_id"], "council:child");
+        assert!(lines[0]["reason"].as_str().unwrap_or("").contains("had not settled when this run ended"), "{lines:?}");
+        // Its settle, later, bills nothing more.
+        assert!(!parent.claim_child_bill("child"));
+    }
+}
