@@ -161,12 +161,9 @@ fn a_run_stopped_while_its_agent_waits_stops_the_councils_and_records_them() {
     assert_eq!(events(&parent, "council-settled")[0]["data"]["delivery"], "none");
     let turns = read_jsonl(&parent.join("turns.jsonl"));
     assert!(turns.iter().any(|t| t["op_id"] == format!("council:{}", id(&children[0]))), "{turns:?}");
+    // The wait ends with the turn, which the stop cuts short (its process with it): the turn's
+    // record says why.
     let turn = turns.iter().find(|t| t["op_id"] == "boss#1").expect("boss#1");
     assert_eq!(turn["outcome"], "cancelled", "{turn}");
     assert!(turn["reason"].as_str().expect("reason").contains("run cancelled"), "{turn}");
-    // If the agent saw its wait end before its turn was cut short, it was told why.
-    let log = read_jsonl(&parent.join("agents/boss/state/log.jsonl"));
-    if let Some(wait) = log.iter().find(|s| s["step"][0] == "council_wait") {
-        assert!(wait["out"].as_str().expect("out").contains("run cancelled"), "{wait}");
-    }
 }
