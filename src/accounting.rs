@@ -69,17 +69,47 @@ impl Usage {
 /// What councils the operation convened spent is kept apart: it was priced in their own runs, and
 /// is added to the operation's spend as it is.
 #[derive(Debug, Default)]
-pub struct Meter(std::sync::Mutex<Usage>, std::sync::Mutex<Usage>);
+pub struct Meter(std::sync::Mutex<Usage>, std::sync::Mutex<Convened>);
+
+/// What the councils an operation convened spent, by the model that spent it; closed once the
+/// operation settled (what a council spends later is billed on a line of its own).
+#[derive(Debug, Default)]
+struct Convened {
+    usage: Usage,
+    by_model: BTreeMap<String, Tally>,
+    closed: bool,
+}
 
 impl Meter {
-    /// Adds what a council convened by the operation spent (already priced).
-    pub fn add_convened(&self, usage: &Usage) {
-        self.1.lock().unwrap_or_else(|p| p.into_inner()).add(usage);
+    fn convened_lock(&self) -> std::sync::MutexGuard<'_, Convened> {
+        // A plain value replaced whole: a poisoned lock still holds a valid one.
+        self.1.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Adds what a council convened by the operation spent (already priced), by model. False when
+    /// the operation has settled already: the caller bills it elsewhere.
+    pub fn add_convened(&self, usage: &Usage, by_model: &BTreeMap<String, Tally>) -> bool {
+        let mut c = self.convened_lock();
+        if c.closed {
+            return false;
+        }
+        c.usage.add(usage);
+        for (model, t) in by_model {
+            c.by_model.entry(model.clone()).or_default().merge(t);
+        }
+        true
     }
 
     /// What the councils the operation convened spent.
     pub fn convened(&self) -> Usage {
-        *self.1.lock().unwrap_or_else(|p| p.into_inner())
+        self.convened_lock().usage
+    }
+
+    /// The operation settles: what its councils spent, by model; later spend is not taken.
+    pub fn close_convened(&self) -> (Usage, BTreeMap<String, Tally>) {
+        let mut c = self.convened_lock();
+        c.closed = true;
+        (c.usage, c.by_model.clone())
     }
 
     pub fn add(&self, usage: &Usage) {
@@ -136,7 +166,8 @@ pub fn price_tokens(price: Option<Price>, u: &Usage) -> Option<f64> {
 }
 
 /// Totals kept per key.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, serde::Deserialize, PartialEq)]
+#[serde(default)]
 pub struct Tally {
     pub operations: u64,
     pub input_tokens: u64,
@@ -157,6 +188,28 @@ impl Tally {
         self.cache_write_tokens += u.cache_write_tokens;
         self.tokens += u.tokens();
         self.cost_usd += u.cost_usd;
+    }
+
+    /// Adds another tally (its operations too).
+    pub fn merge(&mut self, t: &Tally) {
+        self.operations += t.operations;
+        self.input_tokens += t.input_tokens;
+        self.output_tokens += t.output_tokens;
+        self.cache_read_tokens += t.cache_read_tokens;
+        self.cache_write_tokens += t.cache_write_tokens;
+        self.tokens += t.tokens;
+        self.cost_usd += t.cost_usd;
+    }
+
+    /// The usage it sums.
+    pub fn usage(&self) -> Usage {
+        Usage {
+            input_tokens: self.input_tokens,
+            output_tokens: self.output_tokens,
+            cache_read_tokens: self.cache_read_tokens,
+            cache_write_tokens: self.cache_write_tokens,
+            cost_usd: self.cost_usd,
+        }
     }
 }
 
@@ -179,11 +232,16 @@ pub struct Spent<'a> {
     pub agent: &'a str,
     /// `None`: work outside any stage, filed under `(none)`.
     pub stage: Option<&'a str>,
-    pub model: &'a str,
+    /// `None`: the line ran no model of its own (a council billed on a line of its own).
+    pub model: Option<&'a str>,
     pub attempt: u32,
+    /// Everything it spent, councils included.
     pub usage: &'a Usage,
     /// Its model has no price: its tokens cost $0 here, which the summary says.
     pub unpriced: bool,
+    /// The part of `usage` that councils it convened spent, by the model that spent it: filed
+    /// under those models in `by_model` (with their operations), the rest under `model`.
+    pub councils: Option<&'a BTreeMap<String, Tally>>,
 }
 
 impl Accounts {
@@ -193,11 +251,18 @@ impl Accounts {
         self.by_attempt.entry(s.attempt).or_default().add(u);
         self.by_agent.entry(s.agent.to_string()).or_default().add(u);
         self.by_stage.entry(s.stage.unwrap_or("(none)").to_string()).or_default().add(u);
-        self.by_model.entry(s.model.to_string()).or_default().add(u);
-        self.totals.add(u);
-        if s.unpriced && u.tokens() > 0 {
-            *self.unpriced.entry(s.model.to_string()).or_default() += 1;
+        let mut councils = Usage::default();
+        for (model, t) in s.councils.into_iter().flatten() {
+            councils.add(&t.usage());
+            self.by_model.entry(model.clone()).or_default().merge(t);
         }
+        if let Some(model) = s.model {
+            self.by_model.entry(model.to_string()).or_default().add(&u.since(&councils));
+            if s.unpriced && u.tokens() > 0 {
+                *self.unpriced.entry(model.to_string()).or_default() += 1;
+            }
+        }
+        self.totals.add(u);
     }
 
     /// Operations priced at $0 because their model has no price.
@@ -221,11 +286,44 @@ mod tests {
             Usage { cost_usd: 1.0, input_tokens: 3, ..Default::default() },
             Usage { cost_usd: 2.0, output_tokens: 4, ..Default::default() },
         );
-        a.add(&Spent { agent: "x", stage: Some("s"), model: "m", attempt: 1, usage: &one, unpriced: false });
-        a.add(&Spent { agent: "y", stage: None, model: "m", attempt: 2, usage: &two, unpriced: true });
+        a.add(&Spent {
+            agent: "x",
+            stage: Some("s"),
+            model: Some("m"),
+            attempt: 1,
+            usage: &one,
+            unpriced: false,
+            councils: None,
+        });
+        a.add(&Spent {
+            agent: "y",
+            stage: None,
+            model: Some("m"),
+            attempt: 2,
+            usage: &two,
+            unpriced: true,
+            councils: None,
+        });
         assert_eq!(a.unpriced_operations(), 1);
         assert_eq!(a.totals.tokens, 7);
         assert_eq!(a.by_model["m"].operations, 2);
         assert_eq!(a.by_stage["(none)"].cost_usd, 2.0);
+        // A turn whose council spent on another model: each part under the model that spent it.
+        let mut child = Tally::default();
+        child.add(&Usage { input_tokens: 5, cost_usd: 0.5, ..Default::default() });
+        let councils = BTreeMap::from([("c".to_string(), child)]);
+        let both = Usage { input_tokens: 7, cost_usd: 1.5, ..Default::default() };
+        a.add(&Spent {
+            agent: "x",
+            stage: None,
+            model: Some("m"),
+            attempt: 1,
+            usage: &both,
+            unpriced: false,
+            councils: Some(&councils),
+        });
+        assert_eq!(a.by_model["c"].tokens, 5);
+        assert_eq!(a.by_model["m"].tokens, 9);
+        assert_eq!(a.by_agent["x"].tokens, 10);
     }
 }

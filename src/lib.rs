@@ -87,7 +87,7 @@
 //!   schema text, violations with JSON pointers, example values), `deadline.rs` (`Deadline`: the one deadline type, from `--deadline` and `timeout_ms` down to the harnesses), `scope.rs` (the
 //!   per-thread scope: cancellation token, deadline, stage, group), `scheduler.rs` (the one gate for
 //!   every operation: concurrency, agents, budgets; the accounts), `stages.rs`, `progress.rs`,
-//!   `resume.rs` (what a new attempt reuses: stages on record, and answered operations from the
+//!   `children.rs` (child runs: still running, billed once), `resume.rs` (what a new attempt reuses: stages on record, and answered operations from the
 //!   journal; the run's lock is taken first), `checkpoint.rs` (operator checkpoints: the open
 //!   questions, `waiting` in `run.json`, answers validated and journalled, replayed), `leftovers.rs` (killing what a dead attempt's agents
 //!   left).
@@ -112,11 +112,12 @@
 //!   recompiled when their version, a hash of the file and its imports, changes; removed when
 //!   their file goes), `child.rs` (councils convened from a turn, run as child runs: depth,
 //!   params and budget checked first; linked both ways; budget what the parent has left, deadline the
-//!   calling op's, stopped when it ends; the spend returned to be billed to the caller),
+//!   calling op's, stopped when it ends; run on a task of its own that bills its spend once: on
+//!   the calling op's meter, or on a `council` line when the op settled first),
 //!   `background.rs` (`wf council --background`: the same child run outliving the calling op, a
 //!   slot of the machine's background pool through the hook `cli` installs, the parent's unreserved
 //!   budget set aside, billed once as a `council` line, its output to the agent once: a waking
-//!   message or `wf council --wait`).
+//!   message or `wf council --wait`; a wait that gives up leaves the councils to wake the agent).
 //! - `watch.rs`: notify events filtered to `.rhai` changes, debounced. `stdlib.rs`: `stdlib/` as
 //!   embedded at build time (`build.rs`).
 //! - `harness/`: the `Session` trait and one file per harness (`fake.rs`, `command.rs`);
@@ -219,6 +220,11 @@
 //!   `harness::scrubbed` (and the HTTP error path scrubs its own events), and a process's output
 //!   reaches `ops/` through `record::agent_files::Capture` (scrubbed line by line): no key value is
 //!   recorded or printed. Variable values never go on a sandbox's command line.
+//! - Every child run's spend is billed to the agent that convened it exactly once
+//!   (`run/children.rs`): on the calling operation's line while it is open, on a `council` line of
+//!   its own once it settles after that (or in the background), or, still running when the parent
+//!   closes (after waiting its stop grace and a margin), from its accounts so far. `by_model` files
+//!   it under the models the child's agents ran.
 //! - No unwrap outside tests; locks recover from poisoning because their values are replaced whole.
 //!
 //! # Glossary
@@ -251,10 +257,12 @@
 //!                  child-run-ended, checkpoint-asked, checkpoint-answered, checkpoint-timed-out,
 //!                  checkpoint-replayed, council-settled.
 //!                  Readers skip types they do not know.
-//!   turns.jsonl    one line per settled operation (and per background council settled: kind `council`,
-//!                  op_id `council:<run id>`, its spend billed to its agent): attempt, agent, op_id, outcome, reason, stage, label, harness,
+//!   turns.jsonl    one line per settled operation (and per council billed on its own, background or settled
+//!                  after its operation: kind `council`, op_id `council:<run id>`, its spend billed to its agent):
+//!                  attempt, agent, op_id, outcome, reason, stage, label, harness,
 //!                  model, tokens by kind, cost_usd, cost_source, simulated, rejections, delivered_at, settled_at,
-//!                  session ({id, forked_from?}: a CLI harness's own session id, or null)
+//!                  session ({id, forked_from?}: a CLI harness's own session id, or null),
+//!                  councils_by_model (what councils it billed spent, by model; when they spent)
 //!   stages.jsonl   one line per stage end: name, attempt, status (succeeded|failed|stopped), value, summary, reason
 //!   journal.jsonl  per answered operation: attempt, agent, op_id, turn_hash, settled, outcome; a line when an agent's
 //!                  answer is accepted (settled: false, no usage yet) and one when the op settles (settled: true);

@@ -187,8 +187,10 @@ pub(super) async fn execute(
         e.settle_op(&op.op_id, outcome_kind.as_str());
     }
     (usage, cost_source) = priced(run, &model, usage, cost_source, simulated);
-    // Councils the operation convened were priced in their own runs.
-    usage.add(&meter.convened());
+    // Councils the operation convened were priced in their own runs; one that settles after
+    // this is billed on a line of its own.
+    let (convened, councils) = meter.close_convened();
+    usage.add(&convened);
     let outcome = Outcome {
         kind: outcome_kind,
         value,
@@ -212,6 +214,7 @@ pub(super) async fn execute(
         rejections: slot.as_ref().map(|s| s.rejections()).unwrap_or(0),
         kind,
         session: session_ref.as_ref(),
+        councils: Some(&councils),
     };
     if body.records_turn() {
         run.settle(&settled, admission);

@@ -49,6 +49,9 @@ pub struct Call {
     pub spent: Usage,
     /// Cancelled when the calling operation ends or is cancelled: the council is stopped.
     pub ended: CancellationToken,
+    /// The calling operation's meter: a council that settles while the operation is open is
+    /// billed on it (and so on the operation's line); one that settles later, on a line of its own.
+    pub meter: std::sync::Arc<crate::accounting::Meter>,
 }
 
 /// A council that ran (whatever its status).
@@ -60,8 +63,10 @@ pub struct Convened {
     pub output: String,
     /// Its `result.json`.
     pub result: Value,
-    /// Everything it spent: billed to the calling operation.
+    /// Everything it spent: billed to the calling agent.
     pub usage: Usage,
+    /// What it spent by the model that spent it (its `by_model`).
+    pub by_model: std::collections::BTreeMap<String, crate::accounting::Tally>,
 }
 
 /// Runs councils for the agents of one run. Implemented by `council::child`.
@@ -111,8 +116,8 @@ pub fn council_text(mode: AnswerMode, launcher: &str, catalog: &[String]) -> Str
     out
 }
 
-/// Convenes a council for the agent's running operation; its spend is billed on the operation's
-/// meter, as it was priced in the council's run. A council that ran but failed is exit `REFUSED` with its reason.
+/// Convenes a council for the agent's running operation; its spend is billed (by the convener) on
+/// the operation's meter, as it was priced in the council's run. A council that ran but failed is exit `REFUSED` with its reason.
 pub(super) async fn dispatch(control: &Control, name: String, params: &str, json: bool, background: bool) -> Response {
     let frame = json!({ "cmd": "council", "name": name, "background": background });
     let m = match control.messenger("council") {
@@ -146,6 +151,7 @@ pub(super) async fn dispatch(control: &Control, name: String, params: &str, json
             u
         },
         ended: op.ended.clone(),
+        meter: op.meter.clone(),
     };
     if background {
         return match m.convene_background(call).await {
@@ -158,7 +164,6 @@ pub(super) async fn dispatch(control: &Control, name: String, params: &str, json
         Err(MessageError::Refused(why)) => control.refuse(why, frame),
         Err(MessageError::Failed(why)) => Response::new(exit::REFUSED, why),
         Ok(c) => {
-            op.meter.add_convened(&c.usage);
             let text = if json { serde_json::to_string_pretty(&c.result).unwrap_or_default() } else { c.output };
             if c.ok {
                 Response::new(exit::OK, text)

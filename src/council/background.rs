@@ -8,14 +8,13 @@
 //! output goes to the agent once: to a `wf council --wait` that joined it, else in a message that
 //! wakes the agent (`council-settled` says which).
 
-use super::child::{settled, start};
-use crate::accounting::{CostSource, Usage};
+use super::child::{bill, settled, start, unsettled};
 use crate::control::convene::{Call, Convened};
 use crate::control::messenger::MessageError;
 use crate::host::{drive, Host, Output};
 use crate::run::deadline::Deadline;
 use crate::run::scheduler::Spend;
-use crate::run::{BoxFuture, Event, Outcome, OutcomeKind, Run, RunStatus, Settled, StopCause};
+use crate::run::{BoxFuture, Event, RunStatus, StopCause};
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -45,13 +44,24 @@ pub struct Councils {
 
 struct Entry {
     agent: String,
-    /// Once settled: `run_id`, `strategy`, `status`, `ok`, `output`.
+    strategy: String,
+    /// Once settled: `run_id`, `strategy`, `status`, `ok`, `output`; and its status.
     output: Option<Value>,
+    status: RunStatus,
     /// A `wf council --wait` joined it: the output goes there, not in a message.
     joined: bool,
     /// The message carrying its output, while a `--wait` may still take it back.
     message: Option<u64>,
+    /// Settled while a wait had joined it: `council-settled` is recorded when the wait returns
+    /// its output, or gives up and it goes in a message after all.
+    unrecorded: bool,
+    /// A wait took its message back: if that wait gives up, the message is sent again.
+    withdrawn: bool,
 }
+
+/// How much of the time left a `--wait` leaves its operation to act on its failure: a quarter,
+/// at most this.
+const WAIT_MARGIN: Duration = Duration::from_secs(10);
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     // Entries are updated whole under the lock; a poisoned lock still holds valid ones.
@@ -78,13 +88,23 @@ pub(super) fn launch(
     if let Err(e) = child.run.mark_attempt(RunStatus::Queued) {
         tracing::warn!("cannot mark child run {id} queued: {e}");
     }
-    let entry = Entry { agent: call.agent.clone(), output: None, joined: false, message: None };
+    let entry = Entry {
+        agent: call.agent.clone(),
+        strategy: call.name.clone(),
+        output: None,
+        status: RunStatus::Running,
+        joined: false,
+        message: None,
+        unrecorded: false,
+        withdrawn: false,
+    };
     lock(&councils.inner).insert(id.clone(), entry);
     run.background_started();
     let (admitted, receipt) = tokio::sync::oneshot::channel();
     let started_at = crate::record::now_iso();
     let run_id = id.clone();
     run.rt.clone().spawn(async move {
+        let child_run = child.run.clone();
         let end = run_child(&parent, child, program, input, admitted).await;
         run.scheduler.release_reserved(reserved.0, reserved.1);
         let (convened, status) = match end {
@@ -92,15 +112,11 @@ pub(super) fn launch(
                 let status = end.status;
                 (settled(&parent, &call, &run_id, end), status)
             }
-            Err(why) => {
-                let output = format!("council {} failed: {why}", call.name);
-                let c = Convened { run_id, ok: false, output, result: Value::Null, usage: Usage::default() };
-                (c, RunStatus::Failed)
-            }
+            Err(why) => (unsettled(&child_run, &format!("council {} failed: {why}", call.name)), RunStatus::Failed),
         };
-        bill(&run, &call, &convened, &started_at);
+        bill(&run, &call, &convened, &started_at, false);
         councils.settle(&parent, &call, &convened, status);
-        run.child_ended();
+        run.child_ended(&run_id);
         run.background_ended();
     });
     Box::pin(async move {
@@ -154,35 +170,37 @@ async fn run_child(
     end.map_err(|e| e.to_string())
 }
 
-/// Bills what the council spent to its agent in the parent run, once: a `turns.jsonl` line of
-/// kind `council` (op id `council:<run id>`), priced in the council's own run.
-fn bill(run: &Run, call: &Call, c: &Convened, started_at: &str) {
-    let simulated = c.result["simulated"].as_bool().unwrap_or(false);
-    let outcome = Outcome {
-        kind: if c.ok { OutcomeKind::Answered } else { OutcomeKind::Failed },
-        value: None,
-        reason: (!c.ok).then(|| c.output.clone()),
-        op_id: format!("council:{}", c.run_id),
-        usage: c.usage,
-        duration_ms: c.result["duration_ms"].as_u64().unwrap_or(0),
-        cost_source: if simulated { CostSource::Simulated } else { CostSource::Priced },
-        simulated,
+/// Sends a settled council's output to its agent in a message that wakes it, unless the run is
+/// stopping: the delivery and the message's number.
+fn deliver(parent: &Host, e: &mut Entry) -> (&'static str, Option<u64>) {
+    let Some(o) = &e.output else { return ("none", None) };
+    if parent.run.root.is_cancelled() {
+        return ("none", None);
+    }
+    let (name, id, said) = (&e.strategy, o["run_id"].as_str().unwrap_or(""), o["output"].as_str().unwrap_or(""));
+    let text = if o["ok"] == true {
+        format!("Council {name} (run {id}), which you started in the background, finished. Its output:\n{said}")
+    } else {
+        format!("Council {name} (run {id}), which you started in the background, failed: {said}")
     };
-    let s = Settled {
-        attempt: run.attempt,
-        agent: &call.agent,
-        harness: "council",
-        outcome: &outcome,
-        stage: None,
-        label: Some(&call.name),
-        turn_hash: "",
-        model: "council",
-        started_at,
-        rejections: 0,
-        kind: "council",
-        session: None,
-    };
-    run.settle(&s, None);
+    match parent.router.post(&parent.run, &*parent.agents, &format!("council {name}"), &e.agent, &text) {
+        Ok(n) => {
+            e.message = Some(n);
+            ("message", Some(n))
+        }
+        Err(_) => ("none", None),
+    }
+}
+
+fn record(parent: &Host, id: &str, e: &Entry, delivery: &str, message: Option<u64>) {
+    parent.run.records.event(&Event::CouncilSettled {
+        run_id: id,
+        agent: &e.agent,
+        strategy: &e.strategy,
+        status: e.status,
+        delivery,
+        message,
+    });
 }
 
 impl Councils {
@@ -194,45 +212,20 @@ impl Councils {
         let mut inner = lock(&self.inner);
         let Some(e) = inner.get_mut(&c.run_id) else { return };
         e.output = Some(output);
-        let (delivery, message) = if e.joined {
-            ("wait", None)
-        } else if parent.run.root.is_cancelled() {
-            ("none", None)
+        e.status = status;
+        if e.joined {
+            e.unrecorded = true;
         } else {
-            let text = if c.ok {
-                format!(
-                    "Council {} (run {}), which you started in the background, finished. Its output:\n{}",
-                    call.name, c.run_id, c.output
-                )
-            } else {
-                format!(
-                    "Council {} (run {}), which you started in the background, failed: {}",
-                    call.name, c.run_id, c.output
-                )
-            };
-            let from = format!("council {}", call.name);
-            match parent.router.post(&parent.run, &*parent.agents, &from, &call.agent, &text) {
-                Ok(n) => {
-                    e.message = Some(n);
-                    ("message", Some(n))
-                }
-                Err(_) => ("none", None),
-            }
-        };
+            let (delivery, message) = deliver(parent, e);
+            record(parent, &c.run_id, e, delivery, message);
+        }
         drop(inner);
-        parent.run.records.event(&Event::CouncilSettled {
-            run_id: &c.run_id,
-            agent: &call.agent,
-            strategy: &call.name,
-            status,
-            delivery,
-            message,
-        });
         self.changed.notify_waiters();
     }
 
     /// `wf council --wait`: waits until every council in `ids` (each started by `agent`) settled,
-    /// or `deadline`; their outputs, in order. The messages that would carry them are taken back.
+    /// or a little before `deadline` (so that the operation can act on it); their outputs, in
+    /// order. The messages that would carry them are taken back, and sent again if it gives up.
     pub(super) async fn join(
         &self,
         parent: Weak<Host>,
@@ -241,6 +234,10 @@ impl Councils {
         deadline: Option<Deadline>,
     ) -> Result<Vec<Value>, MessageError> {
         let parent = parent.upgrade().ok_or_else(|| MessageError::Refused("refused: the run has ended".into()))?;
+        let deadline = deadline.map(|d| {
+            let left = d.remaining();
+            Deadline::after(left - (left / 4).min(WAIT_MARGIN))
+        });
         let taken: Vec<u64> = {
             let mut inner = lock(&self.inner);
             let foreign = ids.iter().find(|id| inner.get(*id).is_none_or(|e| e.agent != agent));
@@ -253,7 +250,10 @@ impl Councils {
             for id in &ids {
                 if let Some(e) = inner.get_mut(id) {
                     e.joined = true;
-                    taken.extend(e.message.take());
+                    if let Some(n) = e.message.take() {
+                        e.withdrawn = true;
+                        taken.push(n);
+                    }
                 }
             }
             taken
@@ -261,14 +261,26 @@ impl Councils {
         for n in taken {
             parent.router.withdraw(&parent.run, agent, n, "a wf council --wait took the council's output");
         }
-        let mut guard = Unjoin { councils: self, ids: &ids, done: false };
+        let mut guard = Unjoin { councils: self, parent: &parent, ids: &ids, done: false };
         loop {
             let changed = self.changed.notified();
             tokio::pin!(changed);
             changed.as_mut().enable();
-            let outputs: Option<Vec<Value>> = {
-                let inner = lock(&self.inner);
-                ids.iter().map(|id| inner.get(id).and_then(|e| e.output.clone())).collect()
+            let outputs = {
+                let mut inner = lock(&self.inner);
+                let outputs: Option<Vec<Value>> =
+                    ids.iter().map(|id| inner.get(id).and_then(|e| e.output.clone())).collect();
+                if outputs.is_some() {
+                    for id in &ids {
+                        if let Some(e) = inner.get_mut(id) {
+                            if std::mem::take(&mut e.unrecorded) {
+                                record(&parent, id, e, "wait", None);
+                            }
+                            e.withdrawn = false;
+                        }
+                    }
+                }
+                outputs
             };
             if let Some(outputs) = outputs {
                 guard.done = true;
@@ -282,16 +294,21 @@ impl Councils {
                         ids.join(" ")
                     )));
                 }
-                _ = parent.run.root.cancelled() => return Err(MessageError::Failed("council --wait: the run was stopped".into())),
+                _ = parent.run.root.cancelled() => return Err(MessageError::Failed(format!(
+                    "council --wait: {}; the councils still running are stopped with it",
+                    parent.run.stop_reason()
+                ))),
             }
         }
     }
 }
 
-/// Councils a `--wait` joined and then stopped waiting for (its deadline, its operation's end):
-/// those still running wake their agent after all.
+/// Councils a `--wait` joined and then stopped waiting for (its deadline, its operation's end, the
+/// run's stop): those still running wake their agent after all, and those that settled meanwhile
+/// (or whose message it took back) go to their agent in a message now, as a normal wake.
 struct Unjoin<'a> {
     councils: &'a Councils,
+    parent: &'a Host,
     ids: &'a [String],
     done: bool,
 }
@@ -303,8 +320,14 @@ impl Drop for Unjoin<'_> {
         }
         let mut inner = lock(&self.councils.inner);
         for id in self.ids {
-            if let Some(e) = inner.get_mut(id).filter(|e| e.output.is_none()) {
-                e.joined = false;
+            let Some(e) = inner.get_mut(id) else { continue };
+            e.joined = false;
+            if e.output.is_some() && (e.unrecorded || e.withdrawn) {
+                let (delivery, message) = deliver(self.parent, e);
+                if std::mem::take(&mut e.unrecorded) {
+                    record(self.parent, id, e, delivery, message);
+                }
+                e.withdrawn = false;
             }
         }
     }

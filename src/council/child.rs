@@ -57,30 +57,43 @@ impl Convener for ChildConvener {
         });
         Box::pin(async move {
             let (parent, (child, program, input, deadline)) = started?;
-            let stopper = child.clone();
-            // A caller that stops waiting (its turn dropped mid-call) stops the council too.
-            let mut guard = StopOnDrop(Some((parent.clone(), child.clone())));
-            let task =
-                parent.run.rt.spawn(async move { drive(child, &*program, input, deadline, Output::Strategy).await });
-            tokio::pin!(task);
-            let end = tokio::select! {
-                end = &mut task => end,
-                _ = call.ended.cancelled() => {
-                    stopper.run.stop_with(StopCause::Cancelled("the operation that convened it ended".into()));
-                    task.await
-                }
-                _ = parent.run.root.cancelled() => {
-                    stopper.run.stop_with(StopCause::Cancelled(parent.run.stop_reason()));
-                    task.await
-                }
-            };
-            let settled = match end {
-                Ok(end) => Ok(settled(&parent, &call, &stopper.run.id, end)),
-                Err(e) => Err(MessageError::Failed(format!("council {} failed: {e}", call.name))),
-            };
+            // A caller that stops waiting (its turn dropped mid-call) stops the council too; the
+            // council still settles, and is billed, on a task of its own.
+            let mut guard = StopOnDrop(Some(child.clone()));
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            let started_at = crate::record::now_iso();
+            let rt = parent.run.rt.clone();
+            rt.spawn(async move {
+                let id = child.run.id.clone();
+                let stopper = child.clone();
+                let task = parent
+                    .run
+                    .rt
+                    .spawn(async move { drive(child, &*program, input, deadline, Output::Strategy).await });
+                tokio::pin!(task);
+                let end = tokio::select! {
+                    end = &mut task => end,
+                    _ = call.ended.cancelled() => {
+                        stopper.run.stop_with(StopCause::Cancelled("the operation that convened it ended".into()));
+                        task.await
+                    }
+                    _ = parent.run.root.cancelled() => {
+                        stopper.run.stop_with(StopCause::Cancelled(parent.run.stop_reason()));
+                        task.await
+                    }
+                };
+                let convened = match end {
+                    Ok(end) => Ok(settled(&parent, &call, &id, end)),
+                    Err(e) => Err(format!("council {} failed: {e}", call.name)),
+                };
+                let c = convened.as_ref().map_or_else(|why| unsettled(&stopper.run, why), clone_convened);
+                bill(&parent.run, &call, &c, &started_at, true);
+                parent.run.child_ended(&id);
+                let _ = tx.send(convened.map_err(MessageError::Failed));
+            });
+            let end = rx.await.unwrap_or_else(|_| Err(MessageError::Failed("the council's task ended early".into())));
             guard.0 = None;
-            parent.run.child_ended();
-            settled
+            end
         })
     }
 
@@ -104,16 +117,71 @@ impl Convener for ChildConvener {
     }
 }
 
-/// Stops a child run still running when the future waiting for it is dropped (parent, child).
-struct StopOnDrop(Option<(Arc<Host>, Arc<Host>)>);
+/// Stops a child run still running when the future waiting for it is dropped.
+struct StopOnDrop(Option<Arc<Host>>);
 
 impl Drop for StopOnDrop {
     fn drop(&mut self) {
-        if let Some((parent, child)) = self.0.take() {
+        if let Some(child) = self.0.take() {
             child.run.stop_with(StopCause::Cancelled("the operation that convened it ended".into()));
-            parent.run.child_ended();
         }
     }
+}
+
+fn clone_convened(c: &Convened) -> Convened {
+    Convened {
+        run_id: c.run_id.clone(),
+        ok: c.ok,
+        output: c.output.clone(),
+        result: c.result.clone(),
+        usage: c.usage,
+        by_model: c.by_model.clone(),
+    }
+}
+
+/// A child run that ended without settling (its task failed): what it spent so far.
+pub(super) fn unsettled(child: &crate::run::Run, why: &str) -> Convened {
+    let accounts = child.scheduler.accounts();
+    Convened {
+        run_id: child.id.clone(),
+        ok: false,
+        output: why.to_string(),
+        result: Value::Null,
+        usage: accounts.totals.usage(),
+        by_model: accounts.by_model,
+    }
+}
+
+/// Bills a settled council's spend to its agent, once: on the calling operation's meter while
+/// that operation is open (`on_op`: a council from a turn), else on a `council` line of its own.
+/// Nothing when the parent already billed it (it closed while the council ran).
+pub(super) fn bill(run: &crate::run::Run, call: &Call, c: &Convened, started_at: &str, on_op: bool) {
+    if !run.claim_child_bill(&c.run_id) {
+        return;
+    }
+    if on_op && call.meter.add_convened(&c.usage, &c.by_model) {
+        return;
+    }
+    let simulated = c.result["simulated"].as_bool().unwrap_or(false);
+    let late = on_op.then(|| format!("settled after the operation that convened it ({})", call.op_id));
+    let reason = match (c.ok, late) {
+        (true, None) => None,
+        (true, Some(late)) => Some(late),
+        (false, None) => Some(c.output.clone()),
+        (false, Some(late)) => Some(format!("{late}: {}", c.output)),
+    };
+    run.bill_council(&crate::run::children::Bill {
+        run_id: &c.run_id,
+        agent: &call.agent,
+        strategy: &call.name,
+        ok: c.ok,
+        reason,
+        usage: c.usage,
+        by_model: &c.by_model,
+        duration_ms: c.result["duration_ms"].as_u64().unwrap_or(0),
+        simulated,
+        started_at,
+    });
 }
 
 /// A child run started: its host, the strategy's program, its input and its deadline.
@@ -179,7 +247,7 @@ pub(super) fn start(
         }
     }
     child.run.stop_when_budget_spent();
-    run.add_child(&child.run.id);
+    run.add_child(&child.run, &call.agent, name);
     run.records.event(&Event::ChildRunStarted {
         run_id: &child.run.id,
         agent: &call.agent,
@@ -272,6 +340,7 @@ pub(super) fn settled(parent: &Host, call: &Call, run_id: &str, end: RunEnd) -> 
         run_id: run_id.to_string(),
         ok,
         output,
+        by_model: end.result.accounting.by_model.clone(),
         result: serde_json::to_value(&end.result).unwrap_or_default(),
         usage,
     }

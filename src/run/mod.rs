@@ -5,6 +5,7 @@
 
 pub mod caller;
 pub mod checkpoint;
+pub mod children;
 pub mod deadline;
 pub mod event;
 pub mod leftovers;
@@ -80,6 +81,9 @@ pub enum StopCause {
     Deadline,
 }
 
+/// The `turns.jsonl` kind of a line that bills a council on its own (not on its calling turn).
+pub const COUNCIL_KIND: &str = "council";
+
 /// How long a finishing run waits for its child runs to settle: their stop grace and a margin.
 const CHILD_GRACE: std::time::Duration = std::time::Duration::from_secs(7);
 
@@ -140,10 +144,8 @@ pub struct Run {
     lock: Mutex<Option<record::lock::RunLock>>,
     /// How many runs above this one convened it (0: a run started by a command).
     depth: std::sync::atomic::AtomicU32,
-    /// The child runs its agents convened, and how many of them are still running.
-    children: Mutex<Vec<String>>,
-    running_children: Mutex<usize>,
-    child_ended: std::sync::Condvar,
+    /// The child runs its agents convened: which still run, which are billed.
+    children: children::Children,
     /// A council convened from a turn stops once its budget is spent.
     stop_on_budget: AtomicBool,
     /// Background councils (`wf council --background`): (still running, started in this attempt).
@@ -263,9 +265,7 @@ impl Run {
             unpriced_warned: Mutex::new(std::collections::HashSet::new()),
             lock: Mutex::new(Some(run_lock)),
             depth: Default::default(),
-            children: Mutex::new(Vec::new()),
-            running_children: Mutex::new(0),
-            child_ended: std::sync::Condvar::new(),
+            children: Default::default(),
             stop_on_budget: AtomicBool::new(false),
             background: Mutex::new((0, 0)),
             background_changed: tokio::sync::Notify::new(),
@@ -308,26 +308,6 @@ impl Run {
     /// refused for the budget, rather than go on without it.
     pub fn stop_when_budget_spent(&self) {
         self.stop_on_budget.store(true, Ordering::SeqCst);
-    }
-
-    /// Lists a child run in this run's `result.json`; it runs until `child_ended`.
-    pub fn add_child(&self, run_id: &str) {
-        lock(&self.children).push(run_id.to_string());
-        *lock(&self.running_children) += 1;
-    }
-
-    /// A child run has settled and its end is on this run's record.
-    pub fn child_ended(&self) {
-        let mut n = lock(&self.running_children);
-        *n = n.saturating_sub(1);
-        self.child_ended.notify_all();
-    }
-
-    /// Waits (at most `limit`) for the child runs still running: stopped with the operation that
-    /// convened them, they settle within their stop grace, and their end belongs in this record.
-    fn wait_children(&self, limit: std::time::Duration) {
-        let n = lock(&self.running_children);
-        let _ = self.child_ended.wait_timeout_while(n, limit, |n| *n > 0);
     }
 
     /// Counts a background council started by one of the run's agents: the run's end waits for it.
@@ -471,10 +451,12 @@ impl Run {
         let spent = crate::accounting::Spent {
             agent: s.agent,
             stage: s.stage,
-            model: s.model,
+            // A council's own line ran no model of its own: its models are in `councils`.
+            model: (s.kind != COUNCIL_KIND).then_some(s.model),
             attempt: self.attempt,
             usage: &o.usage,
             unpriced,
+            councils: s.councils,
         };
         match admission {
             Some(a) => a.settle(&spent),
@@ -513,7 +495,7 @@ impl Run {
         ended_in: Option<&str>,
         sandboxes: Value,
     ) -> ResultDoc {
-        self.wait_children(CHILD_GRACE);
+        self.close_children(CHILD_GRACE);
         let finished_at = record::now_iso();
         let result = ResultDoc {
             v: record::FORMAT_VERSION,
@@ -529,7 +511,7 @@ impl Run {
             started_at: self.started_at.clone(),
             finished_at: finished_at.clone(),
             duration_ms: self.started.elapsed().as_millis() as u64,
-            children: lock(&self.children).clone(),
+            children: self.children.ids(),
         };
         self.records.event(&Event::RunFinished { status, error });
         self.records.flush(true);

@@ -60,6 +60,8 @@ pub struct Settled<'a> {
     pub kind: &'a str,
     /// The harness's own session it ran in (CLI harnesses).
     pub session: Option<&'a SessionRef>,
+    /// The part of its spend that councils it convened spent, by model (see `Spent::councils`).
+    pub councils: Option<&'a std::collections::BTreeMap<String, crate::accounting::Tally>>,
 }
 
 impl Settled<'_> {
@@ -90,6 +92,7 @@ impl Settled<'_> {
             delivered_at: self.started_at,
             settled_at: now_iso(),
             session: self.session,
+            councils_by_model: self.councils.filter(|c| !c.is_empty()),
         };
         line
     }
@@ -148,6 +151,9 @@ struct TurnLine<'a> {
     settled_at: String,
     /// `{ id, forked_from? }`, or null when the harness keeps no session of its own.
     session: Option<&'a SessionRef>,
+    /// What councils it convened spent, by model (present when they spent on any).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    councils_by_model: Option<&'a std::collections::BTreeMap<String, crate::accounting::Tally>>,
 }
 
 /// One `journal.jsonl` line: written when an answer is accepted (`settled: false`) and again when

@@ -94,13 +94,16 @@ pub fn load(dir: &Path, from_stage: Option<&str>) -> Result<Resume, String> {
         let attempt = line["attempt"].as_u64().unwrap_or(1) as u32;
         let text = |k: &str| line[k].as_str().unwrap_or("?").to_string();
         let (agent, model) = (text("agent"), text("model"));
+        let councils: Option<std::collections::BTreeMap<String, crate::accounting::Tally>> =
+            serde_json::from_value(line["councils_by_model"].clone()).ok();
         spent.add(&crate::accounting::Spent {
             agent: &agent,
             stage: line["stage"].as_str(),
-            model: &model,
+            model: (line["kind"] != super::COUNCIL_KIND).then_some(model.as_str()),
             attempt,
             usage: &usage,
             unpriced: line["cost_source"] == "unpriced",
+            councils: councils.as_ref(),
         });
         simulated |= line["simulated"] == true;
     }
