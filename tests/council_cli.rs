@@ -586,3 +586,16 @@ fn council_run_runs_the_strategy_the_catalog_shows() {
     out.expect_code(1);
     out.stderr_has("pair: a roster of [driver, navigator] is required");
 }
+
+#[test]
+fn a_param_the_call_leaves_out_takes_its_meta_default() {
+    let env = Env::new();
+    env.write(
+        "stdlib/council/demo.rhai",
+        r#"export const META = #{ kind: "strategy", name: "demo", when: "t", params: #{ gate: #{ type: "string", "default": "/x", doc: "g" }, n: #{ type: "int", "default": 3, doc: "n" } }, required: [] };
+fn run(input) { #{ output: `gate=${input.params.gate} n=${input.params.n}`, ok: true } }
+"#,
+    );
+    env.awf(&["council", "run", "demo", "--task", "t"]).expect_code(0).stdout_has("gate=/x n=3");
+    env.awf(&["council", "run", "demo", "--task", "t", "--param", "n=5"]).expect_code(0).stdout_has("gate=/x n=5");
+}

@@ -1,6 +1,6 @@
 //! A strategy call checked against its META before any run folder exists: params coerced once to
 //! the types META declares (the command line gives text), a value outside a param's `enum`
-//! refused, required params present, and no blank roster member.
+//! refused, META's defaults filled in, required params present, and no blank roster member.
 
 use super::{check_required, Strategy};
 use serde_json::{Map, Value};
@@ -19,9 +19,23 @@ pub fn check_call(s: &Strategy, given: &Map<String, Value>) -> Result<Map<String
             return Err(format!("{}: unknown param `{unknown}` (its params: {})", s.name, order.join(", ")));
         }
     }
-    let params = coerce_params(s, given)?;
+    let mut params = coerce_params(s, given)?;
+    with_defaults(s, &mut params);
     check_required(s, &params)?;
     Ok(params)
+}
+
+/// Each param META declares a `default` for and the call leaves out (or gives blank) takes it, so
+/// a strategy reads `input.params.X` as META documents it.
+fn with_defaults(s: &Strategy, params: &mut Map<String, Value>) {
+    let Some(declared) = s.meta.get("params").and_then(Value::as_object) else { return };
+    for (key, spec) in declared {
+        if let Some(default) = spec.get("default").filter(|d| !d.is_null()) {
+            if !params.contains_key(key) {
+                params.insert(key.clone(), default.clone());
+            }
+        }
+    }
 }
 
 /// Each param META declares a `type` for, coerced to it: `"bool"` (true/false, on/off, yes/no,
@@ -150,6 +164,18 @@ mod tests {
     fn call(given: Value) -> Result<Value, String> {
         let Value::Object(m) = given else { panic!("an object") };
         check_call(&demo(), &m).map(Value::Object)
+    }
+
+    #[test]
+    fn metas_defaults_fill_what_the_call_leaves_out() {
+        let meta = json!({ "params": {
+            "aggregate": { "type": "string", "default": "majority", "enum": ["majority", "unanimity"] },
+            "reflect": { "type": "bool", "default": true }, "who": { "type": "string" },
+        } });
+        let s = Strategy { name: "d".into(), origin: "test".into(), meta, param_order: Vec::new(), error: None };
+        let Value::Object(given) = json!({ "reflect": "off", "aggregate": " " }) else { panic!("an object") };
+        let got = check_call(&s, &given).map(Value::Object);
+        assert_eq!(got, Ok(json!({ "aggregate": "majority", "reflect": false })));
     }
 
     #[test]
