@@ -31,7 +31,7 @@
 //! 7. `agent`: the agents of a run (`AgentBook`, the router's `Directory`) and the one operation
 //!    pipeline.
 //! 8. `host`: a run with its books, and `drive`. The script comes in through the `Script` trait.
-//! 9. `script` (the rhai host), then `council`, then `cli`.
+//! 9. `script` (the rhai host), then `council`, then `cluster` (NATS JetStream), then `cli`.
 //!
 //! # Code map
 //!
@@ -75,6 +75,16 @@
 //!   stop grace, status, the run's trace), `control.rs` (the run's control socket: status, stop,
 //!   kill; and its client), `exit.rs` (exit codes), `child.rs` (the hook through which the council
 //!   layer gives every run's agent book its `Convener`, installed once by `cli`).
+//! - `cluster/`: runs' agent operations on NATS JetStream, **the only module that names
+//!   async-nats** (unused on one machine). `connect.rs` (a bounded connect, a clear error; the ops
+//!   work-queue stream and the journal bucket made or checked against the schema version),
+//!   `wire.rs` (the messages), `remote.rs` (`script run --nats`: the owner's `RemoteSession`, given
+//!   to the agent book through `agent::remote::Remote`: each turn published by harness subject and
+//!   deduplicated by message id, its outcome from a reply subject journalled create-only in the
+//!   bucket, then put in the local slot, so the records are a local run's), `worker.rs` (`awf
+//!   worker`: one durable pull consumer per harness, slots, progress heartbeats, ack after the
+//!   answer; an op answered in the bucket is never run again), `shadow.rs` (the worker's own run
+//!   per owner's run, `.awf/worker-runs/<run>-<worker>`, whose agent book and pipeline run the ops).
 //! - `telemetry/`: OpenTelemetry traces over OTLP/HTTP, **the only module that names the
 //!   opentelemetry crates**; `spans.rs` builds the spans from a run's records on a thread of its
 //!   own (the run core never calls it).
@@ -89,6 +99,7 @@
 //!   left).
 //! - `agent/`: logical agents. `mod.rs` (the agent: runtime, session, counters, closing), `book.rs`
 //!   (`AgentBook`: open with the compatibility rules, get, stop; the router's `Directory`),
+//!   `remote.rs` (the hook through which `cluster` gives agents remote sessions),
 //!   `op.rs` (**the one operation pipeline**: ids, replay, queue, permit, budget, deadlines,
 //!   cancellation, records), `kinds.rs` (what a turn, message operation, compaction, fork and
 //!   settings change do inside it, and the calls that start them), `supervise.rs` (a turn's nudges,
@@ -259,6 +270,7 @@
 pub mod accounting;
 pub mod agent;
 pub mod cli;
+pub mod cluster;
 pub mod config;
 pub mod control;
 pub mod council;

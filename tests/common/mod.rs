@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod council;
+pub mod nats;
 pub mod serve;
 
 use serde_json::Value;

@@ -142,6 +142,7 @@ pub fn exec(args: ServeArgs) -> Result<i32> {
         quiet: true,
         sandbox: None,
         as_run: None,
+        nats: None,
     };
     let registry = strategies::watched(&cwd);
     let server = Arc::new(Server {

@@ -58,6 +58,7 @@ mod tests {
             quiet: true,
             sandbox: None,
             as_run: None,
+            nats: None,
         }
     }
 

@@ -1,0 +1,184 @@
+//! `awf worker`: takes agent operations from the ops stream as its slots free up (one durable
+//! pull consumer per harness, shared by every worker serving it), runs each through a local run
+//! of its own (`shadow.rs`), heartbeats the message (in progress) while it runs, answers on the
+//! operation's reply subject and acks. A worker killed mid-operation never acks: the server gives
+//! the operation to another worker once the ack wait passes. An operation whose answer is in the
+//! bucket already is answered from there, never run again.
+
+use super::shadow::Shadows;
+use super::wire::{OpRequest, Reply, WIRE};
+use super::{ops_subject, Cluster};
+use crate::config::{Config, HarnessKind};
+use async_nats::jetstream::consumer::{pull, PullConsumer};
+use async_nats::jetstream::{AckKind, Message};
+use futures_util::StreamExt;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// How long an operation a worker took may go without a heartbeat before the server gives it to
+/// another worker (heartbeats come every third of it).
+pub const ACK_WAIT: Duration = Duration::from_secs(6);
+
+pub struct Options {
+    pub slots: usize,
+    pub runtimes: Vec<HarnessKind>,
+    pub name: String,
+    pub cwd: PathBuf,
+    pub config: Config,
+}
+
+/// The consumer of a harness's operations, made on first use.
+async fn consumer(cluster: &Cluster, harness: HarnessKind) -> Result<PullConsumer, String> {
+    let name = format!("ops-{}", harness.as_str());
+    let config = pull::Config {
+        durable_name: Some(name.clone()),
+        filter_subject: ops_subject(harness),
+        ack_wait: ACK_WAIT,
+        max_ack_pending: 100_000,
+        ..Default::default()
+    };
+    cluster
+        .ops
+        .get_or_create_consumer(&name, config)
+        .await
+        .map_err(|e| format!("cannot make the consumer {name} on {}: {e}", cluster.url))
+}
+
+/// Serves operations until `stop` is cancelled; then ends its local runs.
+pub async fn serve(cluster: Cluster, options: Options, stop: CancellationToken) -> Result<(), String> {
+    let mut consumers = Vec::new();
+    for h in &options.runtimes {
+        consumers.push(consumer(&cluster, *h).await?);
+    }
+    let slots = Arc::new(tokio::sync::Semaphore::new(options.slots));
+    let shadows = Arc::new(Shadows::new(
+        options.name.clone(),
+        options.cwd.clone(),
+        options.config.clone(),
+        options.slots,
+        tokio::runtime::Handle::current(),
+    ));
+    let names: Vec<&str> = options.runtimes.iter().map(|h| h.as_str()).collect();
+    eprintln!(
+        "awf worker {}: serving {} with {} slots on {}",
+        options.name,
+        names.join(", "),
+        options.slots,
+        cluster.url
+    );
+    let mut pullers = tokio::task::JoinSet::new();
+    for c in consumers {
+        let (cluster, shadows, slots, stop) = (cluster.clone(), shadows.clone(), slots.clone(), stop.clone());
+        pullers.spawn(async move { pull(c, cluster, shadows, slots, stop).await });
+    }
+    while pullers.join_next().await.is_some() {}
+    let done = shadows.clone();
+    let _ = tokio::task::spawn_blocking(move || done.finish()).await;
+    Ok(())
+}
+
+/// Takes one harness's operations while slots are free: it asks for as many as there are free
+/// slots, waiting up to a second for them, and iterates each batch to its end (a batch dropped
+/// early would leave the server a pull request for messages nobody reads).
+async fn pull(
+    c: PullConsumer,
+    cluster: Cluster,
+    shadows: Arc<Shadows>,
+    slots: Arc<tokio::sync::Semaphore>,
+    stop: CancellationToken,
+) {
+    while !stop.is_cancelled() {
+        // Wait for a free slot without taking it: the operation takes one when it starts.
+        let free = tokio::select! {
+            _ = stop.cancelled() => break,
+            p = slots.acquire() => match p { Ok(p) => p, Err(_) => break },
+        };
+        drop(free);
+        let want = slots.available_permits().max(1);
+        let mut batch = match c.batch().max_messages(want).expires(Duration::from_secs(1)).messages().await {
+            Ok(b) => b,
+            Err(e) => {
+                tracing::warn!("fetching operations: {e}");
+                tokio::time::sleep(Duration::from_millis(250)).await;
+                continue;
+            }
+        };
+        while let Some(next) = batch.next().await {
+            match next {
+                Ok(msg) => {
+                    let (cluster, shadows, slots) = (cluster.clone(), shadows.clone(), slots.clone());
+                    tokio::spawn(async move { handle(&cluster, &shadows, &slots, msg).await });
+                }
+                Err(e) => tracing::debug!("a fetch ended: {e}"),
+            }
+        }
+    }
+}
+
+async fn publish(cluster: &Cluster, subject: &str, reply: &Reply) {
+    let Ok(body) = serde_json::to_vec(reply) else { return };
+    if let Err(e) = cluster.client.publish(subject.to_string(), body.into()).await {
+        tracing::warn!("answering on {subject}: {e}");
+    }
+    let _ = cluster.client.flush().await;
+}
+
+/// One operation: answered from the bucket when it was answered before, else run here.
+async fn handle(cluster: &Cluster, shadows: &Arc<Shadows>, slots: &tokio::sync::Semaphore, msg: Message) {
+    let worker = shadows.name.clone();
+    let req: OpRequest = match serde_json::from_slice(&msg.payload) {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::warn!("an operation message that does not parse (dropped): {e}");
+            let _ = msg.ack_with(AckKind::Term).await;
+            return;
+        }
+    };
+    if req.v != WIRE {
+        let why = format!("worker {worker} speaks version {WIRE} of the operation messages, not {}", req.v);
+        let outcome = Reply::Settled { worker, outcome: super::shadow::failed_outcome(&req.op_id, why) };
+        publish(cluster, &req.reply, &outcome).await;
+        let _ = msg.ack().await;
+        return;
+    }
+    if let Ok(Some(entry)) = cluster.journal.get(&req.journal_key).await {
+        // Answered before (this message is a redelivery): the journalled outcome, never a rerun.
+        let stored: serde_json::Value = serde_json::from_slice(&entry).unwrap_or_default();
+        if let Ok(outcome) = serde_json::from_value(stored["outcome"].clone()) {
+            let by = stored["worker"].as_str().unwrap_or("?").to_string();
+            publish(cluster, &req.reply, &Reply::Settled { worker: by, outcome }).await;
+            let _ = msg.ack().await;
+            return;
+        }
+    }
+    publish(cluster, &req.reply, &Reply::Taken { worker: worker.clone() }).await;
+    let run = {
+        let (shadows, req) = (shadows.clone(), req.clone());
+        async move {
+            // The slot is held until the operation settles; the message is heartbeated meanwhile.
+            let _slot = slots.acquire().await;
+            tokio::task::spawn_blocking(move || shadows.run(&req)).await
+        }
+    };
+    tokio::pin!(run);
+    let mut beat = tokio::time::interval(ACK_WAIT / 3);
+    beat.tick().await;
+    let outcome = loop {
+        tokio::select! {
+            done = &mut run => break done,
+            _ = beat.tick() => {
+                if let Err(e) = msg.ack_with(AckKind::Progress).await {
+                    tracing::warn!("heartbeat for {}: {e}", req.op_id);
+                }
+            }
+        }
+    };
+    let outcome =
+        outcome.unwrap_or_else(|e| super::shadow::failed_outcome(&req.op_id, format!("worker {worker}: {e}")));
+    publish(cluster, &req.reply, &Reply::Settled { worker, outcome }).await;
+    if let Err(e) = msg.double_ack().await {
+        tracing::warn!("acknowledging {}: {e}", req.op_id);
+    }
+}

