@@ -9,6 +9,7 @@
 pub mod connect;
 pub mod remote;
 mod shadow;
+mod store;
 pub mod wire;
 pub mod worker;
 

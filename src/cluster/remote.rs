@@ -21,6 +21,8 @@ use std::time::Duration;
 /// How long before an operation's deadline the owner gives up waiting for a worker to take it,
 /// so that the outcome says why.
 const UNTAKEN_MARGIN: Duration = Duration::from_millis(200);
+/// How often the owner looks in the bucket for an outcome whose reply it may have missed.
+const LOOK_EVERY: Duration = Duration::from_secs(1);
 
 /// A run whose agents' operations run on workers.
 pub struct Owner {
@@ -200,33 +202,47 @@ impl Owner {
             journal_key: journal_key.clone(),
         };
         let payload = serde_json::to_vec(&request).map_err(|e| e.to_string())?;
-        let mut headers = async_nats::HeaderMap::new();
-        headers.insert("Nats-Msg-Id", format!("{}/{}/{}", self.run, self.attempt, input.op_id).as_str());
-        let ack =
-            c.js.publish_with_headers(ops_subject(harness), headers, payload.into())
-                .await
-                .map_err(|e| format!("cannot queue {} on NATS at {}: {e}", input.op_id, c.url))?;
-        ack.await.map_err(|e| format!("NATS at {} did not store {}: {e}", c.url, input.op_id))?;
+        let msg_id = format!("{}/{}/{}", self.run, self.attempt, input.op_id);
+        // Retried while a cluster elects a leader: the same message id makes a repeat a duplicate.
+        super::store::retried(|| async {
+            let mut headers = async_nats::HeaderMap::new();
+            headers.insert("Nats-Msg-Id", msg_id.as_str());
+            let ack = c.js.publish_with_headers(ops_subject(harness), headers, payload.clone().into()).await?;
+            ack.await.map(|_| ()).map_err(async_nats::Error::from)
+        })
+        .await
+        .map_err(|e| format!("cannot queue {} on NATS at {}: {e}", input.op_id, c.url))?;
+        let result_key = super::store::result_key(&journal_key);
         let mut taken: Option<String> = None;
         let untaken = input.deadline.map(|d| tokio::time::Instant::from_std(d.instant()) - UNTAKEN_MARGIN);
+        // A reply is not kept by the server: one sent while this connection was down is found in
+        // the bucket, where the worker put it first.
+        let mut look = tokio::time::interval(LOOK_EVERY);
         loop {
-            let next = async {
-                match untaken {
-                    Some(at) if taken.is_none() => tokio::time::timeout_at(at, replies.next()).await.ok(),
-                    _ => Some(replies.next().await),
-                }
+            let until = match untaken {
+                Some(at) if taken.is_none() => at,
+                _ => tokio::time::Instant::now() + Duration::from_secs(3600),
             };
-            let msg = match next.await {
-                None => {
+            let msg = tokio::select! {
+                m = replies.next() => m,
+                _ = look.tick() => {
+                    if let Some(stored) = super::store::read(&c.journal, &result_key).await {
+                        if let Ok(outcome) = serde_json::from_value::<Outcome>(stored["outcome"].clone()) {
+                            let worker = stored["worker"].as_str().unwrap_or("?").to_string();
+                            return self.journal(&journal_key, worker, outcome).await;
+                        }
+                    }
+                    continue;
+                }
+                _ = tokio::time::sleep_until(until) => {
                     return Err(format!(
                         "no worker serving `{harness}` took the operation before its deadline (start one with \
                          `awf worker --nats {} --runtimes {harness}`)",
                         c.url
                     ))
                 }
-                Some(None) => return Err(format!("the reply subscription on {} closed", c.url)),
-                Some(Some(m)) => m,
             };
+            let Some(msg) = msg else { return Err(format!("the reply subscription on {} closed", c.url)) };
             match serde_json::from_slice::<Reply>(&msg.payload) {
                 Ok(Reply::Taken { worker }) => taken = Some(worker),
                 Ok(Reply::Settled { worker, outcome }) => return self.journal(&journal_key, worker, outcome).await,
@@ -243,20 +259,12 @@ impl Owner {
         }
         let entry =
             serde_json::json!({ "run": self.run, "attempt": self.attempt, "worker": worker, "outcome": outcome });
-        let c = &self.cluster;
-        match c.journal.create(key, entry.to_string().into()).await {
-            Ok(_) => Ok((worker, outcome)),
-            Err(e) if e.kind() == async_nats::jetstream::kv::CreateErrorKind::AlreadyExists => {
-                let first = c.journal.get(key).await.map_err(|e| format!("cannot read {key} on {}: {e}", c.url))?;
-                let first: serde_json::Value = first.and_then(|b| serde_json::from_slice(&b).ok()).unwrap_or_default();
-                tracing::warn!(
-                    "a second answer to {} from worker {worker} was refused: the first stands",
-                    outcome.op_id
-                );
-                let stands = serde_json::from_value::<Outcome>(first["outcome"].clone()).map_err(|e| e.to_string())?;
-                Ok((first["worker"].as_str().unwrap_or("?").to_string(), stands))
-            }
-            Err(e) => Err(format!("cannot journal {} on NATS at {}: {e}", outcome.op_id, c.url)),
+        let (stands, first) = super::store::create_first(&self.cluster.journal, key, &entry).await?;
+        if first {
+            return Ok((worker, outcome));
         }
+        tracing::warn!("a second answer to {} from worker {worker} was refused: the first stands", outcome.op_id);
+        let stood = serde_json::from_value::<Outcome>(stands["outcome"].clone()).map_err(|e| e.to_string())?;
+        Ok((stands["worker"].as_str().unwrap_or("?").to_string(), stood))
     }
 }

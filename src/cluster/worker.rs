@@ -7,7 +7,7 @@
 
 use super::shadow::Shadows;
 use super::wire::{OpRequest, Reply, WIRE};
-use super::{ops_subject, Cluster};
+use super::{ops_subject, store, Cluster};
 use crate::config::{Config, HarnessKind};
 use async_nats::jetstream::consumer::{pull, PullConsumer};
 use async_nats::jetstream::{AckKind, Message};
@@ -108,8 +108,9 @@ async fn pull(
         while let Some(next) = batch.next().await {
             match next {
                 Ok(msg) => {
-                    let (cluster, shadows, slots) = (cluster.clone(), shadows.clone(), slots.clone());
-                    tokio::spawn(async move { handle(&cluster, &shadows, &slots, msg).await });
+                    let (cluster, shadows, slots, stop) =
+                        (cluster.clone(), shadows.clone(), slots.clone(), stop.clone());
+                    tokio::spawn(async move { handle(&cluster, &shadows, &slots, &stop, msg).await });
                 }
                 Err(e) => tracing::debug!("a fetch ended: {e}"),
             }
@@ -125,8 +126,27 @@ async fn publish(cluster: &Cluster, subject: &str, reply: &Reply) {
     let _ = cluster.client.flush().await;
 }
 
-/// One operation: answered from the bucket when it was answered before, else run here.
-async fn handle(cluster: &Cluster, shadows: &Arc<Shadows>, slots: &tokio::sync::Semaphore, msg: Message) {
+/// The outcome on record for an operation, by the worker that settled it: the worker's result,
+/// else the owner's journal.
+async fn on_record(cluster: &Cluster, req: &OpRequest) -> Option<(String, crate::run::Outcome)> {
+    for key in [store::result_key(&req.journal_key), req.journal_key.clone()] {
+        if let Some(stored) = store::read(&cluster.journal, &key).await {
+            if let Ok(outcome) = serde_json::from_value(stored["outcome"].clone()) {
+                return Some((stored["worker"].as_str().unwrap_or("?").to_string(), outcome));
+            }
+        }
+    }
+    None
+}
+
+/// One operation: answered from the bucket when it settled before (a redelivery), else run here.
+async fn handle(
+    cluster: &Cluster,
+    shadows: &Arc<Shadows>,
+    slots: &tokio::sync::Semaphore,
+    stop: &CancellationToken,
+    msg: Message,
+) {
     let worker = shadows.name.clone();
     let req: OpRequest = match serde_json::from_slice(&msg.payload) {
         Ok(r) => r,
@@ -143,15 +163,10 @@ async fn handle(cluster: &Cluster, shadows: &Arc<Shadows>, slots: &tokio::sync::
         let _ = msg.ack().await;
         return;
     }
-    if let Ok(Some(entry)) = cluster.journal.get(&req.journal_key).await {
-        // Answered before (this message is a redelivery): the journalled outcome, never a rerun.
-        let stored: serde_json::Value = serde_json::from_slice(&entry).unwrap_or_default();
-        if let Ok(outcome) = serde_json::from_value(stored["outcome"].clone()) {
-            let by = stored["worker"].as_str().unwrap_or("?").to_string();
-            publish(cluster, &req.reply, &Reply::Settled { worker: by, outcome }).await;
-            let _ = msg.ack().await;
-            return;
-        }
+    if let Some((by, outcome)) = on_record(cluster, &req).await {
+        publish(cluster, &req.reply, &Reply::Settled { worker: by, outcome }).await;
+        let _ = msg.ack().await;
+        return;
     }
     publish(cluster, &req.reply, &Reply::Taken { worker: worker.clone() }).await;
     let run = {
@@ -175,9 +190,28 @@ async fn handle(cluster: &Cluster, shadows: &Arc<Shadows>, slots: &tokio::sync::
             }
         }
     };
+    if stop.is_cancelled() {
+        // Stopped while it ran: the operation goes back to the queue for another worker.
+        let _ = msg.ack_with(AckKind::Nak(None)).await;
+        return;
+    }
     let outcome =
         outcome.unwrap_or_else(|e| super::shadow::failed_outcome(&req.op_id, format!("worker {worker}: {e}")));
-    publish(cluster, &req.reply, &Reply::Settled { worker, outcome }).await;
+    // The outcome goes in the bucket before the reply: a reply is not kept, and a redelivery of
+    // this operation is answered from there.
+    let entry = serde_json::json!({ "run": req.run, "worker": worker, "outcome": outcome });
+    let (by, outcome) = match store::create_first(&cluster.journal, &store::result_key(&req.journal_key), &entry).await
+    {
+        Ok((stands, _)) => match serde_json::from_value(stands["outcome"].clone()) {
+            Ok(o) => (stands["worker"].as_str().unwrap_or("?").to_string(), o),
+            Err(_) => (worker, outcome),
+        },
+        Err(e) => {
+            tracing::warn!("{}: {e}", req.op_id);
+            (worker, outcome)
+        }
+    };
+    publish(cluster, &req.reply, &Reply::Settled { worker: by, outcome }).await;
     if let Err(e) = msg.double_ack().await {
         tracing::warn!("acknowledging {}: {e}", req.op_id);
     }

@@ -76,6 +76,10 @@ impl Server {
     pub fn log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
+
+    pub fn alive(&self) -> bool {
+        self.child.is_some()
+    }
 }
 
 impl Drop for Server {
@@ -194,7 +198,7 @@ impl Drop for Worker {
 /// (a worker's own run id ends in its name). The value is the sum of the doubles.
 pub const MAP_WORKFLOW: &str = r#"
 let n = args.n ?? 10;
-let pause = args.pause ?? "0";
+let pause = `${args.pause ?? 0}`;
 let results = ctx.parallel(0..n, |i| {
   let a = ctx.agents.open(#{ key: `a${i}`, runtime: #{ harness: "command", command: ["sh", `${ctx.cwd}/agent.sh`, pause] } });
   a.run(#{ prompt: `item ${i}`, schema: #{ type: "object", required: ["double"] } }).value.double
