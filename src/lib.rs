@@ -83,7 +83,9 @@
 //!   deduplicated by message id, its outcome from a reply subject journalled create-only in the
 //!   bucket, then put in the local slot, so the records are a local run's), `worker.rs` (`awf
 //!   worker`: one durable pull consumer per harness, slots, progress heartbeats, ack after the
-//!   answer; an op answered in the bucket is never run again), `shadow.rs` (the worker's own run
+//!   answer; an op answered in the bucket is never run again), `lease.rs` (the running worker's
+//!   lease in the bucket, revision-checked: a stale one is taken over, a late answer dropped),
+//!   `store.rs` (create-only outcome and journal entries, retried while a cluster elects), `shadow.rs` (the worker's own run
 //!   per owner's run, `.awf/worker-runs/<run>-<worker>`, whose agent book and pipeline run the ops).
 //! - `telemetry/`: OpenTelemetry traces over OTLP/HTTP, **the only module that names the
 //!   opentelemetry crates**; `spans.rs` builds the spans from a run's records on a thread of its

@@ -7,6 +7,7 @@
 //! local run of its own (`shadow.rs`) through the same pipeline and harnesses as any run.
 
 pub mod connect;
+mod lease;
 pub mod remote;
 mod shadow;
 mod store;

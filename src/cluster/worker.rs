@@ -7,7 +7,7 @@
 
 use super::shadow::Shadows;
 use super::wire::{OpRequest, Reply, WIRE};
-use super::{ops_subject, store, Cluster};
+use super::{lease, ops_subject, store, Cluster};
 use crate::config::{Config, HarnessKind};
 use async_nats::jetstream::consumer::{pull, PullConsumer};
 use async_nats::jetstream::{AckKind, Message};
@@ -20,6 +20,8 @@ use tokio_util::sync::CancellationToken;
 /// How long an operation a worker took may go without a heartbeat before the server gives it to
 /// another worker (heartbeats come every third of it).
 pub const ACK_WAIT: Duration = Duration::from_secs(6);
+/// When an operation leased by another worker is offered again.
+const RETRY_HELD: Duration = Duration::from_secs(2);
 
 pub struct Options {
     pub slots: usize,
@@ -168,6 +170,21 @@ async fn handle(
         let _ = msg.ack().await;
         return;
     }
+    let lease_key = lease::key(&req.journal_key);
+    let mut revision = match lease::take(&cluster.journal, &lease_key, &worker).await {
+        Ok(lease::Take::Mine(rev)) => rev,
+        Ok(lease::Take::Held(holder)) => {
+            // Another worker runs it and renews its lease: come back once it answered or died.
+            tracing::debug!("{} is leased by {holder}", req.op_id);
+            let _ = msg.ack_with(AckKind::Nak(Some(RETRY_HELD))).await;
+            return;
+        }
+        Err(e) => {
+            tracing::warn!("{}: {e}", req.op_id);
+            let _ = msg.ack_with(AckKind::Nak(Some(RETRY_HELD))).await;
+            return;
+        }
+    };
     publish(cluster, &req.reply, &Reply::Taken { worker: worker.clone() }).await;
     let run = {
         let (shadows, req) = (shadows.clone(), req.clone());
@@ -187,9 +204,19 @@ async fn handle(
                 if let Err(e) = msg.ack_with(AckKind::Progress).await {
                     tracing::warn!("heartbeat for {}: {e}", req.op_id);
                 }
+                match lease::renew(&cluster.journal, &lease_key, &worker, revision).await {
+                    Ok(rev) => revision = rev,
+                    Err(e) => tracing::warn!("renewing the lease of {}: {e}", req.op_id),
+                }
             }
         }
     };
+    if !lease::still_mine(&cluster.journal, &lease_key, revision).await {
+        // Another worker took the operation over while this one could not renew: its answer is
+        // the one that counts, and this late one is dropped.
+        tracing::warn!("{}: the lease passed to another worker; this answer is dropped", req.op_id);
+        return;
+    }
     if stop.is_cancelled() {
         // Stopped while it ran: the operation goes back to the queue for another worker.
         let _ = msg.ack_with(AckKind::Nak(None)).await;
