@@ -38,7 +38,7 @@
 //! - `cli/`: argument definitions and one call per command; the only place that prints and uses
 //!   anyhow. `script.rs` (`script run|check`, `--watch`; `prepare` builds a run's spec from the
 //!   flags and config, shared by every command that starts runs; `--detach`), `council.rs` (`council
-//!   list|show|run`), `runs.rs` (`runs list|show|resume|stop|logs`; resuming a council run,
+//!   list|show|run`), `worker.rs` (`awf worker`, `runs submit`), `runs.rs` (`runs list|show|resume|stop|logs|submit`; resuming a council run,
 //!   `--values`), `listing.rs` (what a run folder says: status, `interrupted`, age, spend),
 //!   `logs.rs` (events as readable lines, followed), `stop.rs` (`runs stop` through a run's control
 //!   socket), `background.rs` (`--detach`: the background process and the machine-wide queue),
@@ -85,7 +85,9 @@
 //!   worker`: one durable pull consumer per harness, slots, progress heartbeats, ack after the
 //!   answer; an op answered in the bucket is never run again), `lease.rs` (the running worker's
 //!   lease in the bucket, revision-checked: a stale one is taken over, a late answer dropped),
-//!   `store.rs` (create-only outcome and journal entries, retried while a cluster elects), `shadow.rs` (the worker's own run
+//!   `store.rs` (create-only outcome and journal entries, retried while a cluster elects), `runs.rs`
+//!   (`awf runs submit`: whole runs in their own work-queue stream, run in-process by a worker as
+//!   their owner, taken over under the same id when it dies), `shadow.rs` (the worker's own run
 //!   per owner's run, `.awf/worker-runs/<run>-<worker>`, whose agent book and pipeline run the ops).
 //! - `telemetry/`: OpenTelemetry traces over OTLP/HTTP, **the only module that names the
 //!   opentelemetry crates**; `spans.rs` builds the spans from a run's records on a thread of its

@@ -43,24 +43,6 @@ fn wait_for_marks(env: &Env, n: usize) {
     }
 }
 
-/// The worker whose answer the owner journalled for each op, read from the bucket.
-fn journalled_by(url: &str, run: &str) -> std::collections::BTreeMap<String, String> {
-    let rt = tokio::runtime::Runtime::new().expect("a runtime");
-    rt.block_on(async {
-        let client = async_nats::connect(url).await.expect("connect");
-        let kv = async_nats::jetstream::new(client).get_key_value("AWF_JOURNAL").await.expect("the bucket");
-        let mut out = std::collections::BTreeMap::new();
-        for i in 0..N {
-            let (agent, op) = (format!("a{i}"), format!("a{i}#1"));
-            let entry = kv.get(awf::cluster::op_key(run, &agent, &op)).await.expect("read the bucket");
-            let entry: serde_json::Value =
-                serde_json::from_slice(&entry.unwrap_or_else(|| panic!("{op} is not journalled"))).expect("JSON");
-            out.insert(op, entry["worker"].as_str().expect("a worker").to_string());
-        }
-        out
-    })
-}
-
 /// Runs the map through the cluster, calling `disrupt` once 40 operations have run; checks the
 /// value, the records and that no answered operation ran twice.
 fn map_survives(disrupt: impl FnOnce(&mut [Server], &mut [Worker])) {
@@ -111,7 +93,7 @@ fn map_survives(disrupt: impl FnOnce(&mut [Server], &mut [Worker])) {
     // No answered operation ran twice: the worker whose answer stands ran it once; any other run
     // of it was on a worker that died before answering.
     let alive: Vec<String> = workers.iter().filter(|w| w.pid() != 0).map(|w| w.name.clone()).collect();
-    let by = journalled_by(&servers.iter().find(|s| s.alive()).expect("a live server").url(), &env.run_id());
+    let by = nats::journalled_by(&servers.iter().find(|s| s.alive()).expect("a live server").url(), &env.run_id(), N);
     let marks = nats::marks(env.path());
     assert_eq!(marks.len(), N);
     let mut answered = std::collections::BTreeMap::new();

@@ -60,6 +60,46 @@ pub fn exec(args: WorkerArgs) -> Result<i32> {
     Ok(EXIT_OK)
 }
 
+/// `awf runs submit`: the script checked here, then queued; prints the run id.
+pub fn submit(cwd: &std::path::Path, file: &std::path::Path, nats: Option<String>, args: Option<&str>) -> Result<i32> {
+    let config = Config::load(cwd)?;
+    let Some(url) = nats.or_else(|| config.cluster.nats.clone()) else {
+        bail!("awf runs submit needs a NATS server: --nats URL, or `nats` in the [cluster] table of awf.toml");
+    };
+    let program = match crate::script::load(file, cwd) {
+        Ok(p) => p,
+        Err(rendered) => {
+            eprintln!("{rendered}");
+            return Ok(super::EXIT_USAGE);
+        }
+    };
+    let args: serde_json::Value = match args {
+        Some(text) => serde_json::from_str(text).map_err(|e| anyhow!("--args is not valid JSON: {e}"))?,
+        None => serde_json::json!({}),
+    };
+    if let Err(e) = super::script::check_script_args(&program, &args) {
+        eprintln!("{e}");
+        return Ok(super::EXIT_USAGE);
+    }
+    let rt =
+        tokio::runtime::Builder::new_current_thread().enable_all().build().context("cannot start the async runtime")?;
+    let cluster = rt.block_on(crate::cluster::connect(&url)).map_err(|e| anyhow!(e))?;
+    let id = crate::record::new_run_id();
+    let req = crate::cluster::runs::RunRequest {
+        v: 1,
+        id: id.clone(),
+        script: program.path.clone(),
+        cwd: cwd.to_path_buf(),
+        args,
+    };
+    rt.block_on(crate::cluster::runs::submit(&cluster, &req)).map_err(|e| anyhow!(e))?;
+    out!("{id}");
+    eprintln!(
+        "awf: run {id} queued on {url}; the worker that takes it records it in .awf/worker-runs/runs-<worker>/{id}"
+    );
+    Ok(EXIT_OK)
+}
+
 /// `--runtimes`, each a harness name; none means all.
 fn harnesses(names: &[String]) -> Result<Vec<HarnessKind>> {
     if names.is_empty() {

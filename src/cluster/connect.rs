@@ -2,7 +2,7 @@
 //! then the ops stream and the journal bucket, made when missing (three replicas on a cluster,
 //! one on a lone server) and refused when another schema of awf made them.
 
-use super::{JOURNAL_BUCKET, OPS_STREAM, SCHEMA};
+use super::{JOURNAL_BUCKET, OPS_STREAM, RUNS_STREAM, SCHEMA};
 use async_nats::jetstream::{self, kv, stream};
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -21,6 +21,7 @@ pub struct Cluster {
     pub client: async_nats::Client,
     pub js: jetstream::Context,
     pub ops: stream::Stream,
+    pub runs: stream::Stream,
     pub journal: kv::Store,
 }
 
@@ -35,11 +36,13 @@ pub async fn connect(url: &str) -> Result<Cluster, String> {
     let replicas = if client.server_info().cluster.is_some() { 3 } else { 1 };
     let js = jetstream::new(client.clone());
     let start = Instant::now();
-    let ops = retry(url, start, || ops_stream(&js, replicas)).await?;
+    let ops = retry(url, start, || work_queue(&js, OPS_STREAM, "awf.ops.>", replicas)).await?;
     check_stream(url, &ops)?;
+    let runs = retry(url, start, || work_queue(&js, RUNS_STREAM, super::runs::RUNS_SUBJECT, replicas)).await?;
+    check_stream(url, &runs)?;
     let journal = retry(url, start, || bucket(&js, replicas)).await?;
     check_bucket(url, &journal).await?;
-    Ok(Cluster { url: url.to_string(), client, js, ops, journal })
+    Ok(Cluster { url: url.to_string(), client, js, ops, runs, journal })
 }
 
 /// Retries a setup step until `SETUP_WAIT` has passed since `start`.
@@ -59,10 +62,15 @@ where
     }
 }
 
-async fn ops_stream(js: &jetstream::Context, replicas: usize) -> Result<stream::Stream, String> {
+async fn work_queue(
+    js: &jetstream::Context,
+    name: &str,
+    subjects: &str,
+    replicas: usize,
+) -> Result<stream::Stream, String> {
     let config = stream::Config {
-        name: OPS_STREAM.into(),
-        subjects: vec!["awf.ops.>".into()],
+        name: name.into(),
+        subjects: vec![subjects.into()],
         retention: stream::RetentionPolicy::WorkQueue,
         num_replicas: replicas,
         duplicate_window: Duration::from_secs(120),
@@ -83,17 +91,18 @@ async fn bucket(js: &jetstream::Context, replicas: usize) -> Result<kv::Store, S
 /// The fix for a stream or bucket another schema made.
 fn fix() -> String {
     format!(
-        "remove them (`nats stream rm {OPS_STREAM}` and `nats kv rm {JOURNAL_BUCKET}`, which drops queued \
-         operations and journals) or use a fresh server"
+        "remove them (`nats stream rm {OPS_STREAM}`, `nats stream rm {RUNS_STREAM}` and `nats kv rm \
+         {JOURNAL_BUCKET}`, which drops queued work and journals) or use a fresh server"
     )
 }
 
 fn check_stream(url: &str, ops: &stream::Stream) -> Result<(), String> {
-    let found = ops.cached_info().config.metadata.get(SCHEMA_KEY).cloned();
-    match found.as_deref() {
+    let info = ops.cached_info();
+    let name = &info.config.name;
+    match info.config.metadata.get(SCHEMA_KEY).map(String::as_str) {
         Some(SCHEMA) => Ok(()),
         other => Err(format!(
-            "the stream {OPS_STREAM} on {url} was made by another awf (schema {}; this awf needs {SCHEMA}): {}",
+            "the stream {name} on {url} was made by another awf (schema {}; this awf needs {SCHEMA}): {}",
             other.unwrap_or("none"),
             fix()
         )),

@@ -9,6 +9,7 @@
 pub mod connect;
 mod lease;
 pub mod remote;
+pub mod runs;
 mod shadow;
 mod store;
 pub mod wire;
@@ -21,6 +22,8 @@ pub use connect::{connect, Cluster};
 pub const SCHEMA: &str = "1";
 /// The work-queue stream of agent operations; subjects `awf.ops.<harness>`.
 pub const OPS_STREAM: &str = "AWF_OPS";
+/// The work-queue stream of whole runs (`awf runs submit`).
+pub const RUNS_STREAM: &str = "AWF_RUNS";
 /// The key-value bucket of runs' journals and workers' heartbeats.
 pub const JOURNAL_BUCKET: &str = "AWF_JOURNAL";
 
@@ -39,6 +42,6 @@ pub fn op_key(run: &str, agent: &str, op_id: &str) -> String {
     format!("op.{}.{:032x}", hashed(run), h.digest128())
 }
 
-fn hashed(text: &str) -> String {
+pub(crate) fn hashed(text: &str) -> String {
     format!("{:032x}", xxhash_rust::xxh3::xxh3_128(text.as_bytes()))
 }

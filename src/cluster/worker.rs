@@ -75,7 +75,13 @@ pub async fn serve(cluster: Cluster, options: Options, stop: CancellationToken) 
         let (cluster, shadows, slots, stop) = (cluster.clone(), shadows.clone(), slots.clone(), stop.clone());
         pullers.spawn(async move { pull(c, cluster, shadows, slots, stop).await });
     }
+    let runs = tokio::spawn(super::runs::serve(cluster.clone(), options.name.clone(), options.slots, stop.clone()));
     while pullers.join_next().await.is_some() {}
+    match runs.await {
+        Ok(Err(e)) => tracing::warn!("{e}"),
+        Err(e) => tracing::warn!("the runs of worker {}: {e}", options.name),
+        Ok(Ok(())) => {}
+    }
     let done = shadows.clone();
     let _ = tokio::task::spawn_blocking(move || done.finish()).await;
     Ok(())

@@ -264,3 +264,22 @@ pub fn marks(dir: &Path) -> std::collections::BTreeMap<String, Vec<String>> {
     }
     out
 }
+
+/// The worker whose answer the owner journalled for each op `a<i>#1` of `MAP_WORKFLOW`, read
+/// from the bucket.
+pub fn journalled_by(url: &str, run: &str, n: usize) -> std::collections::BTreeMap<String, String> {
+    let rt = tokio::runtime::Runtime::new().expect("a runtime");
+    rt.block_on(async {
+        let client = async_nats::connect(url).await.expect("connect");
+        let kv = async_nats::jetstream::new(client).get_key_value("AWF_JOURNAL").await.expect("the bucket");
+        let mut out = std::collections::BTreeMap::new();
+        for i in 0..n {
+            let (agent, op) = (format!("a{i}"), format!("a{i}#1"));
+            let entry = kv.get(awf::cluster::op_key(run, &agent, &op)).await.expect("read the bucket");
+            let entry: serde_json::Value =
+                serde_json::from_slice(&entry.unwrap_or_else(|| panic!("{op} is not journalled"))).expect("JSON");
+            out.insert(op, entry["worker"].as_str().expect("a worker").to_string());
+        }
+        out
+    })
+}
