@@ -26,6 +26,12 @@ fn a_nats_url_that_does_not_answer_exits_2_naming_it_before_any_run_folder() {
     env.awf(&["script", "run", "wf.rhai"]).expect_code(2).stderr_has(&url);
     env.awf(&["worker", "--runtimes", "gpt"]).expect_code(2).stderr_has("--runtimes: unknown harness `gpt`");
     Env::new().awf(&["worker"]).expect_code(2).stderr_has("awf worker needs a NATS server");
+    env.awf(&["worker", "--slots", "0"]).expect_code(2).stderr_has("--slots must be at least 1");
+    env.awf(&["worker", "--name", "a b"]).expect_code(2).stderr_has("use letters, digits, - and _ only");
+    env.awf(&["runs", "submit", "wf.rhai", "--nats", &url]).expect_code(2).stderr_has(&url);
+    env.awf(&["runs", "submit", "missing.rhai"]).expect_code(2).stderr_has("cannot read script");
+    env.awf(&["runs", "submit", "wf.rhai", "--args", "{"]).expect_code(2).stderr_has("--args is not valid JSON");
+    Env::new().awf(&["runs", "submit", "wf.rhai"]).expect_code(2).stderr_has("awf runs submit needs a NATS server");
 }
 
 #[test]
