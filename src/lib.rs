@@ -85,7 +85,9 @@
 //!   worker`: one durable pull consumer per harness, slots, progress heartbeats, ack after the
 //!   answer; an op answered in the bucket is never run again), `lease.rs` (the running worker's
 //!   lease in the bucket, revision-checked: a stale one is taken over, a late answer dropped),
-//!   `store.rs` (create-only outcome and journal entries, retried while a cluster elects), `runs.rs`
+//!   `store.rs` (create-only outcome and journal entries, retried while a cluster elects),
+//!   `affinity.rs` (an agent's turns to the worker that ran its last one while its heartbeat is
+//!   fresh, else to any; sessions are not stored), `runs.rs`
 //!   (`awf runs submit`: whole runs in their own work-queue stream, run in-process by a worker as
 //!   their owner, taken over under the same id when it dies), `shadow.rs` (the worker's own run
 //!   per owner's run, `.awf/worker-runs/<run>-<worker>`, whose agent book and pipeline run the ops).

@@ -6,6 +6,7 @@
 //! create-only writes; `worker.rs` (`awf worker`): operations taken as slots free up and run by a
 //! local run of its own (`shadow.rs`) through the same pipeline and harnesses as any run.
 
+mod affinity;
 pub mod connect;
 mod lease;
 pub mod remote;

@@ -78,7 +78,7 @@ impl crate::agent::remote::Remote for Owner {
             sandbox: req.sandbox.clone(),
             labels: req.labels.clone(),
         };
-        Ok(Box::new(RemoteSession { owner: self.me(), agent }))
+        Ok(Box::new(RemoteSession { owner: self.me(), agent, holder: None }))
     }
 }
 
@@ -86,6 +86,8 @@ impl crate::agent::remote::Remote for Owner {
 pub struct RemoteSession {
     owner: Arc<Owner>,
     agent: AgentSpec,
+    /// The worker that settled the agent's last turn: it holds the agent's session.
+    holder: Option<String>,
 }
 
 fn report(end: TurnEnd, usage: Usage, cost_source: CostSource, simulated: bool) -> TurnReport {
@@ -105,10 +107,11 @@ impl Session for RemoteSession {
                 // unanswered here too.
                 return free(TurnEnd::Ended);
             }
-            let (worker, outcome) = match self.owner.send(&self.agent, &input).await {
+            let (worker, outcome) = match self.owner.send(&self.agent, &input, self.holder.as_deref()).await {
                 Ok(v) => v,
                 Err(why) => return free(TurnEnd::Failed(why)),
             };
+            self.holder = Some(worker.clone());
             let end = match outcome.kind {
                 OutcomeKind::Answered => match outcome.value.clone() {
                     Some(v) => {
@@ -181,7 +184,12 @@ impl Owner {
     }
 
     /// Publishes one operation and waits for its outcome: (the worker, the outcome that stands).
-    async fn send(&self, agent: &AgentSpec, input: &TurnInput) -> Result<(String, Outcome), String> {
+    async fn send(
+        &self,
+        agent: &AgentSpec,
+        input: &TurnInput,
+        holder: Option<&str>,
+    ) -> Result<(String, Outcome), String> {
         let c = &self.cluster;
         let harness = agent.runtime.harness;
         let inbox = c.client.new_inbox();
@@ -203,15 +211,16 @@ impl Owner {
         };
         let payload = serde_json::to_vec(&request).map_err(|e| e.to_string())?;
         let msg_id = format!("{}/{}/{}", self.run, self.attempt, input.op_id);
-        // Retried while a cluster elects a leader: the same message id makes a repeat a duplicate.
-        super::store::retried(|| async {
-            let mut headers = async_nats::HeaderMap::new();
-            headers.insert("Nats-Msg-Id", msg_id.as_str());
-            let ack = c.js.publish_with_headers(ops_subject(harness), headers, payload.clone().into()).await?;
-            ack.await.map(|_| ()).map_err(async_nats::Error::from)
-        })
-        .await
-        .map_err(|e| format!("cannot queue {} on NATS at {}: {e}", input.op_id, c.url))?;
+        // The worker holding the agent's session, while it lives.
+        let mut held_by = match holder {
+            Some(w) if super::affinity::alive(&c.journal, w).await => Some(w.to_string()),
+            _ => None,
+        };
+        let subject = match &held_by {
+            Some(w) => super::affinity::subject(harness, w),
+            None => ops_subject(harness),
+        };
+        self.queue(&subject, &msg_id, &payload, &input.op_id).await?;
         let result_key = super::store::result_key(&journal_key);
         let mut taken: Option<String> = None;
         let untaken = input.deadline.map(|d| tokio::time::Instant::from_std(d.instant()) - UNTAKEN_MARGIN);
@@ -226,6 +235,14 @@ impl Owner {
             let msg = tokio::select! {
                 m = replies.next() => m,
                 _ = look.tick() => {
+                    if let Some(w) = &held_by {
+                        if !super::affinity::alive(&c.journal, w).await {
+                            // Its worker died before settling it (only that worker reads its
+                            // subject): any worker serving the harness may take it now.
+                            self.queue(&ops_subject(harness), &format!("{msg_id}/shared"), &payload, &input.op_id).await?;
+                            held_by = None;
+                        }
+                    }
                     if let Some(stored) = super::store::read(&c.journal, &result_key).await {
                         if let Ok(outcome) = serde_json::from_value::<Outcome>(stored["outcome"].clone()) {
                             let worker = stored["worker"].as_str().unwrap_or("?").to_string();
@@ -249,6 +266,20 @@ impl Owner {
                 Err(e) => tracing::warn!("a reply for {} that does not parse: {e}", input.op_id),
             }
         }
+    }
+
+    /// Publishes an operation, retried while a cluster elects a leader (the message id makes a
+    /// repeat a duplicate).
+    async fn queue(&self, subject: &str, msg_id: &str, payload: &[u8], op_id: &str) -> Result<(), String> {
+        let c = &self.cluster;
+        super::store::retried(|| async {
+            let mut headers = async_nats::HeaderMap::new();
+            headers.insert("Nats-Msg-Id", msg_id);
+            let ack = c.js.publish_with_headers(subject.to_string(), headers, payload.to_vec().into()).await?;
+            ack.await.map(|_| ()).map_err(async_nats::Error::from)
+        })
+        .await
+        .map_err(|e| format!("cannot queue {op_id} on NATS at {}: {e}", c.url))
     }
 
     /// Journals an answered outcome in the bucket, create-only: when an answer is there already

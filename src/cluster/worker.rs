@@ -54,6 +54,8 @@ pub async fn serve(cluster: Cluster, options: Options, stop: CancellationToken) 
     for h in &options.runtimes {
         consumers.push(consumer(&cluster, *h).await?);
     }
+    consumers.push(super::affinity::consumer(&cluster, &options.name).await?);
+    tokio::spawn(super::affinity::beat(cluster.journal.clone(), options.name.clone(), stop.clone()));
     let slots = Arc::new(tokio::sync::Semaphore::new(options.slots));
     let shadows = Arc::new(Shadows::new(
         options.name.clone(),
