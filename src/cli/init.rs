@@ -137,7 +137,7 @@ const REST: &str = r#"
 # otlp_endpoint = "http://127.0.0.1:4318"
 # capture_content = false     # put answers into the spans
 
-# Agent operations on NATS JetStream, run by `awf worker`s (`script run --nats`).
+# Agent operations and whole runs on NATS JetStream, run by `awf worker`s (`--nats` overrides).
 # [cluster]
 # nats = "nats://127.0.0.1:4222"
 "#;
