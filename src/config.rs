@@ -119,13 +119,15 @@ pub struct Config {
     pub runs_dir: Option<PathBuf>,
     #[serde(default)]
     pub telemetry: TelemetryConfig,
+    #[serde(default)]
+    pub cluster: ClusterConfig,
     /// Where this configuration was read from; `None` when no file exists.
     #[serde(skip)]
     pub source: Option<PathBuf>,
 }
 
 /// One `[runtimes.NAME]` table.
-#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, serde::Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct RuntimeConfig {
     pub harness: HarnessKind,
@@ -171,6 +173,15 @@ pub struct TelemetryConfig {
     pub otlp_endpoint: Option<String>,
     /// Put answers into the spans (off by default: they may hold anything).
     pub capture_content: Option<bool>,
+}
+
+/// The `[cluster]` table: runs' agent operations on NATS JetStream (`src/cluster/`).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClusterConfig {
+    /// The NATS server, e.g. `nats://127.0.0.1:4222`: `script run` sends agent operations to
+    /// `awf worker`s through it (`--nats` overrides).
+    pub nats: Option<String>,
 }
 
 /// The `[limits]` table; command-line flags override each field.

@@ -31,16 +31,17 @@
 //! 7. `agent`: the agents of a run (`AgentBook`, the router's `Directory`) and the one operation
 //!    pipeline.
 //! 8. `host`: a run with its books, and `drive`. The script comes in through the `Script` trait.
-//! 9. `script` (the rhai host), then `council`, then `cli`.
+//! 9. `script` (the rhai host), then `council`, then `cluster` (NATS JetStream), then `cli`.
 //!
 //! # Code map
 //!
 //! - `cli/`: argument definitions and one call per command; the only place that prints and uses
 //!   anyhow. `script.rs` (`script run|check`, `--watch`; `prepare` builds a run's spec from the
 //!   flags and config, shared by every command that starts runs; `--detach`), `council.rs` (`council
-//!   list|show|run`), `runs.rs` (`runs list|show|resume|stop|answer|logs`; resuming a council run,
-//!   `--values`), `answer.rs` (`runs answer`, also for `serve` and `mcp`: an operator's answer
-//!   through the run's control socket), `listing.rs` (what a run folder says: status, `interrupted`, age, spend),
+//!   list|show|run`), `worker.rs` (`awf worker`, `runs submit`), `runs.rs` (`runs
+//!   list|show|resume|stop|answer|logs|submit`; resuming a council run, `--values`), `answer.rs`
+//!   (`runs answer`, also for `serve` and `mcp`: an operator's answer through the run's control
+//!   socket), `listing.rs` (what a run folder says: status, `interrupted`, age, spend),
 //!   `logs.rs` (events as readable lines, followed), `stop.rs` (`runs stop` through a run's control
 //!   socket), `background.rs` (`--detach`: the background process and the machine-wide queue),
 //!   `serve/` (`awf serve`: the axum HTTP JSON
@@ -78,6 +79,22 @@
 //!   run's control socket: status, stop, kill, answer; and its client), `exit.rs` (exit codes),
 //!   `child.rs` (the hook through which the council layer gives every run's agent book its
 //!   `Convener`, installed once by `cli`).
+//! - `cluster/`: runs' agent operations on NATS JetStream, **the only module that names
+//!   async-nats** (unused on one machine). `connect.rs` (a bounded connect, a clear error; the ops
+//!   work-queue stream and the journal bucket made or checked against the schema version),
+//!   `wire.rs` (the messages), `remote.rs` (`script run --nats`: the owner's `RemoteSession`, given
+//!   to the agent book through `agent::remote::Remote`: each turn published by harness subject and
+//!   deduplicated by message id, its outcome from a reply subject journalled create-only in the
+//!   bucket, then put in the local slot, so the records are a local run's), `worker.rs` (`awf
+//!   worker`: one durable pull consumer per harness, slots, progress heartbeats, ack after the
+//!   answer; an op answered in the bucket is never run again), `lease.rs` (the running worker's
+//!   lease in the bucket, revision-checked: a stale one is taken over, a late answer dropped),
+//!   `store.rs` (create-only outcome and journal entries, retried while a cluster elects),
+//!   `affinity.rs` (an agent's turns to the worker that ran its last one while its heartbeat is
+//!   fresh, else to any; sessions are not stored), `runs.rs`
+//!   (`awf runs submit`: whole runs in their own work-queue stream, run in-process by a worker as
+//!   their owner, taken over under the same id when it dies), `shadow.rs` (the worker's own run
+//!   per owner's run, `.awf/worker-runs/<run>-<worker>`, whose agent book and pipeline run the ops).
 //! - `telemetry/`: OpenTelemetry traces over OTLP/HTTP, **the only module that names the
 //!   opentelemetry crates**; `spans.rs` builds the spans from a run's records on a thread of its
 //!   own (the run core never calls it).
@@ -94,6 +111,7 @@
 //! - `agent/`: logical agents. `mod.rs` (the agent: runtime, session, counters, closing), `book.rs`
 //!   (`AgentBook`: open with the compatibility rules, skills checked, get, stop; the router's `Directory`),
 //!   `caller.rs` (a fork of the run's caller, or why not),
+//!   `remote.rs` (the hook through which `cluster` gives agents remote sessions),
 //!   `op.rs` (**the one operation pipeline**: ids, replay, queue, permit, budget, deadlines,
 //!   cancellation, records), `kinds.rs` (what a turn, message operation, compaction, fork and
 //!   settings change do inside it, and the calls that start them), `supervise.rs` (a turn's nudges,
@@ -289,6 +307,7 @@
 pub mod accounting;
 pub mod agent;
 pub mod cli;
+pub mod cluster;
 pub mod config;
 pub mod control;
 pub mod council;

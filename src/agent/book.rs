@@ -33,6 +33,8 @@ pub struct AgentBook {
     runtimes: Mutex<HashMap<RuntimeKey, Arc<RuntimeConfig>>>,
     /// Runs the councils agents convene (set once, by the layer that can run them).
     convener: std::sync::OnceLock<Arc<dyn Convener>>,
+    /// Where agents' operations run when not here (`script run --nats`), set once before any opens.
+    remote: std::sync::OnceLock<Arc<dyn super::remote::Remote>>,
 }
 
 impl AgentBook {
@@ -53,12 +55,22 @@ impl AgentBook {
             stopped: Mutex::new(HashMap::new()),
             runtimes: Mutex::new(HashMap::new()),
             convener: std::sync::OnceLock::new(),
+            remote: std::sync::OnceLock::new(),
         })
     }
 
     /// Gives the book what runs councils for its agents; only the first call counts.
     pub fn set_convener(&self, convener: Arc<dyn Convener>) {
         let _ = self.convener.set(convener);
+    }
+
+    /// Gives the book the sessions of agents whose operations run elsewhere; only the first call counts.
+    pub fn set_remote(&self, remote: Arc<dyn super::remote::Remote>) {
+        let _ = self.remote.set(remote);
+    }
+
+    pub(super) fn remote(&self) -> Option<Arc<dyn super::remote::Remote>> {
+        self.remote.get().cloned()
     }
 
     pub fn convener(&self) -> Option<Arc<dyn Convener>> {

@@ -247,6 +247,7 @@ async fn message(
         prompt: shown.clone(),
         shown,
         nudge: 0,
+        nudge_text: String::new(),
         max_nudges: 0,
         meter: op.meter.clone(),
         n: op.n,

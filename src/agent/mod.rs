@@ -2,13 +2,14 @@
 //! counters, whether it is closed) and the book of a run's agents (`book.rs`). `op` is the one
 //! operation pipeline every turn, message, compaction and fork goes through; `supervise` nudges a
 //! turn to an answer; `session` starts a harness session; `seating` its sandbox; `messenger` is
-//! an agent's side of the router.
+//! an agent's side of the router; `remote` the hook for agents whose operations run elsewhere.
 
 mod book;
 mod caller;
 mod kinds;
 pub mod messenger;
 pub mod op;
+pub mod remote;
 mod responders;
 pub mod seating;
 mod session;

@@ -25,6 +25,9 @@ impl AgentBook {
         skills: &[harness::cli::skills::Skill],
     ) -> Result<SessionParts, String> {
         let run = &self.run;
+        if let Some(remote) = self.remote() {
+            return Ok((remote.session(req, runtime, info)?, None));
+        }
         let events = event_sink(run);
         if runtime.harness == HarnessKind::Fake {
             let stall = run.scheduler.limits.stall_timeout;

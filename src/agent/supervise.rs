@@ -81,6 +81,7 @@ pub async fn supervise(session: &mut dyn Session, plan: OpPlan<'_>, book: &Agent
                 prompt: plan.prompt.to_string(),
                 shown,
                 nudge: k,
+                nudge_text: plan.nudge.text.clone(),
                 max_nudges: plan.nudge.max,
                 meter: plan.meter.clone(),
                 n: plan.n,

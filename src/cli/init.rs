@@ -137,6 +137,10 @@ const REST: &str = r#"
 # [telemetry]
 # otlp_endpoint = "http://127.0.0.1:4318"
 # capture_content = false     # put answers into the spans
+
+# Agent operations and whole runs on NATS JetStream, run by `awf worker`s (`--nats` overrides).
+# [cluster]
+# nats = "nats://127.0.0.1:4222"
 "#;
 
 /// The whole file, with `active`'s runtime on and the default.

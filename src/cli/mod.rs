@@ -26,6 +26,7 @@ mod scripts;
 mod serve;
 mod stop;
 mod wf;
+mod worker;
 
 use clap::{Parser, Subcommand};
 
@@ -59,6 +60,8 @@ enum Command {
     Serve(serve::ServeArgs),
     /// An MCP server on stdin/stdout: tools to list strategies and run councils and workflows
     Mcp(mcp::McpArgs),
+    /// Serve agent operations that runs started with `script run --nats` queue on NATS JetStream
+    Worker(worker::WorkerArgs),
     /// The agent side: what agents run (through their launcher) to answer and report
     Wf(wf::WfArgs),
     /// Print a shell completion script: `awf completions bash > /etc/bash_completion.d/awf`
@@ -120,6 +123,7 @@ pub fn main() -> i32 {
         Command::Runs(cmd) => runs::exec(cmd),
         Command::Serve(args) => serve::exec(args),
         Command::Mcp(args) => mcp::exec(args),
+        Command::Worker(args) => worker::exec(args),
         Command::Wf(args) => return wf::exec(args),
         Command::Completions { shell } => {
             use clap::CommandFactory;

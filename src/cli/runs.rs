@@ -31,6 +31,17 @@ pub enum RunsCommand {
     },
     /// A new attempt of a run: recorded stages are reused, answered operations replayed
     Resume(Box<ResumeArgs>),
+    /// Queue a run for any `awf worker` on NATS JetStream; print its id
+    Submit {
+        /// The script to run (workers must see the same path)
+        file: PathBuf,
+        /// The NATS server, e.g. nats://127.0.0.1:4222 (else `[cluster] nats` of awf.toml)
+        #[arg(long, value_name = "URL")]
+        nats: Option<String>,
+        /// Arguments as JSON
+        #[arg(long)]
+        args: Option<String>,
+    },
     /// Stop a run in flight, from any terminal, as Ctrl-C would
     Stop {
         /// The run's id (`awf runs list` shows them)
@@ -102,6 +113,7 @@ fn refuse(e: impl std::fmt::Display) -> Result<i32> {
 pub fn exec(cmd: RunsCommand) -> Result<i32> {
     let cwd = std::env::current_dir().context("cannot read the current folder")?;
     match cmd {
+        RunsCommand::Submit { file, nats, args } => super::worker::submit(&cwd, &file, nats, args.as_deref()),
         RunsCommand::List { runs_dir: given } => {
             let root = runs_dir(&cwd, given.as_ref())?;
             let ids = listing::ids(&root);

@@ -94,6 +94,10 @@ pub struct RunFlags {
     /// Seat every agent in the sandbox [sandboxes.NAME] of awf.toml (one shared workspace)
     #[arg(long, value_name = "NAME")]
     pub sandbox: Option<String>,
+    /// Run the agents' operations on `awf worker`s through this NATS server (else `[cluster] nats`
+    /// of awf.toml; without either, everything runs here)
+    #[arg(long, value_name = "URL")]
+    pub nats: Option<String>,
     /// The background process of a `--detach`ed run: run it as this run id, once the machine's
     /// background queue lets it start
     #[arg(long, value_name = "RUN_ID", hide = true)]
@@ -335,10 +339,19 @@ pub fn execute_attempt(
         },
         None => None,
     };
+    // A NATS server that does not answer is a usage error, found before any run folder is made.
+    let nats = flags.nats.clone().or_else(|| spec.config.cluster.nats.clone());
+    let cluster = match &nats {
+        Some(url) => Some(rt.block_on(crate::cluster::connect(url)).map_err(|e| anyhow!(e))?),
+        None => None,
+    };
     let host = Host::start(spec, flags.as_run.clone(), rt.handle().clone(), Box::new(script::load_responder))
         .context("cannot create the run folder")?;
     if let Some(c) = caller {
         host.run.set_caller(c).context("cannot record the caller in run.json")?;
+    }
+    if let Some(c) = cluster {
+        host.agents.set_remote(crate::cluster::remote::Owner::new(c, &host.run));
     }
     let live = Live::start(host.run.clone(), std::io::stderr().is_terminal(), flags.quiet);
     let _interrupts = rt.spawn(interrupts(host.clone()));

@@ -36,6 +36,8 @@ pub struct TurnInput {
     pub shown: String,
     /// 0 for the first turn, k for the k-th nudge.
     pub nudge: u32,
+    /// The operation's check-in text, as the script gave it (a remote session sends it on).
+    pub nudge_text: String,
     /// The nudge limit. Rejections count against it: a harness that retries within a turn (the
     /// HTTP ones) stops once `nudge` plus the slot's rejections passes it.
     pub max_nudges: u32,

@@ -4,6 +4,7 @@
 
 pub mod cli;
 pub mod council;
+pub mod nats;
 pub mod serve;
 
 use serde_json::Value;

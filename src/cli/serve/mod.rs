@@ -145,6 +145,7 @@ pub fn exec(args: ServeArgs) -> Result<i32> {
         sandbox: None,
         as_run: None,
         caller: Default::default(),
+        nats: None,
     };
     let registry = strategies::watched(&cwd);
     let server = Arc::new(Server {

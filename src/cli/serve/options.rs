@@ -59,6 +59,7 @@ mod tests {
             sandbox: None,
             as_run: None,
             caller: Default::default(),
+            nats: None,
         }
     }
 

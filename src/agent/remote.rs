@@ -1,0 +1,14 @@
+//! Agents whose operations run elsewhere: the hook through which a layer above (`cluster`) gives
+//! a run's agent book the sessions of its agents, so that this layer never names it. Installed
+//! once per run (`AgentBook::set_remote`); every agent opened afterwards gets its session from it,
+//! and its operations still go through the one pipeline (`op::execute`) here.
+
+use super::OpenRequest;
+use crate::config::RuntimeConfig;
+use crate::harness::{AgentInfo, Session};
+
+/// Opens the session of an agent whose turns run on another machine.
+pub trait Remote: Send + Sync {
+    fn session(&self, req: &OpenRequest, runtime: &RuntimeConfig, info: &AgentInfo)
+        -> Result<Box<dyn Session>, String>;
+}

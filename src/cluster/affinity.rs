@@ -1,0 +1,69 @@
+//! An agent's turns go to the worker that holds its session while that worker lives: the owner
+//! sends a turn to the subject of the worker that settled the agent's last turn
+//! (`awf.ops.<harness>.at.<worker>`, one consumer per worker) while that worker's heartbeat in the
+//! bucket (`worker.<name>`) is fresh, else to the harness's shared subject; a turn sent to a worker
+//! that dies before taking it is sent again on the shared subject. Each worker keeps its own copy
+//! of an agent: nothing of a session is stored in the bucket yet.
+
+use super::Cluster;
+use crate::config::HarnessKind;
+use async_nats::jetstream::consumer::{pull, PullConsumer};
+use async_nats::jetstream::kv;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// How often a worker says it is alive; it counts as gone after `lease::LEASE_TTL` of silence.
+const BEAT: Duration = Duration::from_secs(2);
+
+/// The subject of a harness's turns meant for one worker.
+pub fn subject(harness: HarnessKind, worker: &str) -> String {
+    format!("awf.ops.{}.at.{worker}", harness.as_str())
+}
+
+fn key(worker: &str) -> String {
+    format!("worker.{worker}")
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
+}
+
+/// Puts the worker's heartbeat in the bucket until `stop`.
+pub async fn beat(store: kv::Store, worker: String, stop: CancellationToken) {
+    let mut tick = tokio::time::interval(BEAT);
+    while !stop.is_cancelled() {
+        tokio::select! {
+            _ = stop.cancelled() => break,
+            _ = tick.tick() => {
+                if let Err(e) = store.put(key(&worker), now_ms().to_string().into()).await {
+                    tracing::debug!("heartbeat of worker {worker}: {e}");
+                }
+            }
+        }
+    }
+    let _ = store.delete(key(&worker)).await;
+}
+
+/// Whether `worker` said it was alive within the lease's time.
+pub async fn alive(store: &kv::Store, worker: &str) -> bool {
+    let Ok(Some(bytes)) = store.get(key(worker)).await else { return false };
+    let at: u64 = String::from_utf8_lossy(&bytes).parse().unwrap_or(0);
+    now_ms().saturating_sub(at) < super::lease::LEASE_TTL.as_millis() as u64
+}
+
+/// The consumer of the turns meant for this worker.
+pub async fn consumer(cluster: &Cluster, worker: &str) -> Result<PullConsumer, String> {
+    let name = format!("at-{worker}");
+    let config = pull::Config {
+        durable_name: Some(name.clone()),
+        filter_subject: format!("awf.ops.*.at.{worker}"),
+        ack_wait: super::worker::ACK_WAIT,
+        max_ack_pending: 100_000,
+        ..Default::default()
+    };
+    cluster
+        .ops
+        .get_or_create_consumer(&name, config)
+        .await
+        .map_err(|e| format!("cannot make the consumer {name} on {}: {e}", cluster.url))
+}

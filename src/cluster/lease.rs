@@ -1,0 +1,76 @@
+//! Leases: the worker running an operation holds `lease.<run>.<op>` in the bucket, written with
+//! an expected revision (create when absent, update at the revision read) and renewed at every
+//! heartbeat. A redelivered operation whose lease another worker renewed within `LEASE_TTL` is not
+//! run again; once the lease is stale (its holder died) the next worker takes it over, and the
+//! old holder, finding the revision moved on, drops its answer: a late answer is refused.
+//! Freshness compares the holder's wall clock with the reader's.
+
+use async_nats::jetstream::kv;
+use serde_json::json;
+use std::time::Duration;
+
+/// How long a lease stands without renewal.
+pub const LEASE_TTL: Duration = Duration::from_secs(15);
+
+/// The lease key of an operation whose journal key is `journal_key`.
+pub fn key(journal_key: &str) -> String {
+    format!("lease.{}", journal_key.strip_prefix("op.").unwrap_or(journal_key))
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
+}
+
+/// A lease's value: who holds it, and when they last said so.
+fn body(worker: &str) -> Vec<u8> {
+    json!({ "worker": worker, "at_ms": now_ms() }).to_string().into_bytes()
+}
+
+/// Whether this worker holds the lease (and at which revision), or who does.
+pub enum Take {
+    Mine(u64),
+    Held(String),
+}
+
+/// Takes the lease of `key` for `worker` unless another worker holds it fresh.
+pub async fn take(store: &kv::Store, key: &str, worker: &str) -> Result<Take, String> {
+    let entry = store.entry(key).await.map_err(|e| format!("cannot read {key}: {e}"))?;
+    let revision = match entry {
+        None => {
+            return match store.create(key, body(worker).into()).await {
+                Ok(rev) => Ok(Take::Mine(rev)),
+                Err(_) => Ok(Take::Held("another worker".into())),
+            }
+        }
+        Some(e) => {
+            let held: serde_json::Value = serde_json::from_slice(&e.value).unwrap_or_default();
+            let holder = held["worker"].as_str().unwrap_or("").to_string();
+            let at = held["at_ms"].as_u64().unwrap_or(0);
+            let fresh = now_ms().saturating_sub(at) < LEASE_TTL.as_millis() as u64;
+            if fresh && holder != worker && !holder.is_empty() {
+                return Ok(Take::Held(holder));
+            }
+            e.revision
+        }
+    };
+    match store.update(key, body(worker).into(), revision).await {
+        Ok(rev) => Ok(Take::Mine(rev)),
+        Err(_) => Ok(Take::Held("another worker".into())),
+    }
+}
+
+/// Renews a held lease: the new revision, or an error when another worker took it over (or the
+/// bucket did not answer: the caller retries at the next heartbeat).
+pub async fn renew(store: &kv::Store, key: &str, worker: &str, revision: u64) -> Result<u64, kv::UpdateError> {
+    store.update(key, body(worker).into(), revision).await
+}
+
+/// Whether the lease is still this worker's at `revision` (nobody took it over since).
+pub async fn still_mine(store: &kv::Store, key: &str, revision: u64) -> bool {
+    match store.entry(key).await {
+        Ok(Some(e)) => e.revision == revision,
+        // The bucket cannot say: the answer's create-only write decides.
+        Err(_) => true,
+        Ok(None) => false,
+    }
+}

@@ -1,0 +1,315 @@
+//! The owner's side (`script run --nats`): the script runs here and every agent's session is a
+//! `RemoteSession`. A turn is published to the ops stream (subject by harness, message id by run,
+//! attempt and op id, so a retried publish is dropped as a duplicate), a worker runs the whole
+//! operation (its check-ins too) and answers on a reply subject; the answer is journalled in the
+//! bucket with a create-only write (the first answer stands: a late one is refused) and then
+//! enters this run's result slot, so the records on disk are those of a local run.
+
+use super::wire::{AgentSpec, OpRequest, Reply, WIRE};
+use super::{op_key, ops_subject, Cluster};
+use crate::accounting::{CostSource, Usage};
+use crate::agent::OpenRequest;
+use crate::config::RuntimeConfig;
+use crate::control::slot::Submission;
+use crate::harness::{AgentInfo, BoxFuture, Compaction, Session, TurnEnd, TurnInput, TurnKind, TurnReport};
+use crate::run::{Outcome, OutcomeKind};
+use futures_util::StreamExt;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How long before an operation's deadline the owner gives up waiting for a worker to take it,
+/// so that the outcome says why.
+const UNTAKEN_MARGIN: Duration = Duration::from_millis(200);
+/// How often the owner looks in the bucket for an outcome whose reply it may have missed.
+const LOOK_EVERY: Duration = Duration::from_secs(1);
+
+/// A run whose agents' operations run on workers.
+pub struct Owner {
+    cluster: Cluster,
+    run: String,
+    attempt: u32,
+    cwd: PathBuf,
+    script_dir: PathBuf,
+    /// The run, for its records (an answer taken is an `op-submission`, as a local one is).
+    records: std::sync::Weak<crate::run::Run>,
+}
+
+impl Owner {
+    pub fn new(cluster: Cluster, run: &Arc<crate::run::Run>) -> Arc<Owner> {
+        let script_dir = run.script.parent().map(PathBuf::from).unwrap_or_else(|| run.cwd.clone());
+        Arc::new(Owner {
+            cluster,
+            run: run.id.clone(),
+            attempt: run.attempt,
+            cwd: run.cwd.clone(),
+            script_dir,
+            records: Arc::downgrade(run),
+        })
+    }
+}
+
+impl crate::agent::remote::Remote for Owner {
+    fn session(
+        &self,
+        req: &OpenRequest,
+        runtime: &RuntimeConfig,
+        info: &AgentInfo,
+    ) -> Result<Box<dyn Session>, String> {
+        // Grants that reach back into this run cannot be honoured from a worker's run: refused
+        // plainly rather than dropped.
+        if req.councils != crate::control::convene::Grant::None {
+            return Err(format!("agent {}: `councils` is not supported for agents on workers (--nats) yet", req.key));
+        }
+        if req.operator {
+            return Err(format!("agent {}: `operator` is not supported for agents on workers (--nats) yet", req.key));
+        }
+        if req.fork_caller.is_some() {
+            return Err(format!("agent {}: fork_caller is not supported for agents on workers (--nats) yet", req.key));
+        }
+        let cwd = match &req.cwd {
+            Some(c) if c.is_absolute() => c.clone(),
+            Some(c) => self.cwd.join(c),
+            None => self.cwd.clone(),
+        };
+        let skills =
+            req.skills.iter().map(|s| if s.is_absolute() { s.clone() } else { self.script_dir.join(s) }).collect();
+        let mut runtime = runtime.clone();
+        // A fake responder is found as a local run finds it (beside the script, then in the run's
+        // folder), and sent as an absolute path: a worker on this machine reads the same file.
+        if let Some(path) = runtime.responder.as_ref().filter(|p| p.is_relative()) {
+            let found = [self.script_dir.join(path), self.cwd.join(path)].into_iter().find(|p| p.is_file());
+            runtime.responder = Some(found.unwrap_or_else(|| self.cwd.join(path)));
+        }
+        runtime.model = Some(info.model.clone());
+        runtime.effort = info.effort.clone();
+        let agent = AgentSpec {
+            key: req.key.clone(),
+            runtime,
+            instructions: req.instructions.clone(),
+            cwd,
+            sandbox: req.sandbox.clone(),
+            labels: req.labels.clone(),
+            skills,
+        };
+        Ok(Box::new(RemoteSession { owner: self.me(), agent, holder: None }))
+    }
+}
+
+/// An agent whose turns run on workers.
+pub struct RemoteSession {
+    owner: Arc<Owner>,
+    agent: AgentSpec,
+    /// The worker that settled the agent's last turn: it holds the agent's session.
+    holder: Option<String>,
+}
+
+fn report(end: TurnEnd, usage: Usage, cost_source: CostSource, simulated: bool) -> TurnReport {
+    TurnReport { end, usage, cost_source, simulated }
+}
+
+impl Session for RemoteSession {
+    fn turn(&mut self, input: TurnInput) -> BoxFuture<'_, TurnReport> {
+        Box::pin(async move {
+            let free = |end| report(end, Usage::default(), CostSource::Simulated, false);
+            if input.kind == TurnKind::Message {
+                let why = "message operations (an idle agent woken by its messages) do not run on a cluster yet";
+                return free(TurnEnd::Failed(why.into()));
+            }
+            if input.nudge > 0 {
+                // The worker ran the operation's check-ins itself: an unanswered operation is
+                // unanswered here too.
+                return free(TurnEnd::Ended);
+            }
+            let (worker, outcome) = match self.owner.send(&self.agent, &input, self.holder.as_deref()).await {
+                Ok(v) => v,
+                Err(why) => return free(TurnEnd::Failed(why)),
+            };
+            self.holder = Some(worker.clone());
+            let end = match outcome.kind {
+                OutcomeKind::Answered => match outcome.value.clone() {
+                    Some(v) => {
+                        let bytes = v.to_string().len();
+                        let sub = input.slot.submit_recorded(v).await;
+                        self.owner.submitted(&self.agent.key, &input.op_id, &sub, bytes);
+                        match sub {
+                            Submission::Accepted => TurnEnd::Ended,
+                            other => TurnEnd::Failed(format!(
+                                "the answer from worker {worker} was refused here: {}",
+                                other.text()
+                            )),
+                        }
+                    }
+                    None => TurnEnd::Failed(format!("worker {worker} answered without a value")),
+                },
+                OutcomeKind::Unanswered => TurnEnd::Ended,
+                OutcomeKind::Blocked => TurnEnd::Blocked(outcome.reason.clone().unwrap_or_default()),
+                kind => TurnEnd::Failed(format!(
+                    "{} on worker {worker}: {}",
+                    kind.as_str(),
+                    outcome.reason.as_deref().unwrap_or("no reason given")
+                )),
+            };
+            report(end, outcome.usage, outcome.cost_source, outcome.simulated)
+        })
+    }
+
+    fn fork(&self, _info: AgentInfo) -> Result<Box<dyn Session>, String> {
+        Err("agents on a cluster cannot fork yet".into())
+    }
+
+    fn compact(&mut self, _prompt: &str) -> BoxFuture<'_, Compaction> {
+        Box::pin(async { Compaction::free(Err("agents on a cluster cannot compact yet".into()), false) })
+    }
+
+    fn set(&mut self, model: Option<&str>, effort: Option<&str>) -> Result<(), String> {
+        if let Some(m) = model {
+            self.agent.runtime.model = Some(m.to_string());
+        }
+        if let Some(e) = effort {
+            self.agent.runtime.effort = Some(e.to_string());
+        }
+        Ok(())
+    }
+}
+
+impl Owner {
+    /// Records a worker's answer entering this run's slot, as an agent's own submission is.
+    fn submitted(&self, agent: &str, op_id: &str, sub: &Submission, bytes: usize) {
+        let Some(run) = self.records.upgrade() else { return };
+        let verdict = match sub {
+            Submission::Accepted => "accepted",
+            Submission::Rejected(_) => "rejected",
+            Submission::Closed(_) => "closed",
+        };
+        let accepted = *sub == Submission::Accepted;
+        run.records.event(&crate::run::Event::OpSubmission { agent, op_id, accepted, verdict, bytes });
+    }
+
+    fn me(&self) -> Arc<Owner> {
+        Arc::new(Owner {
+            cluster: self.cluster.clone(),
+            run: self.run.clone(),
+            attempt: self.attempt,
+            cwd: self.cwd.clone(),
+            script_dir: self.script_dir.clone(),
+            records: self.records.clone(),
+        })
+    }
+
+    /// Publishes one operation and waits for its outcome: (the worker, the outcome that stands).
+    async fn send(
+        &self,
+        agent: &AgentSpec,
+        input: &TurnInput,
+        holder: Option<&str>,
+    ) -> Result<(String, Outcome), String> {
+        let c = &self.cluster;
+        let harness = agent.runtime.harness;
+        let inbox = c.client.new_inbox();
+        let mut replies = c.client.subscribe(inbox.clone()).await.map_err(|e| format!("NATS at {}: {e}", c.url))?;
+        let journal_key = op_key(&self.run, &agent.key, &input.op_id);
+        let request = OpRequest {
+            v: WIRE,
+            run: self.run.clone(),
+            attempt: self.attempt,
+            agent: agent.clone(),
+            op_id: input.op_id.clone(),
+            prompt: input.prompt.clone(),
+            schema: (*input.slot.schema().value).clone(),
+            nudge_text: input.nudge_text.clone(),
+            max_nudges: input.max_nudges,
+            timeout_ms: input.deadline.map(|d| d.remaining().as_millis() as u64),
+            reply: inbox,
+            journal_key: journal_key.clone(),
+        };
+        let payload = serde_json::to_vec(&request).map_err(|e| e.to_string())?;
+        let msg_id = format!("{}/{}/{}", self.run, self.attempt, input.op_id);
+        // The worker holding the agent's session, while it lives.
+        let mut held_by = match holder {
+            Some(w) if super::affinity::alive(&c.journal, w).await => Some(w.to_string()),
+            _ => None,
+        };
+        let subject = match &held_by {
+            Some(w) => super::affinity::subject(harness, w),
+            None => ops_subject(harness),
+        };
+        self.queue(&subject, &msg_id, &payload, &input.op_id).await?;
+        let result_key = super::store::result_key(&journal_key);
+        let mut taken: Option<String> = None;
+        let untaken = input.deadline.map(|d| tokio::time::Instant::from_std(d.instant()) - UNTAKEN_MARGIN);
+        // A reply is not kept by the server: one sent while this connection was down is found in
+        // the bucket, where the worker put it first.
+        let mut look = tokio::time::interval(LOOK_EVERY);
+        loop {
+            let until = match untaken {
+                Some(at) if taken.is_none() => at,
+                _ => tokio::time::Instant::now() + Duration::from_secs(3600),
+            };
+            let msg = tokio::select! {
+                m = replies.next() => m,
+                _ = look.tick() => {
+                    if let Some(w) = &held_by {
+                        if !super::affinity::alive(&c.journal, w).await {
+                            // Its worker died before settling it (only that worker reads its
+                            // subject): any worker serving the harness may take it now.
+                            self.queue(&ops_subject(harness), &format!("{msg_id}/shared"), &payload, &input.op_id).await?;
+                            held_by = None;
+                        }
+                    }
+                    if let Some(stored) = super::store::read(&c.journal, &result_key).await {
+                        if let Ok(outcome) = serde_json::from_value::<Outcome>(stored["outcome"].clone()) {
+                            let worker = stored["worker"].as_str().unwrap_or("?").to_string();
+                            return self.journal(&journal_key, worker, outcome).await;
+                        }
+                    }
+                    continue;
+                }
+                _ = tokio::time::sleep_until(until) => {
+                    return Err(format!(
+                        "no worker serving `{harness}` took the operation before its deadline (start one with \
+                         `awf worker --nats {} --runtimes {harness}`)",
+                        c.url
+                    ))
+                }
+            };
+            let Some(msg) = msg else { return Err(format!("the reply subscription on {} closed", c.url)) };
+            match serde_json::from_slice::<Reply>(&msg.payload) {
+                Ok(Reply::Taken { worker }) => taken = Some(worker),
+                Ok(Reply::Settled { worker, outcome }) => return self.journal(&journal_key, worker, outcome).await,
+                Err(e) => tracing::warn!("a reply for {} that does not parse: {e}", input.op_id),
+            }
+        }
+    }
+
+    /// Publishes an operation, retried while a cluster elects a leader (the message id makes a
+    /// repeat a duplicate).
+    async fn queue(&self, subject: &str, msg_id: &str, payload: &[u8], op_id: &str) -> Result<(), String> {
+        let c = &self.cluster;
+        super::store::retried(|| async {
+            let mut headers = async_nats::HeaderMap::new();
+            headers.insert("Nats-Msg-Id", msg_id);
+            let ack = c.js.publish_with_headers(subject.to_string(), headers, payload.to_vec().into()).await?;
+            ack.await.map(|_| ()).map_err(async_nats::Error::from)
+        })
+        .await
+        .map_err(|e| format!("cannot queue {op_id} on NATS at {}: {e}", c.url))
+    }
+
+    /// Journals an answered outcome in the bucket, create-only: when an answer is there already
+    /// (a worker that lost its lease answered too), the first one stands and this one is refused.
+    async fn journal(&self, key: &str, worker: String, outcome: Outcome) -> Result<(String, Outcome), String> {
+        if outcome.kind != OutcomeKind::Answered {
+            return Ok((worker, outcome));
+        }
+        let entry =
+            serde_json::json!({ "run": self.run, "attempt": self.attempt, "worker": worker, "outcome": outcome });
+        let (stands, first) = super::store::create_first(&self.cluster.journal, key, &entry).await?;
+        if first {
+            return Ok((worker, outcome));
+        }
+        tracing::warn!("a second answer to {} from worker {worker} was refused: the first stands", outcome.op_id);
+        let stood = serde_json::from_value::<Outcome>(stands["outcome"].clone()).map_err(|e| e.to_string())?;
+        Ok((stands["worker"].as_str().unwrap_or("?").to_string(), stood))
+    }
+}

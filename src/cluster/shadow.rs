@@ -1,0 +1,144 @@
+//! A worker's runs: for each owner's run it serves, a local run of its own (folder
+//! `.awf/worker-runs/<run>-<worker>`), whose agent book opens the agents and whose one operation
+//! pipeline runs each operation with the local harness and sandbox, exactly as a local run would.
+//! An operation the same worker is given again (a redelivery) returns its kept outcome.
+
+use super::wire::OpRequest;
+use crate::accounting::{CostSource, Usage};
+use crate::agent::{op, OpenRequest, RuntimeChoice};
+use crate::config::Config;
+use crate::host::Host;
+use crate::run::scope::Frame;
+use crate::run::{Limits, Outcome, OutcomeKind, RunSpec, RunStatus};
+use serde_json::json;
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+/// The local runs of one worker, by the owner's run id.
+pub(super) struct Shadows {
+    pub name: String,
+    cwd: PathBuf,
+    config: Config,
+    slots: usize,
+    rt: tokio::runtime::Handle,
+    hosts: Mutex<HashMap<String, Arc<Host>>>,
+}
+
+/// A failed outcome, for an operation that could not be run.
+pub(super) fn failed_outcome(op_id: &str, why: String) -> Outcome {
+    failed(op_id, why, Instant::now())
+}
+
+fn failed(op_id: &str, why: String, started: Instant) -> Outcome {
+    Outcome {
+        kind: OutcomeKind::Failed,
+        value: None,
+        reason: Some(why),
+        op_id: op_id.to_string(),
+        usage: Usage::default(),
+        duration_ms: started.elapsed().as_millis() as u64,
+        cost_source: CostSource::Simulated,
+        simulated: false,
+    }
+}
+
+impl Shadows {
+    pub fn new(name: String, cwd: PathBuf, config: Config, slots: usize, rt: tokio::runtime::Handle) -> Shadows {
+        Shadows { name, cwd, config, slots, rt, hosts: Mutex::new(HashMap::new()) }
+    }
+
+    fn host(&self, run: &str) -> Result<Arc<Host>, String> {
+        let mut hosts = self.hosts.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(h) = hosts.get(run) {
+            return Ok(h.clone());
+        }
+        let d = Limits::default();
+        let spec = RunSpec {
+            script: PathBuf::from(format!("(operations of run {run})")),
+            script_sha256: String::new(),
+            cwd: self.cwd.clone(),
+            runs_dir: self.cwd.join(".awf/worker-runs"),
+            args: json!({}),
+            meta: json!({ "name": "awf worker", "serves": run }),
+            config: self.config.clone(),
+            limits: Limits {
+                max_concurrency: self.slots,
+                max_agents: usize::MAX / 2,
+                stall_timeout: self.config.stall_timeout().ok().flatten().unwrap_or(d.stall_timeout),
+                ..d
+            },
+            deadline: None,
+            default_runtime: "fake".into(),
+            sandbox: None,
+            resume: None,
+        };
+        let id = format!("{run}-{}", self.name);
+        let host = Host::start(spec, Some(id), self.rt.clone(), Box::new(crate::script::load_responder))
+            .map_err(|e| format!("worker {}: cannot make a run folder for {run}: {e}", self.name))?;
+        hosts.insert(run.to_string(), host.clone());
+        Ok(host)
+    }
+
+    /// Runs one operation to its settled outcome (blocks: call it off the async threads).
+    pub fn run(&self, req: &OpRequest) -> Outcome {
+        let started = Instant::now();
+        let host = match self.host(&req.run) {
+            Ok(h) => h,
+            Err(why) => return failed(&req.op_id, why, started),
+        };
+        let book = &host.agents;
+        let agent = match book.get(&req.agent.key) {
+            Some(a) => a,
+            None => {
+                let open = OpenRequest {
+                    key: req.agent.key.clone(),
+                    runtime: RuntimeChoice::Inline(Box::new(req.agent.runtime.clone())),
+                    instructions: req.agent.instructions.clone(),
+                    cwd: Some(req.agent.cwd.clone()),
+                    sandbox: req.agent.sandbox.clone(),
+                    labels: req.agent.labels.clone(),
+                    timeout_ms: None,
+                    deadline_ms: None,
+                    councils: crate::control::convene::Grant::None,
+                    skills: req.agent.skills.clone(),
+                    fork_caller: None,
+                    operator: false,
+                };
+                match book.open(open) {
+                    Ok(a) => a,
+                    Err(why) => return failed(&req.op_id, format!("worker {}: {why}", self.name), started),
+                }
+            }
+        };
+        let schema = match host.run.schemas.compile(&req.schema) {
+            Ok(s) => s,
+            Err(why) => return failed(&req.op_id, format!("the schema does not compile: {why}"), started),
+        };
+        let turn = op::Turn {
+            prompt: req.prompt.clone(),
+            schema,
+            id: Some(req.op_id.clone()),
+            label: None,
+            timeout_ms: req.timeout_ms,
+            deadline_ms: None,
+            nudge: crate::agent::supervise::Nudge { text: req.nudge_text.clone(), max: req.max_nudges },
+        };
+        let frame = Frame::root(host.run.root.clone(), host.run.deadline);
+        match op::run(book, &agent, turn, &frame) {
+            Ok(o) => o,
+            Err(e) => failed(&req.op_id, format!("worker {}: {e}", self.name), started),
+        }
+    }
+
+    /// Ends every local run (their `result.json`), when the worker stops.
+    pub fn finish(&self) {
+        let hosts: Vec<Arc<Host>> =
+            self.hosts.lock().unwrap_or_else(|p| p.into_inner()).drain().map(|(_, h)| h).collect();
+        for h in hosts {
+            h.run.root.cancel();
+            h.finish(RunStatus::Succeeded, None, None, None);
+        }
+    }
+}

