@@ -37,7 +37,9 @@
 //!
 //! - `cli/`: argument definitions and one call per command; the only place that prints and uses
 //!   anyhow. `script.rs` (`script run|check`, `--watch`; `prepare` builds a run's spec from the
-//!   flags and config, shared by every command that starts runs; `--detach`), `council.rs` (`council
+//!   flags and config, shared by every command that starts runs; `--detach`), `ending.rs` (how an
+//!   attempt of this process ends: the signals that stop it, what it prints, its exit code),
+//!   `council.rs` (`council
 //!   list|show|run`), `worker.rs` (`awf worker`, `runs submit`), `runs.rs` (`runs
 //!   list|show|resume|stop|answer|logs|submit`; resuming a council run, `--values`), `answer.rs`
 //!   (`runs answer`, also for `serve` and `mcp`: an operator's answer through the run's control

@@ -32,7 +32,7 @@ fn a_stalled_cli_that_left_its_group_is_killed_without_waiting_for_the_timeout()
     env.write(
         "awf.toml",
         &format!(
-            "[runtimes.m]\nharness = \"claude\"\nbase_url = \"http://127.0.0.1:9\"\n[harnesses.claude]\ncommand = \"{}\"\n[limits]\nstall_timeout = \"700ms\"\n",
+            "[runtimes.m]\nharness = \"claude\"\nbase_url = \"http://127.0.0.1:9\"\n[harnesses.claude]\ncommand = \"{}\"\n[limits]\nstall_timeout = \"3s\"\n",
             program.display()
         ),
     );

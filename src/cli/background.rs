@@ -212,7 +212,7 @@ pub fn wait_in_queue(rt: &tokio::runtime::Runtime, spec: &RunSpec, id: &str) -> 
     }
     let slots = spec.config.limits.background.unwrap_or(DEFAULT_SLOTS);
     let admitted = rt.block_on(async {
-        let mut signals = super::script::Signals::new().ok();
+        let mut signals = super::ending::Signals::new().ok();
         let stop = async {
             match signals.as_mut() {
                 Some(s) => s.next().await,

@@ -15,6 +15,7 @@ mod background;
 mod caller;
 mod council;
 mod doctor;
+mod ending;
 mod init;
 mod listing;
 mod live;

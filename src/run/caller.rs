@@ -2,8 +2,10 @@
 //! HARNESS:SESSION`, or the agent that convened a council with `wf council`). Recorded in
 //! `run.json` as `caller`; `ctx.agents.caller()` shows it and `ctx.agents.fork_caller(spec)` forks it.
 
+use super::lock;
 use crate::config::HarnessKind;
 use serde::{Deserialize, Serialize};
+use serde_json::json;
 use std::path::PathBuf;
 
 /// A run's calling session.
@@ -47,6 +49,22 @@ impl Caller {
             return Err(format!("`{session}` is not a session id"));
         }
         Ok(Caller { harness, session: Some(session.to_string()), home: None, run: None, agent: None })
+    }
+}
+
+/// The run's calling session, kept in `run.json`.
+impl super::Run {
+    /// Records the run's calling session in `run.json`.
+    pub fn set_caller(&self, caller: Caller) -> std::io::Result<()> {
+        let mut doc = lock(&self.run_doc);
+        doc["caller"] = json!(caller);
+        *lock(&self.caller) = Some(caller);
+        self.records.write_document("run.json", &*doc)
+    }
+
+    /// The run's calling session, if it has one.
+    pub fn caller(&self) -> Option<Caller> {
+        lock(&self.caller).clone()
     }
 }
 

@@ -2,9 +2,10 @@
 //! of each child's spend to the agent that convened it. A child is billed once, whichever comes
 //! first: on its calling operation's line while that operation is open, on a `council` line of its
 //! own when it settles after that (or in the background), or, still running when this run closes,
-//! from its accounts so far on a `council` line that says so.
+//! from its accounts so far on a `council` line that says so. Background councils are counted
+//! here too: the run's end waits for them.
 
-use super::{Outcome, OutcomeKind, Run, Settled, COUNCIL_KIND};
+use super::{lock, Outcome, OutcomeKind, Run, Settled, COUNCIL_KIND};
 use crate::accounting::{CostSource, Tally, Usage};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -152,6 +153,43 @@ impl Run {
                 started_at: &child.started_at,
             };
             self.bill_council(&bill);
+        }
+    }
+}
+
+/// Background councils (`wf council --background`): the run's end waits for them.
+impl Run {
+    /// Counts a background council started by one of the run's agents: the run's end waits for it.
+    pub fn background_started(&self) {
+        let mut b = lock(&self.background);
+        b.0 += 1;
+        b.1 += 1;
+    }
+
+    /// A background council settled and its output went where it belongs.
+    pub fn background_ended(&self) {
+        {
+            let mut b = lock(&self.background);
+            b.0 = b.0.saturating_sub(1);
+        }
+        self.background_changed.notify_waiters();
+    }
+
+    /// Background councils (still running, started in this attempt).
+    pub fn background(&self) -> (usize, usize) {
+        *lock(&self.background)
+    }
+
+    /// Waits until no background council is running. Cancel safety: dropping it waits no more.
+    pub async fn background_settled(&self) {
+        loop {
+            let changed = self.background_changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            if self.background().0 == 0 {
+                return;
+            }
+            changed.await;
         }
     }
 }

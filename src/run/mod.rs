@@ -287,19 +287,6 @@ impl Run {
         self.records.write_document("run.json", &*doc)
     }
 
-    /// Records the run's calling session in `run.json`.
-    pub fn set_caller(&self, caller: caller::Caller) -> std::io::Result<()> {
-        let mut doc = lock(&self.run_doc);
-        doc["caller"] = json!(caller);
-        *lock(&self.caller) = Some(caller);
-        self.records.write_document("run.json", &*doc)
-    }
-
-    /// The run's calling session, if it has one.
-    pub fn caller(&self) -> Option<caller::Caller> {
-        lock(&self.caller).clone()
-    }
-
     pub fn depth(&self) -> u32 {
         self.depth.load(Ordering::SeqCst)
     }
@@ -308,40 +295,6 @@ impl Run {
     /// refused for the budget, rather than go on without it.
     pub fn stop_when_budget_spent(&self) {
         self.stop_on_budget.store(true, Ordering::SeqCst);
-    }
-
-    /// Counts a background council started by one of the run's agents: the run's end waits for it.
-    pub fn background_started(&self) {
-        let mut b = lock(&self.background);
-        b.0 += 1;
-        b.1 += 1;
-    }
-
-    /// A background council settled and its output went where it belongs.
-    pub fn background_ended(&self) {
-        {
-            let mut b = lock(&self.background);
-            b.0 = b.0.saturating_sub(1);
-        }
-        self.background_changed.notify_waiters();
-    }
-
-    /// Background councils (still running, started in this attempt).
-    pub fn background(&self) -> (usize, usize) {
-        *lock(&self.background)
-    }
-
-    /// Waits until no background council is running. Cancel safety: dropping it waits no more.
-    pub async fn background_settled(&self) {
-        loop {
-            let changed = self.background_changed.notified();
-            tokio::pin!(changed);
-            changed.as_mut().enable();
-            if self.background().0 == 0 {
-                return;
-            }
-            changed.await;
-        }
     }
 
     /// Records this attempt's status in `run.json` while it has not ended: a background council

@@ -10,7 +10,7 @@ use std::sync::Arc;
 /// Ctrl-C, SIGTERM or SIGHUP, listened for from now on: a signal that comes as soon as the port
 /// accepts still stops the server cleanly (its token file and socket removed).
 fn ctrl_c() -> Result<impl std::future::Future<Output = ()>> {
-    let mut signals = crate::cli::script::Signals::new().context("cannot listen for Ctrl-C")?;
+    let mut signals = crate::cli::ending::Signals::new().context("cannot listen for Ctrl-C")?;
     Ok(async move {
         signals.next().await;
     })
