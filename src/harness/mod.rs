@@ -114,6 +114,10 @@ pub use crate::run::outcome::SessionRef;
 pub enum SessionExport {
     /// An HTTP agent's message history, as `agents/<slug>/history.json` holds it.
     History { messages: Value },
+    /// A CLI agent's home (its files, `cli/carry.rs`) and the CLI's session id to resume.
+    Home { session: String, files: Value },
+    /// A session that cannot be carried (too large): whatever was stored before is dropped.
+    Unstorable { why: String },
 }
 
 /// One agent's session with its harness. Operations on it run one at a time.

@@ -108,7 +108,9 @@ impl Session for HttpSession {
     }
 
     fn import(&mut self, session: SessionExport) -> Result<(), String> {
-        let SessionExport::History { messages } = session;
+        let SessionExport::History { messages } = session else {
+            return Err("the stored session is not an HTTP agent's history".into());
+        };
         self.history =
             serde_json::from_value(messages).map_err(|e| format!("the stored history does not parse: {e}"))?;
         self.measured = None;
