@@ -83,7 +83,8 @@
 //!   `Convener`, installed once by `cli`).
 //! - `cluster/`: runs' agent operations on NATS JetStream, **the only module that names
 //!   async-nats** (unused on one machine). `connect.rs` (a bounded connect, a clear error; the ops
-//!   work-queue stream and the journal bucket made or checked against the schema version),
+//!   work-queue stream, the journal bucket and the sessions' object store made or checked against
+//!   the schema version),
 //!   `wire.rs` (the messages), `remote.rs` (`script run --nats`: the owner's `RemoteSession`, given
 //!   to the agent book through `agent::remote::Remote`: each turn published by harness subject and
 //!   deduplicated by message id, its outcome from a reply subject journalled create-only in the
@@ -93,7 +94,10 @@
 //!   lease in the bucket, revision-checked: a stale one is taken over, a late answer dropped),
 //!   `store.rs` (create-only outcome and journal entries, retried while a cluster elects),
 //!   `affinity.rs` (an agent's turns to the worker that ran its last one while its heartbeat is
-//!   fresh, else to any; sessions are not stored), `runs.rs`
+//!   fresh, else to any), `sessions.rs` (after each turn on a worker, what the agent's harness
+//!   exports, `Session::export`, is stored in the object store `AWF_SESSIONS` keyed by run and
+//!   agent, at most 64 MiB; a worker opening an agent another held imports it before its first
+//!   turn there), `runs.rs`
 //!   (`awf runs submit`: whole runs in their own work-queue stream, run in-process by a worker as
 //!   their owner, taken over under the same id when it dies), `shadow.rs` (the worker's own run
 //!   per owner's run, `.awf/worker-runs/<run>-<worker>`, whose agent book and pipeline run the ops).
@@ -140,7 +144,9 @@
 //!   message or `wf council --wait`; a wait that gives up leaves the councils to wake the agent).
 //! - `watch.rs`: notify events filtered to `.rhai` changes, debounced. `stdlib.rs`: `stdlib/` as
 //!   embedded at build time (`build.rs`).
-//! - `harness/`: the `Session` trait and one file per harness (`fake.rs`, `command.rs`);
+//! - `harness/`: the `Session` trait (with `export`/`import`: what another machine needs to take
+//!   an agent over: an HTTP agent's history, a CLI agent's home packed by `cli/carry.rs` and resumed
+//!   by `Cli::resume`) and one file per harness (`fake.rs`, `command.rs`);
 //!   `spawn.rs` (starting a turn's process group: death with awf, `AWF_RUN_ID`, recorded, admitted
 //!   to the socket); `process.rs` (the one lifecycle of a turn's process, for `command` and the
 //!   CLIs: `process/pipes.rs` stdin in the background, the captures, stdout's lines;

@@ -164,6 +164,18 @@ impl Agent {
         self.probe.as_ref().map(|p| p())
     }
 
+    /// The session's state for another machine to take the agent over (`Session::export`).
+    /// Blocks while an operation holds the session: call it off the async threads.
+    pub fn export_session(&self) -> Option<crate::harness::SessionExport> {
+        self.session.blocking_lock().export()
+    }
+
+    /// Takes over a stored session before the agent's first turn (`Session::import`). Blocks like
+    /// `export_session`.
+    pub fn import_session(&self, session: crate::harness::SessionExport) -> Result<(), String> {
+        self.session.blocking_lock().import(session)
+    }
+
     pub fn harness(&self) -> crate::config::HarnessKind {
         self.runtime.harness
     }

@@ -2,8 +2,8 @@
 //! sends a turn to the subject of the worker that settled the agent's last turn
 //! (`awf.ops.<harness>.at.<worker>`, one consumer per worker) while that worker's heartbeat in the
 //! bucket (`worker.<name>`) is fresh, else to the harness's shared subject; a turn sent to a worker
-//! that dies before taking it is sent again on the shared subject. Each worker keeps its own copy
-//! of an agent: nothing of a session is stored in the bucket yet.
+//! that dies before taking it is sent again on the shared subject. A worker that gets an agent
+//! another held takes over the session stored after its last turn (`sessions.rs`).
 
 use super::Cluster;
 use crate::config::HarnessKind;

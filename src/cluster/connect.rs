@@ -1,5 +1,5 @@
 //! Reaching the NATS server: a bounded wait and a clear error naming the URL and the reason;
-//! then the ops stream and the journal bucket, made when missing (three replicas on a cluster,
+//! then the ops stream, the journal bucket and the sessions' object store, made when missing (three replicas on a cluster,
 //! one on a lone server) and refused when another schema of awf made them.
 
 use super::{JOURNAL_BUCKET, OPS_STREAM, RUNS_STREAM, SCHEMA};
@@ -23,6 +23,8 @@ pub struct Cluster {
     pub ops: stream::Stream,
     pub runs: stream::Stream,
     pub journal: kv::Store,
+    /// Agents' sessions (`sessions.rs`).
+    pub sessions: async_nats::jetstream::object_store::ObjectStore,
 }
 
 /// Connects to `url` and makes or checks the stream and bucket. The error is the text to print.
@@ -42,7 +44,9 @@ pub async fn connect(url: &str) -> Result<Cluster, String> {
     check_stream(url, &runs)?;
     let journal = retry(url, start, || bucket(&js, replicas)).await?;
     check_bucket(url, &journal).await?;
-    Ok(Cluster { url: url.to_string(), client, js, ops, runs, journal })
+    let sessions = retry(url, start, || super::sessions::make(&js, replicas)).await?;
+    super::sessions::check(&sessions, url).await?;
+    Ok(Cluster { url: url.to_string(), client, js, ops, runs, journal, sessions })
 }
 
 /// Retries a setup step until `SETUP_WAIT` has passed since `start`.

@@ -4,13 +4,15 @@
 //! `remote.rs` the owner's side (`script run --nats`): each agent operation published to the ops
 //! work-queue stream, its answer taken from a reply subject and journalled in the bucket with
 //! create-only writes; `worker.rs` (`awf worker`): operations taken as slots free up and run by a
-//! local run of its own (`shadow.rs`) through the same pipeline and harnesses as any run.
+//! local run of its own (`shadow.rs`) through the same pipeline and harnesses as any run;
+//! `sessions.rs` stores agents' sessions after each turn for another worker to take over.
 
 mod affinity;
 pub mod connect;
 mod lease;
 pub mod remote;
 pub mod runs;
+mod sessions;
 mod shadow;
 mod store;
 pub mod wire;
@@ -27,6 +29,9 @@ pub const OPS_STREAM: &str = "AWF_OPS";
 pub const RUNS_STREAM: &str = "AWF_RUNS";
 /// The key-value bucket of runs' journals and workers' heartbeats.
 pub const JOURNAL_BUCKET: &str = "AWF_JOURNAL";
+
+/// The object store of agents' sessions, for another worker to take an agent over.
+pub const SESSIONS_BUCKET: &str = "AWF_SESSIONS";
 
 /// The subject operations of a harness are published on.
 pub fn ops_subject(harness: crate::config::HarnessKind) -> String {

@@ -1,7 +1,9 @@
 //! A worker's runs: for each owner's run it serves, a local run of its own (folder
 //! `.awf/worker-runs/<run>-<worker>`), whose agent book opens the agents and whose one operation
 //! pipeline runs each operation with the local harness and sandbox, exactly as a local run would.
-//! An operation the same worker is given again (a redelivery) returns its kept outcome.
+//! An operation the same worker is given again (a redelivery) returns its kept outcome. An agent
+//! it opens that another worker held takes over the stored session (`sessions.rs`) before its
+//! first turn here, and its session is stored again after each turn.
 
 use super::wire::OpRequest;
 use crate::accounting::{CostSource, Usage};
@@ -23,6 +25,7 @@ pub(super) struct Shadows {
     config: Config,
     slots: usize,
     rt: tokio::runtime::Handle,
+    sessions: async_nats::jetstream::object_store::ObjectStore,
     hosts: Mutex<HashMap<String, Arc<Host>>>,
 }
 
@@ -45,8 +48,15 @@ fn failed(op_id: &str, why: String, started: Instant) -> Outcome {
 }
 
 impl Shadows {
-    pub fn new(name: String, cwd: PathBuf, config: Config, slots: usize, rt: tokio::runtime::Handle) -> Shadows {
-        Shadows { name, cwd, config, slots, rt, hosts: Mutex::new(HashMap::new()) }
+    pub fn new(
+        name: String,
+        cwd: PathBuf,
+        config: Config,
+        slots: usize,
+        rt: tokio::runtime::Handle,
+        sessions: async_nats::jetstream::object_store::ObjectStore,
+    ) -> Shadows {
+        Shadows { name, cwd, config, slots, rt, sessions, hosts: Mutex::new(HashMap::new()) }
     }
 
     fn host(&self, run: &str) -> Result<Arc<Host>, String> {
@@ -107,7 +117,10 @@ impl Shadows {
                     operator: false,
                 };
                 match book.open(open) {
-                    Ok(a) => a,
+                    Ok(a) => {
+                        self.take_over(&req.run, &a);
+                        a
+                    }
                     Err(why) => return failed(&req.op_id, format!("worker {}: {why}", self.name), started),
                 }
             }
@@ -126,9 +139,30 @@ impl Shadows {
             nudge: crate::agent::supervise::Nudge { text: req.nudge_text.clone(), max: req.max_nudges },
         };
         let frame = Frame::root(host.run.root.clone(), host.run.deadline);
-        match op::run(book, &agent, turn, &frame) {
+        let outcome = match op::run(book, &agent, turn, &frame) {
             Ok(o) => o,
             Err(e) => failed(&req.op_id, format!("worker {}: {e}", self.name), started),
+        };
+        if let Some(session) = agent.export_session() {
+            self.rt.block_on(super::sessions::save(&self.sessions, &req.run, &agent.key, &self.name, &session));
+        }
+        outcome
+    }
+
+    /// Restores the stored session of an agent just opened here, if another worker held it.
+    fn take_over(&self, run: &str, agent: &crate::agent::Agent) {
+        let Some((from, session)) = self.rt.block_on(super::sessions::load(&self.sessions, run, &agent.key)) else {
+            return;
+        };
+        match agent.import_session(session) {
+            Ok(()) => eprintln!(
+                "awf worker {}: agent {} of run {run} takes over its session from {from}",
+                self.name, agent.key
+            ),
+            Err(e) => eprintln!(
+                "awf worker {}: agent {} of run {run}: the session {from} stored is not used: {e}",
+                self.name, agent.key
+            ),
         }
     }
 

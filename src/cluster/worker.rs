@@ -63,6 +63,7 @@ pub async fn serve(cluster: Cluster, options: Options, stop: CancellationToken) 
         options.config.clone(),
         options.slots,
         tokio::runtime::Handle::current(),
+        cluster.sessions.clone(),
     ));
     let names: Vec<&str> = options.runtimes.iter().map(|h| h.as_str()).collect();
     eprintln!(

@@ -108,6 +108,18 @@ pub struct TurnReport {
 
 pub use crate::run::outcome::SessionRef;
 
+/// What of a session another machine needs to take the agent over (see `Session::export`).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum SessionExport {
+    /// An HTTP agent's message history, as `agents/<slug>/history.json` holds it.
+    History { messages: Value },
+    /// A CLI agent's home (its files, `cli/carry.rs`) and the CLI's session id to resume.
+    Home { session: String, files: Value },
+    /// A session that cannot be carried (too large): whatever was stored before is dropped.
+    Unstorable { why: String },
+}
+
 /// One agent's session with its harness. Operations on it run one at a time.
 pub trait Session: Send {
     /// The harness session the last operation ran in, when the harness has one of its own.
@@ -135,6 +147,17 @@ pub trait Session: Send {
 
     /// Replaces the history with a summary: the summary (or why not), and what it spent.
     fn compact(&mut self, prompt: &str) -> BoxFuture<'_, Compaction>;
+
+    /// The session's state for another machine to take the agent over; `None` for harnesses
+    /// whose sessions are not carried over.
+    fn export(&self) -> Option<SessionExport> {
+        None
+    }
+
+    /// Takes over a session `export` gave, before the first turn.
+    fn import(&mut self, _session: SessionExport) -> Result<(), String> {
+        Err("this harness cannot take over a stored session".into())
+    }
 
     /// Changes the model or effort for later turns.
     fn set(&mut self, model: Option<&str>, effort: Option<&str>) -> Result<(), String>;

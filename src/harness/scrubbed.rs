@@ -30,6 +30,14 @@ impl Session for Scrubbed {
         self.inner.session_ref()
     }
 
+    fn export(&self) -> Option<super::SessionExport> {
+        self.inner.export()
+    }
+
+    fn import(&mut self, session: super::SessionExport) -> Result<(), String> {
+        self.inner.import(session).map_err(|why| self.redactor.scrub(&why))
+    }
+
     fn turn(&mut self, input: TurnInput) -> BoxFuture<'_, TurnReport> {
         Box::pin(async move {
             let mut report = self.inner.turn(input).await;

@@ -151,16 +151,25 @@ impl Worker {
     /// Starts `awf worker --nats URL --name NAME EXTRA...` in `dir` and waits (bounded) for its
     /// "serving" line.
     pub fn start(dir: &Path, url: &str, name: &str, extra: &[&str]) -> Worker {
+        Worker::start_as(dir, url, name, extra, None)
+    }
+
+    /// `start`, with HOME at `home` and the operator's CLI variables removed (`cli::OPERATOR_VARS`)
+    /// when it is given: for workers that run the agent CLIs.
+    pub fn start_as(dir: &Path, url: &str, name: &str, extra: &[&str], home: Option<&Path>) -> Worker {
         let log = dir.join(format!("worker-{name}.log"));
         let out = std::fs::File::create(&log).expect("create the worker log");
         let err = out.try_clone().expect("clone the log handle");
         let mut args = vec!["worker", "--nats", url, "--name", name];
         args.extend_from_slice(extra);
-        let child = super::command(dir, &args)
-            .stdout(Stdio::from(out))
-            .stderr(Stdio::from(err))
-            .spawn()
-            .expect("start awf worker");
+        let mut cmd = super::command(dir, &args);
+        if let Some(home) = home {
+            cmd.env("HOME", home);
+            for var in super::cli::OPERATOR_VARS {
+                cmd.env_remove(var);
+            }
+        }
+        let child = cmd.stdout(Stdio::from(out)).stderr(Stdio::from(err)).spawn().expect("start awf worker");
         let w = Worker { name: name.to_string(), child: Some(child), log };
         let end = Instant::now() + Duration::from_secs(40);
         while !w.log().contains("serving") {

@@ -164,6 +164,15 @@ impl super::Cli for Claude {
         }
     }
 
+    fn resume(&mut self, home: &Path, id: &str) -> Result<(), String> {
+        if !session_exists(home, id) {
+            return Err(format!("the Claude Code session {id} is not in the stored home"));
+        }
+        self.id = id.to_string();
+        self.fork_from = None;
+        Ok(())
+    }
+
     fn fork(&self, home: &Path, _child_home: &Path) -> Result<Box<dyn super::Cli>, String> {
         let fork_from = if session_exists(home, &self.id) { Some(self.id.clone()) } else { self.fork_from.clone() };
         Ok(Box::new(Claude { id: uuid::Uuid::new_v4().to_string(), fork_from, skills: self.skills }))

@@ -191,6 +191,12 @@ impl super::Cli for Codex {
         !name.contains(".sqlite")
     }
 
+    fn resume(&mut self, _home: &Path, id: &str) -> Result<(), String> {
+        self.thread = Some(id.to_string());
+        self.fork_from = None;
+        Ok(())
+    }
+
     fn fork(&self, _home: &Path, _child_home: &Path) -> Result<Box<dyn super::Cli>, String> {
         Ok(Box::new(Codex {
             thread: None,

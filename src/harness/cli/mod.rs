@@ -14,6 +14,7 @@
 //! `doctor.rs` (`awf doctor`'s checks).
 
 pub mod caller;
+mod carry;
 pub mod claude;
 pub mod codex;
 mod doctor;
@@ -147,6 +148,11 @@ pub trait Cli: Send + Sync {
     /// Whether a fork's home copies this file or folder of the parent's home.
     fn fork_copies(&self, _name: &str) -> bool {
         true
+    }
+    /// Resumes the session `id`, whose files another machine's home held and `home` now holds
+    /// (an agent taken over), or says why this CLI cannot.
+    fn resume(&mut self, _home: &Path, _id: &str) -> Result<(), String> {
+        Err(format!("{} cannot resume a session taken over", self.harness()))
     }
     /// The state of a fork whose home `child_home` is a copy of `home`.
     fn fork(&self, home: &Path, child_home: &Path) -> Result<Box<dyn Cli>, String>;

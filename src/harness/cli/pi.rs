@@ -240,6 +240,15 @@ impl super::Cli for Pi {
         Ok(())
     }
 
+    /// The session file's place in the home is fixed: the stored home brought it there.
+    fn resume(&mut self, _home: &Path, id: &str) -> Result<(), String> {
+        if !self.file.exists() {
+            return Err(format!("the pi session {id} is not in the stored home"));
+        }
+        self.fork_from = None;
+        Ok(())
+    }
+
     fn fork(&self, home: &Path, child_home: &Path) -> Result<Box<dyn super::Cli>, String> {
         let mut child = Pi::new(child_home);
         // The home's copy holds the skills too: the fork names its own copies.

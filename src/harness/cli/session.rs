@@ -244,6 +244,22 @@ impl Session for CliSession {
         Box::pin(self.run_compact(prompt.to_string()))
     }
 
+    fn export(&self) -> Option<crate::harness::SessionExport> {
+        let id = self.session_id.as_deref()?;
+        let credentials: Vec<PathBuf> = self.credentials.iter().map(|c| c.local.clone()).collect();
+        Some(super::carry::pack(&self.home, id, &|name| self.cli.fork_copies(name), &credentials))
+    }
+
+    fn import(&mut self, session: crate::harness::SessionExport) -> Result<(), String> {
+        let crate::harness::SessionExport::Home { session, files } = session else {
+            return Err("the stored session is not a CLI agent's home".into());
+        };
+        super::carry::unpack(&self.home, &files)?;
+        self.cli.resume(&self.home, &session)?;
+        self.session_id = Some(session);
+        Ok(())
+    }
+
     fn set(&mut self, model: Option<&str>, effort: Option<&str>) -> Result<(), String> {
         if let Some(m) = model {
             self.cfg.model = Some(m.to_string());

@@ -6,7 +6,7 @@ use super::{HttpConfig, Msg};
 use crate::accounting::{CostSource, Meter, Usage};
 use crate::control::dispatch::EventSink;
 use crate::control::prompt::AnswerMode;
-use crate::harness::{AgentInfo, BoxFuture, Session, TurnInput, TurnReport};
+use crate::harness::{AgentInfo, BoxFuture, Session, SessionExport, TurnInput, TurnReport};
 use serde_json::json;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -101,6 +101,21 @@ impl Session for HttpSession {
             };
             crate::harness::Compaction { summary, usage, cost_source: CostSource::Priced, simulated: false }
         })
+    }
+
+    fn export(&self) -> Option<SessionExport> {
+        serde_json::to_value(&self.history).ok().map(|messages| SessionExport::History { messages })
+    }
+
+    fn import(&mut self, session: SessionExport) -> Result<(), String> {
+        let SessionExport::History { messages } = session else {
+            return Err("the stored session is not an HTTP agent's history".into());
+        };
+        self.history =
+            serde_json::from_value(messages).map_err(|e| format!("the stored history does not parse: {e}"))?;
+        self.measured = None;
+        self.save();
+        Ok(())
     }
 
     fn set(&mut self, model: Option<&str>, effort: Option<&str>) -> Result<(), String> {

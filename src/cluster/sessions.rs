@@ -1,0 +1,109 @@
+//! Agents' sessions in the object store `AWF_SESSIONS`, so that another worker can take an agent
+//! over when the one holding it dies: after each settled turn a worker stores what the harness
+//! exports (`harness::SessionExport`: an HTTP agent's history, a CLI agent's home), keyed by run and agent (hashed),
+//! and a worker opening an agent it has not held restores it before the agent's first turn there.
+
+use super::{hashed, SCHEMA, SESSIONS_BUCKET};
+use crate::harness::SessionExport;
+use async_nats::jetstream::{self, object_store};
+use serde_json::json;
+use tokio::io::AsyncReadExt;
+
+/// The largest session stored: a larger one is not stored (a warning says so), and a worker that
+/// takes the agent over starts it afresh.
+pub const MAX_SESSION: usize = 64 << 20;
+/// The object holding the schema the store was made by.
+const SCHEMA_OBJECT: &str = "schema";
+
+/// The object name of an agent's session in a run.
+pub fn key(run: &str, agent: &str) -> String {
+    format!("session.{}.{}", hashed(run), hashed(agent))
+}
+
+/// The store, made when missing.
+pub async fn make(js: &jetstream::Context, replicas: usize) -> Result<object_store::ObjectStore, String> {
+    if let Ok(store) = js.get_object_store(SESSIONS_BUCKET).await {
+        return Ok(store);
+    }
+    let config = object_store::Config { bucket: SESSIONS_BUCKET.into(), num_replicas: replicas, ..Default::default() };
+    js.create_object_store(config).await.map_err(|e| e.to_string())
+}
+
+/// Refuses a store another schema of awf made (the first to come writes the schema).
+pub async fn check(store: &object_store::ObjectStore, url: &str) -> Result<(), String> {
+    if store.info(SCHEMA_OBJECT).await.is_err() {
+        store
+            .put(SCHEMA_OBJECT, &mut SCHEMA.as_bytes())
+            .await
+            .map_err(|e| format!("cannot write to the object store {SESSIONS_BUCKET} on {url}: {e}"))?;
+    }
+    let found = read(store, SCHEMA_OBJECT, 64).await?;
+    if found != SCHEMA.as_bytes() {
+        return Err(format!(
+            "the object store {SESSIONS_BUCKET} on {url} was made by another awf (schema {}; this awf needs \
+             {SCHEMA}): remove it (`nats object rm {SESSIONS_BUCKET}`, which drops stored sessions) or use a \
+             fresh server",
+            String::from_utf8_lossy(&found)
+        ));
+    }
+    Ok(())
+}
+
+/// Reads an object whole, refusing one over `max` bytes.
+async fn read(store: &object_store::ObjectStore, name: &str, max: usize) -> Result<Vec<u8>, String> {
+    let object = store.get(name).await.map_err(|e| format!("cannot read {name} in {SESSIONS_BUCKET}: {e}"))?;
+    let mut bytes = Vec::new();
+    object
+        .take(max as u64 + 1)
+        .read_to_end(&mut bytes)
+        .await
+        .map_err(|e| format!("cannot read {name} in {SESSIONS_BUCKET}: {e}"))?;
+    if bytes.len() > max {
+        return Err(format!("{name} in {SESSIONS_BUCKET} is over {max} bytes"));
+    }
+    Ok(bytes)
+}
+
+/// Stores an agent's session after a settled turn; a failure or a session over `MAX_SESSION` is
+/// logged, and the turn stands.
+pub async fn save(store: &object_store::ObjectStore, run: &str, agent: &str, worker: &str, session: &SessionExport) {
+    let doc = json!({ "run": run, "agent": agent, "worker": worker, "session": session });
+    let bytes = doc.to_string().into_bytes();
+    let why = match session {
+        SessionExport::Unstorable { why } => Some(why.clone()),
+        _ if bytes.len() > MAX_SESSION => Some(format!("it is {} bytes, over {MAX_SESSION}", bytes.len())),
+        _ => None,
+    };
+    if let Some(why) = why {
+        // An older session left in the store would bring back a past state: it goes too.
+        let _ = store.delete(key(run, agent).as_str()).await;
+        eprintln!(
+            "awf worker {worker}: the session of agent {agent} of run {run} is not stored ({why}): a worker \
+             taking the agent over starts it afresh"
+        );
+        return;
+    }
+    if let Err(e) = store.put(key(run, agent).as_str(), &mut bytes.as_slice()).await {
+        eprintln!("awf worker {worker}: cannot store the session of agent {agent} of run {run}: {e}");
+    }
+}
+
+/// The stored session of an agent, if there is one (an unreadable one is logged and counts as none).
+pub async fn load(store: &object_store::ObjectStore, run: &str, agent: &str) -> Option<(String, SessionExport)> {
+    let name = key(run, agent);
+    store.info(&name).await.ok()?;
+    let parsed = read(store, &name, MAX_SESSION + 1024)
+        .await
+        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).map_err(|e| e.to_string()))
+        .and_then(|doc| {
+            let session = serde_json::from_value(doc["session"].clone()).map_err(|e| e.to_string())?;
+            Ok((doc["worker"].as_str().unwrap_or("?").to_string(), session))
+        });
+    match parsed {
+        Ok(found) => Some(found),
+        Err(e) => {
+            tracing::warn!("the stored session of agent {agent} of run {run} is not used: {e}");
+            None
+        }
+    }
+}

@@ -1,0 +1,115 @@
+//! A CLI agent's home carried to another machine: its files (the operator's credential copies and
+//! what a fork's home leaves out excepted) packed into a session export, at most `MAX_HOME` bytes,
+//! and unpacked into the home of the agent that takes it over.
+
+use crate::harness::SessionExport;
+use base64::Engine;
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+
+/// The most a home's files may hold to be carried.
+pub const MAX_HOME: u64 = 48 << 20;
+
+/// Packs the files under `home` that `keep` keeps (by name) and `skip` does not name.
+pub fn pack(home: &Path, session: &str, keep: &dyn Fn(&str) -> bool, skip: &[PathBuf]) -> SessionExport {
+    let mut files = Vec::new();
+    let mut total = 0u64;
+    match walk(home, home, keep, skip, &mut files, &mut total) {
+        Ok(()) => SessionExport::Home { session: session.to_string(), files: Value::Array(files) },
+        Err(why) => SessionExport::Unstorable { why },
+    }
+}
+
+fn walk(
+    home: &Path,
+    dir: &Path,
+    keep: &dyn Fn(&str) -> bool,
+    skip: &[PathBuf],
+    files: &mut Vec<Value>,
+    total: &mut u64,
+) -> Result<(), String> {
+    let entries = std::fs::read_dir(dir).map_err(|e| format!("cannot read {}: {e}", dir.display()))?;
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if !keep(&entry.file_name().to_string_lossy()) || skip.contains(&path) {
+            continue;
+        }
+        let Ok(ty) = entry.file_type() else { continue };
+        if ty.is_dir() {
+            walk(home, &path, keep, skip, files, total)?;
+        } else if ty.is_file() {
+            let bytes = std::fs::read(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+            *total += bytes.len() as u64;
+            if *total > MAX_HOME {
+                return Err(format!("the home {} holds over {MAX_HOME} bytes", home.display()));
+            }
+            let rel = path.strip_prefix(home).map_err(|e| e.to_string())?;
+            let data = base64::engine::general_purpose::STANDARD.encode(&bytes);
+            files.push(json!({ "path": rel.to_string_lossy(), "data": data }));
+        }
+    }
+    Ok(())
+}
+
+/// Writes the packed `files` into `home` (private files and folders). A path that leaves the
+/// home is refused.
+pub fn unpack(home: &Path, files: &Value) -> Result<(), String> {
+    let list = files.as_array().ok_or("the stored home is not a list of files")?;
+    for f in list {
+        let rel = Path::new(f["path"].as_str().ok_or("a stored file has no path")?);
+        if rel.is_absolute() || rel.components().any(|c| !matches!(c, std::path::Component::Normal(_))) {
+            return Err(format!("the stored file {} leaves the home", rel.display()));
+        }
+        let data = base64::engine::general_purpose::STANDARD
+            .decode(f["data"].as_str().unwrap_or_default())
+            .map_err(|e| format!("the stored file {} does not decode: {e}", rel.display()))?;
+        let target = home.join(rel);
+        if let Some(parent) = target.parent() {
+            crate::record::private::create_dir(parent)
+                .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
+        }
+        crate::record::private::write(&target, &data).map_err(|e| format!("cannot write {}: {e}", target.display()))?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_home_round_trips_without_its_credentials_or_what_forks_leave_out() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (from, to) = (dir.path().join("from"), dir.path().join("to"));
+        std::fs::create_dir_all(from.join("projects/p")).expect("mkdir");
+        std::fs::write(from.join("projects/p/s1.jsonl"), "turn one").expect("write");
+        std::fs::write(from.join("auth.json"), "secret").expect("write");
+        std::fs::write(from.join("state.sqlite"), "db").expect("write");
+        let packed = pack(&from, "s1", &|name| !name.contains(".sqlite"), &[from.join("auth.json")]);
+        let SessionExport::Home { session, files } = packed else { panic!("packed: {packed:?}") };
+        assert_eq!(session, "s1");
+        unpack(&to, &files).expect("unpack");
+        assert_eq!(std::fs::read_to_string(to.join("projects/p/s1.jsonl")).expect("read"), "turn one");
+        assert!(!to.join("auth.json").exists() && !to.join("state.sqlite").exists());
+    }
+
+    #[test]
+    fn a_stored_path_that_leaves_the_home_is_refused() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let files = json!([{ "path": "../escape", "data": "" }]);
+        let err = unpack(&dir.path().join("home"), &files).expect_err("refused");
+        assert!(err.contains("../escape leaves the home"), "{err}");
+        assert!(!dir.path().join("escape").exists());
+    }
+
+    #[test]
+    fn a_home_over_the_bound_is_not_carried() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let big = std::fs::File::create(dir.path().join("big")).expect("create");
+        big.set_len(MAX_HOME + 1).expect("a sparse file");
+        match pack(dir.path(), "s", &|_| true, &[]) {
+            SessionExport::Unstorable { why } => assert!(why.contains("holds over"), "{why}"),
+            other => panic!("carried: {other:?}"),
+        }
+    }
+}
