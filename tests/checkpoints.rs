@@ -5,13 +5,11 @@
 
 mod common;
 
+use common::mcp::RawMcp;
 use common::serve::wait_until;
 use common::{read_json, Env, Running};
 use serde_json::{json, Value};
-use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
-use std::sync::mpsc;
 
 const SHIP: &str = r#"
 let a = ctx.checkpoint("Ship it?", #{ type: "object", properties: #{ ship: #{ type: "boolean" } }, required: ["ship"] });
@@ -287,52 +285,6 @@ fn serve_shows_a_waiting_run_and_answers_it_over_http() {
     assert!(v["error"].as_str().is_some_and(|e| e.contains("not waiting")), "{v}");
 }
 
-/// A raw MCP client on `awf mcp`'s stdio: each call's result.
-struct Mcp {
-    child: std::process::Child,
-    stdin: std::process::ChildStdin,
-    lines: mpsc::Receiver<String>,
-    next: u64,
-}
-
-impl Mcp {
-    fn start(env: &Env) -> Mcp {
-        let mut child =
-            common::command(env.path(), &["mcp"]).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().expect("spawn");
-        let stdin = child.stdin.take().expect("stdin");
-        let stdout = child.stdout.take().expect("stdout");
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                let _ = tx.send(line);
-            }
-        });
-        let mut mcp = Mcp { child, stdin, lines, next: 0 };
-        let client = json!({ "name": "raw", "version": "0" });
-        mcp.rpc("initialize", json!({ "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": client }));
-        writeln!(mcp.stdin, "{}", json!({ "jsonrpc": "2.0", "method": "notifications/initialized" })).expect("write");
-        mcp
-    }
-
-    fn rpc(&mut self, method: &str, params: Value) -> Value {
-        self.next += 1;
-        let id = self.next;
-        writeln!(self.stdin, "{}", json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params }))
-            .expect("write to awf mcp");
-        loop {
-            let line = self.lines.recv_timeout(common::TIMEOUT).expect("a reply within the timeout");
-            let v: Value = serde_json::from_str(&line).expect("JSON-RPC line");
-            if v["id"] == id {
-                return v["result"].clone();
-            }
-        }
-    }
-
-    fn call(&mut self, tool: &str, arguments: Value) -> Value {
-        self.rpc("tools/call", json!({ "name": tool, "arguments": arguments }))
-    }
-}
-
 #[test]
 fn mcp_run_status_shows_waiting_and_run_answer_answers() {
     let env = Env::new();
@@ -341,17 +293,17 @@ fn mcp_run_status_shows_waiting_and_run_answer_answers() {
     let dir = the_run(&env);
     let id = id_of(&dir);
     until_waiting(&dir, 1);
-    let mut mcp = Mcp::start(&env);
-    let status = mcp.call("run_status", json!({ "run_id": id }));
+    let mut mcp = RawMcp::start(&env);
+    let status = mcp.call("run_status", json!({ "run_id": id })).0;
     assert_eq!(status["structuredContent"]["status"], "waiting", "{status}");
     assert_eq!(status["structuredContent"]["waiting"][0]["question"], "Ship it?", "{status}");
-    let waited = mcp.call("run_wait", json!({ "run_id": id, "wait_s": 30 }));
+    let waited = mcp.call("run_wait", json!({ "run_id": id, "wait_s": 30 })).0;
     let text = waited["content"][0]["text"].as_str().unwrap_or_default();
     assert!(text.contains("waiting for the operator: Ship it?"), "{waited}");
-    let refused = mcp.call("run_answer", json!({ "run_id": id, "value": { "ship": "no" } }));
+    let refused = mcp.call("run_answer", json!({ "run_id": id, "value": { "ship": "no" } })).0;
     assert_eq!(refused["isError"], true, "{refused}");
     assert!(refused["content"][0]["text"].as_str().is_some_and(|t| t.contains("at /ship")), "{refused}");
-    let answered = mcp.call("run_answer", json!({ "run_id": id, "value": { "ship": true } }));
+    let answered = mcp.call("run_answer", json!({ "run_id": id, "value": { "ship": true } })).0;
     assert_eq!(answered["isError"], false, "{answered}");
     assert_eq!(answered["structuredContent"]["key"], "checkpoint-1", "{answered}");
     let out = running.finish();

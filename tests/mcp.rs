@@ -5,10 +5,11 @@ mod common;
 #[path = "common/fake_model.rs"]
 mod fake_model;
 
+use common::mcp::{send, RawMcp};
 use common::{read_json, wait_with_timeout, wait_within, Env};
 use fake_model::{FakeModel, Reply};
 use serde_json::{json, Value};
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
 
@@ -214,9 +215,6 @@ fn sdk_a_run_not_done_within_wait_s_gives_its_id_and_run_stop_cancels_it() {
 }
 
 /// One JSON-RPC message on the server's stdin.
-fn send(stdin: &mut std::process::ChildStdin, message: Value) {
-    writeln!(stdin, "{message}").expect("write to awf mcp");
-}
 
 #[test]
 fn a_raw_client_gets_the_tools_and_a_refusal_as_a_tool_error() {
@@ -350,58 +348,6 @@ fn sdk_over_streamable_http_on_serve_runs_magi_behind_the_servers_token() {
     assert_eq!(status, 401);
 }
 
-/// A raw MCP client on `awf mcp`'s stdio that collects the progress sent before each reply.
-struct Raw {
-    child: std::process::Child,
-    stdin: std::process::ChildStdin,
-    lines: mpsc::Receiver<String>,
-    next: u64,
-}
-
-impl Raw {
-    fn start(env: &Env) -> Raw {
-        let mut child =
-            common::command(env.path(), &["mcp"]).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().expect("spawn");
-        let stdin = child.stdin.take().expect("stdin");
-        let stdout = child.stdout.take().expect("stdout");
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                let _ = tx.send(line);
-            }
-        });
-        let mut raw = Raw { child, stdin, lines, next: 0 };
-        let client = json!({ "name": "raw", "version": "0" });
-        raw.rpc("initialize", json!({ "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": client }));
-        send(&mut raw.stdin, json!({ "jsonrpc": "2.0", "method": "notifications/initialized" }));
-        raw
-    }
-
-    /// The call's result and the progress messages sent for it.
-    fn rpc(&mut self, method: &str, params: Value) -> (Value, Vec<String>) {
-        self.next += 1;
-        let id = self.next;
-        send(&mut self.stdin, json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params }));
-        let mut progress = Vec::new();
-        loop {
-            let line = self.lines.recv_timeout(common::TIMEOUT).expect("a reply within the timeout");
-            let v: Value = serde_json::from_str(&line).expect("JSON-RPC line");
-            if v["method"] == "notifications/progress" && v["params"]["progressToken"] == format!("p{id}") {
-                progress.push(v["params"]["message"].as_str().unwrap_or_default().to_string());
-            }
-            if v["id"] == id {
-                return (v["result"].clone(), progress);
-            }
-        }
-    }
-
-    /// A tool call with a progress token.
-    fn call(&mut self, tool: &str, arguments: Value) -> (Value, Vec<String>) {
-        let token = format!("p{}", self.next + 1);
-        self.rpc("tools/call", json!({ "name": tool, "arguments": arguments, "_meta": { "progressToken": token } }))
-    }
-}
-
 #[test]
 fn run_wait_from_a_cursor_sends_no_progress_twice() {
     let env = Env::new();
@@ -412,7 +358,7 @@ let a = ctx.checkpoint("Go on?", #{ type: "boolean" }, #{ timeout_ms: 60000 });
 ctx.stage("two", || { ctx.log("two"); });
 a"#,
     );
-    let mut mcp = Raw::start(&env);
+    let mut mcp = RawMcp::start(&env);
     let (started, _) = mcp.call("run_workflow", json!({ "script": "wf.rhai", "wait_s": 30 }));
     let id = started["structuredContent"]["run_id"].as_str().expect("a run id").to_string();
     assert_eq!(started["structuredContent"]["status"], "waiting", "{started}");

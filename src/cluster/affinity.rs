@@ -7,7 +7,7 @@
 
 use super::Cluster;
 use crate::config::HarnessKind;
-use async_nats::jetstream::consumer::{pull, PullConsumer};
+use async_nats::jetstream::consumer::PullConsumer;
 use async_nats::jetstream::kv;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -53,17 +53,5 @@ pub async fn alive(store: &kv::Store, worker: &str) -> bool {
 
 /// The consumer of the turns meant for this worker.
 pub async fn consumer(cluster: &Cluster, worker: &str) -> Result<PullConsumer, String> {
-    let name = format!("at-{worker}");
-    let config = pull::Config {
-        durable_name: Some(name.clone()),
-        filter_subject: format!("awf.ops.*.at.{worker}"),
-        ack_wait: super::worker::ACK_WAIT,
-        max_ack_pending: 100_000,
-        ..Default::default()
-    };
-    cluster
-        .ops
-        .get_or_create_consumer(&name, config)
-        .await
-        .map_err(|e| format!("cannot make the consumer {name} on {}: {e}", cluster.url))
+    super::worker::durable_consumer(cluster, format!("at-{worker}"), format!("awf.ops.*.at.{worker}")).await
 }

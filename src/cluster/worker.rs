@@ -33,10 +33,14 @@ pub struct Options {
 
 /// The consumer of a harness's operations, made on first use.
 async fn consumer(cluster: &Cluster, harness: HarnessKind) -> Result<PullConsumer, String> {
-    let name = format!("ops-{}", harness.as_str());
+    durable_consumer(cluster, format!("ops-{}", harness.as_str()), ops_subject(harness)).await
+}
+
+/// The durable pull consumer `name` on the ops stream, for the subjects `filter` matches.
+pub(super) async fn durable_consumer(cluster: &Cluster, name: String, filter: String) -> Result<PullConsumer, String> {
     let config = pull::Config {
         durable_name: Some(name.clone()),
-        filter_subject: ops_subject(harness),
+        filter_subject: filter,
         ack_wait: ACK_WAIT,
         max_ack_pending: 100_000,
         ..Default::default()
