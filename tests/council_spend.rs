@@ -7,6 +7,7 @@
 
 mod common;
 
+use common::council::{fixture, MEMBER};
 use common::{read_json, read_jsonl, Env};
 use serde_json::{json, Value};
 use std::path::PathBuf;
@@ -20,18 +21,6 @@ fn run(input) {
     #{ output: `${first} ${b.ask(input.task)}`, ok: true }
 }
 "#;
-
-/// A member: waits (bounded) for the gate file, reports 120 tokens, answers "yes".
-const MEMBER: &str = r#"cat > /dev/null
-i=0
-while [ ! -e "$1" ] && [ $i -lt 1500 ]; do sleep 0.01; i=$((i + 1)); done
-"$AWF_LAUNCHER" usage --input 100 --output 20 --cost 0.001 > /dev/null
-printf '"yes"' | "$AWF_LAUNCHER" result "$AWF_OP"
-"#;
-
-fn fixture(name: &str) -> String {
-    format!("{}/tests/fixtures/agents/{name}", env!("CARGO_MANIFEST_DIR"))
-}
 
 /// A folder with the `spender` strategy, and a workflow whose agent `boss` (a command agent on
 /// model `boss-model`, running `agent` with `plan`, granted `spender`) is asked once with `turn`.

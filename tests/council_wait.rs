@@ -6,25 +6,10 @@
 
 mod common;
 
+use common::council::{GATED, MEMBER};
 use common::{read_json, read_jsonl, Env, Running};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
-
-const GATED: &str = r#"export const META = #{ kind: "strategy", name: "gated", when: "a test: one member answers once a gate file exists",
-    params: #{ gate: #{ type: "string", "default": "", doc: "the file the member waits for" } }, required: [] };
-fn run(input) {
-    let m = ctx.agents.open(#{ key: "member", runtime: #{ harness: "command", command: ["sh", "MEMBER", input.params.gate] } });
-    #{ output: `ruled: ${m.ask(input.task)}`, ok: true }
-}
-"#;
-
-/// The member: waits (bounded) for the gate file, reports 120 tokens, answers "yes".
-const MEMBER: &str = r#"cat > /dev/null
-i=0
-while [ ! -e "$1" ] && [ $i -lt 1500 ]; do sleep 0.01; i=$((i + 1)); done
-"$AWF_LAUNCHER" usage --input 100 --output 20 --cost 0.001 > /dev/null
-printf '"yes"' | "$AWF_LAUNCHER" result "$AWF_OP"
-"#;
 
 /// A folder with `gated`, and a workflow whose agent `boss` follows `plan` (`@DIR` standing for
 /// the folder) in a turn `turn` (Rhai: the turn's map).

@@ -43,3 +43,26 @@ pub fn usage_matches_turns(env: &Env, result: &Value) {
     assert_eq!(result["usage"]["input_tokens"], sum("input_tokens"), "{result:#}");
     assert_eq!(result["usage"]["output_tokens"], sum("output_tokens"), "{result:#}");
 }
+
+/// A strategy for the background-council tests: one `command` member (the `MEMBER` program, its
+/// path put in place of `MEMBER`) that answers once the file `params.gate` exists.
+pub const GATED: &str = r#"export const META = #{ kind: "strategy", name: "gated", when: "a test: one member answers once a gate file exists",
+    params: #{ gate: #{ type: "string", "default": "", doc: "the file the member waits for" } }, required: [] };
+fn run(input) {
+    let m = ctx.agents.open(#{ key: "member", runtime: #{ harness: "command", command: ["sh", "MEMBER", input.params.gate] } });
+    #{ output: `ruled: ${m.ask(input.task)}`, ok: true }
+}
+"#;
+
+/// A member: waits (bounded) for the gate file `$1`, reports 120 tokens, answers "yes".
+pub const MEMBER: &str = r#"cat > /dev/null
+i=0
+while [ ! -e "$1" ] && [ $i -lt 1500 ]; do sleep 0.01; i=$((i + 1)); done
+"$AWF_LAUNCHER" usage --input 100 --output 20 --cost 0.001 > /dev/null
+printf '"yes"' | "$AWF_LAUNCHER" result "$AWF_OP"
+"#;
+
+/// A test agent program under tests/fixtures/agents/.
+pub fn fixture(name: &str) -> String {
+    format!("{}/tests/fixtures/agents/{name}", env!("CARGO_MANIFEST_DIR"))
+}
