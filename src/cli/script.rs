@@ -62,7 +62,7 @@ pub struct RunArgs {
 }
 
 /// The flags every command that starts a run takes.
-#[derive(clap::Args, Clone)]
+#[derive(clap::Args, Clone, Default)]
 pub struct RunFlags {
     /// The runtime alias agents use when their spec names none
     #[arg(long)]

@@ -132,21 +132,8 @@ pub fn exec(args: ServeArgs) -> Result<i32> {
     // Errors a client reads show lines of the script folder's .rhai files and the embedded
     // stdlib only (never /etc/shadow's first line, nor the user's strategies).
     script::show_lines_only_under(vec![scripts.clone()]);
-    let flags = RunFlags {
-        runtime: args.runtime.clone(),
-        json: false,
-        runs_dir: args.runs_dir.clone(),
-        budget_usd: None,
-        budget_tokens: None,
-        max_agents: None,
-        max_concurrency: None,
-        deadline: None,
-        quiet: true,
-        sandbox: None,
-        as_run: None,
-        caller: Default::default(),
-        nats: None,
-    };
+    let flags =
+        RunFlags { runtime: args.runtime.clone(), runs_dir: args.runs_dir.clone(), quiet: true, ..Default::default() };
     let registry = strategies::watched(&cwd);
     let server = Arc::new(Server {
         cwd: cwd.clone(),

@@ -46,21 +46,7 @@ mod tests {
     use serde_json::json;
 
     fn base() -> RunFlags {
-        RunFlags {
-            runtime: None,
-            json: false,
-            runs_dir: None,
-            budget_usd: None,
-            budget_tokens: None,
-            max_agents: None,
-            max_concurrency: None,
-            deadline: None,
-            quiet: true,
-            sandbox: None,
-            as_run: None,
-            caller: Default::default(),
-            nats: None,
-        }
+        RunFlags { quiet: true, ..Default::default() }
     }
 
     #[test]
