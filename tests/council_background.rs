@@ -9,7 +9,7 @@ mod common;
 #[path = "common/fake_model.rs"]
 mod fake_model;
 
-use common::council::{fixture, GATED, MEMBER};
+use common::council::{events, fixture, parent_and_children, GATED, MEMBER};
 use common::{read_json, read_jsonl, Env, Running};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
@@ -41,21 +41,9 @@ fn setup(extra: &str, plans: &[(&str, Value)], body: &str) -> Env {
     env
 }
 
-/// The run folder without a parent, and the child runs.
-fn parent_and_children(env: &Env) -> (PathBuf, Vec<PathBuf>) {
-    let (children, parents): (Vec<PathBuf>, Vec<PathBuf>) =
-        env.run_dirs().into_iter().partition(|d| read_json(&d.join("run.json")).get("parent").is_some());
-    assert_eq!(parents.len(), 1, "one top-level run: {parents:?}");
-    (parents[0].clone(), children)
-}
-
 /// The steps `key` ran (msg_agent.py's log).
 fn steps(parent: &Path, key: &str) -> Vec<Value> {
     read_jsonl(&parent.join("agents").join(key).join("state/log.jsonl"))
-}
-
-fn events(dir: &Path, ty: &str) -> Vec<Value> {
-    read_jsonl(&dir.join("events.jsonl")).into_iter().filter(|e| e["type"] == ty).collect()
 }
 
 /// Polls (bounded) until `check` holds.

@@ -8,9 +8,9 @@ mod common;
 #[path = "common/fake_model.rs"]
 mod fake_model;
 
+use common::council::parent_and_children;
 use common::{read_json, read_jsonl, Env};
 use serde_json::{json, Value};
-use std::path::PathBuf;
 
 const RESPONDER: &str = r#"
 fn respond(turn) {
@@ -54,13 +54,6 @@ fn run(env: &Env, extra: &[&str]) -> common::Out {
 }
 
 /// The run folder that has no parent, and the child run folders.
-fn parent_and_children(env: &Env) -> (PathBuf, Vec<PathBuf>) {
-    let (children, parents): (Vec<PathBuf>, Vec<PathBuf>) =
-        env.run_dirs().into_iter().partition(|d| read_json(&d.join("run.json")).get("parent").is_some());
-    assert_eq!(parents.len(), 1, "one top-level run: {parents:?}");
-    (parents[0].clone(), children)
-}
-
 /// The council calls the agent made: exit code, output and stderr of each.
 fn calls(parent: &std::path::Path) -> Vec<Value> {
     read_jsonl(&parent.join("agents/boss/state/log.jsonl"))

@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::council::{fixture, MEMBER};
+use common::council::{fixture, parent_and_children, MEMBER};
 use common::{read_json, read_jsonl, Env};
 use serde_json::{json, Value};
 use std::path::PathBuf;
@@ -42,14 +42,6 @@ fn setup(agent: &str, plan: Value, turn: &str) -> Env {
         ),
     );
     env
-}
-
-/// The run folder without a parent, and the child runs.
-fn parent_and_children(env: &Env) -> (PathBuf, Vec<PathBuf>) {
-    let (children, parents): (Vec<PathBuf>, Vec<PathBuf>) =
-        env.run_dirs().into_iter().partition(|d| read_json(&d.join("run.json")).get("parent").is_some());
-    assert_eq!(parents.len(), 1, "one top-level run: {parents:?}");
-    (parents[0].clone(), children)
 }
 
 /// The parent's accounting, once its child's own says it spent `tokens` on `member-model`.

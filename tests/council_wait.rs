@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::council::{GATED, MEMBER};
+use common::council::{events, parent_and_children, GATED, MEMBER};
 use common::{read_json, read_jsonl, Env, Running};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
@@ -31,17 +31,6 @@ fn setup(plan: Value, turn: &str) -> Env {
         ),
     );
     env
-}
-
-fn parent_and_children(env: &Env) -> (PathBuf, Vec<PathBuf>) {
-    let (children, parents): (Vec<PathBuf>, Vec<PathBuf>) =
-        env.run_dirs().into_iter().partition(|d| read_json(&d.join("run.json")).get("parent").is_some());
-    assert_eq!(parents.len(), 1, "one top-level run: {parents:?}");
-    (parents[0].clone(), children)
-}
-
-fn events(dir: &Path, ty: &str) -> Vec<Value> {
-    read_jsonl(&dir.join("events.jsonl")).into_iter().filter(|e| e["type"] == ty).collect()
 }
 
 /// The boss's logged step named `name`.

