@@ -182,6 +182,9 @@ pub struct ClusterConfig {
     /// The NATS server, e.g. `nats://127.0.0.1:4222`: `script run` sends agent operations to
     /// `awf worker`s through it (`--nats` overrides).
     pub nats: Option<String>,
+    /// The cluster key's file: every message between owners and workers is signed with it (else
+    /// `AWF_CLUSTER_KEY`, else `.awf/cluster.key`, generated; see README).
+    pub key_file: Option<PathBuf>,
 }
 
 /// The `[limits]` table; command-line flags override each field.

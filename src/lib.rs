@@ -85,12 +85,20 @@
 //!   async-nats** (unused on one machine). `connect.rs` (a bounded connect, a clear error; the ops
 //!   work-queue stream, the journal bucket and the sessions' object store made or checked against
 //!   the schema version),
-//!   `wire.rs` (the messages), `remote.rs` (`script run --nats`: the owner's `RemoteSession`, given
+//!   `seal.rs` (every message and kept entry sealed with the cluster key: HMAC-SHA256 over the
+//!   envelope of kind, place (run, attempt, agent, op id), expiry and body; opened or refused by
+//!   name), `key.rs` (the cluster key: `AWF_CLUSTER_KEY`, `[cluster] key_file`, or
+//!   `.awf/cluster.key` generated 0600), `admit.rs` (a worker's rules: runtimes by name in its own
+//!   config, inline ones only when allowed and never with env, key variable, args or URL, folders
+//!   under its roots, a sandbox no looser than its floor),
+//!   `wire.rs` (the messages; runtimes by name, never a program, key or env), `remote.rs` (`script run --nats`: the owner's `RemoteSession`, given
 //!   to the agent book through `agent::remote::Remote`: each turn published by harness subject and
 //!   deduplicated by message id, its outcome from a reply subject journalled create-only in the
-//!   bucket, then put in the local slot, so the records are a local run's), `worker.rs` (`awf
+//!   bucket, then put in the local slot, so the records are a local run's; the run's queued ops
+//!   purged when it ends), `worker.rs` (`awf
 //!   worker`: one durable pull consumer per harness, slots, progress heartbeats, ack after the
-//!   answer; an op answered in the bucket is never run again), `lease.rs` (the running worker's
+//!   answer; an op answered in the bucket is never run again; refusals counted in `Stats`; its
+//!   lines go to the `Report` the CLI passes, this layer never prints), `lease.rs` (the running worker's
 //!   lease in the bucket, revision-checked: a stale one is taken over, a late answer dropped),
 //!   `store.rs` (create-only outcome and journal entries, retried while a cluster elects),
 //!   `affinity.rs` (an agent's turns to the worker that ran its last one while its heartbeat is
@@ -276,7 +284,7 @@
 //!                  run-started, run-stopping, run-finished, leftovers-killed, agent-opened, agent-stopped,
 //!                  agent-closed, agent-set, agent-compacted, context-compacted, op-started, op-nudged,
 //!                  op-replayed, op-rerun, records-healed,
-//!                  op-submission, op-waiting, op-settled, model-unpriced, control-refused, stage-started, stage-finished,
+//!                  op-submission, cluster-refused, op-waiting, op-settled, model-unpriced, control-refused, stage-started, stage-finished,
 //!                  parallel-started, parallel-finished, log, budget-exhausted, sandbox-opened,
 //!                  sandbox-seated, route-granted, route-closed, message-sent, message-delivered,
 //!                  message-undelivered, message-replied, message-ask-failed, http-retry, child-run-started,

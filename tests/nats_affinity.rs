@@ -4,7 +4,7 @@
 mod common;
 #[path = "common/fake_model.rs"]
 mod fake_model;
-use common::nats::{self, Worker, MAP_AGENT};
+use common::nats::{self, Worker};
 use common::Env;
 use fake_model::{FakeModel, Reply};
 use serde_json::json;
@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 /// One `command` agent, three turns, a pause (while the test may kill a worker), three more.
 const SCRIPT: &str = r#"
-let a = ctx.agents.open(#{ key: "s", runtime: #{ harness: "command", command: ["sh", `${ctx.cwd}/agent.sh`, "0"] } });
+let a = ctx.agents.open(#{ key: "s", runtime: "mapper" });
 let total = 0;
 for i in 0..3 { total += a.run(#{ prompt: `item ${i}`, schema: #{ type: "object" } }).value.double; }
 ctx.sleep(args.pause_ms ?? 0);
@@ -22,9 +22,8 @@ total
 "#;
 
 fn setup() -> (Env, nats::Server, Vec<Worker>) {
-    let env = Env::new();
+    let env = nats::map_env();
     env.write("wf.rhai", SCRIPT);
-    env.write("agent.sh", MAP_AGENT);
     let server = nats::single(env.path());
     let workers = ["wa", "wb"].iter().map(|n| Worker::start(env.path(), &server.url(), n, &["--slots", "2"])).collect();
     (env, server, workers)
@@ -184,7 +183,7 @@ fn a_sessions_store_left_by_another_awf_is_refused_with_the_fix() {
         env.awf(&args)
             .expect_code(2)
             .stderr_has("the object store AWF_SESSIONS")
-            .stderr_has("made by another awf (schema 0; this awf needs 1)")
+            .stderr_has("made by another awf (schema 0; this awf needs 2)")
             .stderr_has("nats object rm AWF_SESSIONS");
     }
 }

@@ -4,7 +4,7 @@
 //! operation runs twice, every record parses, and the run's records have a one-machine run's shape.
 
 mod common;
-use common::nats::{self, Server, Worker, MAP_AGENT, MAP_WORKFLOW};
+use common::nats::{self, map_env, Server, Worker};
 use common::Env;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -12,13 +12,6 @@ use std::time::{Duration, Instant};
 const N: usize = 200;
 /// The sum of 2i for i < 200.
 const VALUE: &str = "39800";
-
-fn map_env() -> Env {
-    let env = Env::new();
-    env.write("wf.rhai", MAP_WORKFLOW);
-    env.write("agent.sh", MAP_AGENT);
-    env
-}
 
 /// The one-machine run of the same map, for the shape its records must have.
 fn local_shape() -> serde_json::Value {
@@ -93,7 +86,12 @@ fn map_survives(disrupt: impl FnOnce(&mut [Server], &mut [Worker])) {
     // No answered operation ran twice: the worker whose answer stands ran it once; any other run
     // of it was on a worker that died before answering.
     let alive: Vec<String> = workers.iter().filter(|w| w.pid() != 0).map(|w| w.name.clone()).collect();
-    let by = nats::journalled_by(&servers.iter().find(|s| s.alive()).expect("a live server").url(), &env.run_id(), N);
+    let by = nats::journalled_by(
+        env.path(),
+        &servers.iter().find(|s| s.alive()).expect("a live server").url(),
+        &env.run_id(),
+        N,
+    );
     let marks = nats::marks(env.path());
     assert_eq!(marks.len(), N);
     let mut answered = std::collections::BTreeMap::new();

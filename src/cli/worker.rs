@@ -19,6 +19,18 @@ pub struct WorkerArgs {
     /// Its name in its run folders and in answers (default: w<pid>); letters, digits, - and _
     #[arg(long)]
     name: Option<String>,
+    /// A folder whose subfolders it serves (repeatable; default: the folder it starts in): an
+    /// operation or run whose folder, script or skills are elsewhere is refused
+    #[arg(long = "root", value_name = "DIR")]
+    roots: Vec<std::path::PathBuf>,
+    /// The sandbox of awf.toml it runs every agent in at least (a message may ask for a stricter
+    /// one, never a looser one)
+    #[arg(long, value_name = "NAME")]
+    sandbox: Option<String>,
+    /// Run inline runtimes (a program's argv written in the script) that messages carry; without
+    /// it only runtimes named in this worker's awf.toml run
+    #[arg(long)]
+    allow_inline_runtimes: bool,
 }
 
 pub fn exec(args: WorkerArgs) -> Result<i32> {
@@ -35,6 +47,18 @@ pub fn exec(args: WorkerArgs) -> Result<i32> {
     if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
         bail!("--name {name:?}: use letters, digits, - and _ only");
     }
+    let roots = if args.roots.is_empty() { vec![cwd.clone()] } else { args.roots.clone() };
+    let roots = roots
+        .iter()
+        .map(|r| cwd.join(r).canonicalize().map_err(|e| anyhow!("--root {}: {e}", r.display())))
+        .collect::<Result<Vec<_>>>()?;
+    let floor = match &args.sandbox {
+        Some(n) => Some(crate::sandbox::Named { name: n.clone(), policy: config.sandbox(n)? }),
+        None => None,
+    };
+    let key = crate::cluster::ClusterKey::load(&cwd, config.cluster.key_file.as_deref()).map_err(|e| anyhow!(e))?;
+    // What a worker sends back (reasons in replies and the bucket) never shows a line of a file.
+    crate::script::show_lines_only_under(Vec::new());
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -55,8 +79,17 @@ pub fn exec(args: WorkerArgs) -> Result<i32> {
         eprintln!("awf worker: stopping (operations in flight go back to the queue)");
         on_signal.cancel();
     });
-    let options = crate::cluster::worker::Options { slots: args.slots, runtimes, name, cwd, config };
-    rt.block_on(crate::cluster::worker::serve(cluster, options, stop)).map_err(|e| anyhow!(e))?;
+    let rules = crate::cluster::worker::Rules {
+        roots,
+        floor,
+        allow_inline: args.allow_inline_runtimes,
+        serves: runtimes,
+        config,
+    };
+    let report: crate::cluster::Report = std::sync::Arc::new(|line| eprintln!("{line}"));
+    let options = crate::cluster::worker::Options { slots: args.slots, name: name.clone(), cwd, key, rules, report };
+    let stats = rt.block_on(crate::cluster::worker::serve(cluster, options, stop)).map_err(|e| anyhow!(e))?;
+    eprintln!("awf worker {name}: stopped: {}", stats.summary());
     Ok(EXIT_OK)
 }
 
@@ -83,16 +116,12 @@ pub fn submit(cwd: &std::path::Path, file: &std::path::Path, nats: Option<String
     }
     let rt =
         tokio::runtime::Builder::new_current_thread().enable_all().build().context("cannot start the async runtime")?;
+    let key = crate::cluster::ClusterKey::load(cwd, config.cluster.key_file.as_deref()).map_err(|e| anyhow!(e))?;
     let cluster = rt.block_on(crate::cluster::connect(&url)).map_err(|e| anyhow!(e))?;
     let id = crate::record::new_run_id();
-    let req = crate::cluster::runs::RunRequest {
-        v: 1,
-        id: id.clone(),
-        script: program.path.clone(),
-        cwd: cwd.to_path_buf(),
-        args,
-    };
-    rt.block_on(crate::cluster::runs::submit(&cluster, &req)).map_err(|e| anyhow!(e))?;
+    let req =
+        crate::cluster::runs::RunRequest { id: id.clone(), script: program.path.clone(), cwd: cwd.to_path_buf(), args };
+    rt.block_on(crate::cluster::runs::submit(&cluster, &key, &req)).map_err(|e| anyhow!(e))?;
     out!("{id}");
     eprintln!(
         "awf: run {id} queued on {url}; the worker that takes it records it in .awf/worker-runs/runs-<worker>/{id}"

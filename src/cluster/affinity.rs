@@ -3,8 +3,12 @@
 //! (`awf.ops.<harness>.at.<worker>`, one consumer per worker) while that worker's heartbeat in the
 //! bucket (`worker.<name>`) is fresh, else to the harness's shared subject; a turn sent to a worker
 //! that dies before taking it is sent again on the shared subject. A worker that gets an agent
-//! another held takes over the session stored after its last turn (`sessions.rs`).
+//! another held takes over the session stored after its last turn (`sessions.rs`). Heartbeats are
+//! sealed and expire with the lease's time: a forged one does not keep a dead worker alive.
+//! Subjects end in the run's hash, so that a run's operations can be purged when it ends.
 
+use super::key::ClusterKey;
+use super::seal::{self, Kind, Place};
 use super::Cluster;
 use crate::config::HarnessKind;
 use async_nats::jetstream::consumer::PullConsumer;
@@ -15,27 +19,29 @@ use tokio_util::sync::CancellationToken;
 /// How often a worker says it is alive; it counts as gone after `lease::LEASE_TTL` of silence.
 const BEAT: Duration = Duration::from_secs(2);
 
-/// The subject of a harness's turns meant for one worker.
-pub fn subject(harness: HarnessKind, worker: &str) -> String {
-    format!("awf.ops.{}.at.{worker}", harness.as_str())
+/// The subject of a harness's turns of run `run` meant for one worker.
+pub fn subject(harness: HarnessKind, worker: &str, run: &str) -> String {
+    format!("awf.ops.{}.at.{worker}.{}", harness.as_str(), super::hashed(run))
 }
 
 fn key(worker: &str) -> String {
     format!("worker.{worker}")
 }
 
-fn now_ms() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
+fn place(worker: &str) -> Place {
+    Place { agent: worker.to_string(), ..Place::default() }
 }
 
 /// Puts the worker's heartbeat in the bucket until `stop`.
-pub async fn beat(store: kv::Store, worker: String, stop: CancellationToken) {
+pub async fn beat(store: kv::Store, k: ClusterKey, worker: String, stop: CancellationToken) {
     let mut tick = tokio::time::interval(BEAT);
     while !stop.is_cancelled() {
         tokio::select! {
             _ = stop.cancelled() => break,
             _ = tick.tick() => {
-                if let Err(e) = store.put(key(&worker), now_ms().to_string().into()).await {
+                let expires = seal::now_ms() + super::lease::LEASE_TTL.as_millis() as u64;
+                let value = seal::seal(&k, Kind::Beat, place(&worker), expires, &());
+                if let Err(e) = store.put(key(&worker), value.into()).await {
                     tracing::debug!("heartbeat of worker {worker}: {e}");
                 }
             }
@@ -45,13 +51,12 @@ pub async fn beat(store: kv::Store, worker: String, stop: CancellationToken) {
 }
 
 /// Whether `worker` said it was alive within the lease's time.
-pub async fn alive(store: &kv::Store, worker: &str) -> bool {
+pub async fn alive(store: &kv::Store, k: &ClusterKey, worker: &str) -> bool {
     let Ok(Some(bytes)) = store.get(key(worker)).await else { return false };
-    let at: u64 = String::from_utf8_lossy(&bytes).parse().unwrap_or(0);
-    now_ms().saturating_sub(at) < super::lease::LEASE_TTL.as_millis() as u64
+    seal::open::<()>(k, &bytes, Kind::Beat).is_ok_and(|e| e.place == place(worker))
 }
 
 /// The consumer of the turns meant for this worker.
 pub async fn consumer(cluster: &Cluster, worker: &str) -> Result<PullConsumer, String> {
-    super::worker::durable_consumer(cluster, format!("at-{worker}"), format!("awf.ops.*.at.{worker}")).await
+    super::worker::durable_consumer(cluster, format!("at-{worker}"), format!("awf.ops.*.at.{worker}.*")).await
 }

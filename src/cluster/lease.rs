@@ -3,10 +3,13 @@
 //! heartbeat. A redelivered operation whose lease another worker renewed within `LEASE_TTL` is not
 //! run again; once the lease is stale (its holder died) the next worker takes it over, and the
 //! old holder, finding the revision moved on, drops its answer: a late answer is refused.
-//! Freshness compares the holder's wall clock with the reader's.
+//! A lease is sealed, expiring `LEASE_TTL` after it was written: one that does not open (stale,
+//! or forged) is taken over. Freshness compares the holder's wall clock with the reader's.
 
+use super::key::ClusterKey;
+use super::seal::{self, Kind, Place};
 use async_nats::jetstream::kv;
-use serde_json::json;
+use serde_json::{json, Value};
 use std::time::Duration;
 
 /// How long a lease stands without renewal.
@@ -17,13 +20,16 @@ pub fn key(journal_key: &str) -> String {
     format!("lease.{}", journal_key.strip_prefix("op.").unwrap_or(journal_key))
 }
 
-fn now_ms() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
+/// A lease's value: who holds it, sealed to expire `LEASE_TTL` from now.
+fn body(k: &ClusterKey, place: &Place, worker: &str) -> Vec<u8> {
+    let expires = seal::now_ms() + LEASE_TTL.as_millis() as u64;
+    seal::seal(k, Kind::Lease, place.clone(), expires, &json!({ "worker": worker }))
 }
 
-/// A lease's value: who holds it, and when they last said so.
-fn body(worker: &str) -> Vec<u8> {
-    json!({ "worker": worker, "at_ms": now_ms() }).to_string().into_bytes()
+/// The holder of a fresh lease for `place`, if the value is one.
+fn holder(k: &ClusterKey, place: &Place, value: &[u8]) -> Option<String> {
+    let env = seal::open::<Value>(k, value, Kind::Lease).ok().filter(|e| e.place.same_op(place))?;
+    env.body["worker"].as_str().map(String::from)
 }
 
 /// Whether this worker holds the lease (and at which revision), or who does.
@@ -33,27 +39,23 @@ pub enum Take {
 }
 
 /// Takes the lease of `key` for `worker` unless another worker holds it fresh.
-pub async fn take(store: &kv::Store, key: &str, worker: &str) -> Result<Take, String> {
+pub async fn take(store: &kv::Store, k: &ClusterKey, key: &str, place: &Place, worker: &str) -> Result<Take, String> {
     let entry = store.entry(key).await.map_err(|e| format!("cannot read {key}: {e}"))?;
     let revision = match entry {
         None => {
-            return match store.create(key, body(worker).into()).await {
+            return match store.create(key, body(k, place, worker).into()).await {
                 Ok(rev) => Ok(Take::Mine(rev)),
                 Err(_) => Ok(Take::Held("another worker".into())),
             }
         }
         Some(e) => {
-            let held: serde_json::Value = serde_json::from_slice(&e.value).unwrap_or_default();
-            let holder = held["worker"].as_str().unwrap_or("").to_string();
-            let at = held["at_ms"].as_u64().unwrap_or(0);
-            let fresh = now_ms().saturating_sub(at) < LEASE_TTL.as_millis() as u64;
-            if fresh && holder != worker && !holder.is_empty() {
+            if let Some(holder) = holder(k, place, &e.value).filter(|h| h != worker) {
                 return Ok(Take::Held(holder));
             }
             e.revision
         }
     };
-    match store.update(key, body(worker).into(), revision).await {
+    match store.update(key, body(k, place, worker).into(), revision).await {
         Ok(rev) => Ok(Take::Mine(rev)),
         Err(_) => Ok(Take::Held("another worker".into())),
     }
@@ -61,8 +63,15 @@ pub async fn take(store: &kv::Store, key: &str, worker: &str) -> Result<Take, St
 
 /// Renews a held lease: the new revision, or an error when another worker took it over (or the
 /// bucket did not answer: the caller retries at the next heartbeat).
-pub async fn renew(store: &kv::Store, key: &str, worker: &str, revision: u64) -> Result<u64, kv::UpdateError> {
-    store.update(key, body(worker).into(), revision).await
+pub async fn renew(
+    store: &kv::Store,
+    k: &ClusterKey,
+    key: &str,
+    place: &Place,
+    worker: &str,
+    revision: u64,
+) -> Result<u64, kv::UpdateError> {
+    store.update(key, body(k, place, worker).into(), revision).await
 }
 
 /// Whether the lease is still this worker's at `revision` (nobody took it over since).

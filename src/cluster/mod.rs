@@ -7,11 +7,14 @@
 //! local run of its own (`shadow.rs`) through the same pipeline and harnesses as any run;
 //! `sessions.rs` stores agents' sessions after each turn for another worker to take over.
 
+mod admit;
 mod affinity;
 pub mod connect;
+pub mod key;
 mod lease;
 pub mod remote;
 pub mod runs;
+pub mod seal;
 mod sessions;
 mod shadow;
 mod store;
@@ -19,10 +22,15 @@ pub mod wire;
 pub mod worker;
 
 pub use connect::{connect, Cluster};
+pub use key::ClusterKey;
+pub use sessions::key as session_key;
+
+/// Where the cluster's lines for the operator go (the CLI passes stderr): this layer never prints.
+pub type Report = std::sync::Arc<dyn Fn(String) + Send + Sync>;
 
 /// The schema of what awf keeps on the server (streams, bucket, messages). A stream made by
 /// another schema is refused with the fix.
-pub const SCHEMA: &str = "1";
+pub const SCHEMA: &str = "2";
 /// The work-queue stream of agent operations; subjects `awf.ops.<harness>`.
 pub const OPS_STREAM: &str = "AWF_OPS";
 /// The work-queue stream of whole runs (`awf runs submit`).
@@ -33,9 +41,15 @@ pub const JOURNAL_BUCKET: &str = "AWF_JOURNAL";
 /// The object store of agents' sessions, for another worker to take an agent over.
 pub const SESSIONS_BUCKET: &str = "AWF_SESSIONS";
 
-/// The subject operations of a harness are published on.
-pub fn ops_subject(harness: crate::config::HarnessKind) -> String {
-    format!("awf.ops.{}", harness.as_str())
+/// The subject operations of a harness are published on, for run `run` (its hash last: a run's
+/// operations are purged by it when the run ends).
+pub fn ops_subject(harness: crate::config::HarnessKind, run: &str) -> String {
+    format!("awf.ops.{}.{}", harness.as_str(), hashed(run))
+}
+
+/// The filter of every run's operations of a harness on the shared subjects.
+pub fn ops_filter(harness: crate::config::HarnessKind) -> String {
+    format!("awf.ops.{}.*", harness.as_str())
 }
 
 /// A bucket key for a run's answered operation: run ids and op ids may hold characters keys may
@@ -48,6 +62,6 @@ pub fn op_key(run: &str, agent: &str, op_id: &str) -> String {
     format!("op.{}.{:032x}", hashed(run), h.digest128())
 }
 
-pub(crate) fn hashed(text: &str) -> String {
+pub fn hashed(text: &str) -> String {
     format!("{:032x}", xxhash_rust::xxh3::xxh3_128(text.as_bytes()))
 }

@@ -1,14 +1,19 @@
 //! The owner's side (`script run --nats`): the script runs here and every agent's session is a
-//! `RemoteSession`. A turn is published to the ops stream (subject by harness, message id by run,
-//! attempt and op id, so a retried publish is dropped as a duplicate), a worker runs the whole
-//! operation (its check-ins too) and answers on a reply subject; the answer is journalled in the
-//! bucket with a create-only write (the first answer stands: a late one is refused) and then
-//! enters this run's result slot, so the records on disk are those of a local run.
+//! `RemoteSession`. A turn is sealed and published to the ops stream (subject by harness and run,
+//! message id by run, attempt and op id, so a retried publish is dropped as a duplicate), a worker
+//! runs the whole operation (its check-ins too) and answers on a reply subject; only a reply
+//! sealed for this very operation counts (any other is dropped and recorded as
+//! `cluster-refused`). The answer is journalled in the bucket with a create-only write (the first
+//! valid answer stands) and then enters this run's result slot, so the records on disk are those of
+//! a local run. The agent's runtime travels by name: its program, key and env never leave here.
+//! When the run ends its operations still queued are purged from the stream.
 
-use super::wire::{AgentSpec, OpRequest, Reply, WIRE};
+use super::key::ClusterKey;
+use super::seal::{self, Kind, Place};
+use super::wire::{forbidden_inline_fields, AgentSpec, Kept, OpRequest, Reply, RuntimeRef, OP_TTL};
 use super::{op_key, ops_subject, Cluster};
 use crate::accounting::{CostSource, Usage};
-use crate::agent::OpenRequest;
+use crate::agent::{OpenRequest, RuntimeChoice};
 use crate::config::RuntimeConfig;
 use crate::control::slot::Submission;
 use crate::harness::{AgentInfo, BoxFuture, Compaction, Session, TurnEnd, TurnInput, TurnKind, TurnReport};
@@ -25,27 +30,73 @@ const UNTAKEN_MARGIN: Duration = Duration::from_millis(200);
 const LOOK_EVERY: Duration = Duration::from_secs(1);
 
 /// A run whose agents' operations run on workers.
+#[derive(Clone)]
 pub struct Owner {
     cluster: Cluster,
+    key: ClusterKey,
     run: String,
     attempt: u32,
     cwd: PathBuf,
     script_dir: PathBuf,
+    default_runtime: String,
     /// The run, for its records (an answer taken is an `op-submission`, as a local one is).
     records: std::sync::Weak<crate::run::Run>,
 }
 
 impl Owner {
-    pub fn new(cluster: Cluster, run: &Arc<crate::run::Run>) -> Arc<Owner> {
+    pub fn new(cluster: Cluster, key: ClusterKey, run: &Arc<crate::run::Run>) -> Arc<Owner> {
         let script_dir = run.script.parent().map(PathBuf::from).unwrap_or_else(|| run.cwd.clone());
         Arc::new(Owner {
             cluster,
+            key,
             run: run.id.clone(),
             attempt: run.attempt,
             cwd: run.cwd.clone(),
             script_dir,
+            default_runtime: run.default_runtime.clone(),
             records: Arc::downgrade(run),
         })
+    }
+
+    /// Purges the run's operations still queued (the run ended: nobody waits for them).
+    pub async fn purge(&self) {
+        let h = super::hashed(&self.run);
+        for filter in [format!("awf.ops.*.{h}"), format!("awf.ops.*.at.*.{h}")] {
+            if let Err(e) = self.cluster.ops.purge().filter(filter).await {
+                tracing::warn!("purging the operations of run {}: {e}", self.run);
+            }
+        }
+    }
+
+    /// The runtime as the workers are told it: by name, or inline when it carries nothing of this
+    /// machine's (a program's argv, a model).
+    fn runtime_ref(&self, req: &OpenRequest, runtime: &RuntimeConfig, info: &AgentInfo) -> Result<RuntimeRef, String> {
+        let (model, effort) = (Some(info.model.clone()), info.effort.clone());
+        let alias = match &req.runtime {
+            RuntimeChoice::Default => self.default_runtime.clone(),
+            RuntimeChoice::Alias { alias, .. } => alias.clone(),
+            RuntimeChoice::Inline(_) => {
+                let forbidden = forbidden_inline_fields(runtime);
+                if !forbidden.is_empty() {
+                    return Err(format!(
+                        "agent {}: an inline runtime with {} cannot run on workers (--nats): name a runtime of \
+                         awf.toml, which each worker resolves in its own",
+                        req.key,
+                        forbidden.join(", ")
+                    ));
+                }
+                let mut r = runtime.clone();
+                // A fake responder is found as a local run finds it (beside the script, then in
+                // the run's folder), and sent as an absolute path.
+                if let Some(path) = r.responder.as_ref().filter(|p| p.is_relative()) {
+                    let found = [self.script_dir.join(path), self.cwd.join(path)].into_iter().find(|p| p.is_file());
+                    r.responder = Some(found.unwrap_or_else(|| self.cwd.join(path)));
+                }
+                (r.model, r.effort) = (model, effort);
+                return Ok(RuntimeRef::Inline { runtime: Box::new(r) });
+            }
+        };
+        Ok(RuntimeRef::Named { alias, harness: runtime.harness, model, effort })
     }
 }
 
@@ -74,25 +125,16 @@ impl crate::agent::remote::Remote for Owner {
         };
         let skills =
             req.skills.iter().map(|s| if s.is_absolute() { s.clone() } else { self.script_dir.join(s) }).collect();
-        let mut runtime = runtime.clone();
-        // A fake responder is found as a local run finds it (beside the script, then in the run's
-        // folder), and sent as an absolute path: a worker on this machine reads the same file.
-        if let Some(path) = runtime.responder.as_ref().filter(|p| p.is_relative()) {
-            let found = [self.script_dir.join(path), self.cwd.join(path)].into_iter().find(|p| p.is_file());
-            runtime.responder = Some(found.unwrap_or_else(|| self.cwd.join(path)));
-        }
-        runtime.model = Some(info.model.clone());
-        runtime.effort = info.effort.clone();
         let agent = AgentSpec {
             key: req.key.clone(),
-            runtime,
+            runtime: self.runtime_ref(req, runtime, info)?,
             instructions: req.instructions.clone(),
             cwd,
             sandbox: req.sandbox.clone(),
             labels: req.labels.clone(),
             skills,
         };
-        Ok(Box::new(RemoteSession { owner: self.me(), agent, holder: None }))
+        Ok(Box::new(RemoteSession { owner: Arc::new(self.clone()), agent, holder: None }))
     }
 }
 
@@ -163,11 +205,23 @@ impl Session for RemoteSession {
     }
 
     fn set(&mut self, model: Option<&str>, effort: Option<&str>) -> Result<(), String> {
-        if let Some(m) = model {
-            self.agent.runtime.model = Some(m.to_string());
-        }
-        if let Some(e) = effort {
-            self.agent.runtime.effort = Some(e.to_string());
+        match &mut self.agent.runtime {
+            RuntimeRef::Named { model: m, effort: e, .. } => {
+                if let Some(v) = model {
+                    *m = Some(v.to_string());
+                }
+                if let Some(v) = effort {
+                    *e = Some(v.to_string());
+                }
+            }
+            RuntimeRef::Inline { runtime } => {
+                if let Some(v) = model {
+                    runtime.model = Some(v.to_string());
+                }
+                if let Some(v) = effort {
+                    runtime.effort = Some(v.to_string());
+                }
+            }
         }
         Ok(())
     }
@@ -186,15 +240,11 @@ impl Owner {
         run.records.event(&crate::run::Event::OpSubmission { agent, op_id, accepted, verdict, bytes });
     }
 
-    fn me(&self) -> Arc<Owner> {
-        Arc::new(Owner {
-            cluster: self.cluster.clone(),
-            run: self.run.clone(),
-            attempt: self.attempt,
-            cwd: self.cwd.clone(),
-            script_dir: self.script_dir.clone(),
-            records: self.records.clone(),
-        })
+    /// Records a message for one of this run's operations that was dropped.
+    fn refused(&self, place: &Place, what: &str, why: &str) {
+        tracing::warn!("run {}: a {what} for {} was dropped: {why}", self.run, place.op);
+        let Some(run) = self.records.upgrade() else { return };
+        run.records.event(&crate::run::Event::ClusterRefused { agent: &place.agent, op_id: &place.op, what, why });
     }
 
     /// Publishes one operation and waits for its outcome: (the worker, the outcome that stands).
@@ -205,12 +255,11 @@ impl Owner {
         holder: Option<&str>,
     ) -> Result<(String, Outcome), String> {
         let c = &self.cluster;
-        let harness = agent.runtime.harness;
+        let harness = agent.runtime.harness();
         let inbox = c.client.new_inbox();
         let mut replies = c.client.subscribe(inbox.clone()).await.map_err(|e| format!("NATS at {}: {e}", c.url))?;
         let journal_key = op_key(&self.run, &agent.key, &input.op_id);
         let request = OpRequest {
-            v: WIRE,
             run: self.run.clone(),
             attempt: self.attempt,
             agent: agent.clone(),
@@ -223,16 +272,21 @@ impl Owner {
             reply: inbox,
             journal_key: journal_key.clone(),
         };
-        let payload = serde_json::to_vec(&request).map_err(|e| e.to_string())?;
+        let place = request.place();
+        let expires = match request.timeout_ms {
+            Some(ms) => seal::now_ms() + ms,
+            None => super::wire::expires_in(OP_TTL),
+        };
+        let payload = seal::seal(&self.key, Kind::Op, place.clone(), expires, &request);
         let msg_id = format!("{}/{}/{}", self.run, self.attempt, input.op_id);
         // The worker holding the agent's session, while it lives.
         let mut held_by = match holder {
-            Some(w) if super::affinity::alive(&c.journal, w).await => Some(w.to_string()),
+            Some(w) if super::affinity::alive(&c.journal, &self.key, w).await => Some(w.to_string()),
             _ => None,
         };
         let subject = match &held_by {
-            Some(w) => super::affinity::subject(harness, w),
-            None => ops_subject(harness),
+            Some(w) => super::affinity::subject(harness, w, &self.run),
+            None => ops_subject(harness, &self.run),
         };
         self.queue(&subject, &msg_id, &payload, &input.op_id).await?;
         let result_key = super::store::result_key(&journal_key);
@@ -250,18 +304,17 @@ impl Owner {
                 m = replies.next() => m,
                 _ = look.tick() => {
                     if let Some(w) = &held_by {
-                        if !super::affinity::alive(&c.journal, w).await {
+                        if !super::affinity::alive(&c.journal, &self.key, w).await {
                             // Its worker died before settling it (only that worker reads its
                             // subject): any worker serving the harness may take it now.
-                            self.queue(&ops_subject(harness), &format!("{msg_id}/shared"), &payload, &input.op_id).await?;
+                            let shared = ops_subject(harness, &self.run);
+                            self.queue(&shared, &format!("{msg_id}/shared"), &payload, &input.op_id).await?;
                             held_by = None;
                         }
                     }
-                    if let Some(stored) = super::store::read(&c.journal, &result_key).await {
-                        if let Ok(outcome) = serde_json::from_value::<Outcome>(stored["outcome"].clone()) {
-                            let worker = stored["worker"].as_str().unwrap_or("?").to_string();
-                            return self.journal(&journal_key, worker, outcome).await;
-                        }
+                    let kept = super::store::read::<Kept>(&c.journal, &result_key, &self.key, Kind::Outcome, &place).await;
+                    if let Some(kept) = kept {
+                        return self.journal(&journal_key, &place, kept).await;
                     }
                     continue;
                 }
@@ -274,10 +327,15 @@ impl Owner {
                 }
             };
             let Some(msg) = msg else { return Err(format!("the reply subscription on {} closed", c.url)) };
-            match serde_json::from_slice::<Reply>(&msg.payload) {
-                Ok(Reply::Taken { worker }) => taken = Some(worker),
-                Ok(Reply::Settled { worker, outcome }) => return self.journal(&journal_key, worker, outcome).await,
-                Err(e) => tracing::warn!("a reply for {} that does not parse: {e}", input.op_id),
+            match seal::open::<Reply>(&self.key, &msg.payload, Kind::Reply) {
+                Ok(env) if env.place != place => self.refused(&place, "reply", &seal::Refusal::Misplaced.to_string()),
+                Ok(env) => match env.body {
+                    Reply::Taken { worker } => taken = Some(worker),
+                    Reply::Settled { worker, outcome } => {
+                        return self.journal(&journal_key, &place, Kept { worker, outcome }).await
+                    }
+                },
+                Err(refused) => self.refused(&place, "reply", &refused.to_string()),
             }
         }
     }
@@ -296,20 +354,28 @@ impl Owner {
         .map_err(|e| format!("cannot queue {op_id} on NATS at {}: {e}", c.url))
     }
 
-    /// Journals an answered outcome in the bucket, create-only: when an answer is there already
-    /// (a worker that lost its lease answered too), the first one stands and this one is refused.
-    async fn journal(&self, key: &str, worker: String, outcome: Outcome) -> Result<(String, Outcome), String> {
-        if outcome.kind != OutcomeKind::Answered {
-            return Ok((worker, outcome));
+    /// Journals an answered outcome in the bucket, create-only: when a valid answer is there
+    /// already (a worker that lost its lease answered too), the first one stands.
+    async fn journal(&self, key: &str, place: &Place, kept: Kept) -> Result<(String, Outcome), String> {
+        if kept.outcome.kind != OutcomeKind::Answered {
+            return Ok((kept.worker, kept.outcome));
         }
         let entry =
-            serde_json::json!({ "run": self.run, "attempt": self.attempt, "worker": worker, "outcome": outcome });
-        let (stands, first) = super::store::create_first(&self.cluster.journal, key, &entry).await?;
-        if first {
-            return Ok((worker, outcome));
+            seal::seal(&self.key, Kind::Journal, place.clone(), super::wire::expires_in(super::wire::KEPT_TTL), &kept);
+        let (stands, how) =
+            super::store::create_first::<Kept>(&self.cluster.journal, key, entry, &self.key, Kind::Journal, place)
+                .await?;
+        match how {
+            super::store::Written::Found if stands.worker != kept.worker => {
+                tracing::warn!(
+                    "a second answer to {} from worker {} was refused: the first stands",
+                    place.op,
+                    kept.worker
+                )
+            }
+            super::store::Written::Replaced => self.refused(place, "journal entry", "it did not open: replaced"),
+            _ => {}
         }
-        tracing::warn!("a second answer to {} from worker {worker} was refused: the first stands", outcome.op_id);
-        let stood = serde_json::from_value::<Outcome>(stands["outcome"].clone()).map_err(|e| e.to_string())?;
-        Ok((stands["worker"].as_str().unwrap_or("?").to_string(), stood))
+        Ok((stands.worker, stands.outcome))
     }
 }

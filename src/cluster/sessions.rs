@@ -2,7 +2,11 @@
 //! over when the one holding it dies: after each settled turn a worker stores what the harness
 //! exports (`harness::SessionExport`: an HTTP agent's history, a CLI agent's home), keyed by run and agent (hashed),
 //! and a worker opening an agent it has not held restores it before the agent's first turn there.
+//! A stored session is sealed for its run and agent: one that does not open (planted, altered,
+//! another run's) is not used.
 
+use super::key::ClusterKey;
+use super::seal::{self, Kind, Place};
 use super::{hashed, SCHEMA, SESSIONS_BUCKET};
 use crate::harness::SessionExport;
 use async_nats::jetstream::{self, object_store};
@@ -64,11 +68,21 @@ async fn read(store: &object_store::ObjectStore, name: &str, max: usize) -> Resu
     Ok(bytes)
 }
 
+fn place(run: &str, agent: &str) -> Place {
+    Place { run: run.to_string(), agent: agent.to_string(), ..Place::default() }
+}
+
 /// Stores an agent's session after a settled turn; a failure or a session over `MAX_SESSION` is
-/// logged, and the turn stands.
-pub async fn save(store: &object_store::ObjectStore, run: &str, agent: &str, worker: &str, session: &SessionExport) {
-    let doc = json!({ "run": run, "agent": agent, "worker": worker, "session": session });
-    let bytes = doc.to_string().into_bytes();
+/// reported, and the turn stands.
+pub async fn save(
+    store: &object_store::ObjectStore,
+    k: &ClusterKey,
+    report: &super::Report,
+    (run, agent, worker): (&str, &str, &str),
+    session: &SessionExport,
+) {
+    let doc = json!({ "worker": worker, "session": session });
+    let bytes = seal::seal(k, Kind::Session, place(run, agent), super::wire::expires_in(super::wire::KEPT_TTL), &doc);
     let why = match session {
         SessionExport::Unstorable { why } => Some(why.clone()),
         _ if bytes.len() > MAX_SESSION => Some(format!("it is {} bytes, over {MAX_SESSION}", bytes.len())),
@@ -77,33 +91,41 @@ pub async fn save(store: &object_store::ObjectStore, run: &str, agent: &str, wor
     if let Some(why) = why {
         // An older session left in the store would bring back a past state: it goes too.
         let _ = store.delete(key(run, agent).as_str()).await;
-        eprintln!(
+        report(format!(
             "awf worker {worker}: the session of agent {agent} of run {run} is not stored ({why}): a worker \
              taking the agent over starts it afresh"
-        );
+        ));
         return;
     }
     if let Err(e) = store.put(key(run, agent).as_str(), &mut bytes.as_slice()).await {
-        eprintln!("awf worker {worker}: cannot store the session of agent {agent} of run {run}: {e}");
+        report(format!("awf worker {worker}: cannot store the session of agent {agent} of run {run}: {e}"));
     }
 }
 
-/// The stored session of an agent, if there is one (an unreadable one is logged and counts as none).
-pub async fn load(store: &object_store::ObjectStore, run: &str, agent: &str) -> Option<(String, SessionExport)> {
+/// A stored session, as sealed.
+#[derive(serde::Deserialize)]
+struct Stored {
+    worker: String,
+    session: SessionExport,
+}
+
+/// The stored session of an agent, if there is one: `Err` says why one that is there is not used
+/// (unreadable, or its seal does not open for this run and agent).
+pub async fn load(
+    store: &object_store::ObjectStore,
+    k: &ClusterKey,
+    run: &str,
+    agent: &str,
+) -> Option<Result<(String, SessionExport), String>> {
     let name = key(run, agent);
     store.info(&name).await.ok()?;
-    let parsed = read(store, &name, MAX_SESSION + 1024)
-        .await
-        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).map_err(|e| e.to_string()))
-        .and_then(|doc| {
-            let session = serde_json::from_value(doc["session"].clone()).map_err(|e| e.to_string())?;
-            Ok((doc["worker"].as_str().unwrap_or("?").to_string(), session))
-        });
-    match parsed {
-        Ok(found) => Some(found),
-        Err(e) => {
-            tracing::warn!("the stored session of agent {agent} of run {run} is not used: {e}");
-            None
-        }
-    }
+    let bytes = match read(store, &name, MAX_SESSION + 4096).await {
+        Ok(b) => b,
+        Err(e) => return Some(Err(e)),
+    };
+    Some(match seal::open::<Stored>(k, &bytes, Kind::Session) {
+        Ok(env) if env.place == place(run, agent) => Ok((env.body.worker, env.body.session)),
+        Ok(_) => Err(seal::Refusal::Misplaced.to_string()),
+        Err(refused) => Err(refused.to_string()),
+    })
 }

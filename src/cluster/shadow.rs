@@ -3,8 +3,11 @@
 //! pipeline runs each operation with the local harness and sandbox, exactly as a local run would.
 //! An operation the same worker is given again (a redelivery) returns its kept outcome. An agent
 //! it opens that another worker held takes over the stored session (`sessions.rs`) before its
-//! first turn here, and its session is stored again after each turn.
+//! first turn here, and its session is stored again after each turn. What it returns is scrubbed
+//! of the worker's secrets (it goes to the bucket and to the owner).
 
+use super::admit::Admitted;
+use super::key::ClusterKey;
 use super::wire::OpRequest;
 use crate::accounting::{CostSource, Usage};
 use crate::agent::{op, OpenRequest, RuntimeChoice};
@@ -26,6 +29,8 @@ pub(super) struct Shadows {
     slots: usize,
     rt: tokio::runtime::Handle,
     sessions: async_nats::jetstream::object_store::ObjectStore,
+    key: ClusterKey,
+    report: super::Report,
     hosts: Mutex<HashMap<String, Arc<Host>>>,
 }
 
@@ -54,9 +59,9 @@ impl Shadows {
         config: Config,
         slots: usize,
         rt: tokio::runtime::Handle,
-        sessions: async_nats::jetstream::object_store::ObjectStore,
+        (sessions, key, report): (async_nats::jetstream::object_store::ObjectStore, ClusterKey, super::Report),
     ) -> Shadows {
-        Shadows { name, cwd, config, slots, rt, sessions, hosts: Mutex::new(HashMap::new()) }
+        Shadows { name, cwd, config, slots, rt, sessions, key, report, hosts: Mutex::new(HashMap::new()) }
     }
 
     fn host(&self, run: &str) -> Result<Arc<Host>, String> {
@@ -91,28 +96,37 @@ impl Shadows {
         Ok(host)
     }
 
-    /// Runs one operation to its settled outcome (blocks: call it off the async threads).
-    pub fn run(&self, req: &OpRequest) -> Outcome {
+    /// Runs one operation of an admitted agent to its settled outcome, scrubbed of the worker's
+    /// secrets (blocks: call it off the async threads).
+    pub fn run(&self, req: &OpRequest, admitted: Admitted) -> Outcome {
         let started = Instant::now();
         let host = match self.host(&req.run) {
             Ok(h) => h,
             Err(why) => return failed(&req.op_id, why, started),
         };
+        let mut outcome = self.run_in(&host, req, admitted, started);
+        let secrets = &host.run.secrets;
+        outcome.reason = outcome.reason.map(|r| secrets.scrub(&r));
+        outcome.value = outcome.value.map(|v| scrub_value(secrets, v));
+        outcome
+    }
+
+    fn run_in(&self, host: &Arc<Host>, req: &OpRequest, admitted: Admitted, started: Instant) -> Outcome {
         let book = &host.agents;
         let agent = match book.get(&req.agent.key) {
             Some(a) => a,
             None => {
                 let open = OpenRequest {
                     key: req.agent.key.clone(),
-                    runtime: RuntimeChoice::Inline(Box::new(req.agent.runtime.clone())),
+                    runtime: RuntimeChoice::Inline(Box::new(admitted.runtime)),
                     instructions: req.agent.instructions.clone(),
-                    cwd: Some(req.agent.cwd.clone()),
-                    sandbox: req.agent.sandbox.clone(),
+                    cwd: Some(admitted.cwd),
+                    sandbox: admitted.sandbox,
                     labels: req.agent.labels.clone(),
                     timeout_ms: None,
                     deadline_ms: None,
                     councils: crate::control::convene::Grant::None,
-                    skills: req.agent.skills.clone(),
+                    skills: admitted.skills,
                     fork_caller: None,
                     operator: false,
                 };
@@ -144,26 +158,24 @@ impl Shadows {
             Err(e) => failed(&req.op_id, format!("worker {}: {e}", self.name), started),
         };
         if let Some(session) = agent.export_session() {
-            self.rt.block_on(super::sessions::save(&self.sessions, &req.run, &agent.key, &self.name, &session));
+            let who = (req.run.as_str(), agent.key.as_str(), self.name.as_str());
+            self.rt.block_on(super::sessions::save(&self.sessions, &self.key, &self.report, who, &session));
         }
         outcome
     }
 
     /// Restores the stored session of an agent just opened here, if another worker held it.
     fn take_over(&self, run: &str, agent: &crate::agent::Agent) {
-        let Some((from, session)) = self.rt.block_on(super::sessions::load(&self.sessions, run, &agent.key)) else {
-            return;
+        let found = self.rt.block_on(super::sessions::load(&self.sessions, &self.key, run, &agent.key));
+        let line = match found {
+            None => return,
+            Some(Err(why)) => format!("the stored session is not used: {why}"),
+            Some(Ok((from, session))) => match agent.import_session(session) {
+                Ok(()) => format!("takes over its session from {from}"),
+                Err(e) => format!("the session {from} stored is not used: {e}"),
+            },
         };
-        match agent.import_session(session) {
-            Ok(()) => eprintln!(
-                "awf worker {}: agent {} of run {run} takes over its session from {from}",
-                self.name, agent.key
-            ),
-            Err(e) => eprintln!(
-                "awf worker {}: agent {} of run {run}: the session {from} stored is not used: {e}",
-                self.name, agent.key
-            ),
-        }
+        (self.report)(format!("awf worker {}: agent {} of run {run} {line}", self.name, agent.key));
     }
 
     /// Ends every local run (their `result.json`), when the worker stops.
@@ -174,5 +186,18 @@ impl Shadows {
             h.run.root.cancel();
             h.finish(RunStatus::Succeeded, None, None, None);
         }
+    }
+}
+
+/// `value` with every string in it scrubbed.
+pub(super) fn scrub_value(secrets: &crate::redact::Redactor, value: serde_json::Value) -> serde_json::Value {
+    use serde_json::Value;
+    match value {
+        Value::String(s) => Value::String(secrets.scrub(&s)),
+        Value::Array(items) => Value::Array(items.into_iter().map(|v| scrub_value(secrets, v)).collect()),
+        Value::Object(map) => {
+            Value::Object(map.into_iter().map(|(k, v)| (secrets.scrub(&k), scrub_value(secrets, v))).collect())
+        }
+        other => other,
     }
 }

@@ -3,17 +3,24 @@
 //! of its own (`shadow.rs`), heartbeats the message (in progress) while it runs, answers on the
 //! operation's reply subject and acks. A worker killed mid-operation never acks: the server gives
 //! the operation to another worker once the ack wait passes. An operation whose answer is in the
-//! bucket already is answered from there, never run again.
+//! bucket already is answered from there, never run again. A message that does not open with the
+//! cluster key (unsigned, another key, another version, expired: past its deadline) is dropped,
+//! reported and counted; an operation the worker's rules refuse (`admit.rs`) fails saying why.
 
+pub use super::admit::Rules;
+use super::key::ClusterKey;
+use super::seal::{self, Kind, Refusal};
 use super::shadow::Shadows;
-use super::wire::{OpRequest, Reply, WIRE};
-use super::{lease, ops_subject, store, Cluster};
-use crate::config::{Config, HarnessKind};
+use super::wire::{Kept, OpRequest, Reply, REPLY_TTL};
+use super::{lease, ops_filter, store, Cluster, Report};
+use crate::config::HarnessKind;
 use async_nats::jetstream::consumer::{pull, PullConsumer};
 use async_nats::jetstream::{AckKind, Message};
 use futures_util::StreamExt;
+use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
@@ -25,15 +32,57 @@ const RETRY_HELD: Duration = Duration::from_secs(2);
 
 pub struct Options {
     pub slots: usize,
-    pub runtimes: Vec<HarnessKind>,
     pub name: String,
     pub cwd: PathBuf,
-    pub config: Config,
+    pub key: ClusterKey,
+    /// What it runs: harnesses, runtimes by name, roots, the sandbox floor.
+    pub rules: Rules,
+    /// Where its lines go (the operator's stderr).
+    pub report: Report,
+}
+
+/// What a worker did, counted while it serves.
+#[derive(Default)]
+pub struct Stats {
+    pub ran: AtomicU64,
+    refused: Mutex<BTreeMap<&'static str, u64>>,
+}
+
+impl Stats {
+    pub(super) fn refused(&self, why: &Refusal) {
+        *self.refused.lock().unwrap_or_else(|p| p.into_inner()).entry(why.code()).or_default() += 1;
+    }
+
+    /// How many messages were refused, by why.
+    pub fn refusals(&self) -> BTreeMap<&'static str, u64> {
+        self.refused.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// One line: operations run, messages refused and why.
+    pub fn summary(&self) -> String {
+        let refused = self.refusals();
+        let total: u64 = refused.values().sum();
+        let by: Vec<String> = refused.iter().map(|(k, n)| format!("{n} {k}")).collect();
+        let by = if by.is_empty() { String::new() } else { format!(" ({})", by.join(", ")) };
+        format!("{} operations run, {total} messages refused{by}", self.ran.load(Ordering::Relaxed))
+    }
+}
+
+/// What every operation task shares.
+struct Ctx {
+    cluster: Cluster,
+    shadows: Arc<Shadows>,
+    slots: tokio::sync::Semaphore,
+    stop: CancellationToken,
+    key: ClusterKey,
+    rules: Rules,
+    report: Report,
+    stats: Arc<Stats>,
 }
 
 /// The consumer of a harness's operations, made on first use.
 async fn consumer(cluster: &Cluster, harness: HarnessKind) -> Result<PullConsumer, String> {
-    durable_consumer(cluster, format!("ops-{}", harness.as_str()), ops_subject(harness)).await
+    durable_consumer(cluster, format!("ops-{}", harness.as_str()), ops_filter(harness)).await
 }
 
 /// The durable pull consumer `name` on the ops stream, for the subjects `filter` matches.
@@ -52,73 +101,89 @@ pub(super) async fn durable_consumer(cluster: &Cluster, name: String, filter: St
         .map_err(|e| format!("cannot make the consumer {name} on {}: {e}", cluster.url))
 }
 
-/// Serves operations until `stop` is cancelled; then ends its local runs.
-pub async fn serve(cluster: Cluster, options: Options, stop: CancellationToken) -> Result<(), String> {
+/// Serves operations until `stop` is cancelled; then ends its local runs. Returns what it did.
+pub async fn serve(cluster: Cluster, options: Options, stop: CancellationToken) -> Result<Arc<Stats>, String> {
     let mut consumers = Vec::new();
-    for h in &options.runtimes {
+    for h in &options.rules.serves {
         consumers.push(consumer(&cluster, *h).await?);
     }
     consumers.push(super::affinity::consumer(&cluster, &options.name).await?);
-    tokio::spawn(super::affinity::beat(cluster.journal.clone(), options.name.clone(), stop.clone()));
-    let slots = Arc::new(tokio::sync::Semaphore::new(options.slots));
+    let beat = super::affinity::beat(cluster.journal.clone(), options.key.clone(), options.name.clone(), stop.clone());
+    tokio::spawn(beat);
     let shadows = Arc::new(Shadows::new(
         options.name.clone(),
         options.cwd.clone(),
-        options.config.clone(),
+        options.rules.config.clone(),
         options.slots,
         tokio::runtime::Handle::current(),
-        cluster.sessions.clone(),
+        (cluster.sessions.clone(), options.key.clone(), options.report.clone()),
     ));
-    let names: Vec<&str> = options.runtimes.iter().map(|h| h.as_str()).collect();
-    eprintln!(
-        "awf worker {}: serving {} with {} slots on {}",
+    let names: Vec<&str> = options.rules.serves.iter().map(|h| h.as_str()).collect();
+    let roots: Vec<String> = options.rules.roots.iter().map(|r| r.display().to_string()).collect();
+    let floor = options.rules.floor.as_ref().map_or("none".to_string(), |f| f.name.clone());
+    (options.report)(format!(
+        "awf worker {}: serving {} with {} slots on {} (roots {}; sandbox floor {floor}; cluster key from {})",
         options.name,
         names.join(", "),
         options.slots,
-        cluster.url
-    );
+        cluster.url,
+        roots.join(", "),
+        options.key.source
+    ));
+    let stats = Arc::new(Stats::default());
+    let ctx = Arc::new(Ctx {
+        cluster: cluster.clone(),
+        shadows: shadows.clone(),
+        slots: tokio::sync::Semaphore::new(options.slots),
+        stop: stop.clone(),
+        key: options.key.clone(),
+        rules: options.rules.clone(),
+        report: options.report.clone(),
+        stats: stats.clone(),
+    });
     // Every operation task holds a sender: when the last is dropped, none is in flight.
     let (inflight, mut drained) = tokio::sync::mpsc::channel::<()>(1);
     let mut pullers = tokio::task::JoinSet::new();
     for c in consumers {
-        let (cluster, shadows, slots, stop) = (cluster.clone(), shadows.clone(), slots.clone(), stop.clone());
-        let inflight = inflight.clone();
-        pullers.spawn(async move { pull(c, cluster, shadows, slots, stop, inflight).await });
+        let (ctx, inflight) = (ctx.clone(), inflight.clone());
+        pullers.spawn(async move { pull(c, ctx, inflight).await });
     }
     drop(inflight);
-    let runs = tokio::spawn(super::runs::serve(cluster.clone(), options.name.clone(), options.slots, stop.clone()));
+    let runs = super::runs::Serving {
+        cluster: cluster.clone(),
+        worker: options.name.clone(),
+        most: options.slots,
+        key: options.key.clone(),
+        rules: options.rules.clone(),
+        report: options.report.clone(),
+        stats: stats.clone(),
+    };
+    let runs = tokio::spawn(runs.serve(stop.clone()));
     while pullers.join_next().await.is_some() {}
     match runs.await {
-        Ok(Err(e)) => tracing::warn!("{e}"),
-        Err(e) => tracing::warn!("the runs of worker {}: {e}", options.name),
+        Ok(Err(e)) => (options.report)(e),
+        Err(e) => (options.report)(format!("the runs of worker {}: {e}", options.name)),
         Ok(Ok(())) => {}
     }
     // The local runs end (their operations cancelled), and each operation goes back to the queue.
     let done = shadows.clone();
     let _ = tokio::task::spawn_blocking(move || done.finish()).await;
     let _ = tokio::time::timeout(Duration::from_secs(10), drained.recv()).await;
-    Ok(())
+    Ok(stats)
 }
 
 /// Takes one harness's operations while slots are free: it asks for as many as there are free
 /// slots, waiting up to a second for them, and iterates each batch to its end (a batch dropped
 /// early would leave the server a pull request for messages nobody reads).
-async fn pull(
-    c: PullConsumer,
-    cluster: Cluster,
-    shadows: Arc<Shadows>,
-    slots: Arc<tokio::sync::Semaphore>,
-    stop: CancellationToken,
-    inflight: tokio::sync::mpsc::Sender<()>,
-) {
-    while !stop.is_cancelled() {
+async fn pull(c: PullConsumer, ctx: Arc<Ctx>, inflight: tokio::sync::mpsc::Sender<()>) {
+    while !ctx.stop.is_cancelled() {
         // Wait for a free slot without taking it: the operation takes one when it starts.
         let free = tokio::select! {
-            _ = stop.cancelled() => break,
-            p = slots.acquire() => match p { Ok(p) => p, Err(_) => break },
+            _ = ctx.stop.cancelled() => break,
+            p = ctx.slots.acquire() => match p { Ok(p) => p, Err(_) => break },
         };
         drop(free);
-        let want = slots.available_permits().max(1);
+        let want = ctx.slots.available_permits().max(1);
         let mut batch = match c.batch().max_messages(want).expires(Duration::from_secs(1)).messages().await {
             Ok(b) => b,
             Err(e) => {
@@ -130,11 +195,9 @@ async fn pull(
         while let Some(next) = batch.next().await {
             match next {
                 Ok(msg) => {
-                    let (cluster, shadows, slots, stop) =
-                        (cluster.clone(), shadows.clone(), slots.clone(), stop.clone());
-                    let inflight = inflight.clone();
+                    let (ctx, inflight) = (ctx.clone(), inflight.clone());
                     tokio::spawn(async move {
-                        handle(&cluster, &shadows, &slots, &stop, msg).await;
+                        handle(&ctx, msg).await;
                         drop(inflight);
                     });
                 }
@@ -144,58 +207,65 @@ async fn pull(
     }
 }
 
-async fn publish(cluster: &Cluster, subject: &str, reply: &Reply) {
-    let Ok(body) = serde_json::to_vec(reply) else { return };
-    if let Err(e) = cluster.client.publish(subject.to_string(), body.into()).await {
-        tracing::warn!("answering on {subject}: {e}");
+/// Sends a sealed reply for the operation `req`.
+async fn publish(ctx: &Ctx, req: &OpRequest, reply: &Reply) {
+    let body = seal::seal(&ctx.key, Kind::Reply, req.place(), super::wire::expires_in(REPLY_TTL), reply);
+    if let Err(e) = ctx.cluster.client.publish(req.reply.clone(), body.into()).await {
+        tracing::warn!("answering on {}: {e}", req.reply);
     }
-    let _ = cluster.client.flush().await;
+    let _ = ctx.cluster.client.flush().await;
 }
 
 /// The outcome on record for an operation, by the worker that settled it: the worker's result,
-/// else the owner's journal.
-async fn on_record(cluster: &Cluster, req: &OpRequest) -> Option<(String, crate::run::Outcome)> {
-    for key in [store::result_key(&req.journal_key), req.journal_key.clone()] {
-        if let Some(stored) = store::read(&cluster.journal, &key).await {
-            if let Ok(outcome) = serde_json::from_value(stored["outcome"].clone()) {
-                return Some((stored["worker"].as_str().unwrap_or("?").to_string(), outcome));
-            }
-        }
+/// else the owner's journal (only entries sealed for this operation count).
+async fn on_record(ctx: &Ctx, req: &OpRequest) -> Option<Kept> {
+    let (journal, place) = (&ctx.cluster.journal, req.place());
+    let result_key = store::result_key(&req.journal_key);
+    match store::read::<Kept>(journal, &result_key, &ctx.key, Kind::Outcome, &place).await {
+        Some(kept) => Some(kept),
+        None => store::read::<Kept>(journal, &req.journal_key, &ctx.key, Kind::Journal, &place).await,
     }
+}
+
+/// Opens an operation message: `None` (reported, counted, dropped for good) when it does not open
+/// with the cluster key or its body names another operation than its seal.
+async fn opened(ctx: &Ctx, msg: &Message) -> Option<OpRequest> {
+    let refusal = match seal::open::<OpRequest>(&ctx.key, &msg.payload, Kind::Op) {
+        Ok(env) if env.place == env.body.place() => return Some(env.body),
+        Ok(_) => Refusal::Misplaced,
+        Err(r) => r,
+    };
+    ctx.stats.refused(&refusal);
+    (ctx.report)(format!(
+        "awf worker {}: an operation message on {} was dropped: {refusal}",
+        ctx.shadows.name, msg.subject
+    ));
+    let _ = msg.ack_with(AckKind::Term).await;
     None
 }
 
 /// One operation: answered from the bucket when it settled before (a redelivery), else run here.
-async fn handle(
-    cluster: &Cluster,
-    shadows: &Arc<Shadows>,
-    slots: &tokio::sync::Semaphore,
-    stop: &CancellationToken,
-    msg: Message,
-) {
-    let worker = shadows.name.clone();
-    let req: OpRequest = match serde_json::from_slice(&msg.payload) {
-        Ok(r) => r,
-        Err(e) => {
-            tracing::warn!("an operation message that does not parse (dropped): {e}");
-            let _ = msg.ack_with(AckKind::Term).await;
+async fn handle(ctx: &Ctx, msg: Message) {
+    let worker = ctx.shadows.name.clone();
+    let Some(req) = opened(ctx, &msg).await else { return };
+    if let Some(kept) = on_record(ctx, &req).await {
+        publish(ctx, &req, &Reply::Settled { worker: kept.worker, outcome: kept.outcome }).await;
+        let _ = msg.ack().await;
+        return;
+    }
+    let admitted = match ctx.rules.admit(&req.agent) {
+        Ok(a) => a,
+        Err(why) => {
+            let why = format!("worker {worker} refused the operation: {why}");
+            (ctx.report)(format!("awf worker {worker}: {} of run {}: {why}", req.op_id, req.run));
+            let outcome = super::shadow::failed_outcome(&req.op_id, why);
+            publish(ctx, &req, &Reply::Settled { worker, outcome }).await;
+            let _ = msg.ack().await;
             return;
         }
     };
-    if req.v != WIRE {
-        let why = format!("worker {worker} speaks version {WIRE} of the operation messages, not {}", req.v);
-        let outcome = Reply::Settled { worker, outcome: super::shadow::failed_outcome(&req.op_id, why) };
-        publish(cluster, &req.reply, &outcome).await;
-        let _ = msg.ack().await;
-        return;
-    }
-    if let Some((by, outcome)) = on_record(cluster, &req).await {
-        publish(cluster, &req.reply, &Reply::Settled { worker: by, outcome }).await;
-        let _ = msg.ack().await;
-        return;
-    }
-    let lease_key = lease::key(&req.journal_key);
-    let mut revision = match lease::take(&cluster.journal, &lease_key, &worker).await {
+    let (lease_key, place) = (lease::key(&req.journal_key), req.place());
+    let mut revision = match lease::take(&ctx.cluster.journal, &ctx.key, &lease_key, &place, &worker).await {
         Ok(lease::Take::Mine(rev)) => rev,
         Ok(lease::Take::Held(holder)) => {
             // Another worker runs it and renews its lease: come back once it answered or died.
@@ -209,13 +279,13 @@ async fn handle(
             return;
         }
     };
-    publish(cluster, &req.reply, &Reply::Taken { worker: worker.clone() }).await;
+    publish(ctx, &req, &Reply::Taken { worker: worker.clone() }).await;
     let run = {
-        let (shadows, req) = (shadows.clone(), req.clone());
+        let (shadows, req) = (ctx.shadows.clone(), req.clone());
         async move {
             // The slot is held until the operation settles; the message is heartbeated meanwhile.
-            let _slot = slots.acquire().await;
-            tokio::task::spawn_blocking(move || shadows.run(&req)).await
+            let _slot = ctx.slots.acquire().await;
+            tokio::task::spawn_blocking(move || shadows.run(&req, admitted)).await
         }
     };
     tokio::pin!(run);
@@ -228,43 +298,44 @@ async fn handle(
                 if let Err(e) = msg.ack_with(AckKind::Progress).await {
                     tracing::warn!("heartbeat for {}: {e}", req.op_id);
                 }
-                match lease::renew(&cluster.journal, &lease_key, &worker, revision).await {
+                match lease::renew(&ctx.cluster.journal, &ctx.key, &lease_key, &place, &worker, revision).await {
                     Ok(rev) => revision = rev,
                     Err(e) => tracing::warn!("renewing the lease of {}: {e}", req.op_id),
                 }
             }
         }
     };
-    if !lease::still_mine(&cluster.journal, &lease_key, revision).await {
+    if !lease::still_mine(&ctx.cluster.journal, &lease_key, revision).await {
         // Another worker took the operation over while this one could not renew: its answer is
         // the one that counts, and this late one is dropped.
         tracing::warn!("{}: the lease passed to another worker; this answer is dropped", req.op_id);
         return;
     }
-    if stop.is_cancelled() {
+    if ctx.stop.is_cancelled() {
         // Stopped while it ran: the operation goes back to the queue, its lease given up, for
         // another worker to take at once.
-        let _ = cluster.journal.delete(&lease_key).await;
+        let _ = ctx.cluster.journal.delete(&lease_key).await;
         let _ = msg.ack_with(AckKind::Nak(None)).await;
         return;
     }
+    ctx.stats.ran.fetch_add(1, Ordering::Relaxed);
     let outcome =
         outcome.unwrap_or_else(|e| super::shadow::failed_outcome(&req.op_id, format!("worker {worker}: {e}")));
     // The outcome goes in the bucket before the reply: a reply is not kept, and a redelivery of
     // this operation is answered from there.
-    let entry = serde_json::json!({ "run": req.run, "worker": worker, "outcome": outcome });
-    let (by, outcome) = match store::create_first(&cluster.journal, &store::result_key(&req.journal_key), &entry).await
-    {
-        Ok((stands, _)) => match serde_json::from_value(stands["outcome"].clone()) {
-            Ok(o) => (stands["worker"].as_str().unwrap_or("?").to_string(), o),
-            Err(_) => (worker, outcome),
-        },
-        Err(e) => {
-            tracing::warn!("{}: {e}", req.op_id);
-            (worker, outcome)
-        }
-    };
-    publish(cluster, &req.reply, &Reply::Settled { worker: by, outcome }).await;
+    let kept = Kept { worker: worker.clone(), outcome };
+    let entry =
+        seal::seal(&ctx.key, Kind::Outcome, place.clone(), super::wire::expires_in(super::wire::KEPT_TTL), &kept);
+    let key = store::result_key(&req.journal_key);
+    let kept =
+        match store::create_first::<Kept>(&ctx.cluster.journal, &key, entry, &ctx.key, Kind::Outcome, &place).await {
+            Ok((stands, _)) => stands,
+            Err(e) => {
+                tracing::warn!("{}: {e}", req.op_id);
+                kept
+            }
+        };
+    publish(ctx, &req, &Reply::Settled { worker: kept.worker, outcome: kept.outcome }).await;
     if let Err(e) = msg.double_ack().await {
         tracing::warn!("acknowledging {}: {e}", req.op_id);
     }

@@ -63,6 +63,9 @@ events! {
     /// An answer submitted through the control channel, and whether it was accepted.
     /// `verdict`: accepted, rejected, or closed (the operation was already settled).
     OpSubmission = "op-submission" { agent: &'a str, op_id: &'a str, accepted: bool, verdict: &'a str, bytes: usize },
+    /// A cluster message for one of this run's operations was dropped: it did not open with the
+    /// cluster key (`what`: reply, outcome, journal; `why`: the refusal).
+    ClusterRefused = "cluster-refused" { agent: &'a str, op_id: &'a str, what: &'a str, why: &'a str },
     OpWaiting = "op-waiting" { agent: &'a str, op_id: &'a str, reason: &'a str, timeout_ms: u64 },
     OpSettled = "op-settled" {
         agent: &'a str, op_id: &'a str, outcome: &'a str, reason: Option<&'a str>, tokens: u64,

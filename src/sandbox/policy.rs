@@ -117,6 +117,38 @@ impl Policy {
                 None => e == name,
             })
     }
+
+    /// Whether this policy confines at least as strictly as `floor` (both resolved): no network
+    /// the floor lacks, nothing writable or bound read-only outside what the floor opens, no
+    /// variable the floor keeps out. `Err` names the first looser point.
+    pub fn within(&self, floor: &Policy) -> Result<(), String> {
+        if self.provider != floor.provider {
+            return Err("it names another provider".into());
+        }
+        if self.network == Network::Host && floor.network == Network::None {
+            return Err("it asks for network = \"host\", the floor has none".into());
+        }
+        for w in &self.writable {
+            if !floor.writable.iter().any(|f| w.starts_with(f)) {
+                return Err(format!("it makes {} writable", w.display()));
+            }
+        }
+        for r in &self.read_only {
+            if !floor.read_only.iter().chain(&floor.writable).any(|f| r.starts_with(f)) {
+                return Err(format!("it binds {} read-only", r.display()));
+            }
+        }
+        for e in &self.env {
+            let covered = match e.strip_suffix('*') {
+                Some(prefix) => floor.env.iter().any(|f| f.strip_suffix('*').is_some_and(|fp| prefix.starts_with(fp))),
+                None => floor.allows_env(e),
+            };
+            if !covered {
+                return Err(format!("it lets the variable {e} in"));
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Removes `.` and resolves `..` lexically, so that paths compare as the sandbox will mount them.
@@ -137,6 +169,22 @@ pub fn normalize(p: &Path) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_policy_within_a_floor_opens_nothing_the_floor_keeps_shut() {
+        let floor =
+            Policy { writable: vec!["/work".into()], env: vec!["MY_*".into(), "ONE".into()], ..Policy::default() };
+        let strict =
+            Policy { writable: vec!["/work/a".into()], env: vec!["MY_X".into(), "PATH".into()], ..floor.clone() };
+        assert_eq!(strict.within(&floor), Ok(()));
+        assert_eq!(Policy::default().within(&floor), Ok(()), "the strictest policy is within any floor");
+        let looser = |p: Policy| p.within(&floor).expect_err("looser");
+        assert!(looser(Policy { network: Network::Host, ..Policy::default() }).contains("network"));
+        assert!(looser(Policy { writable: vec!["/etc".into()], ..Policy::default() }).contains("/etc writable"));
+        assert!(looser(Policy { read_only: vec!["/root/.ssh".into()], ..Policy::default() }).contains("read-only"));
+        assert!(looser(Policy { env: vec!["SECRET".into()], ..Policy::default() }).contains("SECRET"));
+        assert!(looser(Policy { env: vec!["M*".into()], ..Policy::default() }).contains("M*"));
+    }
     use serde_json::json;
 
     #[test]

@@ -219,27 +219,42 @@ impl Drop for Worker {
     }
 }
 
-/// A workflow mapping `n` items (`--arg n=N`) over `command` agents, one agent per item, each
-/// answering `{n, double}` after writing a mark `marks/<op id>` with the id of the run it ran in
-/// (a worker's own run id ends in its name). The value is the sum of the doubles.
+/// A workflow mapping `n` items (`--arg n=N`) over `command` agents of the runtime `mapper`
+/// (`MAP_CONFIG`), one agent per item, each answering `{n, double}` after writing a mark
+/// `marks/<op id>` with the id of the run it ran in (a worker's own run id ends in its name). The
+/// value is the sum of the doubles.
 pub const MAP_WORKFLOW: &str = r#"
 let n = args.n ?? 10;
 let pause = `${args.pause ?? 0}`;
 let results = ctx.parallel(0..n, |i| {
-  let a = ctx.agents.open(#{ key: `a${i}`, runtime: #{ harness: "command", command: ["sh", `${ctx.cwd}/agent.sh`, pause] } });
-  a.run(#{ prompt: `item ${i}`, schema: #{ type: "object", required: ["double"] } }).value.double
+  let a = ctx.agents.open(#{ key: `a${i}`, runtime: "mapper" });
+  a.run(#{ prompt: `item ${i} pause ${pause}`, schema: #{ type: "object", required: ["double"] } }).value.double
 });
 let total = 0;
 for r in results { total += r; }
 total
 "#;
 
-/// The agent of `MAP_WORKFLOW`: reads its item from the prompt, sleeps `$1` seconds, marks, answers.
-pub const MAP_AGENT: &str = r#"n=$(head -c 300 | grep -o 'item [0-9]*' | head -1 | cut -d' ' -f2)
-sleep "$1"
+/// The awf.toml of `MAP_WORKFLOW`: owners and workers name the runtime, each resolves it here.
+pub const MAP_CONFIG: &str = "[runtimes.mapper]\nharness = \"command\"\ncommand = [\"sh\", \"agent.sh\"]\n";
+
+/// The agent of `MAP_WORKFLOW`: reads its item and pause from the prompt, sleeps, marks, answers.
+pub const MAP_AGENT: &str = r#"p=$(head -c 400)
+n=$(echo "$p" | grep -o 'item [0-9]*' | head -1 | cut -d' ' -f2)
+pause=$(echo "$p" | grep -o 'pause [0-9.]*' | head -1 | cut -d' ' -f2)
+sleep "${pause:-0}"
 mkdir -p marks && echo "$AWF_RUN_ID" >> "marks/$AWF_OP"
 echo "{\"n\": $n, \"double\": $((n*2))}" | "$AWF_LAUNCHER" result "$AWF_OP" > /dev/null
 "#;
+
+/// A folder with `MAP_WORKFLOW` as `wf.rhai`, its agent and its config.
+pub fn map_env() -> super::Env {
+    let env = super::Env::new();
+    env.write("wf.rhai", MAP_WORKFLOW);
+    env.write("agent.sh", MAP_AGENT);
+    env.write("awf.toml", MAP_CONFIG);
+    env
+}
 
 /// What a run's records say, without times, ids or durations: the record files (less `agents/`
 /// and `groups.jsonl`, which hold the agents' processes: on a cluster those ran on the workers and
@@ -292,8 +307,9 @@ pub fn marks(dir: &Path) -> std::collections::BTreeMap<String, Vec<String>> {
 }
 
 /// The worker whose answer the owner journalled for each op `a<i>#1` of `MAP_WORKFLOW`, read
-/// from the bucket.
-pub fn journalled_by(url: &str, run: &str, n: usize) -> std::collections::BTreeMap<String, String> {
+/// from the bucket (opened with the cluster key of `dir`).
+pub fn journalled_by(dir: &Path, url: &str, run: &str, n: usize) -> std::collections::BTreeMap<String, String> {
+    let key = awf::cluster::ClusterKey::load(dir, None).expect("the cluster key");
     let rt = tokio::runtime::Runtime::new().expect("a runtime");
     rt.block_on(async {
         let client = async_nats::connect(url).await.expect("connect");
@@ -302,9 +318,10 @@ pub fn journalled_by(url: &str, run: &str, n: usize) -> std::collections::BTreeM
         for i in 0..n {
             let (agent, op) = (format!("a{i}"), format!("a{i}#1"));
             let entry = kv.get(awf::cluster::op_key(run, &agent, &op)).await.expect("read the bucket");
-            let entry: serde_json::Value =
-                serde_json::from_slice(&entry.unwrap_or_else(|| panic!("{op} is not journalled"))).expect("JSON");
-            out.insert(op, entry["worker"].as_str().expect("a worker").to_string());
+            let entry = entry.unwrap_or_else(|| panic!("{op} is not journalled"));
+            let kind = awf::cluster::seal::Kind::Journal;
+            let opened = awf::cluster::seal::open::<serde_json::Value>(&key, &entry, kind).expect("a sealed entry");
+            out.insert(op, opened.body["worker"].as_str().expect("a worker").to_string());
         }
         out
     })

@@ -51,24 +51,57 @@ fn walk(
     Ok(())
 }
 
-/// Writes the packed `files` into `home` (private files and folders). A path that leaves the
-/// home is refused.
+/// Writes the packed `files` into `home` (private files and folders). Every entry is checked and
+/// decoded first, so that a refused one (a path that leaves the home, data that does not decode)
+/// leaves nothing; then the files are written into a fresh folder beside the home and moved into
+/// it, each top-level entry whole.
 pub fn unpack(home: &Path, files: &Value) -> Result<(), String> {
     let list = files.as_array().ok_or("the stored home is not a list of files")?;
+    let mut decoded = Vec::with_capacity(list.len());
     for f in list {
-        let rel = Path::new(f["path"].as_str().ok_or("a stored file has no path")?);
+        let rel = PathBuf::from(f["path"].as_str().ok_or("a stored file has no path")?);
         if rel.is_absolute() || rel.components().any(|c| !matches!(c, std::path::Component::Normal(_))) {
             return Err(format!("the stored file {} leaves the home", rel.display()));
         }
         let data = base64::engine::general_purpose::STANDARD
             .decode(f["data"].as_str().unwrap_or_default())
             .map_err(|e| format!("the stored file {} does not decode: {e}", rel.display()))?;
-        let target = home.join(rel);
+        decoded.push((rel, data));
+    }
+    let name = home.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let stage = home.with_file_name(format!(".{name}.incoming-{}", uuid::Uuid::new_v4().simple()));
+    let placed = write_all(&stage, &decoded).and_then(|()| move_into(&stage, home));
+    let _ = std::fs::remove_dir_all(&stage);
+    placed
+}
+
+fn write_all(stage: &Path, files: &[(PathBuf, Vec<u8>)]) -> Result<(), String> {
+    crate::record::private::create_dir(stage).map_err(|e| format!("cannot create {}: {e}", stage.display()))?;
+    for (rel, data) in files {
+        let target = stage.join(rel);
         if let Some(parent) = target.parent() {
             crate::record::private::create_dir(parent)
                 .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
         }
-        crate::record::private::write(&target, &data).map_err(|e| format!("cannot write {}: {e}", target.display()))?;
+        crate::record::private::write(&target, data).map_err(|e| format!("cannot write {}: {e}", target.display()))?;
+    }
+    Ok(())
+}
+
+/// Moves each entry of `stage` into `home`, replacing what is there under that name.
+fn move_into(stage: &Path, home: &Path) -> Result<(), String> {
+    crate::record::private::create_dir(home).map_err(|e| format!("cannot create {}: {e}", home.display()))?;
+    let entries = std::fs::read_dir(stage).map_err(|e| format!("cannot read {}: {e}", stage.display()))?;
+    for entry in entries.flatten() {
+        let target = home.join(entry.file_name());
+        match std::fs::symlink_metadata(&target) {
+            Ok(m) if m.is_dir() => std::fs::remove_dir_all(&target),
+            Ok(_) => std::fs::remove_file(&target),
+            Err(_) => Ok(()),
+        }
+        .map_err(|e| format!("cannot replace {}: {e}", target.display()))?;
+        std::fs::rename(entry.path(), &target)
+            .map_err(|e| format!("cannot move {} into place: {e}", target.display()))?;
     }
     Ok(())
 }
@@ -94,12 +127,16 @@ mod tests {
     }
 
     #[test]
-    fn a_stored_path_that_leaves_the_home_is_refused() {
+    fn a_stored_path_that_leaves_the_home_is_refused_and_leaves_nothing() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let files = json!([{ "path": "../escape", "data": "" }]);
+        let hook = base64::engine::general_purpose::STANDARD.encode(r#"{"hooks":{"SessionStart":"id"}}"#);
+        let files = json!([{ "path": "settings.json", "data": hook }, { "path": "../escape", "data": "" }]);
         let err = unpack(&dir.path().join("home"), &files).expect_err("refused");
         assert!(err.contains("../escape leaves the home"), "{err}");
         assert!(!dir.path().join("escape").exists());
+        assert!(!dir.path().join("home/settings.json").exists(), "the entry before the refused one is not written");
+        let left: Vec<_> = std::fs::read_dir(dir.path()).expect("read").flatten().map(|e| e.file_name()).collect();
+        assert!(left.is_empty(), "no staging folder is left: {left:?}");
     }
 
     #[test]
