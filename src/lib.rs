@@ -297,8 +297,12 @@
 //!                  model, tokens by kind, cost_usd, cost_source, simulated, rejections, delivered_at, settled_at,
 //!                  session ({id, forked_from?}: a CLI harness's own session id, or null),
 //!                  councils_by_model (what councils it billed spent, by model; when they spent)
-//!   stages.jsonl   one line per stage end: name, attempt, status (succeeded|failed|stopped), value, summary, reason
-//!   journal.jsonl  per answered operation: attempt, agent, op_id, turn_hash, settled, outcome; a line when an agent's
+//!   stages.jsonl   one line per stage end: name, attempt, status (succeeded|failed|stopped), value, summary, reason,
+//!                  runs ({agent: turns with default ids it started in the stage}: an attempt that reuses the
+//!                  stage counts those agents' op ids on past them, so an op id names one turn in every attempt)
+//!   journal.jsonl  per answered operation: attempt, agent, op_id, turn_hash, turn_parts (the prompt's, schema's
+//!                  and nudge's hashes: `op-rerun` says which changed), stage (a resume replays the line only for
+//!                  a turn of that stage, once per attempt), settled, outcome; a line when an agent's
 //!                  answer is accepted (settled: false, no usage yet) and one when the op settles (settled: true);
 //!                  readers keep an op's last line; and per answered operator checkpoint: attempt,
 //!                  checkpoint (its key), question_hash, answer, answered_at

@@ -151,3 +151,76 @@ fn runs_list_and_show_read_the_records_and_unknown_runs_are_refused() {
     env.awf(&["runs", "resume", "../etc"]).expect_code(2);
     env.awf(&["runs", "stop", &id]).expect_code(0).stderr_has("already ended (failed)");
 }
+
+/// One agent asked the same prompt in stages round-1..round-4, killed in round 4: the resumed
+/// round 4 runs its own turn (`namer#4`), never round 1's answer again, and the ids of the
+/// reused rounds' turns count on (regression: round 4 got `namer#1`'s answer, spending nothing).
+#[test]
+fn a_resume_never_answers_a_turn_with_an_earlier_turns_answer() {
+    let env = Env::new();
+    env.with_responder(
+        r#"fn respond(turn) { if turn.prompt == "hang" { return #{ hang: true }; } if turn.prompt == "name it" { return #{ answer: turn.op_id }; } () }"#,
+    );
+    env.write(
+        "wf.rhai",
+        r#"
+        let a = ctx.agents.open(#{ key: "namer" });
+        let names = [];
+        for r in 1..=4 {
+            names.push(ctx.stage(`round-${r}`, #{ result: #{ type: "string" } }, || {
+                if r == 4 && ctx.attempt == 1 {
+                    print("round 4 started");
+                    ctx.agents.open(#{ key: "staller" }).ask("hang");
+                }
+                a.ask("name it")
+            }));
+        }
+        names
+        "#,
+    );
+    let mut run = common::Running::start(env.path(), &["script", "run", "wf.rhai"]);
+    let end = std::time::Instant::now() + common::TIMEOUT;
+    while !run.seen.iter().any(|l| l.contains("round 4 started")) {
+        let left = end.saturating_duration_since(std::time::Instant::now());
+        assert!(!left.is_zero(), "round 4 did not start: {:?}", run.seen);
+        if let Ok(l) = run.lines.recv_timeout(left) {
+            run.seen.push(l);
+        }
+    }
+    signal(run.pid, "-KILL");
+    let _ = run.finish();
+    let id = env.run_id();
+    let out = env.awf(&["runs", "resume", &id, "--json"]);
+    out.expect_code(0);
+    assert_eq!(out.json()["value"], serde_json::json!(["namer#1", "namer#2", "namer#3", "namer#4"]));
+    let turns: Vec<_> = env.turns().into_iter().filter(|t| t["attempt"] == 2).collect();
+    assert_eq!(turns.len(), 1, "attempt 2 ran round 4's turn, and only it: {turns:?}");
+    assert_eq!(turns[0]["op_id"], "namer#4");
+    assert!(events(&env, "op-replayed").is_empty(), "rounds 1-3 are reused stages, nothing is replayed");
+}
+
+/// The same loop resumed from every stage (`--from-stage`, then `--again`): each attempt ends with
+/// every round's own answer, and a journal entry answers no turn of another stage.
+#[test]
+fn identical_prompts_resumed_from_every_stage_keep_their_own_answers() {
+    let env = Env::new();
+    env.with_responder(r#"fn respond(turn) { if turn.prompt == "name it" { return #{ answer: turn.op_id }; } () }"#);
+    let script = r#"
+        let a = ctx.agents.open(#{ key: "namer" });
+        let names = [];
+        for r in 1..=3 { names.push(ctx.stage(`round-${r}`, #{ result: #{ type: "string" } }, || a.ask("name it"))); }
+        names
+        "#;
+    env.write("wf.rhai", script);
+    env.awf(&["script", "run", "wf.rhai"]).expect_code(0);
+    let id = env.run_id();
+    let want = serde_json::json!(["namer#1", "namer#2", "namer#3"]);
+    for from in ["round-1", "round-2", "round-3"] {
+        let out = env.awf(&["runs", "resume", &id, "--from-stage", from, "--again", "--json"]);
+        out.expect_code(0);
+        assert_eq!(out.json()["value"], want, "--from-stage {from}");
+    }
+    let out = env.awf(&["runs", "resume", &id, "--again", "--json"]);
+    out.expect_code(0);
+    assert_eq!(out.json()["value"], want, "--again");
+}

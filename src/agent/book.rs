@@ -35,6 +35,8 @@ pub struct AgentBook {
     convener: std::sync::OnceLock<Arc<dyn Convener>>,
     /// Where agents' operations run when not here (`script run --nats`), set once before any opens.
     remote: std::sync::OnceLock<Arc<dyn super::remote::Remote>>,
+    /// Turns agents not open yet started in stages this attempt reused: their op ids count on.
+    skipped: Mutex<HashMap<String, u64>>,
 }
 
 impl AgentBook {
@@ -56,7 +58,21 @@ impl AgentBook {
             runtimes: Mutex::new(HashMap::new()),
             convener: std::sync::OnceLock::new(),
             remote: std::sync::OnceLock::new(),
+            skipped: Mutex::new(HashMap::new()),
         })
+    }
+
+    /// Counts on the op ids of the agents that started `runs` turns in a stage this attempt
+    /// reuses (open or opened later), so that an op id names the same turn in every attempt.
+    pub fn skip_runs(&self, runs: &std::collections::BTreeMap<String, u64>) {
+        let open = lock(&self.open);
+        let mut skipped = lock(&self.skipped);
+        for (key, n) in runs {
+            match open.get(key) {
+                Some(agent) => agent.skip_runs(*n),
+                None => *skipped.entry(key.clone()).or_default() += n,
+            }
+        }
     }
 
     /// Gives the book what runs councils for its agents; only the first call counts.
@@ -168,6 +184,9 @@ impl AgentBook {
         }
         let messenger = self.messenger(&req.key);
         let agent = Arc::new(Agent::new(req, runtime, info, session, endpoint, messenger));
+        if let Some(n) = lock(&self.skipped).remove(&agent.key) {
+            agent.skip_runs(n);
+        }
         open.insert(agent.key.clone(), agent.clone());
         drop(open);
         run.progress.agents_open.fetch_add(1, Ordering::Relaxed);

@@ -2,7 +2,7 @@
 //! them: a turn (`a.run`/`a.turn`/`a.ask`), a message operation (an idle agent woken for the
 //! messages held for it, owned by the route's stage), a compaction, a fork, a settings change.
 
-use super::op::{execute, open_slot, remember, turn_hash, Op, OpError};
+use super::op::{execute, open_slot, remember, turn_hash, turn_parts, Op, OpError};
 use super::supervise::{supervise, Nudge, OpPlan, Settle};
 use super::{lock, Agent, AgentBook};
 use crate::accounting::{CostSource, Usage};
@@ -278,6 +278,7 @@ fn other_op<'a>(agent: &Agent, tag: &str) -> Op<'a> {
         n,
         label: None,
         hash: String::new(),
+        parts: String::new(),
         own_deadline: None,
         started: Instant::now(),
         answers_ask: false,
@@ -296,8 +297,13 @@ fn closed(agent: &Agent) -> Result<(), OpError> {
 pub fn run(book: &Arc<AgentBook>, agent: &Arc<Agent>, turn: Turn, frame: &Frame) -> Result<Outcome, OpError> {
     let run = &book.run;
     let n = agent.runs.fetch_add(1, Ordering::SeqCst) + 1;
+    if let (None, Some(stage)) = (&turn.id, frame.stage.as_deref()) {
+        // A later attempt that reuses this stage counts its agents' op ids on past these turns.
+        run.count_stage_run(stage, &agent.key);
+    }
     let op_id = turn.id.clone().unwrap_or_else(|| format!("{}#{n}", agent.key));
     let hash = turn_hash(&turn);
+    let parts = turn_parts(&turn);
     if let Some((h, outcome)) = lock(&agent.ops).get(&op_id) {
         return if *h == hash {
             Ok(outcome.clone())
@@ -310,9 +316,9 @@ pub fn run(book: &Arc<AgentBook>, agent: &Arc<Agent>, turn: Turn, frame: &Frame)
     closed(agent)?;
     // A later attempt of the run replays what the journal says was answered: no second turn, no
     // second spend.
-    match run.replay(&agent.key, &op_id, &hash) {
+    match run.replay(&agent.key, &op_id, &hash, &parts, frame.stage.as_deref()) {
         Replay::Same(recorded) => {
-            if let Ok(outcome) = serde_json::from_value::<Outcome>(recorded.clone()) {
+            if let Ok(outcome) = serde_json::from_value::<Outcome>(recorded) {
                 run.records.event(&Event::OpReplayed {
                     agent: &agent.key,
                     op_id: &op_id,
@@ -324,11 +330,7 @@ pub fn run(book: &Arc<AgentBook>, agent: &Arc<Agent>, turn: Turn, frame: &Frame)
                 return Ok(outcome);
             }
         }
-        Replay::Changed => run.records.event(&Event::OpRerun {
-            agent: &agent.key,
-            op_id: &op_id,
-            why: "its prompt, schema or nudge changed since the attempt that answered it",
-        }),
+        Replay::Changed(why) => run.records.event(&Event::OpRerun { agent: &agent.key, op_id: &op_id, why: &why }),
         Replay::None => {}
     }
     let started = Instant::now();
@@ -341,6 +343,7 @@ pub fn run(book: &Arc<AgentBook>, agent: &Arc<Agent>, turn: Turn, frame: &Frame)
         n,
         label: turn.label.as_deref(),
         hash: hash.clone(),
+        parts,
         own_deadline,
         started,
         answers_ask: false,
@@ -468,6 +471,7 @@ async fn message_round(book: &Arc<AgentBook>, agent: &Arc<Agent>, stage: &Option
             n: k,
             label: None,
             hash: String::new(),
+            parts: String::new(),
             own_deadline: None,
             started: Instant::now(),
             // An asker keeps its operation slot while it waits for the reply: a message operation

@@ -197,6 +197,11 @@ impl Agent {
         lock(&self.closed).clone()
     }
 
+    /// Counts `n` turns as started (those of a stage this attempt reuses).
+    pub(crate) fn skip_runs(&self, n: u64) {
+        self.runs.fetch_add(n, Ordering::SeqCst);
+    }
+
     /// Closes the agent; the first reason stands. Returns whether this call closed it.
     pub fn close(&self, why: &str) -> bool {
         let mut c = lock(&self.closed);

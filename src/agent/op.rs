@@ -43,6 +43,14 @@ pub(super) fn turn_hash(turn: &Turn) -> String {
     format!("{:032x}", h.digest128())
 }
 
+/// The hashes of a turn's prompt, schema and nudge apart (`p:… s:… n:…`, 16 hex digits each),
+/// journalled so that a resume can say which changed.
+pub(super) fn turn_parts(turn: &Turn) -> String {
+    let h = |bytes: &[u8]| format!("{:016x}", xxhash_rust::xxh3::xxh3_64(bytes));
+    let nudge = format!("{}\0{}", turn.nudge.text, turn.nudge.max);
+    format!("p:{} s:{} n:{}", h(turn.prompt.as_bytes()), h(turn.schema.text.as_bytes()), h(nudge.as_bytes()))
+}
+
 /// One operation about to run: what the pipeline needs beside its body.
 pub(super) struct Op<'a> {
     pub op_id: String,
@@ -51,6 +59,8 @@ pub(super) struct Op<'a> {
     pub label: Option<&'a str>,
     /// The turn's hash (turns only; journal and replay match on it).
     pub hash: String,
+    /// `turn_parts` of a turn (empty for other operations).
+    pub parts: String,
     /// The operation's own deadline (its `timeout_ms`/`deadline`), before the agent's and the scope's.
     pub own_deadline: Option<Deadline>,
     pub started: Instant,
@@ -103,7 +113,8 @@ pub(super) async fn execute(
     // hears `accepted`: a crash after that never runs the operation again. The fake harness
     // settles at once and is journalled when it settles.
     if let (Some(slot), true) = (&slot, body.journals() && agent.harness() != HarnessKind::Fake) {
-        slot.record_with(accepted_journal(run, &agent.key, &op.op_id, &op.hash, op.started));
+        let place = (frame.stage.as_deref().map(String::from), op.parts.clone());
+        slot.record_with(accepted_journal(run, &agent.key, &op.op_id, &op.hash, place, op.started));
     }
     let agent_deadline = Deadline::earliest(
         agent.request.timeout_ms.map(|ms| Deadline::after(Duration::from_millis(ms))),
@@ -209,6 +220,7 @@ pub(super) async fn execute(
         stage: frame.stage.as_deref(),
         label: op.label,
         turn_hash: &op.hash,
+        turn_parts: &op.parts,
         model: &model,
         started_at: &started_at,
         rejections: slot.as_ref().map(|s| s.rejections()).unwrap_or(0),
@@ -262,6 +274,7 @@ fn accepted_journal(
     agent: &str,
     op_id: &str,
     hash: &str,
+    (stage, parts): (Option<String>, String),
     started: Instant,
 ) -> crate::control::slot::OnAccept {
     let attempt = run.attempt;
@@ -282,6 +295,8 @@ fn accepted_journal(
             agent: &agent,
             op_id: &op_id,
             turn_hash: &hash,
+            turn_parts: &parts,
+            stage: stage.as_deref(),
             settled: false,
             outcome: &outcome,
         };

@@ -61,11 +61,12 @@ pub struct ResultDoc {
 }
 
 /// What a resumed attempt makes of an operation the journal may hold.
-pub enum Replay<'a> {
-    /// Answered before with the same turn: its recorded outcome.
-    Same(&'a Value),
-    /// Answered before, but the turn is not the same now: it runs again.
-    Changed,
+pub enum Replay {
+    /// Answered before with the same turn at the same place: its recorded outcome (the entry is
+    /// used up: it answers no other operation of this attempt).
+    Same(Value),
+    /// Answered before, but the turn or its place is not the same now: it runs again, and why.
+    Changed(String),
     None,
 }
 
@@ -111,7 +112,11 @@ pub struct Run {
     /// Stages this attempt reuses: name → (value, summary).
     replay_stages: HashMap<String, (Value, Option<String>)>,
     /// Answered operations on record: (agent, op id) → (turn hash, outcome).
-    replay_ops: HashMap<(String, String), (String, Value)>,
+    replay_ops: Mutex<HashMap<(String, String), resume::Journaled>>,
+    /// Turns each agent started in each stage of this attempt (default ids), and those of the
+    /// stages it reuses, so that op ids count on through reused stages.
+    replay_stage_runs: HashMap<String, std::collections::BTreeMap<String, u64>>,
+    stage_runs: Mutex<HashMap<String, std::collections::BTreeMap<String, u64>>>,
     /// Questions for the operator: open now, and answered by earlier attempts.
     pub checkpoints: checkpoint::Checkpoints,
     pub cwd: PathBuf,
@@ -227,7 +232,7 @@ impl Run {
             }
         }
         let (replay, mut prior) = match spec.resume {
-            Some(r) => ((r.stages, r.journal, r.checkpoints), (r.spent, r.simulated)),
+            Some(r) => ((r.stages, r.journal, r.checkpoints, r.stage_runs), (r.spent, r.simulated)),
             None => Default::default(),
         };
         // Every attempt has its line in the accounts, one that spent nothing too.
@@ -240,7 +245,9 @@ impl Run {
             id,
             attempt,
             replay_stages: replay.0,
-            replay_ops: replay.1,
+            replay_ops: Mutex::new(replay.1),
+            replay_stage_runs: replay.3,
+            stage_runs: Mutex::default(),
             checkpoints: checkpoint::Checkpoints::new(replay.2),
             cwd: spec.cwd,
             script: spec.script,
@@ -312,13 +319,42 @@ impl Run {
         self.replay_stages.get(name)
     }
 
-    /// What the journal says of this agent's op id: replay its outcome (the turn is the same), run
-    /// it again (the turn changed), or nothing on record.
-    pub fn replay(&self, agent: &str, op_id: &str, turn_hash: &str) -> Replay<'_> {
-        match self.replay_ops.get(&(agent.to_string(), op_id.to_string())) {
-            Some((hash, outcome)) if hash == turn_hash => Replay::Same(outcome),
-            Some(_) => Replay::Changed,
+    /// What the journal says of this agent's op id asked in `stage`: replay its outcome (the same
+    /// turn at the same place, used up by this call), run it again (and why), or nothing on record.
+    pub fn replay(&self, agent: &str, op_id: &str, turn_hash: &str, parts: &str, stage: Option<&str>) -> Replay {
+        let mut ops = lock(&self.replay_ops);
+        let key = (agent.to_string(), op_id.to_string());
+        let Some(entry) = ops.get(&key) else { return Replay::None };
+        if let Some(recorded) = &entry.stage {
+            if recorded.as_deref() != stage {
+                let place = |s: Option<&str>| s.map_or("outside any stage".to_string(), |s| format!("in stage `{s}`"));
+                return Replay::Changed(format!(
+                    "it was answered {}, and this turn is {}",
+                    place(recorded.as_deref()),
+                    place(stage)
+                ));
+            }
+        }
+        if entry.turn_hash != turn_hash {
+            return Replay::Changed(resume::what_changed(entry.parts.as_deref(), parts));
+        }
+        match ops.remove(&key) {
+            Some(e) => Replay::Same(e.outcome),
             None => Replay::None,
+        }
+    }
+
+    /// Counts a turn (default id) `agent` started in `stage`.
+    pub fn count_stage_run(&self, stage: &str, agent: &str) {
+        *lock(&self.stage_runs).entry(stage.to_string()).or_default().entry(agent.to_string()).or_default() += 1;
+    }
+
+    /// The turns each agent started in `stage`: this attempt's, or, for a stage it reuses, those
+    /// on record.
+    pub fn stage_runs(&self, stage: &str) -> std::collections::BTreeMap<String, u64> {
+        match lock(&self.stage_runs).get(stage) {
+            Some(runs) => runs.clone(),
+            None => self.replay_stage_runs.get(stage).cloned().unwrap_or_default(),
         }
     }
 

@@ -53,6 +53,8 @@ pub struct Settled<'a> {
     pub stage: Option<&'a str>,
     pub label: Option<&'a str>,
     pub turn_hash: &'a str,
+    /// The hashes of the turn's prompt, schema and nudge (`p:… s:… n:…`), for what changed.
+    pub turn_parts: &'a str,
     pub model: &'a str,
     pub started_at: &'a str,
     pub rejections: u32,
@@ -105,6 +107,8 @@ impl Settled<'_> {
                 agent: self.agent,
                 op_id: &self.outcome.op_id,
                 turn_hash: self.turn_hash,
+                turn_parts: self.turn_parts,
+                stage: self.stage,
                 settled: true,
                 outcome: self.outcome,
             };
@@ -164,6 +168,9 @@ pub struct JournalLine<'a> {
     pub agent: &'a str,
     pub op_id: &'a str,
     pub turn_hash: &'a str,
+    pub turn_parts: &'a str,
+    /// The stage it was asked in (null: outside any): a resume replays it only there.
+    pub stage: Option<&'a str>,
     pub settled: bool,
     pub outcome: &'a Outcome,
 }

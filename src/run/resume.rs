@@ -10,6 +10,17 @@ use std::path::{Path, PathBuf};
 /// The summary of a stage value given with `awf runs resume --values` rather than recorded.
 pub const GIVEN: &str = "given with --values";
 
+/// An answered operation on record.
+#[derive(Debug, Clone)]
+pub struct Journaled {
+    pub turn_hash: String,
+    /// The hashes of its prompt, schema and nudge (`p:… s:… n:…`), to say what changed.
+    pub parts: Option<String>,
+    /// The stage it was asked in (lines written before stages were journalled have none: any).
+    pub stage: Option<Option<String>>,
+    pub outcome: Value,
+}
+
 /// An earlier run, ready to be attempted again.
 #[derive(Debug)]
 pub struct Resume {
@@ -24,8 +35,11 @@ pub struct Resume {
     pub run_doc: Value,
     /// Stage name → (value, summary), for the stages this attempt reuses.
     pub stages: HashMap<String, (Value, Option<String>)>,
-    /// (agent, op id) → (turn hash, outcome), for every answered operation on record.
-    pub journal: HashMap<(String, String), (String, Value)>,
+    /// (agent, op id) → what the journal says of it, for every answered operation on record.
+    pub journal: HashMap<(String, String), Journaled>,
+    /// Stage name → agent → the turns (default ids) it started in that stage, for the stages this
+    /// attempt reuses: their agents' op ids count on past them.
+    pub stage_runs: HashMap<String, std::collections::BTreeMap<String, u64>>,
     /// Checkpoint key → (question hash, answer), for every checkpoint the operator answered.
     pub checkpoints: HashMap<String, (String, Value)>,
     /// What the earlier attempts spent: the run's budget and accounts count on from it.
@@ -49,6 +63,7 @@ pub fn load(dir: &Path, from_stage: Option<&str>) -> Result<Resume, String> {
     let read = |name: &str| read_jsonl(&dir.join(name)).map_err(|e| format!("cannot read {name}: {e}"));
     let mut order: Vec<String> = Vec::new();
     let mut done: HashMap<String, (Value, Option<String>)> = HashMap::new();
+    let mut stage_runs = HashMap::new();
     for line in read("stages.jsonl")? {
         let Some(name) = line["name"].as_str() else { continue };
         if !order.iter().any(|n| n == name) {
@@ -56,6 +71,9 @@ pub fn load(dir: &Path, from_stage: Option<&str>) -> Result<Resume, String> {
         }
         if serde_json::from_value::<super::StageStatus>(line["status"].clone()).is_ok_and(|s| s.reusable()) {
             done.insert(name.to_string(), (line["value"].clone(), line["summary"].as_str().map(String::from)));
+            let runs: std::collections::BTreeMap<String, u64> =
+                serde_json::from_value(line["runs"].clone()).unwrap_or_default();
+            stage_runs.insert(name.to_string(), runs);
         }
     }
     let keep: Vec<String> = match from_stage {
@@ -70,7 +88,8 @@ pub fn load(dir: &Path, from_stage: Option<&str>) -> Result<Resume, String> {
             }
         },
     };
-    let stages = done.into_iter().filter(|(n, _)| keep.contains(n)).collect();
+    let stages: HashMap<String, (Value, Option<String>)> = done.into_iter().filter(|(n, _)| keep.contains(n)).collect();
+    stage_runs.retain(|n, _| stages.contains_key(n));
     // `--from-stage S`: S and everything after run fresh, so nothing is replayed.
     let mut journal = HashMap::new();
     let mut checkpoints = HashMap::new();
@@ -84,7 +103,10 @@ pub fn load(dir: &Path, from_stage: Option<&str>) -> Result<Resume, String> {
         else {
             continue;
         };
-        journal.insert((agent.to_string(), op.to_string()), (hash.to_string(), line["outcome"].clone()));
+        let stage = line.get("stage").map(|s| s.as_str().map(String::from));
+        let parts = line["turn_parts"].as_str().map(String::from);
+        let entry = Journaled { turn_hash: hash.to_string(), parts, stage, outcome: line["outcome"].clone() };
+        journal.insert((agent.to_string(), op.to_string()), entry);
     }
     let mut spent = crate::accounting::Accounts::default();
     let mut simulated = false;
@@ -116,8 +138,37 @@ pub fn load(dir: &Path, from_stage: Option<&str>) -> Result<Resume, String> {
         run_doc,
         stages,
         journal,
+        stage_runs,
         checkpoints,
         spent,
         simulated,
     })
+}
+
+/// What changed in a turn, from the parts' hashes journalled (`p:… s:… n:…`) and the turn's now.
+pub fn what_changed(before: Option<&str>, now: &str) -> String {
+    let Some(before) = before else {
+        return "its prompt, schema or nudge changed since the attempt that answered it (its journal line \
+                predates per-part hashes)"
+            .into();
+    };
+    let parts = |t: &str| -> std::collections::BTreeMap<String, String> {
+        t.split(' ').filter_map(|w| w.split_once(':')).map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    };
+    let (was, is) = (parts(before), parts(now));
+    let changed: Vec<String> = [("p", "prompt"), ("s", "schema"), ("n", "nudge")]
+        .iter()
+        .filter(|(k, _)| was.get(*k) != is.get(*k))
+        .map(|(k, name)| {
+            let short = |m: &std::collections::BTreeMap<String, String>| {
+                m.get(*k).map(|h| h.chars().take(8).collect::<String>()).unwrap_or_else(|| "?".into())
+            };
+            format!("its {name} changed (hash {} -> {})", short(&was), short(&is))
+        })
+        .collect();
+    if changed.is_empty() {
+        "its turn changed since the attempt that answered it".into()
+    } else {
+        format!("{} since the attempt that answered it", changed.join(", "))
+    }
 }

@@ -26,6 +26,9 @@ pub struct StageEnd<'a> {
     pub value: Option<&'a Value>,
     pub summary: Option<&'a str>,
     pub reason: Option<&'a str>,
+    /// The turns (default ids) each agent started in the stage: a later attempt that reuses it
+    /// counts their op ids on past them.
+    pub runs: &'a std::collections::BTreeMap<String, u64>,
 }
 
 impl StageBook {
@@ -43,7 +46,7 @@ impl StageBook {
         records.line(
             Stream::Stages,
             &json!({ "name": end.name, "attempt": end.attempt, "status": end.status,
-                     "value": end.value, "summary": end.summary, "reason": end.reason,
+                     "value": end.value, "summary": end.summary, "reason": end.reason, "runs": end.runs,
                      "at": crate::record::now_iso() }),
         );
         records.event(&super::Event::StageFinished { name: end.name, status: end.status, reason: end.reason });

@@ -281,7 +281,7 @@ impl Env {
 pub struct Running {
     pub child: Option<Child>,
     pub pid: u32,
-    lines: mpsc::Receiver<String>,
+    pub lines: mpsc::Receiver<String>,
     pub seen: Vec<String>,
     rest: Option<std::thread::JoinHandle<String>>,
 }

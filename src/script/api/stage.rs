@@ -98,6 +98,8 @@ fn stage(nc: &NativeCallContext, host: &Arc<ScriptRun>, name: &str, opts: Map, f
         misfit.is_empty()
     });
     if let Some((value, summary)) = recorded {
+        let runs = run.stage_runs(name);
+        host.agents.skip_runs(&runs);
         let reuse = StageEnd {
             name,
             attempt: run.attempt,
@@ -105,6 +107,7 @@ fn stage(nc: &NativeCallContext, host: &Arc<ScriptRun>, name: &str, opts: Map, f
             value: Some(value),
             summary: summary.as_deref(),
             reason: None,
+            runs: &runs,
         };
         run.stages.end(&run.records, reuse);
         return Ok(if schema.is_some() { crate::script::convert::to_dynamic(value) } else { Dynamic::UNIT });
@@ -130,7 +133,9 @@ fn stage(nc: &NativeCallContext, host: &Arc<ScriptRun>, name: &str, opts: Map, f
     host.router.close_stage(run, name);
     run.progress.stage_ended(name);
     let end = |status: StageStatus, value: Option<&serde_json::Value>, summary: Option<&str>, reason: Option<&str>| {
-        run.stages.end(&run.records, StageEnd { name, attempt: run.attempt, status, value, summary, reason });
+        let runs = run.stage_runs(name);
+        run.stages
+            .end(&run.records, StageEnd { name, attempt: run.attempt, status, value, summary, reason, runs: &runs });
     };
     let value = match result {
         Ok(v) => v,
