@@ -155,9 +155,10 @@
 //! - `harness/`: the `Session` trait (with `export`/`import`: what another machine needs to take
 //!   an agent over: an HTTP agent's history, a CLI agent's home packed by `cli/carry.rs` and resumed
 //!   by `Cli::resume`) and one file per harness (`fake.rs`, `command.rs`);
-//!   `spawn.rs` (starting a turn's process group: death with awf, `AWF_RUN_ID`, recorded, admitted
-//!   to the socket); `process.rs` (the one lifecycle of a turn's process, for `command` and the
-//!   CLIs: `process/pipes.rs` stdin in the background, the captures, stdout's lines;
+//!   `spawn.rs` (starting a turn's process in a session of its own: death with awf, `AWF_RUN_ID`,
+//!   its group recorded, its session admitted to the socket); `process.rs` (the one lifecycle of
+//!   a turn's process, for `command` and the CLIs: `process/pipes.rs` stdin in the background, the
+//!   captures, stdout's lines;
 //!   `process/watch.rs` the state machine (running, killed, draining, over) with the stall clock
 //!   and the answer's and the final event's graces; then an acknowledged wait, the group killed);
 //!   `scrubbed.rs` (the wrapper every session is opened in: what a harness reports is scrubbed of
@@ -183,7 +184,7 @@
 //!   keyed by agent, op and count; only with the agent spec's `operator: true` grant, and the
 //!   prompt text saying how), `convene.rs` (an agent's council grant, the `Convener` trait the council
 //!   layer implements, the prompt text on convening), `server.rs` (one agent's socket and launcher), `peer.rs`
-//!   (which processes a socket serves: its agent's running turns).
+//!   (which processes a socket serves: those of its agent's running turns' sessions or trees).
 //! - `sandbox/`: where a program agent (`command`, `claude`, `codex`, `pi`) runs confined, as data
 //!   and pure functions. `mod.rs` (how each harness meets a sandbox; a seated agent's sandbox),
 //!   `policy.rs` (the policy as data, **no I/O**), `seat.rs` (an agent's concrete paths: workspace,
@@ -224,17 +225,19 @@
 //! - Termination (stop, cancel, deadline) is raised as Rhai's uncatchable `ErrorTerminated`;
 //!   workflow errors are catchable.
 //! - An agent's control socket reaches only that agent's own operations and serves only that
-//!   agent's processes (the caller's ancestry or process group leads to one of its running
-//!   turns, `control/peer.rs`); anything else is refused and recorded as a `control-refused` event.
+//!   agent's processes (the caller, or an ancestor, is one of its running turns' leaders or in
+//!   that leader's session, `control/peer.rs`; never by process group, which any process of a
+//!   session may join); anything else is refused and recorded as a `control-refused` event.
 //! - An answer accepted from an agent (socket or HTTP tool) is written to `journal.jsonl` before
 //!   the agent is told `accepted`.
 //! - Every control command, from an agent's socket or an HTTP agent's `wf_*` tool, is carried out
 //!   by `control::dispatch`: the same answer and the same events (`op-submission` with its
 //!   verdict, `op-waiting`, `control-refused`) whichever way it came.
-//! - A `command` or CLI turn runs in its own process group (`harness/spawn.rs`), and the group is
-//!   killed when the turn ends (after an acknowledged wait or the answer's grace) or is cancelled,
-//!   timed out or stalled. Its leader dies with awf (`PR_SET_PDEATHSIG`, forked from a thread
-//!   that never exits); a new attempt first kills what an earlier one left (`run/leftovers.rs`).
+//! - A `command` or CLI turn runs in its own session and process group (`harness/spawn.rs`,
+//!   `setsid`, so no other turn can join its group), and the group is killed when the turn ends
+//!   (after an acknowledged wait or the answer's grace) or is cancelled, timed out or stalled.
+//!   Its leader dies with awf (`PR_SET_PDEATHSIG`, forked from a thread that never exits); a new
+//!   attempt first kills what an earlier one left (`run/leftovers.rs`).
 //! - One live attempt per run: it holds the flock on `<run>/lock` from its start to `finish`.
 //! - A live run is reached from other processes only through its `control.sock` (0600, in its
 //!   0700 folder): `awf runs stop`, `awf runs answer` and `awf serve` send it `stop`, `kill` or `answer`; nothing signals a

@@ -1,5 +1,5 @@
 //! The lifecycle of a turn's process (`harness/process.rs`), where the harness tests do not reach
-//! it: a process that leaves its own process group.
+//! it: a process that tries to leave its own process group.
 
 mod common;
 
@@ -7,11 +7,18 @@ use common::Env;
 use std::os::unix::fs::PermissionsExt;
 use std::time::{Duration, Instant};
 
-/// A CLI stand-in that moves into awf's process group (out of the group its turn runs in), notes
-/// its pid and sleeps without a word: a group kill no longer reaches it.
+/// A CLI stand-in that tries to move into awf's process group (out of the group its turn runs in,
+/// where a group kill would no longer reach it), notes how that went and its pid, and sleeps
+/// without a word. A turn's process leads a session of its own, so it cannot (EPERM).
 const RUNAWAY: &str = r#"#!/usr/bin/env python3
 import os, time
-os.setpgid(0, os.getpgid(os.getppid()))
+try:
+    os.setpgid(0, os.getpgid(os.getppid()))
+    left = "left"
+except OSError as e:
+    left = str(e.errno)
+with open("runaway.left", "w") as f:
+    f.write(left)
 with open("runaway.pid", "w") as f:
     f.write(str(os.getpid()))
 time.sleep(120)
@@ -25,7 +32,7 @@ fn alive(pid: &str) -> bool {
 }
 
 #[test]
-fn a_stalled_cli_that_left_its_group_is_killed_without_waiting_for_the_timeout() {
+fn a_stalled_cli_that_tries_to_leave_its_group_is_killed_without_waiting_for_the_timeout() {
     let env = Env::new();
     let program = env.write("runaway.py", RUNAWAY);
     std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).expect("chmod");
@@ -48,6 +55,8 @@ let o = a.run(#{ prompt: "x", schema: #{ type: "object" }, timeout_ms: 60000 });
     assert_eq!(v["kind"], "failed", "{v}");
     assert!(v["reason"].as_str().unwrap_or("").starts_with("stalled"), "{v}");
     assert!(started.elapsed() < Duration::from_secs(30), "waited {:?} for a process out of reach", started.elapsed());
+    let left = std::fs::read_to_string(env.path().join("runaway.left")).expect("the runaway tried");
+    assert_eq!(left, nix::libc::EPERM.to_string(), "a session leader cannot leave its group");
     let pid = std::fs::read_to_string(env.path().join("runaway.pid")).expect("the runaway started");
     assert!(!alive(&pid), "the runaway {pid} still runs after its turn");
 }

@@ -1,7 +1,10 @@
-//! Who may use an agent's control socket: the processes of its running turns. A connecting process
+//! Who may use an agent's control socket: the processes of its running turns. Each turn leads a
+//! session of its own (`harness/spawn.rs`), which no other process can join. A connecting process
 //! (its pid from `SO_PEERCRED`, a host pid even for a sandbox's pid namespace) is one of them when
-//! its ancestry (the ppid chain in `/proc`) reaches the leader of a running turn, or it or an
-//! ancestor is in such a leader's process group. Whatever the uid.
+//! it or an ancestor (the ppid chain in `/proc`) is a running turn's leader or in its session. The
+//! ancestry covers the sandboxed case, where bwrap leads the session and runs the program in a
+//! session of its own (`--new-session`). Process groups prove nothing (a process may `setpgid`
+//! into any group of its session) and are not looked at. Whatever the uid.
 
 use crate::run::leftovers::stat;
 use std::sync::{Arc, Mutex};
@@ -19,7 +22,7 @@ struct Inner {
     spawning: usize,
 }
 
-/// The leaders of an agent's running turns (each the leader of its process group).
+/// The leaders of an agent's running turns (each the leader of its session).
 #[derive(Default)]
 pub struct Turns {
     inner: Mutex<Inner>,
@@ -97,21 +100,22 @@ impl Drop for Admission {
     }
 }
 
-/// Whether `pid`, or an ancestor, is one of `leaders` or in one of their process groups.
+/// Whether `pid`, or an ancestor, is one of `leaders` or in one of their sessions (which no
+/// process can join: `setsid` makes a new one, led by the caller).
 fn belongs(pid: i32, leaders: &[i32]) -> bool {
     let mut cur = pid;
     for _ in 0..MAX_DEPTH {
         if leaders.contains(&cur) {
             return true;
         }
-        let Some((ppid, pgid)) = stat(cur) else { return false };
-        if leaders.contains(&pgid) {
+        let Some(s) = stat(cur) else { return false };
+        if leaders.contains(&s.sid) {
             return true;
         }
-        if ppid <= 1 {
+        if s.ppid <= 1 {
             return false;
         }
-        cur = ppid;
+        cur = s.ppid;
     }
     false
 }
@@ -121,17 +125,33 @@ mod tests {
     use super::*;
 
     #[test]
-    fn this_process_belongs_to_its_own_group_and_ancestry_only() {
+    fn this_process_belongs_to_its_session_and_ancestry() {
         let me = std::process::id() as i32;
-        let (ppid, pgid) = stat(me).expect("own stat");
-        assert!(ppid > 0 && pgid > 0);
+        let s = stat(me).expect("own stat");
+        assert!(s.ppid > 0 && s.pgid > 0 && s.sid > 0);
         assert!(belongs(me, &[me]));
-        assert!(belongs(me, &[pgid]));
-        if ppid > 1 {
-            assert!(belongs(me, &[ppid]), "a parent is an ancestor");
+        assert!(belongs(me, &[s.sid]), "its session's leader");
+        if s.ppid > 1 {
+            assert!(belongs(me, &[s.ppid]), "a parent is an ancestor");
         }
         assert!(!belongs(me, &[i32::MAX - 7]));
         assert!(!belongs(i32::MAX - 7, &[me]), "a process that does not exist belongs nowhere");
+    }
+
+    #[test]
+    fn joining_a_leaders_process_group_admits_nothing() {
+        use std::os::unix::process::CommandExt;
+        let sleep = |group: i32| std::process::Command::new("sleep").arg("30").process_group(group).spawn();
+        let mut leader = sleep(0).expect("spawn the leader");
+        let mut joiner = sleep(leader.id() as i32).expect("spawn a process in the leader's group");
+        let (l, j) = (leader.id() as i32, joiner.id() as i32);
+        assert_eq!(stat(j).map(|s| s.pgid), Some(l), "the joiner is in the leader's group");
+        assert!(belongs(l, &[l]));
+        assert!(!belongs(j, &[l]), "same group, but neither the leader's session nor its descendant");
+        for c in [&mut leader, &mut joiner] {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
     }
 
     #[tokio::test]

@@ -1,6 +1,7 @@
-//! Starting a turn's process (`command` and CLI harnesses): a process group of its own, whose
-//! leader dies with awf (`PR_SET_PDEATHSIG`), with `AWF_RUN_ID` in its environment, its group
-//! recorded in the run folder (`groups.jsonl`) and admitted to the agent's control socket until
+//! Starting a turn's process (`command` and CLI harnesses): a session of its own (`setsid`, so its
+//! pid is its process group and its session, and no other turn can join its group), whose leader
+//! dies with awf (`PR_SET_PDEATHSIG`), with `AWF_RUN_ID` in its environment, its group recorded in
+//! the run folder (`groups.jsonl`) and its session admitted to the agent's control socket until
 //! the group is killed.
 
 use crate::control::peer::Admission;
@@ -10,8 +11,9 @@ use std::sync::{mpsc, OnceLock};
 use tokio::process::{Child, Command};
 use tokio::sync::oneshot;
 
-/// A turn's process group: killed when dropped, so nothing a turn started outlives it. While it
-/// lives, its processes may use the agent's control socket.
+/// A turn's process group (its session leader's pid): killed when dropped, so nothing a turn
+/// started outlives it. While it lives, the processes of its session may use the agent's control
+/// socket.
 pub(crate) struct Group {
     pgid: Option<i32>,
     admission: Option<Admission>,
@@ -71,15 +73,19 @@ fn spawner() -> io::Result<&'static mpsc::Sender<Job>> {
         .ok_or_else(|| io::Error::other("cannot start the thread that starts agent processes"))
 }
 
-/// Makes the process die (SIGKILL) when awf does, even by `kill -9`.
+/// Makes the process the leader of a session of its own (hence of a process group of its own),
+/// dying (SIGKILL) when awf does, even by `kill -9`.
 #[allow(unsafe_code)]
-fn die_with_awf(cmd: &mut Command) {
+fn own_session_dying_with_awf(cmd: &mut Command) {
     let awf = nix::unistd::getpid();
     // SAFETY: the hook runs in the forked child before exec, where only async-signal-safe calls
-    // are allowed: it makes two system calls (prctl(2), getppid(2)) and allocates nothing (its
-    // errors are raw errnos). The parent check closes the race where awf died before the prctl.
+    // are allowed: it makes three system calls (setsid(2), prctl(2), getppid(2)) and allocates
+    // nothing (its errors are raw errnos). setsid fails only in a group leader, which the fresh
+    // child is not as long as nothing (`process_group`) makes it one before the hook. The parent
+    // check closes the race where awf died before the prctl.
     unsafe {
         cmd.pre_exec(move || {
+            nix::unistd::setsid()?;
             nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)?;
             if nix::unistd::getppid() != awf {
                 return Err(io::Error::from_raw_os_error(nix::libc::ESRCH));
@@ -96,8 +102,8 @@ pub(crate) async fn spawn(
     agent: &str,
     op_id: &str,
 ) -> io::Result<(Child, Group)> {
-    cmd.env("AWF_RUN_ID", &endpoint.run.id).process_group(0).kill_on_drop(true);
-    die_with_awf(&mut cmd);
+    cmd.env("AWF_RUN_ID", &endpoint.run.id).kill_on_drop(true);
+    own_session_dying_with_awf(&mut cmd);
     let rt = tokio::runtime::Handle::try_current().map_err(io::Error::other)?;
     let stopped = || io::Error::other("the thread that starts agent processes has stopped");
     // Until the new leader is admitted, a call on the socket from an unknown process waits for it.

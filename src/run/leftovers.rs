@@ -1,7 +1,8 @@
 //! What an earlier attempt of a run left running. A turn's leader dies with awf, but what it
-//! started may not: before a new attempt opens anything, every process in a process group on
-//! record (`groups.jsonl`) whose environment carries this run's `AWF_RUN_ID` is killed. The
-//! environment check means a pid or group number reused by another program is never hit.
+//! started may not: before a new attempt opens anything, every process in a process group or
+//! session on record (`groups.jsonl`: a turn's leader leads both) whose environment carries this
+//! run's `AWF_RUN_ID` is killed. The environment check means a pid or group number reused by
+//! another program is never hit.
 
 use std::collections::HashSet;
 use std::path::Path;
@@ -22,7 +23,7 @@ pub fn end(run_dir: &Path, run_id: &str) -> Vec<i32> {
         let found: Vec<i32> = pids()
             .into_iter()
             .filter(|p| *p != me)
-            .filter(|p| stat(*p).is_some_and(|(_, pgid)| groups.contains(&pgid)))
+            .filter(|p| stat(*p).is_some_and(|s| groups.contains(&s.pgid) || groups.contains(&s.sid)))
             .filter(|p| carries(*p, &tag))
             .collect();
         if found.is_empty() {
@@ -53,15 +54,22 @@ fn carries(pid: i32, tag: &str) -> bool {
         .unwrap_or(false)
 }
 
-/// `(ppid, pgid)` of a process, from `/proc/<pid>/stat`.
-pub fn stat(pid: i32) -> Option<(i32, i32)> {
+/// Where a process sits: its parent, process group and session (pids as this process sees them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stat {
+    pub ppid: i32,
+    pub pgid: i32,
+    pub sid: i32,
+}
+
+/// A process's [`Stat`], from fields 4 to 6 of `/proc/<pid>/stat`.
+pub fn stat(pid: i32) -> Option<Stat> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // The command name is in parentheses and may hold anything: the fields follow the last `)`.
     let rest = &text[text.rfind(')')? + 1..];
-    let mut fields = rest.split_whitespace().skip(1);
-    let ppid = fields.next()?.parse().ok()?;
-    let pgid = fields.next()?.parse().ok()?;
-    Some((ppid, pgid))
+    let mut fields = rest.split_whitespace().skip(1).map(|f| f.parse().ok());
+    let mut next = || fields.next().flatten();
+    Some(Stat { ppid: next()?, pgid: next()?, sid: next()? })
 }
 
 #[cfg(test)]
@@ -92,5 +100,35 @@ mod tests {
             let _ = c.kill();
             let _ = c.wait();
         }
+    }
+
+    #[test]
+    fn a_process_that_left_a_recorded_group_but_not_its_session_is_killed() {
+        use std::io::BufRead;
+        // A leader of its own session whose child moves to a group of its own, prints its pid and
+        // sleeps; the leader sleeps too.
+        let script = "import os, sys, time\nos.setsid()\nif os.fork() == 0:\n    os.setpgid(0, 0)\n    print(os.getpid(), flush=True)\ntime.sleep(30)\n";
+        let mut leader = std::process::Command::new("python3")
+            .args(["-c", script])
+            .env("AWF_RUN_ID", "r1")
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("spawn python3");
+        let mut line = String::new();
+        let out = leader.stdout.take().expect("piped stdout");
+        std::io::BufReader::new(out).read_line(&mut line).expect("the child's pid");
+        let child: i32 = line.trim().parse().expect("a pid");
+        let l = leader.id() as i32;
+        assert_eq!(stat(child).map(|s| (s.pgid, s.sid)), Some((child, l)), "its own group, the leader's session");
+        let dir = tempfile::tempdir().expect("tempdir");
+        crate::record::groups::append(dir.path(), 1, l, "a", "a#1");
+        let mut killed = end(dir.path(), "r1");
+        killed.sort();
+        assert_eq!(killed, {
+            let mut k = vec![l, child];
+            k.sort();
+            k
+        });
+        assert!(leader.wait().expect("wait").code().is_none(), "killed by a signal");
     }
 }
