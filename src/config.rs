@@ -150,6 +150,11 @@ pub struct RuntimeConfig {
     /// HTTP harnesses with `context_tokens`: when a turn starts with the conversation past 80% of
     /// the context, the history before it is summarised first (default true).
     pub auto_compact: Option<bool>,
+    /// HTTP harnesses: how long a request may wait for the reply's first byte (default 120s),
+    /// apart from the agent's stall timeout (the smaller of the two applies).
+    pub request_timeout: Option<String>,
+    /// HTTP harnesses: how long a streamed reply may go without a chunk (default 60s).
+    pub idle_timeout: Option<String>,
     /// Extra environment for a CLI harness, or settings such as `OPENAI_BASE_URL` for HTTP ones.
     pub env: Option<BTreeMap<String, String>>,
     /// Extra command-line flags for a CLI harness.

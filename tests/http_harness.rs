@@ -293,3 +293,38 @@ fn a_compaction_is_an_operation_billed_like_a_turn() {
         assert_eq!(events(&env, "agent-compacted").len(), 1);
     }
 }
+
+/// A server that accepts connections and never answers: each try ends at `request_timeout`, every
+/// retry is shown on stderr as it happens (try N of M, the wait), and the failure lists the tries
+/// (regression: with the stall timeout's default the run waited 50 minutes in silence).
+#[test]
+fn a_server_that_never_answers_is_reported_try_by_try_not_waited_on() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for conn in listener.incoming().take(16) {
+            held.push(conn);
+        }
+    });
+    let env = Env::new();
+    env.write(
+        "awf.toml",
+        &format!(
+            "default_runtime = \"m\"\n[runtimes.m]\nharness = \"openai\"\nmodel = \"x\"\nbase_url = \"http://127.0.0.1:{port}/v1\"\nrequest_timeout = \"200ms\"\n"
+        ),
+    );
+    let out = env.run("let a = ctx.agents.open(#{ key: \"q\" }); let o = a.run(#{ prompt: \"hi\" }); o.reason", &[]);
+    out.expect_code(0);
+    for n in 2..=5 {
+        out.stderr_has(&format!("try {n} of 5"));
+    }
+    out.stderr_has("agent q: no response from");
+    assert!(out.stdout.contains("(tried 5 times: 1) no response from"), "{}", out.stdout);
+    assert!(out.stdout.contains("request_timeout"), "{}", out.stdout);
+    let bad = Env::new();
+    bad.write("awf.toml", "default_runtime = \"m\"\n[runtimes.m]\nharness = \"openai\"\nmodel = \"x\"\nbase_url = \"http://127.0.0.1:9/v1\"\nidle_timeout = \"soon\"\n");
+    let out = bad.run("ctx.agents.open(#{ key: \"q\" }); 1", &[]);
+    assert_ne!(out.code, Some(0));
+    out.stderr_has("agent q: idle_timeout: `soon` is not a duration");
+}

@@ -127,6 +127,12 @@ fn event_sink(run: &Arc<Run>) -> crate::control::server::EventSink {
     Arc::new(move |event: &crate::run::Event<'_>| {
         if let Some(r) = weak.upgrade() {
             r.records.event(event);
+            // A request tried again is shown as it happens: a silent server is not waited on in
+            // silence.
+            if let crate::run::Event::HttpRetry { agent, attempt, of, wait_ms, why } = event {
+                let wait = humantime::format_duration(std::time::Duration::from_millis(*wait_ms));
+                r.progress.line("warn", &format!("agent {agent}: {why}; try {} of {of} in {wait}", attempt + 1));
+            }
         }
     })
 }

@@ -70,6 +70,8 @@ fn runtime_block(kind: HarnessKind) -> (&'static str, &'static str, &'static str
 # max_tokens = 4096
 # context_tokens = 8192                   # the model's context; `awf doctor` reads it from the server
 # auto_compact = true                     # with context_tokens: past 80%, summarise before a turn
+# request_timeout = \"120s\"              # a reply's first byte (a slow local model may need more)
+# idle_timeout = \"60s\"                  # between streamed chunks
 # effort = \"low\"",
         ),
         HarnessKind::Anthropic => (

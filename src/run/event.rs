@@ -139,7 +139,8 @@ events! {
         message: Option<u64>,
     },
     /// An HTTP request that failed in a way worth retrying, and the wait before the next try.
-    HttpRetry = "http-retry" { agent: &'a str, attempt: u32, wait_ms: u64, why: &'a str },
+    /// A model request failed and is tried again: try `attempt` of `of`, after `wait_ms`.
+    HttpRetry = "http-retry" { agent: &'a str, attempt: u32, of: u32, wait_ms: u64, why: &'a str },
 }
 
 impl RecordEvent for Event<'_> {

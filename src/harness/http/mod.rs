@@ -112,11 +112,20 @@ pub struct HttpConfig {
     pub context_tokens: Option<u64>,
     /// Summarise the history before a turn that starts past `context::COMPACT_AT` of the context.
     pub auto_compact: bool,
-    /// No byte of a reply for this long fails the request.
-    pub stall: Duration,
+    /// No first byte of a reply for this long fails the request (`request_timeout`, at most the
+    /// stall timeout); it is retried.
+    pub first_byte: Duration,
+    /// No chunk of a streamed reply for this long fails it (`idle_timeout`, at most the stall
+    /// timeout).
+    pub idle: Duration,
     /// Scrubs error bodies (which may echo the request's headers) before they are recorded.
     pub redactor: std::sync::Arc<crate::redact::Redactor>,
 }
+
+/// A request's wait for the first byte of its reply, unless the runtime says.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
+/// A streamed reply's longest silence, unless the runtime says.
+pub const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 
 impl HttpConfig {
     /// A runtime's settings for agent `key`: base URL and key as `Target::of` finds them (a remote
@@ -149,6 +158,15 @@ impl HttpConfig {
         if runtime.context_tokens == Some(0) {
             return Err(format!("agent {key}: context_tokens must be more than 0"));
         }
+        let bound = |field: &str, text: &Option<String>, default: Duration| -> Result<Duration, String> {
+            let asked = match text {
+                Some(t) => crate::config::parse_duration(t).map_err(|e| format!("agent {key}: {field}: {e}"))?,
+                None => default,
+            };
+            Ok(asked.min(stall))
+        };
+        let first_byte = bound("request_timeout", &runtime.request_timeout, REQUEST_TIMEOUT)?;
+        let idle = bound("idle_timeout", &runtime.idle_timeout, IDLE_TIMEOUT)?;
         Ok(HttpConfig {
             api: target.api,
             object_only: target.base_url.contains("api.openai.com"),
@@ -160,7 +178,8 @@ impl HttpConfig {
             max_tokens: runtime.max_tokens.unwrap_or(4096),
             context_tokens: runtime.context_tokens,
             auto_compact: runtime.auto_compact.unwrap_or(true),
-            stall,
+            first_byte,
+            idle,
             redactor,
         })
     }

@@ -43,6 +43,7 @@ impl HttpSession {
         let max_tokens = context::reply_room(&self.cfg, estimate)?;
         let body = self.body(tools, structured, max_tokens);
         let mut attempt = 0;
+        let mut tries: Vec<String> = Vec::new();
         loop {
             attempt += 1;
             match self.request_once(&body, Spend { meter, estimate, started: false, chars: 0, usage: None }).await {
@@ -52,15 +53,26 @@ impl HttpSession {
                 }
                 Err(e) if e.retry && attempt <= MAX_RETRIES => {
                     let wait = e.after.unwrap_or(Duration::from_millis(500 * 2u64.pow(attempt - 1))).min(MAX_BACKOFF);
+                    let why = self.cfg.redactor.scrub(&e.message);
                     (self.events)(&crate::run::Event::HttpRetry {
                         agent: &self.info.key,
                         attempt,
+                        of: MAX_RETRIES + 1,
                         wait_ms: wait.as_millis() as u64,
-                        why: &self.cfg.redactor.scrub(&e.message),
+                        why: &why,
                     });
+                    tries.push(why);
                     tokio::time::sleep(wait).await;
                 }
-                Err(e) => return Err(self.cfg.redactor.scrub(&e.message)),
+                Err(e) => {
+                    let last = self.cfg.redactor.scrub(&e.message);
+                    if tries.is_empty() {
+                        return Err(last);
+                    }
+                    tries.push(last.clone());
+                    let list: Vec<String> = tries.iter().enumerate().map(|(i, t)| format!("{}) {t}", i + 1)).collect();
+                    return Err(format!("{last} (tried {} times: {})", tries.len(), list.join("; ")));
+                }
             }
         }
     }
@@ -74,10 +86,13 @@ impl HttpSession {
         for (k, v) in headers {
             req = req.header(k, v);
         }
-        let resp = tokio::time::timeout(self.cfg.stall, req.send())
+        let resp = tokio::time::timeout(self.cfg.first_byte, req.send())
             .await
             .map_err(|_| RequestError {
-                message: format!("no response from {url} within {} s", self.cfg.stall.as_secs()),
+                message: format!(
+                    "no response from {url} within {} (request_timeout, or the stall timeout if smaller)",
+                    humantime::format_duration(self.cfg.first_byte)
+                ),
                 retry: true,
                 after: None,
             })?
@@ -112,8 +127,11 @@ impl HttpSession {
         let mut reply = Reply::default();
         let mut state = StreamState::default();
         loop {
-            let next = tokio::time::timeout(self.cfg.stall, stream.next()).await.map_err(|_| RequestError {
-                message: format!("stalled: no data from {url} for {} s", self.cfg.stall.as_secs()),
+            let next = tokio::time::timeout(self.cfg.idle, stream.next()).await.map_err(|_| RequestError {
+                message: format!(
+                    "stalled: no data from {url} for {} (idle_timeout, or the stall timeout if smaller)",
+                    humantime::format_duration(self.cfg.idle)
+                ),
                 retry: false,
                 after: None,
             })?;
