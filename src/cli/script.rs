@@ -94,10 +94,10 @@ pub struct RunFlags {
     /// Seat every agent in the sandbox [sandboxes.NAME] of awf.toml (one shared workspace)
     #[arg(long, value_name = "NAME")]
     pub sandbox: Option<String>,
-    /// Run the agents' operations on `awf worker`s through this NATS server (else `[cluster] nats`
-    /// of awf.toml; without either, everything runs here)
-    #[arg(long, value_name = "URL")]
-    pub nats: Option<String>,
+    /// Run the agents' operations on `awf worker`s through NATS (`--nats`, else `[cluster] nats` of
+    /// awf.toml; without either, everything runs here)
+    #[command(flatten)]
+    pub nats: super::nats::NatsFlags,
     /// The background process of a `--detach`ed run: run it as this run id, once the machine's
     /// background queue lets it start
     #[arg(long, value_name = "RUN_ID", hide = true)]
@@ -340,12 +340,11 @@ pub fn execute_attempt(
         None => None,
     };
     // A NATS server that does not answer is a usage error, found before any run folder is made.
-    let nats = flags.nats.clone().or_else(|| spec.config.cluster.nats.clone());
-    let cluster = match &nats {
-        Some(url) => {
+    let cluster = match flags.nats.options(&spec.config.cluster)? {
+        Some(nats) => {
             let key = crate::cluster::ClusterKey::load(&spec.cwd, spec.config.cluster.key_file.as_deref())
                 .map_err(|e| anyhow!(e))?;
-            Some((rt.block_on(crate::cluster::connect(url)).map_err(|e| anyhow!(e))?, key))
+            Some((rt.block_on(crate::cluster::connect(&nats)).map_err(|e| anyhow!(e))?, key))
         }
         None => None,
     };

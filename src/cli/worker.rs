@@ -7,9 +7,8 @@ use anyhow::{anyhow, bail, Context, Result};
 
 #[derive(clap::Args)]
 pub struct WorkerArgs {
-    /// The NATS server, e.g. nats://127.0.0.1:4222 (else `[cluster] nats` of awf.toml)
-    #[arg(long, value_name = "URL")]
-    nats: Option<String>,
+    #[command(flatten)]
+    nats: super::nats::NatsFlags,
     /// How many operations it runs at once
     #[arg(long, value_name = "N", default_value_t = 4)]
     slots: usize,
@@ -36,9 +35,7 @@ pub struct WorkerArgs {
 pub fn exec(args: WorkerArgs) -> Result<i32> {
     let cwd = std::env::current_dir().context("cannot read the current folder")?;
     let config = Config::load(&cwd)?;
-    let Some(url) = args.nats.clone().or_else(|| config.cluster.nats.clone()) else {
-        bail!("awf worker needs a NATS server: --nats URL, or `nats` in the [cluster] table of awf.toml");
-    };
+    let nats = args.nats.required(&config.cluster, "awf worker")?;
     if args.slots == 0 {
         bail!("--slots must be at least 1");
     }
@@ -64,7 +61,7 @@ pub fn exec(args: WorkerArgs) -> Result<i32> {
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    let cluster = rt.block_on(crate::cluster::connect(&url)).map_err(|e| anyhow!(e))?;
+    let cluster = rt.block_on(crate::cluster::connect(&nats)).map_err(|e| anyhow!(e))?;
     let stop = tokio_util::sync::CancellationToken::new();
     let on_signal = stop.clone();
     rt.spawn(async move {
@@ -94,11 +91,14 @@ pub fn exec(args: WorkerArgs) -> Result<i32> {
 }
 
 /// `awf runs submit`: the script checked here, then queued; prints the run id.
-pub fn submit(cwd: &std::path::Path, file: &std::path::Path, nats: Option<String>, args: Option<&str>) -> Result<i32> {
+pub fn submit(
+    cwd: &std::path::Path,
+    file: &std::path::Path,
+    nats: &super::nats::NatsFlags,
+    args: Option<&str>,
+) -> Result<i32> {
     let config = Config::load(cwd)?;
-    let Some(url) = nats.or_else(|| config.cluster.nats.clone()) else {
-        bail!("awf runs submit needs a NATS server: --nats URL, or `nats` in the [cluster] table of awf.toml");
-    };
+    let nats = nats.required(&config.cluster, "awf runs submit")?;
     let program = match crate::script::load(file, cwd) {
         Ok(p) => p,
         Err(rendered) => {
@@ -117,14 +117,15 @@ pub fn submit(cwd: &std::path::Path, file: &std::path::Path, nats: Option<String
     let rt =
         tokio::runtime::Builder::new_current_thread().enable_all().build().context("cannot start the async runtime")?;
     let key = crate::cluster::ClusterKey::load(cwd, config.cluster.key_file.as_deref()).map_err(|e| anyhow!(e))?;
-    let cluster = rt.block_on(crate::cluster::connect(&url)).map_err(|e| anyhow!(e))?;
+    let cluster = rt.block_on(crate::cluster::connect(&nats)).map_err(|e| anyhow!(e))?;
     let id = crate::record::new_run_id();
     let req =
         crate::cluster::runs::RunRequest { id: id.clone(), script: program.path.clone(), cwd: cwd.to_path_buf(), args };
     rt.block_on(crate::cluster::runs::submit(&cluster, &key, &req)).map_err(|e| anyhow!(e))?;
     out!("{id}");
     eprintln!(
-        "awf: run {id} queued on {url}; the worker that takes it records it in .awf/worker-runs/runs-<worker>/{id}"
+        "awf: run {id} queued on {}; the worker that takes it records it in .awf/worker-runs/runs-<worker>/{id}",
+        cluster.url
     );
     Ok(EXIT_OK)
 }

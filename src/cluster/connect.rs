@@ -1,13 +1,18 @@
-//! Reaching the NATS server: a bounded wait and a clear error naming the URL and the reason;
-//! then the ops stream, the journal bucket and the sessions' object store, made when missing (three replicas on a cluster,
-//! one on a lone server) and refused when another schema of awf made them.
+//! Reaching the NATS servers (`options.rs`: the servers, credentials and TLS): a bounded wait and a
+//! clear error naming the servers (credentials masked) and the reason; then the ops and runs
+//! streams, the journal bucket and the sessions' object store, made when missing (three replicas
+//! on a cluster, one on a lone server) and refused when another schema of awf made them. Every
+//! setup step, its schema check too, is retried with backoff while a cluster just started elects
+//! its leaders (`SETUP_WAIT`); a permission the server refuses ends it at once, saying which.
 
+pub use super::options::Options;
 use super::{JOURNAL_BUCKET, OPS_STREAM, RUNS_STREAM, SCHEMA};
 use async_nats::jetstream::{self, kv, stream};
 use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// How long connecting may take before the URL is reported as not answering.
+/// How long connecting may take before the servers are reported as not answering.
 const CONNECT_WAIT: Duration = Duration::from_secs(5);
 /// How long the streams may take to be made: a cluster just started elects its JetStream leader.
 const SETUP_WAIT: Duration = Duration::from_secs(30);
@@ -17,6 +22,7 @@ const SCHEMA_KEY: &str = "awf_schema";
 /// A connection with the streams and bucket awf uses.
 #[derive(Clone)]
 pub struct Cluster {
+    /// The servers as shown in messages: credentials masked (`Options::display`).
     pub url: String,
     pub client: async_nats::Client,
     pub js: jetstream::Context,
@@ -27,41 +33,113 @@ pub struct Cluster {
     pub sessions: async_nats::jetstream::object_store::ObjectStore,
 }
 
-/// Connects to `url` and makes or checks the stream and bucket. The error is the text to print.
-pub async fn connect(url: &str) -> Result<Cluster, String> {
-    let options = async_nats::ConnectOptions::new().connection_timeout(CONNECT_WAIT).name("awf");
-    let client = match tokio::time::timeout(CONNECT_WAIT, options.connect(url)).await {
+/// Why a setup step failed: worth another try while the cluster elects, or final.
+enum Failed {
+    Again(String),
+    Final(String),
+}
+
+/// The last error the server sent (a permission refused), kept by the client's event callback.
+type Refusal = Arc<Mutex<Option<String>>>;
+
+/// Connects to the servers of `options` and makes or checks the streams, bucket and object
+/// store. The error is the text to print.
+pub async fn connect(options: &Options) -> Result<Cluster, String> {
+    let url = options.display().to_string();
+    let refusal: Refusal = Arc::default();
+    let (shown, seen) = (url.clone(), refusal.clone());
+    let connect =
+        options.connect_options()?.connection_timeout(CONNECT_WAIT).name("awf").event_callback(move |event| {
+            let (shown, seen) = (shown.clone(), seen.clone());
+            async move {
+                if let async_nats::Event::ServerError(e) = event {
+                    tracing::warn!("the NATS server at {shown}: {e}");
+                    *seen.lock().unwrap_or_else(|p| p.into_inner()) = Some(e.to_string());
+                }
+            }
+        });
+    let client = match tokio::time::timeout(CONNECT_WAIT, connect.connect(options.servers.as_slice())).await {
         Err(_) => return Err(format!("the NATS server at {url} did not answer within {}s", CONNECT_WAIT.as_secs())),
         Ok(Err(e)) => return Err(format!("cannot connect to the NATS server at {url}: {e}")),
         Ok(Ok(c)) => c,
     };
     let replicas = if client.server_info().cluster.is_some() { 3 } else { 1 };
     let js = jetstream::new(client.clone());
-    let start = Instant::now();
-    let ops = retry(url, start, || work_queue(&js, OPS_STREAM, "awf.ops.>", replicas)).await?;
-    check_stream(url, &ops)?;
-    let runs = retry(url, start, || work_queue(&js, RUNS_STREAM, super::runs::RUNS_SUBJECT, replicas)).await?;
-    check_stream(url, &runs)?;
-    let journal = retry(url, start, || bucket(&js, replicas)).await?;
-    check_bucket(url, &journal).await?;
-    let sessions = retry(url, start, || super::sessions::make(&js, replicas)).await?;
-    super::sessions::check(&sessions, url).await?;
-    Ok(Cluster { url: url.to_string(), client, js, ops, runs, journal, sessions })
+    let setup = Setup { url: &url, start: Instant::now(), refusal };
+    let (js, url) = (&js, url.as_str());
+    let ops = setup.step("the stream AWF_OPS", move || async move {
+        let ops = work_queue(js, OPS_STREAM, "awf.ops.>", replicas).await.map_err(Failed::Again)?;
+        check_stream(url, &ops).map_err(Failed::Final)?;
+        Ok(ops)
+    });
+    let ops = ops.await?;
+    let runs = setup.step("the stream AWF_RUNS", move || async move {
+        let runs = work_queue(js, RUNS_STREAM, super::runs::RUNS_SUBJECT, replicas).await.map_err(Failed::Again)?;
+        check_stream(url, &runs).map_err(Failed::Final)?;
+        Ok(runs)
+    });
+    let runs = runs.await?;
+    let journal = setup.step("the bucket AWF_JOURNAL", move || async move {
+        let journal = bucket(js, replicas).await.map_err(Failed::Again)?;
+        check_bucket(url, &journal).await?;
+        Ok(journal)
+    });
+    let journal = journal.await?;
+    let sessions = setup.step("the object store AWF_SESSIONS", move || async move {
+        let sessions = super::sessions::make(js, replicas).await.map_err(Failed::Again)?;
+        // Its check says "made by another awf" for a store of another schema; anything else is
+        // the server not ready yet.
+        super::sessions::check(&sessions, url).await.map_err(|e| {
+            if e.contains("made by another awf") {
+                Failed::Final(e)
+            } else {
+                Failed::Again(e)
+            }
+        })?;
+        Ok(sessions)
+    });
+    let sessions = sessions.await?;
+    Ok(Cluster { url: url.to_string(), client, js: js.clone(), ops, runs, journal, sessions })
 }
 
-/// Retries a setup step until `SETUP_WAIT` has passed since `start`.
-async fn retry<T, F, Fut>(url: &str, start: Instant, mut step: F) -> Result<T, String>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<T, String>>,
-{
-    loop {
-        match step().await {
-            Ok(v) => return Ok(v),
-            Err(e) if start.elapsed() >= SETUP_WAIT => {
-                return Err(format!("JetStream on {url} is not usable (is the server started with -js?): {e}"))
+/// The setup steps of one connection, retried until `SETUP_WAIT` has passed since `start`.
+struct Setup<'a> {
+    url: &'a str,
+    start: Instant,
+    refusal: Refusal,
+}
+
+impl Setup<'_> {
+    async fn step<T, F, Fut>(&self, what: &str, mut step: F) -> Result<T, String>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Result<T, Failed>>,
+    {
+        let mut pause = Duration::from_millis(100);
+        loop {
+            let e = match step().await {
+                Ok(v) => return Ok(v),
+                Err(Failed::Final(e)) => return Err(e),
+                Err(Failed::Again(e)) => e,
+            };
+            let refused = self.refusal.lock().unwrap_or_else(|p| p.into_inner()).clone();
+            if let Some(r) = refused.filter(|r| r.to_lowercase().contains("permissions violation")) {
+                return Err(format!(
+                    "cannot set up {what} on {}: the server refused a permission this user needs ({r}); \
+                     see \"Securing the cluster\" in awf's README",
+                    self.url
+                ));
             }
-            Err(_) => tokio::time::sleep(Duration::from_millis(250)).await,
+            if self.start.elapsed() >= SETUP_WAIT {
+                return Err(format!(
+                    "cannot set up {what} on {} within {}s (is the server started with -js, and its cluster \
+                     formed?): {e}",
+                    self.url,
+                    SETUP_WAIT.as_secs()
+                ));
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_secs(2));
         }
     }
 }
@@ -113,17 +191,25 @@ fn check_stream(url: &str, ops: &stream::Stream) -> Result<(), String> {
     }
 }
 
-async fn check_bucket(url: &str, journal: &kv::Store) -> Result<(), String> {
+async fn check_bucket(url: &str, journal: &kv::Store) -> Result<(), Failed> {
     // The first to come writes the schema; everyone later reads it.
-    let _ = journal.create("schema", SCHEMA.into()).await;
-    let found =
-        journal.get("schema").await.map_err(|e| format!("cannot read the bucket {JOURNAL_BUCKET} on {url}: {e}"))?;
+    match journal.create("schema", SCHEMA.into()).await {
+        Ok(_) => return Ok(()),
+        Err(e) if e.kind() == kv::CreateErrorKind::AlreadyExists => {}
+        Err(e) => return Err(Failed::Again(format!("cannot write the schema to the bucket {JOURNAL_BUCKET}: {e}"))),
+    }
+    let found = journal
+        .get("schema")
+        .await
+        .map_err(|e| Failed::Again(format!("cannot read the bucket {JOURNAL_BUCKET} on {url}: {e}")))?;
     match found.as_deref() {
         Some(b) if b == SCHEMA.as_bytes() => Ok(()),
-        other => Err(format!(
+        // There a moment ago, gone now: read again.
+        None => Err(Failed::Again(format!("the bucket {JOURNAL_BUCKET} on {url} has no schema entry"))),
+        Some(other) => Err(Failed::Final(format!(
             "the bucket {JOURNAL_BUCKET} on {url} was made by another awf (schema {}; this awf needs {SCHEMA}): {}",
-            other.map(|b| String::from_utf8_lossy(b).into_owned()).unwrap_or_else(|| "none".into()),
+            String::from_utf8_lossy(other),
             fix()
-        )),
+        ))),
     }
 }

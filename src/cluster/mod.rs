@@ -1,6 +1,8 @@
 //! Runs' agent operations on NATS JetStream, **the only module that names async-nats**. On one
-//! machine nothing here is used. `connect.rs` reaches the server (a bounded wait, a clear error)
-//! and makes or checks the streams and the bucket (their schema version); `wire.rs` the messages;
+//! machine nothing here is used. `options.rs` the servers, credentials and TLS of a connection
+//! (credentials masked wherever a URL is shown); `connect.rs` reaches the servers (a bounded wait,
+//! a clear error) and makes or checks the streams and the bucket (their schema version), retried
+//! while a cluster elects; `wire.rs` the messages;
 //! `remote.rs` the owner's side (`script run --nats`): each agent operation published to the ops
 //! work-queue stream, its answer taken from a reply subject and journalled in the bucket with
 //! create-only writes; `worker.rs` (`awf worker`): operations taken as slots free up and run by a
@@ -12,6 +14,7 @@ mod affinity;
 pub mod connect;
 pub mod key;
 mod lease;
+mod options;
 pub mod remote;
 pub mod runs;
 pub mod seal;
@@ -21,7 +24,7 @@ mod store;
 pub mod wire;
 pub mod worker;
 
-pub use connect::{connect, Cluster};
+pub use connect::{connect, Cluster, Options};
 pub use key::ClusterKey;
 pub use sessions::key as session_key;
 

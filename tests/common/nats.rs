@@ -157,6 +157,27 @@ impl Worker {
     /// `start`, with HOME at `home` and the operator's CLI variables removed (`cli::OPERATOR_VARS`)
     /// when it is given: for workers that run the agent CLIs.
     pub fn start_as(dir: &Path, url: &str, name: &str, extra: &[&str], home: Option<&Path>) -> Worker {
+        let mut w = Worker::spawn(dir, url, name, extra, home, &[]);
+        w.wait_serving();
+        w
+    }
+
+    /// `start`, with these variables set (the credentials `[cluster]` names).
+    pub fn start_env(dir: &Path, url: &str, name: &str, extra: &[&str], vars: &[(&str, &str)]) -> Worker {
+        let mut w = Worker::spawn(dir, url, name, extra, None, vars);
+        w.wait_serving();
+        w
+    }
+
+    /// Starts `awf worker --nats URL --name NAME EXTRA...` in `dir` without waiting for it.
+    pub fn spawn(
+        dir: &Path,
+        url: &str,
+        name: &str,
+        extra: &[&str],
+        home: Option<&Path>,
+        vars: &[(&str, &str)],
+    ) -> Worker {
         let log = dir.join(format!("worker-{name}.log"));
         let out = std::fs::File::create(&log).expect("create the worker log");
         let err = out.try_clone().expect("clone the log handle");
@@ -169,14 +190,25 @@ impl Worker {
                 cmd.env_remove(var);
             }
         }
+        cmd.envs(vars.iter().copied());
         let child = cmd.stdout(Stdio::from(out)).stderr(Stdio::from(err)).spawn().expect("start awf worker");
-        let w = Worker { name: name.to_string(), child: Some(child), log };
+        Worker { name: name.to_string(), child: Some(child), log }
+    }
+
+    /// Waits (bounded) for the worker's "serving" line; fails at once when it exits first.
+    pub fn wait_serving(&mut self) {
         let end = Instant::now() + Duration::from_secs(40);
-        while !w.log().contains("serving") {
-            assert!(Instant::now() < end, "worker {name} did not start within 40 s; its log:\n{}", w.log());
+        while !self.log().contains("serving") {
+            let exited = self.child.as_mut().and_then(|c| c.try_wait().expect("poll the worker"));
+            assert!(
+                exited.is_none(),
+                "worker {} exited ({exited:?}) before serving; its log:\n{}",
+                self.name,
+                self.log()
+            );
+            assert!(Instant::now() < end, "worker {} did not start within 40 s; its log:\n{}", self.name, self.log());
             std::thread::sleep(Duration::from_millis(50));
         }
-        w
     }
 
     pub fn pid(&self) -> u32 {
