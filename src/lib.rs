@@ -40,7 +40,8 @@
 //!   flags and config, shared by every command that starts runs; `--detach`), `ending.rs` (how an
 //!   attempt of this process ends: the signals that stop it, what it prints, its exit code),
 //!   `council.rs` (`council
-//!   list|show|run`), `worker.rs` (`awf worker`, `runs submit`), `runs.rs` (`runs
+//!   list|show|run`), `worker.rs` (`awf worker`, `runs submit`), `nats.rs` (the `--nats*` flags
+//!   of `worker`, `script run` and `runs submit`, put over `[cluster]` field by field), `runs.rs` (`runs
 //!   list|show|resume|stop|answer|logs|submit`; resuming a council run, `--values`), `answer.rs`
 //!   (`runs answer`, also for `serve` and `mcp`: an operator's answer through the run's control
 //!   socket), `listing.rs` (what a run folder says: status, `interrupted`, age, spend),
@@ -82,9 +83,12 @@
 //!   `child.rs` (the hook through which the council layer gives every run's agent book its
 //!   `Convener`, installed once by `cli`).
 //! - `cluster/`: runs' agent operations on NATS JetStream, **the only module that names
-//!   async-nats** (unused on one machine). `connect.rs` (a bounded connect, a clear error; the ops
-//!   work-queue stream, the journal bucket and the sessions' object store made or checked against
-//!   the schema version),
+//!   async-nats** (unused on one machine). `options.rs` (what a connection takes, from `[cluster]` and
+//!   the `--nats*` flags: a server list, one way to authenticate (URL, variables, nkey seed or
+//!   creds file, 0600), TLS and client certificates; URLs shown with credentials masked),
+//!   `connect.rs` (a bounded connect, a clear error; the ops work-queue stream, the journal bucket
+//!   and the sessions' object store made or checked against the schema version, every step retried
+//!   with backoff while a cluster elects, a refused permission named at once),
 //!   `seal.rs` (every message and kept entry sealed with the cluster key: HMAC-SHA256 over the
 //!   envelope of kind, place (run, attempt, agent, op id), expiry and body; opened or refused by
 //!   name), `key.rs` (the cluster key: `AWF_CLUSTER_KEY`, `[cluster] key_file`, or

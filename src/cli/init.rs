@@ -140,9 +140,19 @@ const REST: &str = r#"
 # otlp_endpoint = "http://127.0.0.1:4318"
 # capture_content = false     # put answers into the spans
 
-# Agent operations and whole runs on NATS JetStream, run by `awf worker`s (`--nats` overrides).
+# Agent operations and whole runs on NATS JetStream, run by `awf worker`s. The `--nats*` flags
+# override each key; relative paths are from the working folder. Secrets only from variables.
 # [cluster]
-# nats = "nats://127.0.0.1:4222"
+# nats = "nats://127.0.0.1:4222"   # or "nats://a:4222,nats://b:4222", or ["nats://a:4222", "nats://b:4222"]
+# user_env = "AWF_NATS_USER"        # the variables holding a user and its password
+# password_env = "AWF_NATS_PASSWORD"
+# token_env = "AWF_NATS_TOKEN"      # or a token's variable
+# nkey = "/etc/awf/nats.nk"         # or an nkey seed file (0600, --nats-nkey)
+# creds = "/etc/awf/nats.creds"     # or a credentials file, JWT and seed (0600, --nats-creds)
+# tls_ca = "/etc/awf/ca.pem"        # the CA the servers' certificates are checked against (--nats-tls-ca)
+# tls_cert = "/etc/awf/client.pem"  # a client certificate and its key, for mutual TLS
+# tls_key = "/etc/awf/client-key.pem"
+# tls_required = false              # refuse plain connections (a CA or certificate implies it)
 # key_file = ".awf/cluster.key"  # the key messages are signed with (else AWF_CLUSTER_KEY; generated, 0600)
 "#;
 

