@@ -200,7 +200,7 @@ fn a_resume_never_answers_a_turn_with_an_earlier_turns_answer() {
 }
 
 /// The same loop resumed from every stage (`--from-stage`, then `--again`): each attempt ends with
-/// every round's own answer, and a journal entry answers no turn of another stage.
+/// every round's own answer (the op ids of the reused rounds' turns count on).
 #[test]
 fn identical_prompts_resumed_from_every_stage_keep_their_own_answers() {
     let env = Env::new();
@@ -223,4 +223,31 @@ fn identical_prompts_resumed_from_every_stage_keep_their_own_answers() {
     let out = env.awf(&["runs", "resume", &id, "--again", "--json"]);
     out.expect_code(0);
     assert_eq!(out.json()["value"], want, "--again");
+}
+
+/// A journal entry answers only a turn of its own stage: an answer given in a stage that then
+/// failed is not replayed for the same op id asked outside it; the record says why it ran again.
+#[test]
+fn a_journal_entry_answers_only_a_turn_of_its_own_stage() {
+    let env = Env::new();
+    env.with_responder(r#"fn respond(turn) { if turn.prompt == "name it" { return #{ answer: turn.op_id }; } () }"#);
+    let script = r#"
+        let a = ctx.agents.open(#{ key: "namer" });
+        if ctx.attempt == 1 {
+            ctx.stage("r1", || { a.ask("name it"); throw "fails after its answer"; });
+        }
+        a.ask("name it")
+        "#;
+    env.write("wf.rhai", script);
+    env.awf(&["script", "run", "wf.rhai"]).expect_code(1);
+    let out = env.awf(&["runs", "resume", &env.run_id(), "--json"]);
+    out.expect_code(0);
+    assert_eq!(out.json()["value"], "namer#1");
+    assert!(events(&env, "op-replayed").is_empty(), "the stage's answer was not replayed outside it");
+    let rerun = events(&env, "op-rerun");
+    assert_eq!(rerun.len(), 1, "{rerun:?}");
+    let why = rerun[0]["data"]["why"].as_str().unwrap_or_default();
+    assert_eq!(why, "it was answered in stage `r1`, and this turn is outside any stage");
+    let turns: Vec<_> = env.turns().into_iter().filter(|t| t["attempt"] == 2).collect();
+    assert_eq!(turns.len(), 1, "the turn ran again in attempt 2: {turns:?}");
 }
