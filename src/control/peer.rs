@@ -109,7 +109,8 @@ fn belongs(pid: i32, leaders: &[i32]) -> bool {
             return true;
         }
         let Some(s) = stat(cur) else { return false };
-        if leaders.contains(&s.sid) {
+        // A session led from outside this pid namespace reads as 0 (a container's init session).
+        if s.sid > 0 && leaders.contains(&s.sid) {
             return true;
         }
         if s.ppid <= 1 {
@@ -128,9 +129,15 @@ mod tests {
     fn this_process_belongs_to_its_session_and_ancestry() {
         let me = std::process::id() as i32;
         let s = stat(me).expect("own stat");
-        assert!(s.ppid > 0 && s.pgid > 0 && s.sid > 0);
+        assert!(s.ppid > 0, "a parent in this namespace: {}", s.ppid);
         assert!(belongs(me, &[me]));
-        assert!(belongs(me, &[s.sid]), "its session's leader");
+        // In a container the session (and group) may be led from outside the pid namespace, where
+        // /proc reads them as 0; a session of 0 is nobody's.
+        if s.sid > 0 {
+            assert!(belongs(me, &[s.sid]), "its session's leader");
+        } else {
+            assert!(!belongs(me, &[0]), "session 0 is outside the namespace, not a leader");
+        }
         if s.ppid > 1 {
             assert!(belongs(me, &[s.ppid]), "a parent is an ancestor");
         }
