@@ -305,7 +305,7 @@ fn parallel(
         run.progress.group_ended(g);
     }
     let mut results = results;
-    let failed = results.iter().filter(|r| matches!(r, Some(Err(_)))).count();
+    let failed = results.iter().filter(|r| matches!(r, Some(Err(_))) || r.as_ref().is_some_and(failed_outcome)).count();
     run.records.event(&Event::ParallelFinished { label: opts.label.as_deref(), items: n, failed });
 
     if parent.cancel.is_cancelled() {
@@ -363,4 +363,13 @@ fn settled_entry(ok: bool, value: Dynamic, error: Dynamic) -> Dynamic {
     m.insert("value".into(), value);
     m.insert("error".into(), error);
     Dynamic::from_map(m)
+}
+
+/// Whether a branch returned an operation's outcome that failed (`#{ ok: false, kind, .. }`, as
+/// `agent.run` gives): the group's count of failures counts it, not only branches that threw.
+fn failed_outcome(branch: &Branch) -> bool {
+    let Ok(value) = branch else { return false };
+    value
+        .read_lock::<rhai::Map>()
+        .is_some_and(|m| m.get("ok").and_then(|v| v.as_bool().ok()) == Some(false) && m.contains_key("kind"))
 }
