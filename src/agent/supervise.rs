@@ -68,8 +68,13 @@ pub async fn supervise(session: &mut dyn Session, plan: OpPlan<'_>, book: &Agent
             prompt::nudge_text(&plan.nudge.text, &how, &schema.value, &schema.text)
         };
         // Routes and held messages are shown with every turn, check-ins included.
-        let held = book.router.take_held(run, key);
-        let mut context = crate::messaging::context_text(mode, plan.launcher, &book.router.routes_of(key), key, &held);
+        let replies = matches!(mode, prompt::AnswerMode::Reply { .. });
+        let held = book.router.take_held_for(run, key, !replies);
+        let routes = book.router.routes_of(key);
+        if replies {
+            say_routes_unusable(run, &book.router, key, &routes);
+        }
+        let mut context = crate::messaging::context_text(mode, plan.launcher, &routes, key, &held);
         context.push_str(&councils_text(book, &plan.agent.request.councils, mode, plan.launcher));
         if plan.agent.request.operator {
             context.push_str(&crate::control::operator::operator_text(mode, plan.launcher));
@@ -143,4 +148,27 @@ fn councils_text(
     }
     let catalog = book.convener().map(|c| c.catalog(grant)).unwrap_or_default();
     crate::control::convene::council_text(mode, launcher, &catalog)
+}
+
+/// Logs, once per route, that agent `key` answers in structured mode and so cannot send on the
+/// routes it was granted: its prompt does not offer them (a message to it still reaches it).
+fn say_routes_unusable(
+    run: &crate::run::Run,
+    router: &crate::messaging::Router,
+    key: &str,
+    routes: &[crate::messaging::Route],
+) {
+    for r in routes {
+        let Some(peer) = r.peer_of(key) else { continue };
+        if router.first_notice(key, r.id) {
+            run.log(
+                "warn",
+                &format!(
+                    "{key} cannot message {peer} ({}): it answers in structured mode (its reply is its answer, with no tools), so the route is not offered to it; messages to it still reach it. Give its runtime answer = \"tools\" for an agent that messages",
+                    r.purpose
+                ),
+                &serde_json::json!({ "agent": key, "route": r.id, "peer": peer }),
+            );
+        }
+    }
 }

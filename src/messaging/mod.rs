@@ -106,6 +106,8 @@ struct Inner {
     owed: HashMap<u64, Owed>,
     /// Message operations in flight, by owning stage (`None`: the run).
     waking: HashMap<Option<Arc<str>>, usize>,
+    /// (agent, route) pairs already logged as a route the agent cannot send on (`first_notice`).
+    noticed: Vec<(String, u64)>,
 }
 
 /// The run's message router.
@@ -151,14 +153,40 @@ impl Router {
     }
 
     /// The routes `key` may send on, for its prompt.
+    /// True the first time it is asked for `key` and `route`: whatever is said about the pair is
+    /// said once.
+    pub fn first_notice(&self, key: &str, route: u64) -> bool {
+        let mut inner = lock(&self.inner);
+        let pair = (key.to_string(), route);
+        if inner.noticed.contains(&pair) {
+            return false;
+        }
+        inner.noticed.push(pair);
+        true
+    }
+
     pub fn routes_of(&self, key: &str) -> Vec<Route> {
         lock(&self.inner).routes.iter().filter(|r| r.peer_of(key).is_some()).cloned().collect()
     }
 
     /// Takes the messages held for `key`, marking them delivered.
     pub fn take_held(&self, run: &Run, key: &str) -> Vec<Held> {
+        self.take_held_for(run, key, true)
+    }
+
+    /// As [`Router::take_held`]; with `can_reply` false (a turn whose reply is its answer, which
+    /// cannot send one) a question stays held, unseen, so that `key` is woken for it in a message
+    /// operation (which has the tools to reply) once it goes idle.
+    pub fn take_held_for(&self, run: &Run, key: &str, can_reply: bool) -> Vec<Held> {
         let mut inner = lock(&self.inner);
-        let msgs = inner.held.remove(key).unwrap_or_default();
+        let mut msgs = inner.held.remove(key).unwrap_or_default();
+        if !can_reply {
+            let (asks, rest): (Vec<Message>, Vec<Message>) = msgs.into_iter().partition(|m| m.asks);
+            if !asks.is_empty() {
+                inner.held.insert(key.to_string(), asks);
+            }
+            msgs = rest;
+        }
         for m in &msgs {
             if let Some(o) = inner.owed.get_mut(&m.n) {
                 o.shown = true;

@@ -6,7 +6,8 @@ use crate::control::prompt::AnswerMode;
 
 /// The routes an agent has and the messages it is shown, as prompt text; empty when it has none.
 /// A program agent is told the launcher's commands, a model over HTTP the `wf_*` tools; a model
-/// whose reply is the answer (structured mode) has neither in that turn, and is told neither.
+/// whose reply is the answer (structured mode) can send nothing in that turn, so it is shown the
+/// messages held for it and offered no route (the caller logs why, once).
 pub fn context_text(mode: AnswerMode, launcher: &str, routes: &[Route], me: &str, held: &[Held]) -> String {
     let tools = mode == AnswerMode::Tool;
     let commands = mode == AnswerMode::Launcher;
@@ -29,7 +30,8 @@ pub fn context_text(mode: AnswerMode, launcher: &str, routes: &[Route], me: &str
         }
         out.push('\n');
     }
-    if !routes.is_empty() {
+    let can_send = tools || commands;
+    if can_send && routes.iter().any(|r| r.peer_of(me).is_some()) {
         out.push_str("You may message other agents:\n");
         for r in routes {
             let Some(peer) = r.peer_of(me) else { continue };
@@ -42,10 +44,6 @@ pub fn context_text(mode: AnswerMode, launcher: &str, routes: &[Route], me: &str
         }
         if tools {
             out.push_str("Send with the `wf_send` tool; ask and wait for the reply with `wf_ask`; see held messages with `wf_inbox`.\n\n");
-            return out;
-        }
-        if !commands {
-            out.push('\n');
             return out;
         }
         out.push_str(&format!(
