@@ -478,8 +478,21 @@ Vote independently: you do not see the other members' votes. Give your choice (o
 
 #[test]
 fn a_run_stopped_during_reflection_reports_cancelled_not_a_ruling() {
+    // Stopped once every reflection leg has started (not by a deadline that a loaded machine may
+    // reach before the opening round ends).
     let env = council(SPLIT, "#{ hang: true }");
-    let out = env.run(&workflow("#{}", "#{}"), &["--deadline", "300ms"]);
+    env.write("wf.rhai", &workflow("#{}", "#{}"));
+    let run = common::Running::start(env.path(), &["script", "run", "wf.rhai"]);
+    common::poll("the three reflection legs start", std::time::Duration::from_secs(30), || {
+        let dir = env.run_dirs().into_iter().next()?;
+        let started = common::read_jsonl(&dir.join("events.jsonl"))
+            .iter()
+            .filter(|e| e["type"] == "op-started" && e["data"]["op_id"].as_str().is_some_and(|o| o.ends_with("#2")))
+            .count();
+        (started == 3).then_some(())
+    });
+    common::signal(run.pid, "-INT");
+    let out = run.finish();
     out.expect_code(4);
     assert!(!out.stdout.contains("no ruling") && !out.stdout.contains("Ruling"), "{}", out.stdout);
     let result = read_json(&env.run_dir().join("result.json"));

@@ -379,3 +379,15 @@ pub fn copy_dir(src: &Path, dst: &Path) {
         }
     }
 }
+
+/// Polls `f` every 50 ms until it gives a value, failing with `what` after `limit`.
+pub fn poll<T>(what: &str, limit: Duration, mut f: impl FnMut() -> Option<T>) -> T {
+    let end = Instant::now() + limit;
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(Instant::now() < end, "{what}: not within {limit:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}

@@ -383,14 +383,4 @@ pub fn journalled_by(dir: &Path, url: &str, run: &str, n: usize) -> std::collect
     })
 }
 
-/// Polls `f` every 50 ms until it gives a value, failing with `what` after `limit`.
-pub fn poll<T>(what: &str, limit: Duration, mut f: impl FnMut() -> Option<T>) -> T {
-    let end = Instant::now() + limit;
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(Instant::now() < end, "{what}: not within {limit:?}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
+pub use super::poll;
