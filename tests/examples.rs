@@ -102,6 +102,21 @@ fn debate_runs_its_rounds_and_a_judge_rules() {
 }
 
 #[test]
+fn debates_judge_reads_the_transcript_as_text_not_as_a_rhai_map() {
+    let env = Env::new();
+    env.with_responder(
+        r##"fn respond(turn) {
+    if turn.agent != "judge" { return #{ answer: `${turn.agent} argues its case well` }; }
+    let text = turn.prompt.contains("Round 1\nFOR: pro argues its case well\nAGAINST: con argues its case well");
+    #{ answer: #{ winner: if text && !turn.prompt.contains("#{") { "con" } else { "tie" }, reason: turn.prompt, confidence: 0.5 } }
+}"##,
+    );
+    let out = env.awf(&["script", "run", &example("debate.rhai"), "--arg", "rounds=1"]);
+    let v = out.expect_code(0).json();
+    assert_eq!(v["ruling"]["winner"], "con", "the judge's prompt: {}", v["ruling"]["reason"]);
+}
+
+#[test]
 fn debate_refuses_bad_rounds() {
     let env = Env::new();
     let out = env.awf(&["script", "run", &example("debate.rhai"), "--arg", "rounds=9"]);
