@@ -213,8 +213,15 @@ fn doctor_reads_the_servers_context_and_deep_asks_whether_the_model_calls_tools(
             .contains("context_tokens = 4096; the server gives 8192 (Ollama /api/show (num_ctx))"),
         "{c}"
     );
-    assert!(plain.iter().all(|c| !c["name"].as_str().unwrap_or("").ends_with(": tools")), "no request without --deep");
+    // Without --deep no request is sent, and tools mode is said to be unchecked, not ok.
+    for alias in ["llama", "vllm", "ollama"] {
+        let c = check(&plain, &format!("runtime: {alias}: tools"));
+        assert_eq!((&c["ok"], &c["unchecked"]), (&json!(false), &json!(true)), "{c}");
+        assert!(c["detail"].as_str().unwrap_or("").contains("not checked: `awf doctor --deep` asks it"), "{c}");
+    }
     assert!(llama.bodies().is_empty() && vllm.bodies().is_empty());
+    let text = env.awf(&["doctor"]);
+    assert!(text.stdout.lines().any(|l| l.starts_with("?") && l.contains("runtime: llama: tools")), "{}", text.stdout);
 
     let deep = doctor(&env, &["doctor", "--json", "--deep"]);
     let tools = check(&deep, "runtime: llama: tools");

@@ -1,5 +1,5 @@
-//! `awf doctor`: what works on this machine, as a list of checks (a name, an ok flag, a detail).
-//! Exit 0 when every check passes, 1 otherwise. To check something new (a CLI harness's binary, an
+//! `awf doctor`: what works on this machine, as a list of checks (a name, an ok flag, a detail;
+//! `unchecked` marks what only `--deep` can tell). Exit 0 when no check fails, 1 otherwise. To check something new (a CLI harness's binary, an
 //! API key's variable), write a function returning `Vec<Check>` and add it to `checks`. `--deep`
 //! sends each reachable HTTP runtime one tiny real request (`harness::http::probe`): does its model
 //! call tools, and what context does its server give it.
@@ -12,7 +12,8 @@ use serde::Serialize;
 
 #[derive(clap::Args)]
 pub struct DoctorArgs {
-    /// Print the checks as a JSON array of {name, ok, detail}
+    /// Print the checks as a JSON array of {name, ok, detail} (and `unchecked: true` on what was
+    /// not checked)
     #[arg(long)]
     json: bool,
     /// Also send each reachable HTTP runtime one tiny real request (it is billed): whether its
@@ -25,14 +26,27 @@ pub struct DoctorArgs {
 #[derive(Debug, Serialize)]
 pub struct Check {
     pub name: String,
+    /// Checked and found working; false for a failure and for what was not checked.
     pub ok: bool,
+    /// Not checked (it needs `--deep`): neither a pass nor a failure.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub unchecked: bool,
     /// What was found, or what is wrong and how to fix it.
     pub detail: String,
 }
 
 impl Check {
     fn new(name: &str, ok: bool, detail: impl Into<String>) -> Check {
-        Check { name: name.into(), ok, detail: detail.into() }
+        Check { name: name.into(), ok, unchecked: false, detail: detail.into() }
+    }
+
+    /// What only `--deep` can tell, said as not checked.
+    fn unchecked(name: &str, detail: impl Into<String>) -> Check {
+        Check { name: name.into(), ok: false, unchecked: true, detail: detail.into() }
+    }
+
+    fn failed(&self) -> bool {
+        !self.ok && !self.unchecked
     }
 }
 
@@ -54,7 +68,7 @@ fn checks(deep: bool) -> Vec<Check> {
     let program = |h: HarnessKind| config.harnesses.get(h.as_str()).and_then(|c| c.command.clone());
     let clis = crate::harness::cli::doctor_checks(&program);
     all.extend(cli_runtime_checks(&config, &clis));
-    all.extend(clis.into_iter().map(|(name, ok, detail)| Check { name, ok, detail }));
+    all.extend(clis.into_iter().map(|(name, ok, detail)| Check::new(&name, ok, detail)));
     all.extend(http_checks(&config, deep));
     all
 }
@@ -156,7 +170,15 @@ fn server_checks(alias: &str, runtime: &crate::config::RuntimeConfig, deep: bool
         let calls = if deep { Some(crate::harness::http::probe::calls_tools(cfg).await) } else { None };
         (calls, context)
     });
-    let mut out: Vec<Check> = calls.map(|c| tools_check(alias, &model, structured, c)).into_iter().collect();
+    let mut out: Vec<Check> = match calls {
+        Some(c) => vec![tools_check(alias, &model, structured, c)],
+        // Tools mode answers only through a tool call, which many small models never make.
+        None if !structured => vec![Check::unchecked(
+            &format!("runtime: {alias}: tools"),
+            format!("tools mode needs model {model} to call tools; not checked: `awf doctor --deep` asks it (one small request), or set answer = \"structured\""),
+        )],
+        None => Vec::new(),
+    };
     out.push(context_check(&format!("runtime: {alias}: context"), context, declared));
     out
 }
@@ -245,8 +267,15 @@ pub fn exec(args: DoctorArgs) -> Result<i32> {
     } else {
         let width = checks.iter().map(|c| c.name.len()).max().unwrap_or(0);
         for c in &checks {
-            out!("{:<4}  {:<width$}  {}", if c.ok { "ok" } else { "FAIL" }, c.name, c.detail);
+            let mark = if c.ok {
+                "ok"
+            } else if c.unchecked {
+                "?"
+            } else {
+                "FAIL"
+            };
+            out!("{mark:<4}  {:<width$}  {}", c.name, c.detail);
         }
     }
-    Ok(if checks.iter().all(|c| c.ok) { EXIT_OK } else { EXIT_FAILED })
+    Ok(if checks.iter().any(Check::failed) { EXIT_FAILED } else { EXIT_OK })
 }
