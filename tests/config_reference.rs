@@ -185,7 +185,8 @@ fn a_model_with_no_price_is_warned_about_once_and_counted_in_the_summary() {
     let out = env.run(r#"ctx.parallel(["a", "b", "c"], |k, i| ctx.agents.open(#{ key: k }).ask("go"))"#, &[]);
     out.expect_code(0);
     assert_eq!(out.stderr.matches("model `mystery-model` (command) has no price").count(), 1, "{}", out.stderr);
-    out.stderr_has("3 operations unpriced (mystery-model: counted at $0");
+    out.stderr_has("360 tokens · 3 operations unpriced (mystery-model: counted at $0");
+    assert!(!out.stderr.contains("$0.0000"), "no dollar figure when nothing is priced: {}", out.stderr);
     assert_eq!(env.events_of("model-unpriced").len(), 1);
     assert_eq!(env.result()["accounting"]["unpriced"], serde_json::json!({ "mystery-model": 3 }));
     // A priced model says nothing.

@@ -82,15 +82,17 @@ pub(super) fn report(run: &Run, end: RunEnd, args: &RunFlags, output: Output) ->
 fn summary(run: &Run, status: RunStatus, result: &crate::run::ResultDoc) -> String {
     let totals = &result.accounting.totals;
     let plural = |n: usize, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
+    let unpriced = result.accounting.unpriced_operations();
+    // Every operation unpriced (a local model): no "$0.0000", the unpriced note says why.
+    let usd =
+        if totals.cost_usd == 0.0 && unpriced > 0 { String::new() } else { format!(" · ${:.4}", totals.cost_usd) };
     let mut s = format!(
-        "awf: {status} in {:.2}s · {} · {} · {} tokens · ${:.4}",
+        "awf: {status} in {:.2}s · {} · {} · {} tokens{usd}",
         run.started.elapsed().as_secs_f64(),
         plural(result.accounting.by_agent.len(), "agent", "agents"),
         plural(totals.operations as usize, "operation", "operations"),
         totals.tokens,
-        totals.cost_usd,
     );
-    let unpriced = result.accounting.unpriced_operations();
     if unpriced > 0 {
         let models: Vec<&str> = result.accounting.unpriced.keys().map(String::as_str).collect();
         s.push_str(&format!(

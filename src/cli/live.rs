@@ -60,8 +60,10 @@ impl Live {
         let p = &self.run.progress;
         let s = p.snapshot();
         let (tokens, usd) = self.run.scheduler.spent();
+        // Nothing priced yet (a local model): the tokens say it all, "$0.0000" would say nothing.
+        let usd = if usd > 0.0 { format!(" · ${usd:.4}") } else { String::new() };
         let mut lines = vec![format!(
-            "{} {:.1}s · agents {} open, {} working, {} closed · {} ops · {} messages · {} tokens · ${:.4}",
+            "{} {:.1}s · agents {} open, {} working, {} closed · {} ops · {} messages · {} tokens{}",
             self.paint("36", "awf"),
             self.run.started.elapsed().as_secs_f64(),
             p.agents_open.load(Ordering::Relaxed),
