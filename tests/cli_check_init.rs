@@ -101,3 +101,24 @@ fn init_into_another_folder() {
     let out = common::awf(&env.path().join("proj"), &["script", "run", "scripts/hello.rhai"]);
     out.expect_code(0);
 }
+
+#[test]
+fn the_hello_that_init_writes_goes_on_when_one_idea_fails() {
+    let env = Env::new();
+    env.awf(&["init"]).expect_code(0);
+    env.write(
+        "awf.toml",
+        "default_runtime = \"f\"\n[runtimes.f]\nharness = \"fake\"\nresponder = \"responder.rhai\"\n",
+    );
+    env.write(
+        "responder.rhai",
+        r#"fn respond(turn) {
+    if turn.agent == "ideas-2" { throw "cut off at max_tokens"; }
+    if turn.agent == "judge" { return #{ answer: #{ name: "Relay", why: "short" } }; }
+    #{ answer: `Name ${turn.agent}` }
+}"#,
+    );
+    let out = env.awf(&["script", "run", "scripts/hello.rhai"]);
+    out.expect_code(0).stderr_has("an idea failed");
+    assert_eq!(out.json()["ideas"], serde_json::json!(["Name ideas-1", "Name ideas-3"]));
+}

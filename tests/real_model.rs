@@ -42,12 +42,18 @@ fn healthy(port: u16) -> bool {
 
 /// Starts llama-server with one slot of 2,048 tokens (the size the issue was found with).
 fn server() -> Server {
+    server_with(&["-c", "2048", "-np", "1"])
+}
+
+/// Starts llama-server with `sizes` (its `-c` and `-np`).
+fn server_with(sizes: &[&str]) -> Server {
     let var = |name: &str| std::env::var(name).unwrap_or_else(|_| panic!("${name} is not set: this test {NEEDS}"));
     let (bin, model) = (var("AWF_LLAMA_SERVER"), var("AWF_SMOLLM2_GGUF"));
     let port = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port").local_addr().expect("addr").port();
-    let args = ["-m", &model, "--host", "127.0.0.1", "--port", &port.to_string(), "-c", "2048", "-np", "1", "-t", "1"];
+    let args = ["-m", &model, "--host", "127.0.0.1", "--port", &port.to_string(), "-t", "1"];
     let child = Command::new(&bin)
         .args(args)
+        .args(sizes)
         .arg("--no-webui")
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -293,4 +299,34 @@ fn a_real_request_cancelled_by_a_siblings_failure_is_billed() {
     assert!(op["tokens"].as_u64().unwrap_or(0) > 0, "the tokens the server spent are billed: {op}");
     assert_eq!(op["cost_source"], "priced", "{op}");
     history(&env, "writer");
+}
+
+/// README's "Local models" settings, verbatim, with the test server's port.
+fn readme_local_settings(server: &Server) -> String {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).expect("README.md");
+    let start = readme.find("```toml\n[runtimes.local]\n").expect("README's [runtimes.local] block") + 8;
+    let block = &readme[start..start + readme[start..].find("```").expect("the block ends")];
+    assert!(block.contains("127.0.0.1:8080"), "the block names llama-server's port: {block}");
+    format!("default_runtime = \"local\"\n{}", block.replace("127.0.0.1:8080", &format!("127.0.0.1:{}", server.port)))
+}
+
+#[test]
+#[ignore = "needs llama-server + SmolLM2 (AWF_LLAMA_SERVER, AWF_SMOLLM2_GGUF; .ci/llama.sh builds them)"]
+fn the_hello_that_awf_init_writes_succeeds_on_smollm2_with_readmes_local_settings() {
+    // README: `llama-server -m model.gguf -c 4096 -np 2`, and its [runtimes.local] block.
+    let server = server_with(&["-c", "4096", "-np", "2"]);
+    let env = Env::new();
+    env.awf(&["init", "--runtime", "openai"]).expect_code(0);
+    env.write("awf.toml", &readme_local_settings(&server));
+    let mut failed = Vec::new();
+    for i in 1..=5 {
+        let args = ["script", "run", "scripts/hello.rhai", "--deadline", "240s"];
+        let child =
+            command(env.path(), &args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn awf");
+        let out = wait_within(child, Duration::from_secs(300));
+        if out.code != Some(0) {
+            failed.push(format!("run {i}: {}", out.stderr));
+        }
+    }
+    assert!(failed.is_empty(), "every first run succeeds: {failed:#?}");
 }

@@ -191,11 +191,21 @@ export const META = #{
 
 fn run(args) {
     let topic = args.topic ?? "a tool that runs agent workflows";
-    let ideas = ctx.stage("ideas", #{ result: #{ type: "array" } }, || {
-        ctx.parallel([1, 2, 3], |n, i| {
+    // A name is short: the schema says so, and a server that turns schemas into grammars (small
+    // local models in structured mode) cannot ramble past it.
+    let name = #{ type: "string", minLength: 2, maxLength: 40 };
+    let ideas = ctx.stage("ideas", #{ result: #{ type: "array", minItems: 1 } }, || {
+        // Settled: an idea that failed is left out (and logged), the others go on.
+        let tried = ctx.parallel_settled([1, 2, 3], |n, i| {
             let a = ctx.agents.open(#{ key: `ideas-${n}` });
-            a.ask(`Propose one short name for ${topic}.`)
-        }, #{ label: "ideas" })
+            a.ask(`Propose one short name for ${topic}. Answer with the name only.`, name)
+        }, #{ label: "ideas" });
+        let got = [];
+        for t in tried {
+            if t.ok { got.push(t.value); } else { ctx.warn(`an idea failed: ${t.error}`); }
+        }
+        if got.is_empty() { throw "no agent proposed a name"; }
+        got
     });
     let judge = ctx.agents.open(#{ key: "judge" });
     let pick = judge.ask(`Pick the best name among: ${ideas}`,
