@@ -19,15 +19,15 @@ fn a_submitted_run_is_taken_over_when_its_worker_dies_and_answered_turns_are_not
     let out = env.awf(&["runs", "submit", "wf.rhai", "--nats", &url, "--args", r#"{"n": 40, "pause": 0.5}"#]);
     out.expect_code(0);
     let id = out.stdout.trim().to_string();
-    let owner = nats::poll("a worker takes the run", Duration::from_secs(30), || {
+    let owner = common::poll("a worker takes the run", Duration::from_secs(30), || {
         workers.iter().position(|w| w.log().contains(&format!("running {id}")))
     });
-    nats::poll("8 turns run", Duration::from_secs(60), || (nats::marks(env.path()).len() >= 8).then_some(()));
+    common::poll("8 turns run", Duration::from_secs(60), || (nats::marks(env.path()).len() >= 8).then_some(()));
     let dead = workers[owner].name.clone();
     workers[owner].kill();
     let other = &workers[1 - owner];
     let result = env.path().join(format!(".awf/worker-runs/runs-{}/{id}/result.json", other.name));
-    nats::poll("the other worker finishes the run", Duration::from_secs(120), || result.exists().then_some(()));
+    common::poll("the other worker finishes the run", Duration::from_secs(120), || result.exists().then_some(()));
     let doc = common::read_json(&result);
     assert_eq!(doc["status"], "succeeded", "{doc}");
     assert_eq!(doc["value"], 1560, "the sum of 2i for i < 40");

@@ -187,7 +187,7 @@ fn a_worker_with_the_runners_permissions_takes_a_run_an_owner_submitted_first() 
     let runner = [("AWF_NATS_USER", "runner"), ("AWF_NATS_PASSWORD", RUNNER_PASSWORD)];
     let w = Worker::start_env(env.path(), &url, "wr", &["--slots", "3"], &runner);
     let result = env.path().join(format!(".awf/worker-runs/runs-wr/{id}/result.json"));
-    nats::poll("the runner finishes the run", Duration::from_secs(60), || result.exists().then_some(()));
+    common::poll("the runner finishes the run", Duration::from_secs(60), || result.exists().then_some(()));
     let doc = common::read_json(&result);
     assert_eq!(doc["value"], 12, "{doc}\nworker:\n{}", w.log());
     let refused = violations(&server);

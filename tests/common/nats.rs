@@ -382,5 +382,3 @@ pub fn journalled_by(dir: &Path, url: &str, run: &str, n: usize) -> std::collect
         out
     })
 }
-
-pub use super::poll;
