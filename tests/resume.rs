@@ -191,7 +191,7 @@ fn a_resume_never_answers_a_turn_with_an_earlier_turns_answer() {
     let _ = run.finish();
     let id = env.run_id();
     let out = env.awf(&["runs", "resume", &id, "--json"]);
-    out.expect_code(0);
+    out.expect_code(0).stderr_has("3 stages reused, 0 given with --values, 3 answered operations on record");
     assert_eq!(out.json()["value"], serde_json::json!(["namer#1", "namer#2", "namer#3", "namer#4"]));
     let turns: Vec<_> = env.turns().into_iter().filter(|t| t["attempt"] == 2).collect();
     assert_eq!(turns.len(), 1, "attempt 2 ran round 4's turn, and only it: {turns:?}");

@@ -322,7 +322,7 @@ fn resume_run(cwd: &Path, args: ResumeArgs) -> Result<i32> {
             resume.run_id,
             resume.stages.len() - given,
             given,
-            resume.journal.len()
+            resume.journalled
         );
     }
     let mut flags = args.flags.clone();

@@ -37,6 +37,9 @@ pub struct Resume {
     pub stages: HashMap<String, (Value, Option<String>)>,
     /// (agent, op id) → what the journal says of it, for every answered operation on record.
     pub journal: HashMap<(String, String), Journaled>,
+    /// How many answered operations the journal records (its lines: older runs could record two
+    /// turns under one op id, which `journal` keeps once).
+    pub journalled: usize,
     /// Stage name → agent → the turns (default ids) it started in that stage, for the stages this
     /// attempt reuses: their agents' op ids count on past them.
     pub stage_runs: HashMap<String, std::collections::BTreeMap<String, u64>>,
@@ -92,6 +95,7 @@ pub fn load(dir: &Path, from_stage: Option<&str>) -> Result<Resume, String> {
     stage_runs.retain(|n, _| stages.contains_key(n));
     // `--from-stage S`: S and everything after run fresh, so nothing is replayed.
     let mut journal = HashMap::new();
+    let mut journalled = 0;
     let mut checkpoints = HashMap::new();
     for line in if from_stage.is_some() { Vec::new() } else { read("journal.jsonl")? } {
         if let (Some(key), Some(hash)) = (line["checkpoint"].as_str(), line["question_hash"].as_str()) {
@@ -107,6 +111,7 @@ pub fn load(dir: &Path, from_stage: Option<&str>) -> Result<Resume, String> {
         let parts = line["turn_parts"].as_str().map(String::from);
         let entry = Journaled { turn_hash: hash.to_string(), parts, stage, outcome: line["outcome"].clone() };
         journal.insert((agent.to_string(), op.to_string()), entry);
+        journalled += 1;
     }
     let mut spent = crate::accounting::Accounts::default();
     let mut simulated = false;
@@ -138,6 +143,7 @@ pub fn load(dir: &Path, from_stage: Option<&str>) -> Result<Resume, String> {
         run_doc,
         stages,
         journal,
+        journalled,
         stage_runs,
         checkpoints,
         spent,
