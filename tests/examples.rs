@@ -77,8 +77,28 @@ fn review_reviews_every_file_then_merges() {
     assert!(v["spent"]["tokens"].as_u64().expect("tokens") > 0);
     let stages = env.stages();
     assert_eq!(stages[0]["name"], "review");
-    assert_eq!(stages[0]["summary"], "3 files reviewed");
+    assert_eq!(stages[0]["summary"], "3 of 3 files reviewed");
     assert_eq!(env.turns().len(), 4);
+}
+
+#[test]
+fn a_reviewer_that_fails_leaves_its_file_unreviewed_and_the_lead_reads_text() {
+    let env = Env::new();
+    env.with_responder(
+        r##"fn respond(turn) {
+    if turn.agent == "reviewer-0" { throw "cut off at max_tokens"; }
+    if turn.agent == "lead" {
+        let text = turn.prompt.contains("auth.py: not reviewed") && turn.prompt.contains("cache.rs: approve") && !turn.prompt.contains("#{");
+        return #{ answer: #{ decision: if text { "fix-first" } else { "ship" }, top_fixes: [turn.prompt] } };
+    }
+    #{ answer: #{ verdict: "approve", issues: [] } }
+}"##,
+    );
+    let out = env.awf(&["script", "run", &example("review.rhai")]);
+    let v = out.expect_code(0).stderr_has("auth.py was not reviewed").json();
+    assert_eq!(v["decision"], "fix-first", "the lead's prompt: {}", v["top_fixes"][0]);
+    assert_eq!(v["reviews"][0]["verdict"], "not reviewed");
+    assert_eq!(env.stages()[0]["summary"], "2 of 3 files reviewed");
 }
 
 #[test]
