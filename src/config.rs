@@ -251,6 +251,9 @@ pub struct LimitsConfig {
     pub background: Option<usize>,
     /// How deep councils convened from turns may nest (default 2).
     pub council_depth: Option<u32>,
+    /// Operations one script thread (or parallel branch) may make: the guard against runaway
+    /// loops (default 50,000,000).
+    pub script_operations: Option<u64>,
 }
 
 impl Config {

@@ -109,5 +109,21 @@ fn limit_errors_inside_fn_run_name_file_line_and_column() {
 fn too_many_operations_inside_fn_run_names_file_line_and_column() {
     let env = Env::new();
     let out = run_slow(&env, "fn run(args) {\n  loop {}\n}\n");
-    out.expect_code(1).stderr_has("error: Too many operations").stderr_has(" --> wf.rhai:1:14");
+    out.expect_code(1)
+        .stderr_has("error: the script made more than 50000000 operations ([limits] script_operations, the guard against runaway loops): look for a loop that does not end, or raise script_operations in awf.toml if the work is real")
+        .stderr_has(" --> wf.rhai:1:14");
+}
+
+#[test]
+fn the_operation_limit_is_set_in_limits_and_named_with_its_value() {
+    let env = Env::new();
+    env.write("awf.toml", "[limits]\nscript_operations = 20000\n");
+    // A top-level loop: rhai gives its own position.
+    let out = env.run("let n = 0;\nwhile true { n += 1; }\n", &[]);
+    out.expect_code(1)
+        .stderr_has("error: the script made more than 20000 operations ([limits] script_operations")
+        .stderr_has(" --> wf.rhai:2:");
+    // Within the limit, the same work finishes.
+    let out = env.run("let n = 0;\nwhile n < 100 { n += 1; }\nn\n", &[]);
+    out.expect_code(0);
 }

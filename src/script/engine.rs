@@ -11,9 +11,15 @@ use rhai::packages::{Package, StandardPackage};
 use rhai::{Dynamic, Engine, EvalAltResult, NativeCallContext, OptimizationLevel, Scope};
 use std::sync::{Arc, OnceLock};
 
-/// Operations a single script thread (or one parallel branch) may make: a CPU guard against
-/// runaway loops, not a budget. The deadline bounds wall-clock time.
+/// Operations a single script thread (or one parallel branch) may make by default: a CPU guard
+/// against runaway loops, not a budget (`[limits] script_operations` sets it for a run). The
+/// deadline bounds wall-clock time.
 pub const MAX_OPERATIONS: u64 = 50_000_000;
+
+/// The operation limit of a run's engine: `[limits] script_operations`, else the default.
+pub fn max_operations(host: Option<&api::ScriptRun>) -> u64 {
+    host.and_then(|h| h.host.run.config.limits.script_operations).filter(|n| *n > 0).unwrap_or(MAX_OPERATIONS)
+}
 pub const MAX_CALL_LEVELS: usize = 48;
 
 fn std_package() -> rhai::Shared<rhai::Module> {
@@ -37,7 +43,7 @@ pub fn build(host: Option<Arc<api::ScriptRun>>, resolver: Option<Resolver>, args
     engine.register_global_module(std_package());
     engine
         .set_optimization_level(OptimizationLevel::Simple)
-        .set_max_operations(MAX_OPERATIONS)
+        .set_max_operations(max_operations(host.as_deref()))
         .set_max_call_levels(MAX_CALL_LEVELS)
         .set_max_expr_depths(128, 96)
         // No string, array or map size limits: rhai re-measures a whole container on every

@@ -255,6 +255,7 @@ fn spawn(
             },
             Err(e) => {
                 let e = if has_run_fn { place_in_run(e, &ast) } else { e };
+                let e = explain_limit(e, engine::max_operations(Some(&script_run)));
                 let mut sources = render::Sources::new(&display, &source, &cwd);
                 ScriptEnd::Failed(Failure {
                     rendered: render::render(&e, &mut sources),
@@ -266,6 +267,27 @@ fn spawn(
         let _ = tx.send(end);
     })?;
     Ok(rx)
+}
+
+/// Rhai's bare "Too many operations" said as the limit it is: which, its value, how to raise it
+/// (inside the call of `fn run` that `place_in_run` put it in, too).
+fn explain_limit(err: Box<EvalAltResult>, max: u64) -> Box<EvalAltResult> {
+    match *err {
+        EvalAltResult::ErrorInFunctionCall(name, src, inner, pos) => {
+            EvalAltResult::ErrorInFunctionCall(name, src, explain_limit(inner, max), pos).into()
+        }
+        EvalAltResult::ErrorTooManyOperations(pos) => EvalAltResult::ErrorRuntime(
+            format!(
+                "the script made more than {max} operations ([limits] script_operations, the guard against \
+                 runaway loops): look for a loop that does not end, or raise script_operations in awf.toml \
+                 if the work is real"
+            )
+            .into(),
+            pos,
+        )
+        .into(),
+        _ => err,
+    }
 }
 
 /// Rhai passes a limit error (too many operations, stack overflow, data too large) through every
