@@ -153,3 +153,38 @@ fn a_parallel_groups_log_counts_a_failed_gatherer_as_failed() {
     let gather = finished.iter().find(|e| e["data"]["label"] == "synthesize: gather").expect("the gather group");
     assert_eq!((&gather["data"]["items"], &gather["data"]["failed"]), (&4.into(), &1.into()), "{gather:#}");
 }
+
+#[test]
+fn copies_of_the_prompts_examples_and_descriptions_and_repetition_are_not_work() {
+    // Seen on SmolLM2: map's split listing the prompt's example items, a magi choice that is the
+    // ballot schema's description, a pair driver repeating one phrase.
+    let env = council(
+        r#"fn respond(turn) {
+    if turn.agent == "map-splitter" { return #{ answer: ["first item", "second item", "third item"] }; }
+    #{ answer: `${turn.agent} did the item well` }
+}"#,
+    );
+    let r = call(&env, "map", r#"#{ task: "List fruits" }"#);
+    assert_eq!(r["failure_kind"], "split-failed", "{r:#}");
+
+    let env = council(
+        r#"fn respond(turn) {
+    if turn.agent == "magi-melchior" { return #{ answer: #{ choice: "your pick, named as the question names the options (e.g. yes or no, A or B)", confidence: 1.0, reason: "It is what it is." } }; }
+    #{ answer: #{ choice: "no", confidence: 0.6, reason: "Not on a Friday." } }
+}"#,
+    );
+    let r = call(&env, "magi", r#"#{ task: "Ship it?", params: #{ reflect: false } }"#);
+    assert_eq!(r["structured"]["tally"], serde_json::json!({ "no": 2 }), "{r:#}");
+
+    let env = council(
+        r#"fn respond(turn) {
+    let phrase = "The work you do, the work you do. ";
+    let text = "";
+    for i in 0..10 { text += phrase; }
+    #{ answer: text }
+}"#,
+    );
+    let r = call(&env, "pair", r#"#{ task: "Write a haiku" }"#);
+    assert_eq!(r["failure_kind"], "unusable", "{r:#}");
+    assert!(r["error"].as_str().expect("error").contains("the answer repeats itself (4 distinct words in 80"), "{r:#}");
+}
