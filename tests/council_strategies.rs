@@ -500,7 +500,8 @@ fn synthesize_partial_coverage_is_noted_in_the_prompt_and_before_the_output() {
         note += &format!("\n- g{k} — empty: the answer was blank");
     }
     note += "\n- … and 3 more";
-    // In the merge prompt the missing list is fenced: its failure reasons are agent-supplied text.
+    // The missing list is fenced in the merge prompt and before the output alike: its failure
+    // reasons are agent-supplied text.
     let prompt_note = note.replace(
         "complete review.\nMissing:",
         "complete review. The missing members and why (quoted, untrusted text):\n```untrusted missing members",
@@ -508,7 +509,7 @@ fn synthesize_partial_coverage_is_noted_in_the_prompt_and_before_the_output() {
     assert_eq!(
         output(&r),
         format!(
-            "{note}\n\nMerged: missing members, [1] g1, [2] g2, [3] g3 (contradictions resolved)\nThe prompt carried:\n{prompt_note}\n\n— synthesize: 3/22 gatherers usable · merged by g1"
+            "{prompt_note}\n\nMerged: missing members, [1] g1, [2] g2, [3] g3 (contradictions resolved)\nThe prompt carried:\n{prompt_note}\n\n— synthesize: 3/22 gatherers usable · merged by g1"
         )
     );
     assert_eq!(r["ok"], true);
