@@ -5,7 +5,8 @@
 //! itself is the submission. Rate limits are retried with backoff honouring Retry-After.
 //! `session.rs` (the session and its history), `turn.rs` (a turn: requests, tool calls, answers),
 //! `answer.rs` (answers found in a reply's text, cut-off replies), `context.rs` (requests sized to
-//! the model's context), `tools.rs` (the `wf_*` tools and their execution), `request.rs` (one
+//! the model's context, and the errors about it), `count.rs` (a request's size as the server
+//! counts it: `/tokenize`, or calibrated from the replies' counts), `tools.rs` (the `wf_*` tools and their execution), `request.rs` (one
 //! request: retries, the streamed reply, its spend metered), `sse.rs` (the event stream parser)
 //! and `probe.rs` (`awf doctor --deep`: a real request, the server's context) are shared;
 //! `openai.rs` and `anthropic.rs` hold what differs.
@@ -13,6 +14,7 @@
 mod answer;
 mod anthropic;
 mod context;
+mod count;
 mod openai;
 pub mod probe;
 mod request;
@@ -218,4 +220,30 @@ pub struct Reply {
     pub usage: Usage,
     /// The `max_tokens` the request asked for (clipped to the room left in the model's context).
     pub asked: u64,
+    /// The request's size as awf counted it before sending it.
+    prompt: context::PromptSize,
+}
+
+#[cfg(test)]
+pub(super) mod tests {
+    use super::*;
+
+    /// An `openai` runtime's settings against `base_url`, with the defaults.
+    pub fn config(base_url: &str) -> HttpConfig {
+        HttpConfig {
+            api: Api::OpenAi,
+            base_url: base_url.into(),
+            model: "m".into(),
+            effort: None,
+            api_key: None,
+            structured: false,
+            object_only: false,
+            max_tokens: 4096,
+            context_tokens: None,
+            auto_compact: true,
+            first_byte: REQUEST_TIMEOUT,
+            idle: IDLE_TIMEOUT,
+            redactor: Default::default(),
+        }
+    }
 }
