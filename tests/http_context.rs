@@ -1,7 +1,8 @@
-//! The context as the server counts it (issue 26, row 3), against fake llama-servers on 127.0.0.1
-//! that count a token every 2 characters: `/tokenize` where the server has it, else the replies'
-//! `prompt_tokens` calibrating later requests; `max_tokens` cut to the room left; errors about the
-//! context carrying the numbers and a fix not already applied.
+//! The context as the server counts it (issue 26, rows 2 and 3), against fake llama-servers on
+//! 127.0.0.1 that count a token every 2 characters: `/tokenize` where the server has it, else the
+//! replies' `prompt_tokens` calibrating later requests; `max_tokens` cut to the room left; errors
+//! about the context carrying the numbers and a fix not already applied; and a request waiting for
+//! its first byte counting toward the stall timeout.
 
 mod common;
 #[path = "common/fake_model.rs"]
@@ -143,4 +144,31 @@ fn a_servers_refusal_gives_both_counts_and_says_to_declare_the_context() {
     ] {
         assert!(reason.contains(&part), "no {part:?} in {reason}");
     }
+}
+
+/// Issue 26, row 2: a request queued on a busy server (no first byte) is waiting, not progress:
+/// its tries' waits add up to the stall timeout, not to the stall timeout each.
+#[test]
+fn waits_for_a_first_byte_add_up_to_the_stall_timeout() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for conn in listener.incoming().take(16) {
+            held.push(conn);
+        }
+    });
+    let env = Env::new();
+    env.write(
+        "awf.toml",
+        &format!(
+            "default_runtime = \"m\"\n[runtimes.m]\nharness = \"openai\"\nmodel = \"x\"\nbase_url = \"http://127.0.0.1:{port}/v1\"\nrequest_timeout = \"400ms\"\n[limits]\nstall_timeout = \"1s\"\n"
+        ),
+    );
+    let out = env.run("let a = ctx.agents.open(#{ key: \"q\" }); let o = a.run(#{ prompt: \"hi\" }); o.reason", &[]);
+    out.expect_code(0);
+    let reason = out.stdout.trim();
+    assert!(reason.contains("its waits for a first byte reached the stall timeout (1s)"), "{reason}");
+    assert!(reason.contains("(tried 3 times: 1) no response from"), "400 ms, 400 ms, then the 200 ms left: {reason}");
+    assert!(reason.contains("within 200ms"), "{reason}");
 }

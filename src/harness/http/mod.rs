@@ -117,6 +117,9 @@ pub struct HttpConfig {
     /// No first byte of a reply for this long fails the request (`request_timeout`, at most the
     /// stall timeout); it is retried.
     pub first_byte: Duration,
+    /// The agent's stall timeout: a request's waits for a first byte, over all its tries, end
+    /// there (a request queued on a busy server is waiting, not progress).
+    pub stall: Duration,
     /// No chunk of a streamed reply for this long fails it (`idle_timeout`, at most the stall
     /// timeout).
     pub idle: Duration,
@@ -181,6 +184,7 @@ impl HttpConfig {
             context_tokens: runtime.context_tokens,
             auto_compact: runtime.auto_compact.unwrap_or(true),
             first_byte,
+            stall,
             idle,
             redactor,
         })
@@ -242,6 +246,7 @@ pub(super) mod tests {
             context_tokens: None,
             auto_compact: true,
             first_byte: REQUEST_TIMEOUT,
+            stall: Duration::from_secs(600),
             idle: IDLE_TIMEOUT,
             redactor: Default::default(),
         }

@@ -20,13 +20,15 @@ struct RequestError {
     message: String,
     retry: bool,
     after: Option<Duration>,
+    /// No first byte came within the wait it was given.
+    unanswered: bool,
     /// The server refused the request as longer than its context.
     limit: Option<context::Limit>,
 }
 
 impl RequestError {
     fn new(message: String, retry: bool) -> RequestError {
-        RequestError { message, retry, after: None, limit: None }
+        RequestError { message, retry, after: None, unanswered: false, limit: None }
     }
 }
 
@@ -49,7 +51,8 @@ impl HttpSession {
     }
 
     /// Sends one request, retrying rate limits, overload and failed connections. What the server
-    /// spends is added to `meter` as it is known, however the request ends.
+    /// spends is added to `meter` as it is known, however the request ends. Its waits for a first
+    /// byte add up, over its tries, to the stall timeout at most.
     pub(super) async fn request(
         &self,
         tools: &[ToolSpec],
@@ -63,10 +66,12 @@ impl HttpSession {
         let body = self.body(tools, structured, max_tokens);
         let mut attempt = 0;
         let mut tries: Vec<String> = Vec::new();
+        let mut waited = Duration::ZERO;
         loop {
             attempt += 1;
+            let first_byte = self.cfg.first_byte.min(self.cfg.stall.saturating_sub(waited));
             let spend = Spend { meter, estimate: prompt.tokens, started: false, chars: 0, usage: None };
-            match self.request_once(&body, &sized, spend).await {
+            match self.request_once(&body, first_byte, &sized, spend).await {
                 Ok(mut r) => {
                     r.asked = max_tokens;
                     r.prompt = prompt;
@@ -80,8 +85,12 @@ impl HttpSession {
                     if let Some(context::Limit::Counted { counted, prompt_only: true, .. }) = e.limit {
                         count::calibrate(&self.cfg, sized.chars, sized.messages, counted);
                     }
+                    if e.unanswered {
+                        waited += first_byte;
+                    }
+                    let stalled = e.unanswered && waited >= self.cfg.stall;
                     let why = self.cfg.redactor.scrub(&e.message);
-                    if e.retry && attempt <= MAX_RETRIES {
+                    if e.retry && attempt <= MAX_RETRIES && !stalled {
                         let wait =
                             e.after.unwrap_or(Duration::from_millis(500 * 2u64.pow(attempt - 1))).min(MAX_BACKOFF);
                         (self.events)(&crate::run::Event::HttpRetry {
@@ -95,7 +104,14 @@ impl HttpSession {
                         tokio::time::sleep(wait).await;
                         continue;
                     }
-                    let last = why;
+                    let last = if stalled {
+                        format!(
+                            "{why}; its waits for a first byte reached the stall timeout ({}): a request queued on a busy server is waiting, not progress",
+                            humantime::format_duration(self.cfg.stall)
+                        )
+                    } else {
+                        why
+                    };
                     if tries.is_empty() {
                         return Err(last);
                     }
@@ -110,6 +126,7 @@ impl HttpSession {
     async fn request_once(
         &self,
         body: &Value,
+        first_byte: Duration,
         sized: &RequestSize,
         mut spend: Spend<'_>,
     ) -> Result<Reply, RequestError> {
@@ -121,13 +138,14 @@ impl HttpSession {
         for (k, v) in headers {
             req = req.header(k, v);
         }
-        let resp = tokio::time::timeout(self.cfg.first_byte, req.send())
+        let resp = tokio::time::timeout(first_byte, req.send())
             .await
-            .map_err(|_| {
-                RequestError::new(
+            .map_err(|_| RequestError {
+                unanswered: true,
+                ..RequestError::new(
                     format!(
-                        "no response from {url} within {} (request_timeout, or the stall timeout if smaller)",
-                        humantime::format_duration(self.cfg.first_byte)
+                        "no response from {url} within {} (request_timeout, or what is left of the stall timeout if smaller)",
+                        humantime::format_duration(first_byte)
                     ),
                     true,
                 )
