@@ -107,13 +107,18 @@ pub(super) fn cut_off(reply: &Reply, cfg: &HttpConfig) -> Option<Cut> {
     if finish == "model_context_window_exceeded" || (out > 0 && out < reply.asked) {
         return Some(Cut { why: super::context::cut_by_context(cfg, reply, finish), by_context: true });
     }
-    let clipped = if reply.asked < cfg.max_tokens {
-        format!(", clipped from {} to the room left in the model's context", cfg.max_tokens)
-    } else {
-        String::new()
+    let (clipped, fix) = match cfg.context_tokens {
+        Some(c) if reply.asked < cfg.max_tokens => (
+            format!(
+                ", clipped from {} to the room the prompt's {} leaves of context_tokens = {c}",
+                cfg.max_tokens, reply.prompt
+            ),
+            "; for a longer reply, shorten the prompt or give the server a larger context and raise context_tokens",
+        ),
+        _ => (String::new(), ""),
     };
     let why = format!(
-        "the reply was cut off at max_tokens ({} tokens{clipped}; finish_reason: {finish}): a partial answer is not a result",
+        "the reply was cut off at max_tokens ({} tokens{clipped}; finish_reason: {finish}): a partial answer is not a result{fix}",
         reply.asked
     );
     Some(Cut { why, by_context: false })
@@ -162,11 +167,21 @@ mod tests {
 
     #[test]
     fn a_cut_off_reply_names_max_tokens_or_the_context() {
-        let cfg = super::super::tests::config("http://127.0.0.1:1/v1");
+        let mut cfg = super::super::tests::config("http://127.0.0.1:1/v1");
         let mut r = Reply { finish: Some("length".into()), asked: 200, ..Reply::default() };
         r.usage.output_tokens = 200;
-        assert!(cut_off(&r, &cfg)
-            .is_some_and(|c| !c.by_context && c.why.contains("cut off at max_tokens (200 tokens, clipped from 4096")));
+        assert!(
+            cut_off(&r, &cfg).is_some_and(|c| !c.by_context && c.why.contains("cut off at max_tokens (200 tokens;"))
+        );
+        cfg.context_tokens = Some(1000);
+        r.prompt.tokens = 800;
+        let why = cut_off(&r, &cfg).map(|c| c.why).unwrap_or_default();
+        assert!(
+            why.contains("cut off at max_tokens (200 tokens, clipped from 4096 to the room the prompt's 800 tokens (estimated at 3.0 characters a token) leaves of context_tokens = 1000;")
+                && why.ends_with("shorten the prompt or give the server a larger context and raise context_tokens"),
+            "{why}"
+        );
+        cfg.context_tokens = None;
         r.usage.output_tokens = 57;
         assert!(cut_off(&r, &cfg)
             .is_some_and(|c| c.by_context && c.why.contains("cut off by the model's context after 57")));
