@@ -153,7 +153,12 @@ fn a_request_failing_after_a_rejection_is_reported_by_the_rejection() {
     assert_eq!(v["kind"], "failed", "{v}");
     let reason = v["reason"].as_str().unwrap_or("");
     assert!(reason.starts_with("the answer was rejected (at /verdict: 3 is not of type"), "{reason}");
-    assert!(reason.contains("the conversation no longer fits the model's context (2256 of 2048 tokens)"), "{reason}");
+    assert!(
+        reason.contains(
+            "the conversation no longer fits the model's context: the server counted 2256 tokens for the prompt against its context of 2048"
+        ),
+        "{reason}"
+    );
 }
 
 #[test]

@@ -53,8 +53,8 @@ fn requests_are_sized_to_the_declared_context_and_fail_when_it_is_full() {
     assert_eq!(v["second"], "failed", "{v}");
     let reason = v["reason"].as_str().unwrap_or("");
     assert!(
-        reason.starts_with("the conversation no longer fits the model's context (")
-            && reason.ends_with(" of 500 tokens)"),
+        reason.starts_with("the conversation no longer fits the model's context: the prompt is ")
+            && reason.contains("context_tokens = 500, which leaves 0 tokens for the reply (max_tokens 4096"),
         "{reason}"
     );
     assert_eq!(server.bodies().len(), 1, "a conversation that does not fit is not sent");

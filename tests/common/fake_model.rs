@@ -95,6 +95,49 @@ pub struct FakeModel {
     gets: Arc<Mutex<Vec<(String, Value)>>>,
     cli: bool,
     ids: Arc<AtomicU64>,
+    /// Counting tokens as llama-server does (`count_tokens`), and the `/tokenize` requests seen.
+    counting: Arc<Mutex<Option<Counting>>>,
+    pub tokenized: Arc<Mutex<Vec<String>>>,
+}
+
+/// A server that counts tokens, at `chars_per_token` characters a token of the strings a request
+/// holds (its messages and tools): with `tokenize`, `POST /tokenize {content}` answers
+/// `{tokens: [...]}` (else 404, as servers without it do); each reply reports the count as
+/// `prompt_tokens` and uses `reply_tokens` tokens, cut off at `max_tokens` or where `context` ends
+/// (`finish_reason: length`); a prompt past `context` is refused with llama-server's error.
+#[derive(Clone, Copy, Debug)]
+pub struct Counting {
+    pub chars_per_token: u64,
+    pub tokenize: bool,
+    pub context: u64,
+    pub reply_tokens: u64,
+}
+
+impl Counting {
+    fn tokens(&self, chars: usize) -> u64 {
+        (chars as u64).div_ceil(self.chars_per_token)
+    }
+
+    /// A chat request's prompt tokens as this server counts them.
+    pub fn prompt(&self, body: &Value) -> u64 {
+        let mut all = Vec::new();
+        strings(&body["messages"], &mut all);
+        strings(&body["tools"], &mut all);
+        self.tokens(all.iter().map(|s| s.len()).sum())
+    }
+
+    /// What a chat request's reply becomes, counted.
+    fn reply(&self, body: &Value, scripted: Reply) -> Reply {
+        let prompt = self.prompt(body);
+        if prompt >= self.context {
+            let body = json!({ "error": { "code": 400, "message": format!("request ({prompt} tokens) exceeds the available context size ({} tokens), try increasing it", self.context), "type": "exceed_context_size_error" } });
+            return Reply::Status { code: 400, retry_after: None, body: body.to_string() };
+        }
+        let asked = body["max_tokens"].as_u64().unwrap_or(u64::MAX);
+        let out = self.reply_tokens.min(asked).min(self.context - prompt);
+        let then = if out < self.reply_tokens { Reply::Cut("{\"partial\": \"".into()) } else { scripted };
+        Reply::Usage { prompt, completion: out, then: Box::new(then) }
+    }
 }
 
 impl FakeModel {
@@ -118,6 +161,8 @@ impl FakeModel {
             gets: Arc::new(Mutex::new(Vec::new())),
             cli,
             ids: Arc::new(AtomicU64::new(0)),
+            counting: Arc::new(Mutex::new(None)),
+            tokenized: Arc::new(Mutex::new(Vec::new())),
         };
         let s = server.clone();
         std::thread::spawn(move || {
@@ -142,6 +187,11 @@ impl FakeModel {
     /// `/api/show`); they are not recorded as model requests.
     pub fn serve_doc(&self, path: &str, doc: Value) {
         self.gets.lock().expect("lock").push((path.to_string(), doc));
+    }
+
+    /// Counts tokens from now on (see `Counting`).
+    pub fn count_tokens(&self, counting: Counting) {
+        *self.counting.lock().expect("lock") = Some(counting);
     }
 
     /// Adds replies to the end of the script.
@@ -216,6 +266,22 @@ impl FakeModel {
             body
         };
         let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+        let counting = *self.counting.lock().expect("lock");
+        if path.ends_with("/tokenize") {
+            let content = body["content"].as_str().unwrap_or_default().to_string();
+            self.tokenized.lock().expect("lock").push(content.clone());
+            let doc = match counting.filter(|c| c.tokenize) {
+                Some(c) => json!({ "tokens": vec![1; c.tokens(content.len()) as usize] }).to_string(),
+                None => {
+                    let _ = stream.write_all(
+                        b"HTTP/1.1 404 Not Found\r\ncontent-length: 14\r\nconnection: close\r\n\r\nFile Not Found",
+                    );
+                    return;
+                }
+            };
+            let _ = write!(stream, "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{doc}", doc.len());
+            return;
+        }
         let wire = if path.contains("/messages") {
             Wire::Anthropic
         } else if path.contains("/responses") {
@@ -236,6 +302,10 @@ impl FakeModel {
                 },
                 None => Reply::Text("done".into()),
             }
+        };
+        let reply = match counting {
+            Some(c) if wire == Wire::Chat => c.reply(&body, reply),
+            _ => reply,
         };
         let reply = match reply {
             Reply::EchoHeaders { code } => Reply::Status {

@@ -2,7 +2,7 @@
 //! holds, an answer written as text instead of a tool call, a reply cut off (by `max_tokens` or by
 //! the model's context), a model that never calls tools.
 
-use super::Reply;
+use super::{HttpConfig, Reply};
 use crate::run::schema::Schema;
 use serde_json::Value;
 
@@ -98,27 +98,27 @@ pub(super) struct Cut {
 
 /// Whether the token limit cut a reply off, telling `max_tokens` from the model's context: a reply
 /// stopped below the `max_tokens` it was given ran out of context.
-pub(super) fn cut_off(reply: &Reply, max_tokens: u64) -> Option<Cut> {
+pub(super) fn cut_off(reply: &Reply, cfg: &HttpConfig) -> Option<Cut> {
     let finish = reply.finish.as_deref()?;
     if !matches!(finish, "length" | "max_tokens" | "model_context_window_exceeded") {
         return None;
     }
     let out = reply.usage.output_tokens;
     if finish == "model_context_window_exceeded" || (out > 0 && out < reply.asked) {
-        let why = format!(
-            "the reply was cut off by the model's context after {out} tokens (finish_reason: {finish}, below max_tokens {}): the conversation fills the server's context (about {} tokens); declare the runtime's context_tokens, or give the server a larger context",
-            reply.asked,
-            reply.usage.tokens()
-        );
-        return Some(Cut { why, by_context: true });
+        return Some(Cut { why: super::context::cut_by_context(cfg, reply, finish), by_context: true });
     }
-    let clipped = if reply.asked < max_tokens {
-        format!(", clipped from {max_tokens} to the room left in the model's context")
-    } else {
-        String::new()
+    let (clipped, fix) = match cfg.context_tokens {
+        Some(c) if reply.asked < cfg.max_tokens => (
+            format!(
+                ", clipped from {} to the room the prompt's {} leaves of context_tokens = {c}",
+                cfg.max_tokens, reply.prompt
+            ),
+            "; for a longer reply, shorten the prompt or give the server a larger context and raise context_tokens",
+        ),
+        _ => (String::new(), ""),
     };
     let why = format!(
-        "the reply was cut off at max_tokens ({} tokens{clipped}; finish_reason: {finish}): a partial answer is not a result",
+        "the reply was cut off at max_tokens ({} tokens{clipped}; finish_reason: {finish}): a partial answer is not a result{fix}",
         reply.asked
     );
     Some(Cut { why, by_context: false })
@@ -133,6 +133,7 @@ pub(super) fn no_tool_calls(model: &str, replies: u32) -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::super::context::{Counted, PromptSize};
     use super::*;
     use crate::run::schema::SchemaCache;
     use serde_json::json;
@@ -166,14 +167,58 @@ mod tests {
 
     #[test]
     fn a_cut_off_reply_names_max_tokens_or_the_context() {
+        let mut cfg = super::super::tests::config("http://127.0.0.1:1/v1");
         let mut r = Reply { finish: Some("length".into()), asked: 200, ..Reply::default() };
         r.usage.output_tokens = 200;
-        assert!(cut_off(&r, 200).is_some_and(|c| !c.by_context && c.why.contains("cut off at max_tokens (200 tokens;")));
-        r.usage.output_tokens = 57;
         assert!(
-            cut_off(&r, 200).is_some_and(|c| c.by_context && c.why.contains("cut off by the model's context after 57"))
+            cut_off(&r, &cfg).is_some_and(|c| !c.by_context && c.why.contains("cut off at max_tokens (200 tokens;"))
         );
+        cfg.context_tokens = Some(1000);
+        r.prompt.tokens = 800;
+        let why = cut_off(&r, &cfg).map(|c| c.why).unwrap_or_default();
+        assert!(
+            why.contains("cut off at max_tokens (200 tokens, clipped from 4096 to the room the prompt's 800 tokens (estimated at 3.0 characters a token) leaves of context_tokens = 1000;")
+                && why.ends_with("shorten the prompt or give the server a larger context and raise context_tokens"),
+            "{why}"
+        );
+        cfg.context_tokens = None;
+        r.usage.output_tokens = 57;
+        assert!(cut_off(&r, &cfg)
+            .is_some_and(|c| c.by_context && c.why.contains("cut off by the model's context after 57")));
         r.finish = Some("stop".into());
-        assert_eq!(cut_off(&r, 200), None);
+        assert_eq!(cut_off(&r, &cfg), None);
+    }
+
+    /// Issue 26, row 3: a 1,670-token prompt (as the server counted it) was estimated low, so
+    /// `max_tokens` was not cut to the room left, and the error told the user to declare the
+    /// `context_tokens` they had declared.
+    #[test]
+    fn a_reply_cut_by_the_context_gives_the_numbers_and_a_fix_not_yet_applied() {
+        let mut cfg = super::super::tests::config("http://127.0.0.1:1/v1");
+        let size = PromptSize { tokens: 1150, by: Counted::Estimate(3.0), measured: false };
+        let mut r = Reply { finish: Some("length".into()), asked: 898, prompt: size, ..Reply::default() };
+        r.usage.input_tokens = 1670;
+        r.usage.output_tokens = 379;
+        cfg.context_tokens = Some(2048);
+        let why = cut_off(&r, &cfg).map(|c| c.why).unwrap_or_default();
+        assert_eq!(
+            why,
+            "the reply was cut off by the model's context after 379 tokens (finish_reason: length, below max_tokens 898): the prompt held 1670 tokens as the server counted them, 1150 tokens (estimated at 3.0 characters a token) as awf did, max_tokens asked 898, context 2048 (context_tokens); awf's count of the prompt was low, so max_tokens was not cut to the 378 tokens left; later requests to this server are sized from its count; for more room, shorten the prompt or give the server a larger context (llama-server -c) and raise context_tokens"
+        );
+        assert!(!why.contains("declare"), "context_tokens is declared: {why}");
+        (r.asked, r.usage.output_tokens) = (378, 200);
+        let why = cut_off(&r, &cfg).map(|c| c.why).unwrap_or_default();
+        assert!(
+            why.contains("the server's context is smaller than context_tokens (it ran out at about 1870 tokens)"),
+            "{why}"
+        );
+        cfg.context_tokens = None;
+        let why = cut_off(&r, &cfg).map(|c| c.why).unwrap_or_default();
+        assert!(
+            why.contains(
+                "context not declared; declare the runtime's context_tokens (the server ran out at about 1870 tokens"
+            ),
+            "{why}"
+        );
     }
 }

@@ -5,7 +5,8 @@
 //! itself is the submission. Rate limits are retried with backoff honouring Retry-After.
 //! `session.rs` (the session and its history), `turn.rs` (a turn: requests, tool calls, answers),
 //! `answer.rs` (answers found in a reply's text, cut-off replies), `context.rs` (requests sized to
-//! the model's context), `tools.rs` (the `wf_*` tools and their execution), `request.rs` (one
+//! the model's context, and the errors about it), `count.rs` (a request's size as the server
+//! counts it: `/tokenize`, or calibrated from the replies' counts), `tools.rs` (the `wf_*` tools and their execution), `request.rs` (one
 //! request: retries, the streamed reply, its spend metered), `sse.rs` (the event stream parser)
 //! and `probe.rs` (`awf doctor --deep`: a real request, the server's context) are shared;
 //! `openai.rs` and `anthropic.rs` hold what differs.
@@ -13,6 +14,7 @@
 mod answer;
 mod anthropic;
 mod context;
+mod count;
 mod openai;
 pub mod probe;
 mod request;
@@ -115,6 +117,9 @@ pub struct HttpConfig {
     /// No first byte of a reply for this long fails the request (`request_timeout`, at most the
     /// stall timeout); it is retried.
     pub first_byte: Duration,
+    /// The agent's stall timeout: a request's waits for a first byte, over all its tries, end
+    /// there (a request queued on a busy server is waiting, not progress).
+    pub stall: Duration,
     /// No chunk of a streamed reply for this long fails it (`idle_timeout`, at most the stall
     /// timeout).
     pub idle: Duration,
@@ -179,6 +184,7 @@ impl HttpConfig {
             context_tokens: runtime.context_tokens,
             auto_compact: runtime.auto_compact.unwrap_or(true),
             first_byte,
+            stall,
             idle,
             redactor,
         })
@@ -218,4 +224,31 @@ pub struct Reply {
     pub usage: Usage,
     /// The `max_tokens` the request asked for (clipped to the room left in the model's context).
     pub asked: u64,
+    /// The request's size as awf counted it before sending it.
+    prompt: context::PromptSize,
+}
+
+#[cfg(test)]
+pub(super) mod tests {
+    use super::*;
+
+    /// An `openai` runtime's settings against `base_url`, with the defaults.
+    pub fn config(base_url: &str) -> HttpConfig {
+        HttpConfig {
+            api: Api::OpenAi,
+            base_url: base_url.into(),
+            model: "m".into(),
+            effort: None,
+            api_key: None,
+            structured: false,
+            object_only: false,
+            max_tokens: 4096,
+            context_tokens: None,
+            auto_compact: true,
+            first_byte: REQUEST_TIMEOUT,
+            stall: Duration::from_secs(600),
+            idle: IDLE_TIMEOUT,
+            redactor: Default::default(),
+        }
+    }
 }

@@ -2,9 +2,9 @@
 //! retries on rate limits, overload and failed connections (honouring Retry-After), and reading the
 //! streamed reply, whose spend goes on the operation's meter even when the reply never ends.
 
-use super::context;
 use super::session::HttpSession;
 use super::{anthropic, openai, sse, Api, Reply, ToolCall, ToolSpec};
+use super::{context, count};
 use crate::accounting::{Meter, Usage};
 use futures_util::StreamExt;
 use serde_json::Value;
@@ -20,6 +20,25 @@ struct RequestError {
     message: String,
     retry: bool,
     after: Option<Duration>,
+    /// No first byte came within the wait it was given.
+    unanswered: bool,
+    /// The server refused the request as longer than its context.
+    limit: Option<context::Limit>,
+}
+
+impl RequestError {
+    fn new(message: String, retry: bool) -> RequestError {
+        RequestError { message, retry, after: None, unanswered: false, limit: None }
+    }
+}
+
+/// A request's size: as awf counted it, its `max_tokens`, and its text's length and messages (what
+/// the server's count calibrates).
+struct RequestSize {
+    prompt: context::PromptSize,
+    max_tokens: u64,
+    chars: u64,
+    messages: u64,
 }
 
 impl HttpSession {
@@ -32,40 +51,67 @@ impl HttpSession {
     }
 
     /// Sends one request, retrying rate limits, overload and failed connections. What the server
-    /// spends is added to `meter` as it is known, however the request ends.
+    /// spends is added to `meter` as it is known, however the request ends. Its waits for a first
+    /// byte add up, over its tries, to the stall timeout at most.
     pub(super) async fn request(
         &self,
         tools: &[ToolSpec],
         structured: Option<&Value>,
         meter: &Meter,
     ) -> Result<Reply, String> {
-        let estimate = context::estimate(self.measured, self.info.instructions.as_deref(), &self.history, tools);
-        let max_tokens = context::reply_room(&self.cfg, estimate)?;
+        let prompt = self.prompt_size(tools).await;
+        let max_tokens = context::reply_room(&self.cfg, &prompt)?;
+        let whole = context::pending(None, self.info.instructions.as_deref(), &self.history, tools);
+        let sized = RequestSize { prompt, max_tokens, chars: whole.text.len() as u64, messages: whole.messages };
         let body = self.body(tools, structured, max_tokens);
         let mut attempt = 0;
         let mut tries: Vec<String> = Vec::new();
+        let mut waited = Duration::ZERO;
         loop {
             attempt += 1;
-            match self.request_once(&body, Spend { meter, estimate, started: false, chars: 0, usage: None }).await {
+            let first_byte = self.cfg.first_byte.min(self.cfg.stall.saturating_sub(waited));
+            let spend = Spend { meter, estimate: prompt.tokens, started: false, chars: 0, usage: None };
+            match self.request_once(&body, first_byte, &sized, spend).await {
                 Ok(mut r) => {
                     r.asked = max_tokens;
+                    r.prompt = prompt;
+                    let counted = r.usage.tokens() - r.usage.output_tokens;
+                    if prompt.by != context::Counted::Tokenize {
+                        count::calibrate(&self.cfg, sized.chars, sized.messages, counted);
+                    }
                     return Ok(r);
                 }
-                Err(e) if e.retry && attempt <= MAX_RETRIES => {
-                    let wait = e.after.unwrap_or(Duration::from_millis(500 * 2u64.pow(attempt - 1))).min(MAX_BACKOFF);
-                    let why = self.cfg.redactor.scrub(&e.message);
-                    (self.events)(&crate::run::Event::HttpRetry {
-                        agent: &self.info.key,
-                        attempt,
-                        of: MAX_RETRIES + 1,
-                        wait_ms: wait.as_millis() as u64,
-                        why: &why,
-                    });
-                    tries.push(why);
-                    tokio::time::sleep(wait).await;
-                }
                 Err(e) => {
-                    let last = self.cfg.redactor.scrub(&e.message);
+                    if let Some(context::Limit::Counted { counted, prompt_only: true, .. }) = e.limit {
+                        count::calibrate(&self.cfg, sized.chars, sized.messages, counted);
+                    }
+                    if e.unanswered {
+                        waited += first_byte;
+                    }
+                    let stalled = e.unanswered && waited >= self.cfg.stall;
+                    let why = self.cfg.redactor.scrub(&e.message);
+                    if e.retry && attempt <= MAX_RETRIES && !stalled {
+                        let wait =
+                            e.after.unwrap_or(Duration::from_millis(500 * 2u64.pow(attempt - 1))).min(MAX_BACKOFF);
+                        (self.events)(&crate::run::Event::HttpRetry {
+                            agent: &self.info.key,
+                            attempt,
+                            of: MAX_RETRIES + 1,
+                            wait_ms: wait.as_millis() as u64,
+                            why: &why,
+                        });
+                        tries.push(why);
+                        tokio::time::sleep(wait).await;
+                        continue;
+                    }
+                    let last = if stalled {
+                        format!(
+                            "{why}; its waits for a first byte reached the stall timeout ({}): a request queued on a busy server is waiting, not progress",
+                            humantime::format_duration(self.cfg.stall)
+                        )
+                    } else {
+                        why
+                    };
                     if tries.is_empty() {
                         return Err(last);
                     }
@@ -77,7 +123,13 @@ impl HttpSession {
         }
     }
 
-    async fn request_once(&self, body: &Value, mut spend: Spend<'_>) -> Result<Reply, RequestError> {
+    async fn request_once(
+        &self,
+        body: &Value,
+        first_byte: Duration,
+        sized: &RequestSize,
+        mut spend: Spend<'_>,
+    ) -> Result<Reply, RequestError> {
         let (url, headers) = match self.cfg.api {
             Api::OpenAi => openai::endpoint(&self.cfg),
             Api::Anthropic => anthropic::endpoint(&self.cfg),
@@ -86,21 +138,22 @@ impl HttpSession {
         for (k, v) in headers {
             req = req.header(k, v);
         }
-        let resp = tokio::time::timeout(self.cfg.first_byte, req.send())
+        let resp = tokio::time::timeout(first_byte, req.send())
             .await
             .map_err(|_| RequestError {
-                message: format!(
-                    "no response from {url} within {} (request_timeout, or the stall timeout if smaller)",
-                    humantime::format_duration(self.cfg.first_byte)
-                ),
-                retry: true,
-                after: None,
+                unanswered: true,
+                ..RequestError::new(
+                    format!(
+                        "no response from {url} within {} (request_timeout, or what is left of the stall timeout if smaller)",
+                        humantime::format_duration(first_byte)
+                    ),
+                    true,
+                )
             })?
-            .map_err(|e| RequestError {
-                message: format!("request to {url} failed: {}", causes(&e)),
-                // A refused connection means no server listens there: waiting will not start one.
-                retry: (e.is_connect() && !refused(&e)) || e.is_timeout(),
-                after: None,
+            // A refused connection means no server listens there: waiting will not start one.
+            .map_err(|e| {
+                let retry = (e.is_connect() && !refused(&e)) || e.is_timeout();
+                RequestError::new(format!("request to {url} failed: {}", causes(&e)), retry)
             })?;
         let status = resp.status();
         if !status.is_success() {
@@ -114,11 +167,15 @@ impl HttpSession {
             // The body may echo the request's headers (its key): scrubbed before anything keeps it.
             let excerpt: String = self.cfg.redactor.scrub(&text).chars().take(400).collect();
             let retry = matches!(status.as_u16(), 429 | 503 | 529) || text.contains("overloaded");
-            let message = match context::context_error(&excerpt) {
-                Some(why) => format!("{why} (HTTP {status} from {url})"),
+            let limit = context::server_limit(&excerpt);
+            let message = match &limit {
+                Some(l) => {
+                    let why = context::refused(&self.cfg, l, &sized.prompt, sized.max_tokens, &excerpt);
+                    format!("{why} (HTTP {status} from {url})")
+                }
                 None => format!("HTTP {status} from {url}: {excerpt}"),
             };
-            return Err(RequestError { message, retry, after });
+            return Err(RequestError { after, limit, ..RequestError::new(message, retry) });
         }
         // From here on the server is working for us: a reply that never ends is billed too.
         spend.started = true;
@@ -127,29 +184,21 @@ impl HttpSession {
         let mut reply = Reply::default();
         let mut state = StreamState::default();
         loop {
-            let next = tokio::time::timeout(self.cfg.idle, stream.next()).await.map_err(|_| RequestError {
-                message: format!(
-                    "stalled: no data from {url} for {} (idle_timeout, or the stall timeout if smaller)",
-                    humantime::format_duration(self.cfg.idle)
-                ),
-                retry: false,
-                after: None,
+            let next = tokio::time::timeout(self.cfg.idle, stream.next()).await.map_err(|_| {
+                let idle = humantime::format_duration(self.cfg.idle);
+                RequestError::new(
+                    format!("stalled: no data from {url} for {idle} (idle_timeout, or the stall timeout if smaller)"),
+                    false,
+                )
             })?;
             let Some(chunk) = next else {
                 if state.done {
                     break;
                 }
-                return Err(RequestError {
-                    message: format!("the connection to {url} closed before the reply ended"),
-                    retry: false,
-                    after: None,
-                });
+                return Err(RequestError::new(format!("the connection to {url} closed before the reply ended"), false));
             };
-            let chunk = chunk.map_err(|e| RequestError {
-                message: format!("the connection to {url} dropped mid-reply: {e}"),
-                retry: false,
-                after: None,
-            })?;
+            let chunk = chunk
+                .map_err(|e| RequestError::new(format!("the connection to {url} dropped mid-reply: {e}"), false))?;
             for ev in parser.push(&chunk) {
                 let r = match self.cfg.api {
                     Api::OpenAi => openai::on_event(&mut reply, &mut state, &ev),
@@ -159,7 +208,7 @@ impl HttpSession {
                 spend.chars = (reply.text.len() + state.calls.iter().map(|c| c.arguments.len()).sum::<usize>()) as u64;
                 r.map_err(|message| {
                     let retry = message.contains("overloaded") && reply.text.is_empty() && reply.calls.is_empty();
-                    RequestError { message, retry, after: None }
+                    RequestError::new(message, retry)
                 })?;
             }
             if state.done {

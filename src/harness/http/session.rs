@@ -164,7 +164,7 @@ impl HttpSession {
     /// (the turn's own request then says whether it still fits).
     pub(super) async fn compact_if_full(&mut self, input: &TurnInput, tools: &[super::ToolSpec], turn_start: usize) {
         let (Some(context), true) = (self.cfg.context_tokens, turn_start > 0) else { return };
-        let tokens = super::context::estimate(self.measured, self.info.instructions.as_deref(), &self.history, tools);
+        let tokens = self.prompt_size(tools).await.tokens;
         if !super::context::wants_compacting(&self.cfg, tokens) {
             return;
         }

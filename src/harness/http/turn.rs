@@ -46,7 +46,7 @@ impl HttpSession {
             // A structured reply cut off is a partial answer. In tools mode a reply cut off at
             // max_tokens is one more reply without an answer (the model may still call the tool
             // when nudged); one cut off by the context ends the turn: nothing more fits.
-            if let Some(cut) = cut_off(&reply, self.cfg.max_tokens) {
+            if let Some(cut) = cut_off(&reply, &self.cfg) {
                 if structured || cut.by_context {
                     return TurnEnd::Failed(cut.why);
                 }
