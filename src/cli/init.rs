@@ -209,8 +209,10 @@ fn run(args) {
         got
     });
     let judge = ctx.agents.open(#{ key: "judge" });
-    let pick = judge.ask(`Pick the best name among: ${ideas}`,
-        #{ type: "object", properties: #{ name: #{ type: "string" }, why: #{ type: "string" } },
+    let list = "";
+    for idea in ideas { list += `- ${idea}\n`; }
+    let pick = judge.ask(`Pick the best name among:\n${list}`,
+        #{ type: "object", properties: #{ name: name, why: #{ type: "string", maxLength: 200 } },
            required: ["name", "why"] });
     #{ ideas: ideas, pick: pick }
 }
