@@ -4,7 +4,7 @@
 //! refused with what to do instead; an answer that fails the schema is refused with the reasons.
 
 use super::listing;
-use crate::host::control::{self, Request};
+use crate::host::control::{self, ControlError, Request};
 use serde_json::Value;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -41,13 +41,13 @@ pub fn answer(dir: &Path, id: &str, key: Option<String>, value: Value) -> Result
     loop {
         match control::request(dir, &req, Duration::from_secs(10)) {
             Ok(reply) => return Ok(reply["key"].as_str().unwrap_or_default().to_string()),
-            Err(e) if e.starts_with("cannot reach") && Instant::now() < until && listing::live(dir) => {
+            Err(ControlError::Unreachable { .. }) if Instant::now() < until && listing::live(dir) => {
                 std::thread::sleep(Duration::from_millis(50));
             }
-            Err(e) if e.starts_with("cannot reach") && !listing::live(dir) => {
+            Err(ControlError::Unreachable { .. }) if !listing::live(dir) => {
                 return Err(format!("run {id} ended before it could be answered ({})", listing::run_status(dir)));
             }
-            Err(e) => return Err(e),
+            Err(e) => return Err(e.to_string()),
         }
     }
 }

@@ -182,22 +182,42 @@ pub fn socket(dir: &Path) -> PathBuf {
     }
 }
 
+/// Why a request to a run's control socket failed, as its callers tell them apart: a socket no
+/// process listens on (the run has not opened it yet, or has ended) or a run that answered no.
+#[derive(Debug, thiserror::Error)]
+pub enum ControlError {
+    #[error("cannot reach the run's control socket {}: {source}", path.display())]
+    Unreachable { path: PathBuf, source: std::io::Error },
+    #[error("{what} {}: {source}", path.display())]
+    Io { what: &'static str, path: PathBuf, source: std::io::Error },
+    #[error("a bad answer on {}: {source}", path.display())]
+    BadAnswer { path: PathBuf, source: serde_json::Error },
+    /// The run answered, refusing: its reason.
+    #[error("{0}")]
+    Refused(String),
+}
+
 /// Asks the run in `dir` over its control socket (blocking; bounded by `timeout`).
-pub fn request(dir: &Path, req: &Request, timeout: Duration) -> Result<Value, String> {
+pub fn request(dir: &Path, req: &Request, timeout: Duration) -> Result<Value, ControlError> {
     let path = socket(dir);
+    let io = |what: &'static str, path: &Path| {
+        let path = path.to_path_buf();
+        move |source| ControlError::Io { what, path, source }
+    };
     let mut stream = std::os::unix::net::UnixStream::connect(&path)
-        .map_err(|e| format!("cannot reach the run's control socket {}: {e}", path.display()))?;
-    stream.set_read_timeout(Some(timeout)).map_err(|e| e.to_string())?;
-    stream.set_write_timeout(Some(timeout)).map_err(|e| e.to_string())?;
-    let text = serde_json::to_string(req).map_err(|e| e.to_string())?;
-    stream.write_all(format!("{text}\n").as_bytes()).map_err(|e| format!("cannot write to {}: {e}", path.display()))?;
+        .map_err(|source| ControlError::Unreachable { path: path.clone(), source })?;
+    stream.set_read_timeout(Some(timeout)).map_err(io("cannot set a timeout on", &path))?;
+    stream.set_write_timeout(Some(timeout)).map_err(io("cannot set a timeout on", &path))?;
+    // A request is a tagged enum of strings and JSON values: it always serialises.
+    let text = serde_json::to_string(req).unwrap_or_default();
+    stream.write_all(format!("{text}\n").as_bytes()).map_err(io("cannot write to", &path))?;
     let mut line = String::new();
-    BufReader::new(stream).read_line(&mut line).map_err(|e| format!("no answer on {}: {e}", path.display()))?;
+    BufReader::new(stream).read_line(&mut line).map_err(io("no answer on", &path))?;
     let reply: Value =
-        serde_json::from_str(line.trim()).map_err(|e| format!("a bad answer on {}: {e}", path.display()))?;
+        serde_json::from_str(line.trim()).map_err(|source| ControlError::BadAnswer { path: path.clone(), source })?;
     match reply["ok"].as_bool() {
         Some(true) => Ok(reply),
-        _ => Err(reply["error"].as_str().unwrap_or("the run refused the request").to_string()),
+        _ => Err(ControlError::Refused(reply["error"].as_str().unwrap_or("the run refused the request").to_string())),
     }
 }
 
