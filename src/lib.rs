@@ -49,7 +49,11 @@
 //!   socket), `background.rs` (`--detach`: the background process and the machine-wide queue),
 //!   `serve/` (`awf serve`: the axum HTTP JSON
 //!   API on a Unix socket or loopback port; runs execute in-process through `host::drive`,
-//!   `--max-runs` at once, the rest queued; `auth.rs` the Host, Origin and bearer-token checks on
+//!   `--max-runs` at once; `queue.rs` the bounded queue (`--max-queued`, 429) and how a run starts
+//!   (fresh, or resumed through `runs::reattempt`), `runs.rs` the `/runs` routes (a run is kept on
+//!   disk before its 202), `recover.rs` what a serve that died left (queued: run; interrupted:
+//!   resumed; in acceptance order; `--no-recover`), `job.rs` the checked body, `events.rs` the
+//!   event stream; `auth.rs` the Host, Origin and bearer-token checks on
 //!   TCP, `answer.rs` `POST /runs/{id}/answer`, `private.rs` the 0600 socket and token file, `scripts.rs` which script a client may name,
 //!   `listen.rs` the two listeners, `options.rs` the limits a `POST /runs` sets, `strategies.rs`
 //!   the watched registry and `GET /strategies`), `init.rs`, `caller.rs` (`--caller`, `--caller-home`: the calling session, checked), `live.rs` (the terminal view), `wf.rs` (`awf wf`,
@@ -200,7 +204,8 @@
 //!   `RecordEvent` names its type), atomic JSON documents, readers tolerant of a torn last line;
 //!   `writer.rs` (per-file buffers behind one lock and the writer thread that writes them in
 //!   batches, woken only when it is idle or a caller waits), `groups.rs` (turn process groups on
-//!   record), `lock.rs` (the run's lock, and whether a live attempt holds it), `private.rs`
+//!   record), `lock.rs` (the run's lock, and whether a live attempt holds it), `accepted.rs`
+//!   (`serve.json` and `serve.lock`: a run a serve accepted, and which serve holds it), `private.rs`
 //!   (folders 0700 and files 0600, created so: what the harnesses write in a run folder goes
 //!   through it too).
 //! - `accounting.rs`: usage, prices (the built-in table; `[prices]` overrides), folds by agent,
@@ -320,6 +325,9 @@
 //!                  (a 0700 folder of the temp dir, removed at the end)
 //!   background.json, output.log   a `--detach`ed run: queued_at, pid, status until it starts
 //!                  (queued|cancelled|failed); the background process's stdout and stderr
+//!   serve.json, serve.lock   a run `awf serve` accepted, written before its 202 (`record::accepted`):
+//!                  id, accepted_at, request (the POST body), status (queued|cancelled|failed, until it
+//!                  starts), error; serve.lock is flocked by the serve holding it (queued or running)
 //!   agents/<slug>/ (mode 0700, command and CLI agents) wf.sock, wf (the launcher), state/, ops/<op-id>.jsonl
 //!                  (liveness), ops/<op-id>.stdout|.stderr (first MiB each); skills.json (the agent's skills:
 //!                  name, source, sha256); home/ (sandboxed agents' HOME;

@@ -252,6 +252,80 @@ fn stage_values(given: &[String], cwd: &Path) -> Result<Vec<(String, Value)>, St
     Ok(out)
 }
 
+/// What a new attempt of a recorded run may take: `--from-stage`, `--values`, `--allow-changed`,
+/// `--again`.
+#[derive(Default)]
+pub struct ReattemptOptions {
+    pub from_stage: Option<String>,
+    pub values: Vec<(String, Value)>,
+    pub allow_changed: bool,
+    pub again: bool,
+}
+
+/// Why a run cannot be attempted again.
+#[derive(Debug, thiserror::Error)]
+pub enum Refused {
+    /// The run's records or the options say no (a live attempt, a succeeded run, a changed script).
+    #[error("{0}")]
+    Records(String),
+    /// The script no longer compiles: its rendered error.
+    #[error("{0}")]
+    Script(String),
+}
+
+/// A new attempt of a recorded run, ready to execute: the program as the run named it (a
+/// script's path, or a strategy rebuilt from its name), its arguments, and the records it
+/// reuses. The run's lock is held from here (`resume.lock`).
+pub struct Reattempt {
+    pub program: script::Program,
+    pub args: Value,
+    pub output: Output,
+    pub resume: resume::Resume,
+}
+
+/// Reads the run in `dir` for a new attempt, as `awf runs resume` and a restarted `awf serve` do.
+pub fn reattempt(cwd: &Path, dir: &Path, run_id: &str, options: ReattemptOptions) -> Result<Reattempt, Refused> {
+    let mut resume = resume::load(dir, options.from_stage.as_deref()).map_err(Refused::Records)?;
+    for (stage, value) in options.values {
+        if resume.stages.contains_key(&stage) {
+            return Err(Refused::Records(format!(
+                "--values {stage}: stage {stage} has a record this attempt reuses; --values gives values only to stages with none (use --from-stage to run recorded stages again)"
+            )));
+        }
+        resume.stages.insert(stage, (value, Some(resume::GIVEN.into())));
+    }
+    let last = resume.run_doc["attempts"].as_array().and_then(|a| a.last()).cloned().unwrap_or_default();
+    if last["status"] == RunStatus::Succeeded.as_str() && !options.again {
+        return Err(Refused::Records(format!(
+            "run {run_id} already succeeded (attempt {}): a resume would start it over; pass --again to start a new attempt on purpose (its records and spend are kept)",
+            last["n"]
+        )));
+    }
+    let script_path = PathBuf::from(resume.run_doc["script"].as_str().unwrap_or_default());
+    let strategy = listing::strategy_name(&script_path);
+    let (loaded, output) = match &strategy {
+        // A strategy is rebuilt from its name, in the folder the run was started from.
+        Some(name) => {
+            let run_cwd = resume.run_doc["cwd"].as_str().map(PathBuf::from).unwrap_or_else(|| cwd.to_path_buf());
+            (crate::council::registry::compile(&run_cwd, name), Output::Strategy)
+        }
+        None => (script::load(&script_path, cwd), Output::Value),
+    };
+    let program = loaded.map_err(Refused::Script)?;
+    // The script as the last attempt ran it (each attempt keeps its hash; older runs only the first).
+    let recorded = last["script_sha256"].as_str().or(resume.run_doc["script_sha256"].as_str()).unwrap_or_default();
+    if recorded != program.sha256 && !options.allow_changed {
+        return Err(Refused::Records(format!(
+            "{} changed since run {run_id} started ({} {recorded} then, {} now); pass --allow-changed to resume it anyway",
+            program.display,
+            if strategy.is_some() { "version" } else { "sha256" },
+            program.sha256
+        )));
+    }
+    let args = resume.run_doc["args"].clone();
+    Ok(Reattempt { program, args, output, resume })
+}
+
 fn resume_run(cwd: &Path, args: ResumeArgs) -> Result<i32> {
     let root = runs_dir(cwd, args.flags.runs_dir.as_ref())?;
     let dir = match run_dir(&root, &args.run_id) {
@@ -262,58 +336,20 @@ fn resume_run(cwd: &Path, args: ResumeArgs) -> Result<i32> {
         Ok(v) => v,
         Err(e) => return refuse(e),
     };
-    let mut resume = match resume::load(&dir, args.from_stage.as_deref()) {
+    let options = ReattemptOptions {
+        from_stage: args.from_stage.clone(),
+        values,
+        allow_changed: args.allow_changed,
+        again: args.again,
+    };
+    let Reattempt { program, args: script_args, output, resume } = match reattempt(cwd, &dir, &args.run_id, options) {
         Ok(r) => r,
-        Err(e) => return refuse(e),
-    };
-    for (stage, value) in values {
-        if resume.stages.contains_key(&stage) {
-            return refuse(format!(
-                "--values {stage}: stage {stage} has a record this attempt reuses; --values gives values only to stages with none (use --from-stage to run recorded stages again)"
-            ));
-        }
-        resume.stages.insert(stage, (value, Some(resume::GIVEN.into())));
-    }
-    let last = resume.run_doc["attempts"].as_array().and_then(|a| a.last()).cloned().unwrap_or_default();
-    if last["status"] == RunStatus::Succeeded.as_str() && !args.again {
-        return refuse(format!(
-            "run {} already succeeded (attempt {}): a resume would start it over; pass --again to start a new attempt on purpose (its records and spend are kept)",
-            args.run_id, last["n"]
-        ));
-    }
-    let script_path = PathBuf::from(resume.run_doc["script"].as_str().unwrap_or_default());
-    let strategy = script_path
-        .file_name()
-        .and_then(|n| n.to_str())
-        .and_then(|n| n.strip_prefix("council:"))
-        .map(|n| n.trim_end_matches(".rhai").to_string());
-    let (loaded, output) = match &strategy {
-        // A strategy is rebuilt from its name, in the folder the run was started from.
-        Some(name) => {
-            let run_cwd = resume.run_doc["cwd"].as_str().map(PathBuf::from).unwrap_or_else(|| cwd.to_path_buf());
-            (crate::council::registry::compile(&run_cwd, name), Output::Strategy)
-        }
-        None => (script::load(&script_path, cwd), Output::Value),
-    };
-    let program = match loaded {
-        Ok(p) => p,
-        Err(rendered) => {
+        Err(Refused::Records(e)) => return refuse(e),
+        Err(Refused::Script(rendered)) => {
             eprintln!("{rendered}");
             return Ok(EXIT_USAGE);
         }
     };
-    // The script as the last attempt ran it (each attempt keeps its hash; older runs only the first).
-    let recorded = last["script_sha256"].as_str().or(resume.run_doc["script_sha256"].as_str()).unwrap_or_default();
-    if recorded != program.sha256 && !args.allow_changed {
-        return refuse(format!(
-            "{} changed since run {} started ({} {recorded} then, {} now); pass --allow-changed to resume it anyway",
-            program.display,
-            args.run_id,
-            if strategy.is_some() { "version" } else { "sha256" },
-            program.sha256
-        ));
-    }
-    let script_args = resume.run_doc["args"].clone();
     let given = resume.stages.values().filter(|(_, s)| s.as_deref() == Some(resume::GIVEN)).count();
     if !args.flags.quiet {
         eprintln!(

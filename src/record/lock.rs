@@ -58,7 +58,12 @@ impl RunLock {
 /// Whether a live process holds the lock of the run in `dir`: `None` when that cannot be known
 /// (no `/proc/locks`), `Some(false)` when no attempt is alive.
 pub fn held(dir: &Path) -> Option<bool> {
-    let meta = match std::fs::metadata(dir.join(FILE)) {
+    held_at(&dir.join(FILE))
+}
+
+/// Whether a live process holds a `flock` on the file at `path` (`held`, for any lock file).
+pub fn held_at(path: &Path) -> Option<bool> {
+    let meta = match std::fs::metadata(path) {
         Ok(m) => m,
         // A run from before locks existed, or one not started yet: nothing says it is alive.
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Some(false),
