@@ -296,7 +296,7 @@
 //!                  run-started, run-stopping, run-finished, leftovers-killed, agent-opened, agent-stopped,
 //!                  agent-closed, agent-set, agent-compacted, context-compacted, op-started, op-nudged,
 //!                  op-replayed, op-rerun, records-healed,
-//!                  op-submission, cluster-refused, op-waiting, op-settled, model-unpriced, control-refused, stage-started, stage-finished,
+//!                  op-submission, op-rejected, cluster-refused, op-waiting, op-settled, model-unpriced, control-refused, stage-started, stage-finished,
 //!                  parallel-started, parallel-finished, log, budget-exhausted, sandbox-opened,
 //!                  sandbox-seated, route-granted, route-closed, message-sent, message-delivered,
 //!                  message-undelivered, message-replied, message-ask-failed, http-retry, child-run-started,
