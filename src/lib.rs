@@ -45,7 +45,9 @@
 //!   list|show|resume|stop|answer|logs|submit`; resuming a council run, `--values`), `answer.rs`
 //!   (`runs answer`, also for `serve` and `mcp`: an operator's answer through the run's control
 //!   socket), `listing.rs` (what a run folder says: status, `interrupted`, age, spend),
-//!   `logs.rs` (events as readable lines, followed), `stop.rs` (`runs stop` through a run's control
+//!   `records.rs` (turns, operation events, journal answers and an HTTP agent's history read back
+//!   as types), `show.rs` (`runs show`: each agent's operations; `--agent`: its turns one by one),
+//!   `logs.rs` (events as readable lines, followed; a rejection as its errors), `stop.rs` (`runs stop` through a run's control
 //!   socket), `background.rs` (`--detach`: the background process and the machine-wide queue),
 //!   `serve/` (`awf serve`: the axum HTTP JSON
 //!   API on a Unix socket or loopback port; runs execute in-process through `host::drive`,

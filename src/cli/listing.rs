@@ -119,6 +119,8 @@ pub struct Summary {
     pub started_at: Option<String>,
     pub cost_usd: f64,
     pub tokens: u64,
+    /// Whether any of its operations' cost is a price (else its $0 says nothing).
+    pub priced: bool,
     /// The script, relative to `cwd` when under it; `council:NAME` for a strategy.
     pub script: String,
     /// The checkpoints it waits on (`waiting`): key, question, schema, asked_at, timeout_ms, agent.
@@ -133,6 +135,11 @@ impl Summary {
             v["waiting"] = json!(self.waiting);
         }
         v
+    }
+
+    /// What it spent: tokens, and USD when priced.
+    pub fn spend(&self) -> String {
+        super::records::spend(self.tokens, self.cost_usd, self.priced)
     }
 
     /// How long ago it started: `12s`, `5m`, `3h`, `2d`.
@@ -173,13 +180,21 @@ pub fn summary(root: &Path, id: &str, cwd: &Path) -> Summary {
         .or(bg["queued_at"].as_str())
         .map(String::from)
         .or(kept.map(|a| a.accepted_at));
-    let (mut cost_usd, mut tokens) = (0.0, 0);
-    for line in crate::record::read_jsonl(&dir.join("turns.jsonl")).unwrap_or_default() {
-        cost_usd += line["cost_usd"].as_f64().unwrap_or(0.0);
-        tokens += line["tokens"].as_u64().unwrap_or(0);
-    }
+    let turns = super::records::turns(&dir).unwrap_or_default();
+    let cost_usd = turns.iter().map(|t| t.cost_usd).sum();
+    let tokens = turns.iter().map(|t| t.tokens).sum();
+    let priced = turns.iter().any(super::records::TurnLine::priced);
     let status = run_status(&dir);
-    Summary { id: id.to_string(), waiting: waiting(&dir, &status), status, started_at, cost_usd, tokens, script }
+    Summary {
+        id: id.to_string(),
+        waiting: waiting(&dir, &status),
+        status,
+        started_at,
+        cost_usd,
+        tokens,
+        priced,
+        script,
+    }
 }
 
 /// What a run whose status is `status` waits for: run.json's open checkpoints while it is

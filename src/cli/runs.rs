@@ -2,7 +2,7 @@
 //! or a strategy's) that reuse its recorded stages and replay its journal, and reaching a live
 //! run from any terminal.
 
-use super::listing::{self, read, run_dir, runs_dir};
+use super::listing::{self, run_dir, runs_dir};
 use super::script::{execute_attempt, RunFlags};
 use super::{stop, EXIT_OK, EXIT_USAGE};
 use crate::host::Output;
@@ -21,10 +21,13 @@ pub enum RunsCommand {
         #[arg(long, value_name = "DIR")]
         runs_dir: Option<PathBuf>,
     },
-    /// A run's status, stages, attempts and spend
+    /// A run's status, stages, attempts, each agent's operations and spend
     Show {
         /// The run's id (`awf runs list` shows them)
         run_id: String,
+        /// Print this agent's turns instead: prompt, rejections with their errors, nudges, replies
+        #[arg(long, value_name = "KEY")]
+        agent: Option<String>,
         /// The folder holding the runs (default: runs_dir from awf.toml, else .awf/runs)
         #[arg(long, value_name = "DIR")]
         runs_dir: Option<PathBuf>,
@@ -121,7 +124,11 @@ pub fn exec(cmd: RunsCommand) -> Result<i32> {
             }
             for id in ids {
                 let s = listing::summary(&root, &id, &cwd);
-                let hint = if s.status == "interrupted" && root.join(&id).join("run.json").exists() {
+                let started = root.join(&id).join("run.json").exists();
+                let served = root.join(&id).join(crate::record::accepted::FILE).exists();
+                let hint = if s.status == "interrupted" && served {
+                    "  (accepted by awf serve: the next awf serve takes it over)".to_string()
+                } else if s.status == "interrupted" && started {
                     format!("  (resume: awf runs resume {id})")
                 } else if let Some(w) = s.waiting.first() {
                     format!(
@@ -131,61 +138,37 @@ pub fn exec(cmd: RunsCommand) -> Result<i32> {
                 } else {
                     String::new()
                 };
-                out!("{id}  {:<11}  {:>4}  ${:.4}  {}{hint}", s.status, s.age(), s.cost_usd, s.script);
+                let script = super::show::script_name(&s.script);
+                out!("{id}  {:<11}  {:>4}  {:>14}  {script}{hint}", s.status, s.age(), s.spend());
             }
             Ok(EXIT_OK)
         }
-        RunsCommand::Show { run_id, runs_dir: given } => {
+        RunsCommand::Show { run_id, agent, runs_dir: given } => {
             let root = runs_dir(&cwd, given.as_ref())?;
             let dir = match run_dir(&root, &run_id) {
                 Ok(d) => d,
                 Err(e) => return refuse(e),
             };
-            let live = listing::live(&dir);
-            let run = read(&dir.join("run.json"));
-            let result = read(&dir.join("result.json"));
-            let status = listing::run_status(&dir);
-            out!("run {run_id}: {status}");
-            out!("script: {}", run["script"].as_str().unwrap_or("?"));
-            for w in listing::waiting(&dir, &status) {
-                out!(
-                    "waiting for the operator ({}): {}\n  schema: {}\n  answer: awf runs answer {run_id} --key {} --json VALUE",
-                    w["key"].as_str().unwrap_or("?"),
-                    w["question"].as_str().unwrap_or("?"),
-                    w["schema"],
-                    w["key"].as_str().unwrap_or("?")
-                );
-            }
-            let statuses = listing::attempt_statuses(&run, live);
-            for (a, status) in run["attempts"].as_array().into_iter().flatten().zip(&statuses) {
-                out!(
-                    "attempt {}: {} ({} → {})",
-                    a["n"],
-                    status.map(RunStatus::as_str).or(a["status"].as_str()).unwrap_or("?"),
-                    a["started_at"].as_str().unwrap_or("?"),
-                    a["finished_at"].as_str().unwrap_or("-")
-                );
-            }
-            for s in result["stages"].as_array().into_iter().flatten() {
-                out!("stage {}: {}", s["name"].as_str().unwrap_or("?"), s["status"].as_str().unwrap_or("?"));
-            }
-            if let Some(e) = result["error"].as_str() {
-                out!("error: {e}");
-            }
-            // result.json accounts for every attempt (as of the last one that finished).
-            let spend = |t: &Value| {
-                format!(
-                    "{} operations, {} tokens, ${:.4}",
-                    t["operations"],
-                    t["tokens"],
-                    t["cost_usd"].as_f64().unwrap_or(0.0)
-                )
+            let Some(key) = agent else {
+                super::show::run(&dir, &run_id).with_context(|| format!("cannot read the records of run {run_id}"))?;
+                return Ok(EXIT_OK);
             };
-            out!("spend (all attempts): {}", spend(&result["accounting"]["totals"]));
-            for (n, t) in result["accounting"]["by_attempt"].as_object().into_iter().flatten() {
-                out!("attempt {n} spent: {}", spend(t));
+            let found = super::show::agent(&dir, &run_id, &key)
+                .with_context(|| format!("cannot read the records of run {run_id}"))?;
+            if !found {
+                let agents: Vec<String> = super::records::turns(&dir)
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|t| t.agent)
+                    .fold(Vec::new(), |mut all, a| {
+                        if !all.contains(&a) {
+                            all.push(a);
+                        }
+                        all
+                    });
+                let list = if agents.is_empty() { "none".to_string() } else { agents.join(", ") };
+                return refuse(format!("run {run_id} has no operations of agent {key} (its agents: {list})"));
             }
-            out!("records: {}", dir.display());
             Ok(EXIT_OK)
         }
         RunsCommand::Resume(args) => resume_run(&cwd, *args),
