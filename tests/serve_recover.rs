@@ -83,6 +83,9 @@ fn runs_queued_and_running_at_a_kill_9_each_end_succeeded_once_after_a_restart()
     }
     kill_9(left);
     assert!(ids.iter().all(|id| starts(&env, id) <= 1), "nothing ran under --no-recover");
+    let list = env.awf(&["runs", "list"]);
+    list.expect_code(0).stdout_has("(accepted by awf serve: the next awf serve takes it over)");
+    env.awf(&["runs", "show", queued[0]]).expect_code(0).stdout_has("interrupted").stdout_has("script: wf.rhai");
 
     // The next serve runs the queued and resumes the interrupted, one at a time, in order.
     env.write("go", "");
@@ -171,4 +174,44 @@ fn past_max_queued_a_run_is_refused_with_429_and_a_run_stopped_in_the_queue_stay
     let (_, v) = s.json("GET", &format!("/runs/{queued}"), None);
     assert_eq!(v["status"], "cancelled", "{v}");
     assert_eq!(starts(&env, &queued), 0, "a run stopped while queued never ran");
+}
+
+#[test]
+fn a_left_run_that_no_longer_loads_is_said_so_and_kept_out_of_the_queue() {
+    let env = Env::new();
+    blocking(&env);
+    let s = serve(&env, &["--max-runs", "1"]);
+    let running = s.start(json!({ "script": "wf.rhai" }));
+    wait_until("the first run's agent running", || starts(&env, &running) == 1);
+    let queued = s.start(json!({ "script": "wf.rhai" }));
+    kill_9(s);
+    std::fs::remove_file(env.path().join("wf.rhai")).expect("remove the script");
+    let s = serve(&env, &[]);
+    wait_until("both runs reported", || {
+        s.stderr().contains("is left interrupted") && s.stderr().contains("cannot start")
+    });
+    let err = s.stderr();
+    assert!(err.contains(&format!("awf: run {queued} (accepted ")), "{err}");
+    assert!(err.contains("cannot read script wf.rhai"), "{err}");
+    assert!(err.contains(&format!("awf: run {running} is left interrupted: ")), "{err}");
+    let record = std::fs::read_to_string(env.runs_root().join(&queued).join("serve.json")).expect("serve.json");
+    assert!(record.contains("\"failed\"") && record.contains("cannot read script wf.rhai"), "{record}");
+    assert_eq!(s.until(&queued, "failed")["status"], "failed");
+    let (_, v) = s.json("GET", &format!("/runs/{running}"), None);
+    assert_eq!(v["status"], "interrupted", "{v}");
+    // The dead serve's agent is still waiting: let it go.
+    env.write("go", "");
+}
+
+#[test]
+fn a_run_that_cannot_be_kept_on_disk_is_refused_not_accepted() {
+    let env = Env::new();
+    blocking(&env);
+    env.write("not-a-folder", "a file where the runs folder should be");
+    let s = serve(&env, &["--runs-dir", "not-a-folder"]);
+    let (status, v) = s.json("POST", "/runs", Some(&json!({ "script": "wf.rhai" })));
+    assert_eq!(status, 500, "{v}");
+    assert!(v["error"].as_str().is_some_and(|e| e.starts_with("cannot keep the run in ")), "{v}");
+    let (_, list) = s.json("GET", "/runs", None);
+    assert_eq!(list["runs"], json!([]), "nothing was accepted: {list}");
 }
