@@ -45,6 +45,18 @@ fn attempt_statuses(env: &Env, id: &str) -> Vec<String> {
     run["attempts"].as_array().expect("attempts").iter().map(|a| a["status"].as_str().unwrap_or("?").into()).collect()
 }
 
+/// A serve of one slot with a run in it (its agent waiting for `go`) and one queued behind it:
+/// the server and the two run ids.
+fn one_running_one_queued(env: &Env, extra: &[&str]) -> (Serve, String, String) {
+    let mut args = vec!["--max-runs", "1"];
+    args.extend_from_slice(extra);
+    let s = serve(env, &args);
+    let running = s.start(json!({ "script": "wf.rhai" }));
+    wait_until("the first run's agent running", || starts(env, &running) == 1);
+    let queued = s.start(json!({ "script": "wf.rhai" }));
+    (s, running, queued)
+}
+
 fn kill_9(mut s: Serve) {
     s.child.kill().expect("SIGKILL awf serve");
     s.child.wait().expect("reap awf serve");
@@ -127,10 +139,7 @@ fn runs_queued_and_running_at_a_kill_9_each_end_succeeded_once_after_a_restart()
 fn a_second_serve_on_the_same_runs_folder_leaves_a_live_serves_runs_alone() {
     let env = Env::new();
     blocking(&env);
-    let first = serve(&env, &["--max-runs", "1"]);
-    let running = first.start(json!({ "script": "wf.rhai" }));
-    wait_until("the first run's agent running", || starts(&env, &running) == 1);
-    let queued = first.start(json!({ "script": "wf.rhai" }));
+    let (first, running, queued) = one_running_one_queued(&env, &[]);
     // It writes its own token over the first's file: the first client keeps the token it read.
     let second = serve(&env, &[]);
     assert!(!second.stderr().contains("recovering"), "{}", second.stderr());
@@ -148,10 +157,7 @@ fn a_second_serve_on_the_same_runs_folder_leaves_a_live_serves_runs_alone() {
 fn past_max_queued_a_run_is_refused_with_429_and_a_run_stopped_in_the_queue_stays_stopped() {
     let env = Env::new();
     blocking(&env);
-    let s = serve(&env, &["--max-runs", "1", "--max-queued", "1"]);
-    let running = s.start(json!({ "script": "wf.rhai" }));
-    wait_until("the first run's agent running", || starts(&env, &running) == 1);
-    let queued = s.start(json!({ "script": "wf.rhai" }));
+    let (s, running, queued) = one_running_one_queued(&env, &["--max-queued", "1"]);
     let (status, v) = s.json("POST", "/runs", Some(&json!({ "script": "wf.rhai" })));
     assert_eq!(status, 429, "{v}");
     let why = v["error"].as_str().expect("an error");
@@ -180,10 +186,7 @@ fn past_max_queued_a_run_is_refused_with_429_and_a_run_stopped_in_the_queue_stay
 fn a_left_run_that_no_longer_loads_is_said_so_and_kept_out_of_the_queue() {
     let env = Env::new();
     blocking(&env);
-    let s = serve(&env, &["--max-runs", "1"]);
-    let running = s.start(json!({ "script": "wf.rhai" }));
-    wait_until("the first run's agent running", || starts(&env, &running) == 1);
-    let queued = s.start(json!({ "script": "wf.rhai" }));
+    let (s, running, queued) = one_running_one_queued(&env, &[]);
     kill_9(s);
     std::fs::remove_file(env.path().join("wf.rhai")).expect("remove the script");
     let s = serve(&env, &[]);

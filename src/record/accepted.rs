@@ -5,12 +5,11 @@
 //! that died: the next serve runs it, or resumes it when it had started (`run.json` exists).
 
 use super::lock::held_at;
-use nix::fcntl::{Flock, FlockArg};
+use nix::fcntl::Flock;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 /// The acceptance record's name in the run folder.
@@ -67,17 +66,9 @@ pub struct Hold {
 impl Hold {
     /// Takes the lock of the run in `dir`: `None` when another process holds it.
     pub fn take(dir: &Path) -> io::Result<Option<Hold>> {
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(super::private::FILE_MODE)
-            .open(dir.join(LOCK))?;
-        match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+        match super::lock::take(&dir.join(LOCK)).map_err(io::Error::other)? {
             Ok(file) => Ok(Some(Hold { _file: file })),
-            Err((_, nix::errno::Errno::EWOULDBLOCK)) => Ok(None),
-            Err((_, e)) => Err(io::Error::other(format!("cannot lock {}: {e}", dir.join(LOCK).display()))),
+            Err(_held) => Ok(None),
         }
     }
 }
