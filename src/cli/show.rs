@@ -5,6 +5,7 @@
 
 use super::listing::{self, read};
 use super::records::{self, OpEvent, Rejected, TurnLine};
+use crate::accounting::Tally;
 use crate::harness::http::Msg;
 use crate::run::RunStatus;
 use serde_json::Value;
@@ -80,16 +81,12 @@ pub fn run(dir: &Path, run_id: &str) -> std::io::Result<()> {
     }
     // result.json accounts for every attempt (as of the last one that finished).
     let priced = turns.iter().any(TurnLine::priced);
-    let spend = |t: &Value| {
-        let (tokens, cost) = (t["tokens"].as_u64().unwrap_or(0), t["cost_usd"].as_f64().unwrap_or(0.0));
-        format!(
-            "{}, {}",
-            count(t["operations"].as_u64().unwrap_or(0) as usize, "operation"),
-            records::spend(tokens, cost, priced)
-        )
+    let spend = |t: &Tally| {
+        format!("{}, {}", count(t.operations as usize, "operation"), records::spend(t.tokens, t.cost_usd, priced))
     };
-    out!("spend (all attempts): {}", spend(&result["accounting"]["totals"]));
-    for (n, t) in result["accounting"]["by_attempt"].as_object().into_iter().flatten() {
+    let accounts: Spend = serde_json::from_value(result["accounting"].clone()).unwrap_or_default();
+    out!("spend (all attempts): {}", spend(&accounts.totals));
+    for (n, t) in &accounts.by_attempt {
         out!("attempt {n} spent: {}", spend(t));
     }
     out!("records: {}", dir.display());
@@ -97,6 +94,14 @@ pub fn run(dir: &Path, run_id: &str) -> std::io::Result<()> {
         out!("an agent's turns (prompts, rejections, nudges, replies): awf runs show {run_id} --agent {agent}");
     }
     Ok(())
+}
+
+/// The accounting of `result.json`, as far as `runs show` prints it.
+#[derive(Default, serde::Deserialize)]
+#[serde(default)]
+struct Spend {
+    totals: Tally,
+    by_attempt: std::collections::BTreeMap<u32, Tally>,
 }
 
 fn count(n: usize, noun: &str) -> String {
