@@ -101,6 +101,7 @@ fn a_council_run_is_shown_as_council_name() {
     let id = env.run_id();
     env.awf(&["runs", "show", &id]).expect_code(0).stdout_has("script: council magi");
     env.awf(&["runs", "list"]).expect_code(0).stdout_has("  council magi");
+    env.awf(&["runs", "logs", &id]).expect_code(0).stdout_has("run started (attempt 1): council magi");
 }
 
 #[test]

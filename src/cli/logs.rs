@@ -55,7 +55,9 @@ impl Reader {
         let ty = event["type"].as_str().unwrap_or("?");
         let mut agent = d["agent"].as_str().map(String::from);
         let what = match ty {
-            "run-started" => format!("run started (attempt {}): {}", d["attempt"], s(d, "script")),
+            "run-started" => {
+                format!("run started (attempt {}): {}", d["attempt"], super::show::script_name(s(d, "script")))
+            }
             "run-stopping" => format!("stopping: {}", d["cause"]["reason"].as_str().unwrap_or("run deadline exceeded")),
             "run-finished" => match d["error"].as_str() {
                 Some(e) => format!("run {}: {e} · spent {}", s(d, "status"), self.spent()),
