@@ -218,3 +218,26 @@ fn a_run_that_cannot_be_kept_on_disk_is_refused_not_accepted() {
     let (_, list) = s.json("GET", "/runs", None);
     assert_eq!(list["runs"], json!([]), "nothing was accepted: {list}");
 }
+
+#[test]
+fn a_left_run_whose_lock_cannot_be_taken_is_said_so_and_stays() {
+    let env = Env::new();
+    blocking(&env);
+    let id = "20990101-000000000-aaaaaa";
+    env.write(
+        &format!(".awf/runs/{id}/serve.json"),
+        &json!({ "v": 1, "id": id, "accepted_at": "2099-01-01T00:00:00.000Z", "status": "queued",
+                 "request": { "script": "wf.rhai" } })
+        .to_string(),
+    );
+    // A folder where the lock file should be: it cannot be opened as one.
+    std::fs::create_dir_all(env.runs_root().join(id).join("serve.lock")).expect("serve.lock/");
+    let s = serve(&env, &[]);
+    assert!(
+        s.stderr().contains(&format!("awf: run {id} cannot be taken over (it stays for a later serve): ")),
+        "{}",
+        s.stderr()
+    );
+    assert!(!s.stderr().contains("recovering"), "{}", s.stderr());
+    assert_eq!(starts(&env, id), 0);
+}

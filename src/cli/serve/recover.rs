@@ -36,8 +36,15 @@ pub(super) fn find(root: &Path) -> Vec<Found> {
         if left(&dir).is_none() {
             continue;
         }
-        // Another serve holds it (queued or running there), or it cannot be locked at all.
-        let Ok(Some(hold)) = Hold::take(&dir) else { continue };
+        let hold = match Hold::take(&dir) {
+            Ok(Some(hold)) => hold,
+            // Another serve holds it, queued or running there.
+            Ok(None) => continue,
+            Err(e) => {
+                eprintln!("awf: run {id} cannot be taken over (it stays for a later serve): {e}");
+                continue;
+            }
+        };
         // Held now, it is looked at again: it may have started or ended meanwhile.
         let Some(started) = left(&dir) else { continue };
         found.push(Found { dir, accepted, hold, started });
