@@ -2,13 +2,13 @@
 //! TCP address. Runs execute in this process on its one tokio runtime; at most `--max-runs` at
 //! once, the rest wait in a visible, bounded queue (`queue.rs`, `--max-queued`). A run it accepts
 //! is kept on disk before the 202 (`record::accepted`); a serve that starts takes over what one
-//! that died left, queued or interrupted (`recover.rs`). Strategies come from one registry for the server's
-//! life, watched: an edit is live for the next request, a broken file keeps its last good
+//! that died left, queued or interrupted (`recover.rs`). Strategies come from one registry for the
+//! server's life, watched: an edit is live for the next request, a broken file keeps its last good
 //! version (`strategies.rs`). `GET /runs` lists every run of the runs folder, and a run of another
 //! process is stopped through its control socket; a run waiting for the operator is answered
-//! through it too (`answer.rs`). Safe by default: a bearer token on TCP
-//! (`auth.rs`), a private socket (`private.rs`), scripts only from its script folder
-//! (`scripts.rs`), and errors that show lines of no other file.
+//! through it too (`answer.rs`). Safe by default: a bearer token on TCP (`auth.rs`), a private
+//! socket (`private.rs`), scripts only from its script folder (`scripts.rs`), and errors that show
+//! lines of no other file.
 
 mod answer;
 mod auth;
