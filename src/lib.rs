@@ -250,6 +250,9 @@
 //!   Its leader dies with awf (`PR_SET_PDEATHSIG`, forked from a thread that never exits); a new
 //!   attempt first kills what an earlier one left (`run/leftovers.rs`).
 //! - One live attempt per run: it holds the flock on `<run>/lock` from its start to `finish`.
+//! - A run `awf serve` answers 202 for is on disk first (`serve.json`), held by one serve at a time
+//!   (the flock on `serve.lock`) while queued or running; only a serve that takes that lock runs or
+//!   resumes it, so two serves on one runs folder never run one run twice.
 //! - A live run is reached from other processes only through its `control.sock` (0600, in its
 //!   0700 folder): `awf runs stop`, `awf runs answer` and `awf serve` send it `stop`, `kill` or `answer`; nothing signals a
 //!   run's process (a background run still queued is the exception: it has no run yet).
