@@ -45,11 +45,17 @@
 //!   list|show|resume|stop|answer|logs|submit`; resuming a council run, `--values`), `answer.rs`
 //!   (`runs answer`, also for `serve` and `mcp`: an operator's answer through the run's control
 //!   socket), `listing.rs` (what a run folder says: status, `interrupted`, age, spend),
-//!   `logs.rs` (events as readable lines, followed), `stop.rs` (`runs stop` through a run's control
+//!   `records.rs` (turns, operation events, journal answers and an HTTP agent's history read back
+//!   as types), `show.rs` (`runs show`: each agent's operations; `--agent`: its turns one by one),
+//!   `logs.rs` (events as readable lines, followed; a rejection as its errors), `stop.rs` (`runs stop` through a run's control
 //!   socket), `background.rs` (`--detach`: the background process and the machine-wide queue),
 //!   `serve/` (`awf serve`: the axum HTTP JSON
 //!   API on a Unix socket or loopback port; runs execute in-process through `host::drive`,
-//!   `--max-runs` at once, the rest queued; `auth.rs` the Host, Origin and bearer-token checks on
+//!   `--max-runs` at once; `queue.rs` the bounded queue (`--max-queued`, 429) and how a run starts
+//!   (fresh, or resumed through `runs::reattempt`), `runs.rs` the `/runs` routes (a run is kept on
+//!   disk before its 202), `recover.rs` what a serve that died left (queued: run; interrupted:
+//!   resumed; in acceptance order; `--no-recover`), `job.rs` the checked body, `events.rs` the
+//!   event stream; `auth.rs` the Host, Origin and bearer-token checks on
 //!   TCP, `answer.rs` `POST /runs/{id}/answer`, `private.rs` the 0600 socket and token file, `scripts.rs` which script a client may name,
 //!   `listen.rs` the two listeners, `options.rs` the limits a `POST /runs` sets, `strategies.rs`
 //!   the watched registry and `GET /strategies`), `init.rs`, `caller.rs` (`--caller`, `--caller-home`: the calling session, checked), `live.rs` (the terminal view), `wf.rs` (`awf wf`,
@@ -200,7 +206,8 @@
 //!   `RecordEvent` names its type), atomic JSON documents, readers tolerant of a torn last line;
 //!   `writer.rs` (per-file buffers behind one lock and the writer thread that writes them in
 //!   batches, woken only when it is idle or a caller waits), `groups.rs` (turn process groups on
-//!   record), `lock.rs` (the run's lock, and whether a live attempt holds it), `private.rs`
+//!   record), `lock.rs` (the run's lock, and whether a live attempt holds it), `accepted.rs`
+//!   (`serve.json` and `serve.lock`: a run a serve accepted, and which serve holds it), `private.rs`
 //!   (folders 0700 and files 0600, created so: what the harnesses write in a run folder goes
 //!   through it too).
 //! - `accounting.rs`: usage, prices (the built-in table; `[prices]` overrides), folds by agent,
@@ -243,6 +250,9 @@
 //!   Its leader dies with awf (`PR_SET_PDEATHSIG`, forked from a thread that never exits); a new
 //!   attempt first kills what an earlier one left (`run/leftovers.rs`).
 //! - One live attempt per run: it holds the flock on `<run>/lock` from its start to `finish`.
+//! - A run `awf serve` answers 202 for is on disk first (`serve.json`), held by one serve at a time
+//!   (the flock on `serve.lock`) while queued or running; only a serve that takes that lock runs or
+//!   resumes it, so two serves on one runs folder never run one run twice.
 //! - A live run is reached from other processes only through its `control.sock` (0600, in its
 //!   0700 folder): `awf runs stop`, `awf runs answer` and `awf serve` send it `stop`, `kill` or `answer`; nothing signals a
 //!   run's process (a background run still queued is the exception: it has no run yet).
@@ -291,7 +301,7 @@
 //!                  run-started, run-stopping, run-finished, leftovers-killed, agent-opened, agent-stopped,
 //!                  agent-closed, agent-set, agent-compacted, context-compacted, op-started, op-nudged,
 //!                  op-replayed, op-rerun, records-healed,
-//!                  op-submission, cluster-refused, op-waiting, op-settled, model-unpriced, control-refused, stage-started, stage-finished,
+//!                  op-submission, op-rejected, cluster-refused, op-waiting, op-settled, model-unpriced, control-refused, stage-started, stage-finished,
 //!                  parallel-started, parallel-finished, log, budget-exhausted, sandbox-opened,
 //!                  sandbox-seated, route-granted, route-closed, message-sent, message-delivered,
 //!                  message-undelivered, message-replied, message-ask-failed, http-retry, child-run-started,
@@ -320,6 +330,9 @@
 //!                  (a 0700 folder of the temp dir, removed at the end)
 //!   background.json, output.log   a `--detach`ed run: queued_at, pid, status until it starts
 //!                  (queued|cancelled|failed); the background process's stdout and stderr
+//!   serve.json, serve.lock   a run `awf serve` accepted, written before its 202 (`record::accepted`):
+//!                  id, accepted_at, request (the POST body), status (queued|cancelled|failed, until it
+//!                  starts), error; serve.lock is flocked by the serve holding it (queued or running)
 //!   agents/<slug>/ (mode 0700, command and CLI agents) wf.sock, wf (the launcher), state/, ops/<op-id>.jsonl
 //!                  (liveness), ops/<op-id>.stdout|.stderr (first MiB each); skills.json (the agent's skills:
 //!                  name, source, sha256); home/ (sandboxed agents' HOME;

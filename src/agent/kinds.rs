@@ -90,6 +90,14 @@ impl Body<'_> {
         }
     }
 
+    /// A turn's prompt, as the workflow wrote it.
+    pub fn prompt(&self) -> Option<&str> {
+        match self {
+            Body::Turn(t) => Some(&t.prompt),
+            _ => None,
+        }
+    }
+
     /// Whether an accepted answer is journalled (what resume replays): turns.
     pub fn journals(&self) -> bool {
         matches!(self, Body::Turn(_))

@@ -100,6 +100,7 @@ pub(super) async fn execute(
     agent.enter();
     let started_at = now_iso();
     let model = agent.model();
+    let prompt = body.prompt().map(|p| run.secrets.scrub(cut(p, PROMPT_KEPT)));
     run.records.event(&Event::OpStarted {
         agent: &agent.key,
         op_id: &op.op_id,
@@ -107,8 +108,12 @@ pub(super) async fn execute(
         stage: frame.stage.as_deref(),
         label: op.label,
         n: op.n,
+        prompt: prompt.as_deref(),
     });
     let slot = body.slot(run, &op);
+    if let Some(slot) = &slot {
+        slot.record_rejections_with(rejection_record(run, &agent.key, &op.op_id));
+    }
     // An answer from an agent's process is journalled the moment it is accepted, before the agent
     // hears `accepted`: a crash after that never runs the operation again. The fake harness
     // settles at once and is journalled when it settles.
@@ -306,6 +311,37 @@ fn accepted_journal(
             // The run is gone: nothing can be recorded, and the closed channel says so.
             None => tokio::sync::oneshot::channel().1,
         }
+    })
+}
+
+/// How much of a turn's prompt `op-started` keeps, and of a rejected answer `op-rejected`.
+const PROMPT_KEPT: usize = 64 * 1024;
+const ANSWER_KEPT: usize = 4 * 1024;
+
+/// The first `max` bytes of `text`, cut at a character boundary.
+fn cut(text: &str, max: usize) -> &str {
+    let mut end = text.len().min(max);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
+
+/// Writes an `op-rejected` event for each rejected submission: its errors and what was submitted,
+/// scrubbed of the run's secrets.
+fn rejection_record(run: &Arc<Run>, agent: &str, op_id: &str) -> crate::control::slot::OnReject {
+    let (run, agent, op_id) = (Arc::downgrade(run), agent.to_string(), op_id.to_string());
+    Box::new(move |answer, errors| {
+        let Some(run) = run.upgrade() else { return };
+        let errors: Vec<String> = errors.iter().map(|e| run.secrets.scrub(&e.to_string())).collect();
+        let kept = run.secrets.scrub(cut(answer, ANSWER_KEPT));
+        run.records.event(&Event::OpRejected {
+            agent: &agent,
+            op_id: &op_id,
+            errors: &errors,
+            answer: &kept,
+            bytes: answer.len(),
+        });
     })
 }
 

@@ -4,6 +4,7 @@
 
 use super::background;
 use crate::config::Config;
+use crate::record::accepted;
 use crate::run::RunStatus;
 use anyhow::Result;
 use serde_json::{json, Value};
@@ -23,7 +24,7 @@ pub fn read(path: &Path) -> Value {
 }
 
 fn is_run(dir: &Path) -> bool {
-    dir.join("run.json").is_file() || dir.join(background::FILE).is_file()
+    dir.join("run.json").is_file() || dir.join(background::FILE).is_file() || dir.join(accepted::FILE).is_file()
 }
 
 /// The folder of run `id` under `root`, or why there is none.
@@ -83,7 +84,10 @@ pub fn run_status(dir: &Path) -> String {
     let live = live(dir);
     let run = read(&dir.join("run.json"));
     if run.is_null() {
-        return background::status(dir);
+        return match accepted::read(dir) {
+            Some(a) => not_started(dir, &a).to_string(),
+            None => background::status(dir),
+        };
     }
     let result = read(&dir.join("result.json"));
     let last = attempt_statuses(&run, live).pop().flatten();
@@ -95,6 +99,18 @@ pub fn run_status(dir: &Path) -> String {
     }
 }
 
+/// The status of a run `awf serve` accepted that has no attempt yet: `queued` while a serve holds
+/// it, `interrupted` when the serve that held it is gone (the next serve runs it), or how it ended
+/// before it started.
+pub fn not_started(dir: &Path, accepted: &accepted::Accepted) -> RunStatus {
+    match accepted.status {
+        accepted::Admission::Queued if accepted::held(dir) == Some(false) => RunStatus::Interrupted,
+        accepted::Admission::Queued => RunStatus::Queued,
+        accepted::Admission::Cancelled => RunStatus::Cancelled,
+        accepted::Admission::Failed => RunStatus::Failed,
+    }
+}
+
 /// One run as lists show it.
 pub struct Summary {
     pub id: String,
@@ -103,6 +119,8 @@ pub struct Summary {
     pub started_at: Option<String>,
     pub cost_usd: f64,
     pub tokens: u64,
+    /// Whether any of its operations' cost is a price (else its $0 says nothing).
+    pub priced: bool,
     /// The script, relative to `cwd` when under it; `council:NAME` for a strategy.
     pub script: String,
     /// The checkpoints it waits on (`waiting`): key, question, schema, asked_at, timeout_ms, agent.
@@ -117,6 +135,11 @@ impl Summary {
             v["waiting"] = json!(self.waiting);
         }
         v
+    }
+
+    /// What it spent: tokens, and USD when priced.
+    pub fn spend(&self) -> String {
+        super::records::spend(self.tokens, self.cost_usd, self.priced)
     }
 
     /// How long ago it started: `12s`, `5m`, `3h`, `2d`.
@@ -134,24 +157,44 @@ impl Summary {
     }
 }
 
+/// The strategy a run's recorded script names (`…/council:NAME.rhai`), if it is a council's.
+pub fn strategy_name(script: &Path) -> Option<String> {
+    let name = script.file_name()?.to_str()?.strip_prefix("council:")?;
+    Some(name.trim_end_matches(".rhai").to_string())
+}
+
 /// Reads run `id`'s folder under `root`.
 pub fn summary(root: &Path, id: &str, cwd: &Path) -> Summary {
     let dir = root.join(id);
     let run = read(&dir.join("run.json"));
     let bg = read(&dir.join(background::FILE));
-    let script = run["script"].as_str().or(bg["script"].as_str()).unwrap_or_default();
+    let kept = accepted::read(&dir);
+    let asked = kept.as_ref().map(|a| requested_script(&a.request));
+    let script = run["script"].as_str().or(bg["script"].as_str()).or(asked.as_deref()).unwrap_or_default();
     let script = match Path::new(script).file_name().and_then(|n| n.to_str()) {
         Some(n) if n.starts_with("council:") => n.trim_end_matches(".rhai").to_string(),
         _ => Path::new(script).strip_prefix(cwd).map(|p| p.display().to_string()).unwrap_or_else(|_| script.into()),
     };
-    let started_at = run["attempts"][0]["started_at"].as_str().or(bg["queued_at"].as_str()).map(String::from);
-    let (mut cost_usd, mut tokens) = (0.0, 0);
-    for line in crate::record::read_jsonl(&dir.join("turns.jsonl")).unwrap_or_default() {
-        cost_usd += line["cost_usd"].as_f64().unwrap_or(0.0);
-        tokens += line["tokens"].as_u64().unwrap_or(0);
-    }
+    let started_at = run["attempts"][0]["started_at"]
+        .as_str()
+        .or(bg["queued_at"].as_str())
+        .map(String::from)
+        .or(kept.map(|a| a.accepted_at));
+    let turns = super::records::turns(&dir).unwrap_or_default();
+    let cost_usd = turns.iter().map(|t| t.cost_usd).sum();
+    let tokens = turns.iter().map(|t| t.tokens).sum();
+    let priced = turns.iter().any(super::records::TurnLine::priced);
     let status = run_status(&dir);
-    Summary { id: id.to_string(), waiting: waiting(&dir, &status), status, started_at, cost_usd, tokens, script }
+    Summary {
+        id: id.to_string(),
+        waiting: waiting(&dir, &status),
+        status,
+        started_at,
+        cost_usd,
+        tokens,
+        priced,
+        script,
+    }
 }
 
 /// What a run whose status is `status` waits for: run.json's open checkpoints while it is
@@ -161,6 +204,15 @@ pub fn waiting(dir: &Path, status: &str) -> Vec<Value> {
         return Vec::new();
     }
     read(&dir.join("run.json"))["waiting"].as_array().cloned().unwrap_or_default()
+}
+
+/// What a `POST /runs` body names: its script, or `council:NAME` for a strategy.
+pub fn requested_script(request: &Value) -> String {
+    match (request["script"].as_str(), request["strategy"].as_str()) {
+        (Some(script), _) => script.to_string(),
+        (None, Some(name)) => format!("council:{name}"),
+        (None, None) => "?".into(),
+    }
 }
 
 /// Whether the run in `dir` is not live but its last attempt was parked on a checkpoint when its

@@ -10,11 +10,14 @@ use std::time::Duration;
 /// How often a followed run's events are read again.
 const POLL: Duration = Duration::from_millis(100);
 
-/// What the reader keeps between lines: the stage in force and the spend so far.
+/// What the reader keeps between lines: the stage in force, the spend so far, and the
+/// rejection just shown (its `op-submission` says nothing more).
 #[derive(Default)]
 pub struct Reader {
     stage: Option<String>,
     cost_usd: f64,
+    tokens: u64,
+    rejected: Option<(u64, String)>,
 }
 
 fn s<'a>(v: &'a Value, k: &str) -> &'a str {
@@ -22,18 +25,43 @@ fn s<'a>(v: &'a Value, k: &str) -> &'a str {
 }
 
 impl Reader {
-    /// One event as a line: `12:00:01.234  [stage]  agent  what happened`.
-    pub fn line(&mut self, event: &Value) -> String {
+    /// The spend so far: USD once anything cost, else tokens (a local or fake model's $0 says
+    /// nothing).
+    fn spent(&self) -> String {
+        if self.cost_usd > 0.0 {
+            format!("${:.4}", self.cost_usd)
+        } else {
+            format!("{} tokens", self.tokens)
+        }
+    }
+
+    /// A rejected answer as its errors; the `op-submission` that follows it is not shown again.
+    fn rejection(&mut self, event: &Value) -> String {
+        let attempt = event["attempt"].as_u64().unwrap_or(1);
+        match serde_json::from_value::<super::records::Rejected>(event["data"].clone()) {
+            Ok(r) => {
+                self.rejected = Some((attempt, r.op_id.clone()));
+                format!("{} answer rejected ({} bytes): {}", r.op_id, r.bytes, r.errors.join("; "))
+            }
+            Err(_) => format!("op-rejected {}", event["data"]),
+        }
+    }
+
+    /// One event as a line: `12:00:01.234  [stage]  agent  what happened`; `None` for an event
+    /// the line before said all of.
+    pub fn line(&mut self, event: &Value) -> Option<String> {
         let d = &event["data"];
         let time = event["at"].as_str().and_then(|t| t.get(11..23)).unwrap_or("--:--:--.---");
         let ty = event["type"].as_str().unwrap_or("?");
         let mut agent = d["agent"].as_str().map(String::from);
         let what = match ty {
-            "run-started" => format!("run started (attempt {}): {}", d["attempt"], s(d, "script")),
+            "run-started" => {
+                format!("run started (attempt {}): {}", d["attempt"], super::show::script_name(s(d, "script")))
+            }
             "run-stopping" => format!("stopping: {}", d["cause"]["reason"].as_str().unwrap_or("run deadline exceeded")),
             "run-finished" => match d["error"].as_str() {
-                Some(e) => format!("run {}: {e} · spent ${:.4}", s(d, "status"), self.cost_usd),
-                None => format!("run {} · spent ${:.4}", s(d, "status"), self.cost_usd),
+                Some(e) => format!("run {}: {e} · spent {}", s(d, "status"), self.spent()),
+                None => format!("run {} · spent {}", s(d, "status"), self.spent()),
             },
             "stage-started" => {
                 self.stage = d["name"].as_str().map(String::from);
@@ -55,16 +83,28 @@ impl Reader {
             },
             "op-settled" => {
                 let cost = d["cost_usd"].as_f64().unwrap_or(0.0);
+                let tokens = d["tokens"].as_u64().unwrap_or(0);
                 self.cost_usd += cost;
+                self.tokens += tokens;
                 let why = d["reason"].as_str().map(|r| format!(": {r}")).unwrap_or_default();
-                format!(
-                    "{} {}{why} · {} tokens ${cost:.4} · spent ${:.4}",
-                    s(d, "op_id"),
-                    s(d, "outcome"),
-                    d["tokens"],
-                    self.cost_usd
-                )
+                let this = if cost > 0.0 { format!("{tokens} tokens ${cost:.4}") } else { format!("{tokens} tokens") };
+                format!("{} {}{why} · {this} · spent {}", s(d, "op_id"), s(d, "outcome"), self.spent())
             }
+            "op-rejected" => self.rejection(event),
+            "op-submission" => {
+                let attempt = event["attempt"].as_u64().unwrap_or(1);
+                let op = s(d, "op_id");
+                let shown = self.rejected.take().is_some_and(|(a, o)| a == attempt && o == op);
+                match s(d, "verdict") {
+                    "rejected" if shown => return None,
+                    "rejected" => format!("{op} answer rejected ({} bytes; this record keeps no errors)", d["bytes"]),
+                    "accepted" => format!("{op} answer accepted ({} bytes)", d["bytes"]),
+                    verdict => {
+                        format!("{op} answer {verdict} ({} bytes): the operation was already settled", d["bytes"])
+                    }
+                }
+            }
+            "op-nudged" => format!("{} nudged (check-in {}): no accepted answer yet", s(d, "op_id"), d["nudge"]),
             "op-replayed" => format!("{} replayed from the journal", s(d, "op_id")),
             "checkpoint-asked" => format!("asks the operator ({}): {}", s(d, "key"), s(d, "question")),
             "checkpoint-answered" => format!("checkpoint {} answered: {}", s(d, "key"), d["answer"]),
@@ -99,7 +139,7 @@ impl Reader {
         }
         line.push_str("  ");
         line.push_str(&what);
-        line
+        Some(line)
     }
 }
 
@@ -133,8 +173,8 @@ pub fn print(dir: &Path, follow: bool, json: bool) -> std::io::Result<()> {
                 }
                 if json {
                     out!("{line}");
-                } else if let Ok(event) = serde_json::from_str::<Value>(line) {
-                    out!("{}", reader.line(&event));
+                } else if let Some(text) = serde_json::from_str::<Value>(line).ok().and_then(|e| reader.line(&e)) {
+                    out!("{text}");
                 }
             }
         }
@@ -155,17 +195,50 @@ mod tests {
         let mut r = Reader::default();
         let at = "2026-01-02T03:04:05.678Z";
         let ev = |ty: &str, data: Value| json!({ "v": 1, "type": ty, "at": at, "attempt": 1, "data": data });
-        assert_eq!(r.line(&ev("stage-started", json!({ "name": "plan" }))), "03:04:05.678  stage plan started");
+        let mut line = |ty: &str, data: Value| r.line(&ev(ty, data)).unwrap_or_default();
+        assert_eq!(line("stage-started", json!({ "name": "plan" })), "03:04:05.678  stage plan started");
         assert_eq!(
-            r.line(&ev(
+            line(
                 "op-settled",
                 json!({ "agent": "a", "op_id": "a#1", "outcome": "answered", "tokens": 12, "cost_usd": 0.5 })
-            )),
+            ),
             "03:04:05.678  [plan]  a  a#1 answered · 12 tokens $0.5000 · spent $0.5000"
         );
         assert_eq!(
-            r.line(&ev("run-finished", json!({ "status": "succeeded", "error": null }))),
+            line("run-finished", json!({ "status": "succeeded", "error": null })),
             "03:04:05.678  [plan]  run succeeded · spent $0.5000"
+        );
+    }
+
+    #[test]
+    fn unpriced_spend_reads_as_tokens_and_a_rejection_as_its_errors_once() {
+        let mut r = Reader::default();
+        let at = "2026-01-02T03:04:05.678Z";
+        let ev = |ty: &str, data: Value| json!({ "v": 1, "type": ty, "at": at, "attempt": 1, "data": data });
+        let mut line = |ty: &str, data: Value| r.line(&ev(ty, data));
+        let rejected = line(
+            "op-rejected",
+            json!({ "agent": "a", "op_id": "a#1", "errors": ["/verdict: \"maybe\" is not one of [\"yes\",\"no\"]", "/reason: missing"],
+                    "answer": "{\"verdict\":\"maybe\"}", "bytes": 19 }),
+        );
+        assert_eq!(
+            rejected.as_deref(),
+            Some("03:04:05.678  a  a#1 answer rejected (19 bytes): /verdict: \"maybe\" is not one of [\"yes\",\"no\"]; /reason: missing")
+        );
+        let submission =
+            |verdict: &str| json!({ "agent": "a", "op_id": "a#1", "accepted": false, "verdict": verdict, "bytes": 19 });
+        assert_eq!(line("op-submission", submission("rejected")), None, "said once, by op-rejected");
+        assert_eq!(
+            line("op-submission", submission("rejected")).as_deref(),
+            Some("03:04:05.678  a  a#1 answer rejected (19 bytes; this record keeps no errors)")
+        );
+        assert_eq!(
+            line(
+                "op-settled",
+                json!({ "agent": "a", "op_id": "a#1", "outcome": "answered", "tokens": 7, "cost_usd": 0.0 })
+            )
+            .as_deref(),
+            Some("03:04:05.678  a  a#1 answered · 7 tokens · spent 7 tokens")
         );
     }
 }

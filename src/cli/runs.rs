@@ -2,7 +2,7 @@
 //! or a strategy's) that reuse its recorded stages and replay its journal, and reaching a live
 //! run from any terminal.
 
-use super::listing::{self, read, run_dir, runs_dir};
+use super::listing::{self, run_dir, runs_dir};
 use super::script::{execute_attempt, RunFlags};
 use super::{stop, EXIT_OK, EXIT_USAGE};
 use crate::host::Output;
@@ -21,10 +21,13 @@ pub enum RunsCommand {
         #[arg(long, value_name = "DIR")]
         runs_dir: Option<PathBuf>,
     },
-    /// A run's status, stages, attempts and spend
+    /// A run's status, stages, attempts, each agent's operations and spend
     Show {
         /// The run's id (`awf runs list` shows them)
         run_id: String,
+        /// Print this agent's turns instead: prompt, rejections with their errors, nudges, replies
+        #[arg(long, value_name = "KEY")]
+        agent: Option<String>,
         /// The folder holding the runs (default: runs_dir from awf.toml, else .awf/runs)
         #[arg(long, value_name = "DIR")]
         runs_dir: Option<PathBuf>,
@@ -121,7 +124,11 @@ pub fn exec(cmd: RunsCommand) -> Result<i32> {
             }
             for id in ids {
                 let s = listing::summary(&root, &id, &cwd);
-                let hint = if s.status == "interrupted" && root.join(&id).join("run.json").exists() {
+                let started = root.join(&id).join("run.json").exists();
+                let served = root.join(&id).join(crate::record::accepted::FILE).exists();
+                let hint = if s.status == "interrupted" && served {
+                    "  (accepted by awf serve: the next awf serve takes it over)".to_string()
+                } else if s.status == "interrupted" && started {
                     format!("  (resume: awf runs resume {id})")
                 } else if let Some(w) = s.waiting.first() {
                     format!(
@@ -131,61 +138,37 @@ pub fn exec(cmd: RunsCommand) -> Result<i32> {
                 } else {
                     String::new()
                 };
-                out!("{id}  {:<11}  {:>4}  ${:.4}  {}{hint}", s.status, s.age(), s.cost_usd, s.script);
+                let script = super::show::script_name(&s.script);
+                out!("{id}  {:<11}  {:>4}  {:>14}  {script}{hint}", s.status, s.age(), s.spend());
             }
             Ok(EXIT_OK)
         }
-        RunsCommand::Show { run_id, runs_dir: given } => {
+        RunsCommand::Show { run_id, agent, runs_dir: given } => {
             let root = runs_dir(&cwd, given.as_ref())?;
             let dir = match run_dir(&root, &run_id) {
                 Ok(d) => d,
                 Err(e) => return refuse(e),
             };
-            let live = listing::live(&dir);
-            let run = read(&dir.join("run.json"));
-            let result = read(&dir.join("result.json"));
-            let status = listing::run_status(&dir);
-            out!("run {run_id}: {status}");
-            out!("script: {}", run["script"].as_str().unwrap_or("?"));
-            for w in listing::waiting(&dir, &status) {
-                out!(
-                    "waiting for the operator ({}): {}\n  schema: {}\n  answer: awf runs answer {run_id} --key {} --json VALUE",
-                    w["key"].as_str().unwrap_or("?"),
-                    w["question"].as_str().unwrap_or("?"),
-                    w["schema"],
-                    w["key"].as_str().unwrap_or("?")
-                );
-            }
-            let statuses = listing::attempt_statuses(&run, live);
-            for (a, status) in run["attempts"].as_array().into_iter().flatten().zip(&statuses) {
-                out!(
-                    "attempt {}: {} ({} → {})",
-                    a["n"],
-                    status.map(RunStatus::as_str).or(a["status"].as_str()).unwrap_or("?"),
-                    a["started_at"].as_str().unwrap_or("?"),
-                    a["finished_at"].as_str().unwrap_or("-")
-                );
-            }
-            for s in result["stages"].as_array().into_iter().flatten() {
-                out!("stage {}: {}", s["name"].as_str().unwrap_or("?"), s["status"].as_str().unwrap_or("?"));
-            }
-            if let Some(e) = result["error"].as_str() {
-                out!("error: {e}");
-            }
-            // result.json accounts for every attempt (as of the last one that finished).
-            let spend = |t: &Value| {
-                format!(
-                    "{} operations, {} tokens, ${:.4}",
-                    t["operations"],
-                    t["tokens"],
-                    t["cost_usd"].as_f64().unwrap_or(0.0)
-                )
+            let Some(key) = agent else {
+                super::show::run(&dir, &run_id).with_context(|| format!("cannot read the records of run {run_id}"))?;
+                return Ok(EXIT_OK);
             };
-            out!("spend (all attempts): {}", spend(&result["accounting"]["totals"]));
-            for (n, t) in result["accounting"]["by_attempt"].as_object().into_iter().flatten() {
-                out!("attempt {n} spent: {}", spend(t));
+            let found = super::show::agent(&dir, &run_id, &key)
+                .with_context(|| format!("cannot read the records of run {run_id}"))?;
+            if !found {
+                let agents: Vec<String> = super::records::turns(&dir)
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|t| t.agent)
+                    .fold(Vec::new(), |mut all, a| {
+                        if !all.contains(&a) {
+                            all.push(a);
+                        }
+                        all
+                    });
+                let list = if agents.is_empty() { "none".to_string() } else { agents.join(", ") };
+                return refuse(format!("run {run_id} has no operations of agent {key} (its agents: {list})"));
             }
-            out!("records: {}", dir.display());
             Ok(EXIT_OK)
         }
         RunsCommand::Resume(args) => resume_run(&cwd, *args),
@@ -252,6 +235,80 @@ fn stage_values(given: &[String], cwd: &Path) -> Result<Vec<(String, Value)>, St
     Ok(out)
 }
 
+/// What a new attempt of a recorded run may take: `--from-stage`, `--values`, `--allow-changed`,
+/// `--again`.
+#[derive(Default)]
+pub struct ReattemptOptions {
+    pub from_stage: Option<String>,
+    pub values: Vec<(String, Value)>,
+    pub allow_changed: bool,
+    pub again: bool,
+}
+
+/// Why a run cannot be attempted again.
+#[derive(Debug, thiserror::Error)]
+pub enum Refused {
+    /// The run's records or the options say no (a live attempt, a succeeded run, a changed script).
+    #[error("{0}")]
+    Records(String),
+    /// The script no longer compiles: its rendered error.
+    #[error("{0}")]
+    Script(String),
+}
+
+/// A new attempt of a recorded run, ready to execute: the program as the run named it (a
+/// script's path, or a strategy rebuilt from its name), its arguments, and the records it
+/// reuses. The run's lock is held from here (`resume.lock`).
+pub struct Reattempt {
+    pub program: script::Program,
+    pub args: Value,
+    pub output: Output,
+    pub resume: resume::Resume,
+}
+
+/// Reads the run in `dir` for a new attempt, as `awf runs resume` and a restarted `awf serve` do.
+pub fn reattempt(cwd: &Path, dir: &Path, run_id: &str, options: ReattemptOptions) -> Result<Reattempt, Refused> {
+    let mut resume = resume::load(dir, options.from_stage.as_deref()).map_err(Refused::Records)?;
+    for (stage, value) in options.values {
+        if resume.stages.contains_key(&stage) {
+            return Err(Refused::Records(format!(
+                "--values {stage}: stage {stage} has a record this attempt reuses; --values gives values only to stages with none (use --from-stage to run recorded stages again)"
+            )));
+        }
+        resume.stages.insert(stage, (value, Some(resume::GIVEN.into())));
+    }
+    let last = resume.run_doc["attempts"].as_array().and_then(|a| a.last()).cloned().unwrap_or_default();
+    if last["status"] == RunStatus::Succeeded.as_str() && !options.again {
+        return Err(Refused::Records(format!(
+            "run {run_id} already succeeded (attempt {}): a resume would start it over; pass --again to start a new attempt on purpose (its records and spend are kept)",
+            last["n"]
+        )));
+    }
+    let script_path = PathBuf::from(resume.run_doc["script"].as_str().unwrap_or_default());
+    let strategy = listing::strategy_name(&script_path);
+    let (loaded, output) = match &strategy {
+        // A strategy is rebuilt from its name, in the folder the run was started from.
+        Some(name) => {
+            let run_cwd = resume.run_doc["cwd"].as_str().map(PathBuf::from).unwrap_or_else(|| cwd.to_path_buf());
+            (crate::council::registry::compile(&run_cwd, name), Output::Strategy)
+        }
+        None => (script::load(&script_path, cwd), Output::Value),
+    };
+    let program = loaded.map_err(Refused::Script)?;
+    // The script as the last attempt ran it (each attempt keeps its hash; older runs only the first).
+    let recorded = last["script_sha256"].as_str().or(resume.run_doc["script_sha256"].as_str()).unwrap_or_default();
+    if recorded != program.sha256 && !options.allow_changed {
+        return Err(Refused::Records(format!(
+            "{} changed since run {run_id} started ({} {recorded} then, {} now); pass --allow-changed to resume it anyway",
+            program.display,
+            if strategy.is_some() { "version" } else { "sha256" },
+            program.sha256
+        )));
+    }
+    let args = resume.run_doc["args"].clone();
+    Ok(Reattempt { program, args, output, resume })
+}
+
 fn resume_run(cwd: &Path, args: ResumeArgs) -> Result<i32> {
     let root = runs_dir(cwd, args.flags.runs_dir.as_ref())?;
     let dir = match run_dir(&root, &args.run_id) {
@@ -262,58 +319,20 @@ fn resume_run(cwd: &Path, args: ResumeArgs) -> Result<i32> {
         Ok(v) => v,
         Err(e) => return refuse(e),
     };
-    let mut resume = match resume::load(&dir, args.from_stage.as_deref()) {
+    let options = ReattemptOptions {
+        from_stage: args.from_stage.clone(),
+        values,
+        allow_changed: args.allow_changed,
+        again: args.again,
+    };
+    let Reattempt { program, args: script_args, output, resume } = match reattempt(cwd, &dir, &args.run_id, options) {
         Ok(r) => r,
-        Err(e) => return refuse(e),
-    };
-    for (stage, value) in values {
-        if resume.stages.contains_key(&stage) {
-            return refuse(format!(
-                "--values {stage}: stage {stage} has a record this attempt reuses; --values gives values only to stages with none (use --from-stage to run recorded stages again)"
-            ));
-        }
-        resume.stages.insert(stage, (value, Some(resume::GIVEN.into())));
-    }
-    let last = resume.run_doc["attempts"].as_array().and_then(|a| a.last()).cloned().unwrap_or_default();
-    if last["status"] == RunStatus::Succeeded.as_str() && !args.again {
-        return refuse(format!(
-            "run {} already succeeded (attempt {}): a resume would start it over; pass --again to start a new attempt on purpose (its records and spend are kept)",
-            args.run_id, last["n"]
-        ));
-    }
-    let script_path = PathBuf::from(resume.run_doc["script"].as_str().unwrap_or_default());
-    let strategy = script_path
-        .file_name()
-        .and_then(|n| n.to_str())
-        .and_then(|n| n.strip_prefix("council:"))
-        .map(|n| n.trim_end_matches(".rhai").to_string());
-    let (loaded, output) = match &strategy {
-        // A strategy is rebuilt from its name, in the folder the run was started from.
-        Some(name) => {
-            let run_cwd = resume.run_doc["cwd"].as_str().map(PathBuf::from).unwrap_or_else(|| cwd.to_path_buf());
-            (crate::council::registry::compile(&run_cwd, name), Output::Strategy)
-        }
-        None => (script::load(&script_path, cwd), Output::Value),
-    };
-    let program = match loaded {
-        Ok(p) => p,
-        Err(rendered) => {
+        Err(Refused::Records(e)) => return refuse(e),
+        Err(Refused::Script(rendered)) => {
             eprintln!("{rendered}");
             return Ok(EXIT_USAGE);
         }
     };
-    // The script as the last attempt ran it (each attempt keeps its hash; older runs only the first).
-    let recorded = last["script_sha256"].as_str().or(resume.run_doc["script_sha256"].as_str()).unwrap_or_default();
-    if recorded != program.sha256 && !args.allow_changed {
-        return refuse(format!(
-            "{} changed since run {} started ({} {recorded} then, {} now); pass --allow-changed to resume it anyway",
-            program.display,
-            args.run_id,
-            if strategy.is_some() { "version" } else { "sha256" },
-            program.sha256
-        ));
-    }
-    let script_args = resume.run_doc["args"].clone();
     let given = resume.stages.values().filter(|(_, s)| s.as_deref() == Some(resume::GIVEN)).count();
     if !args.flags.quiet {
         eprintln!(

@@ -66,6 +66,9 @@ pub const MAX_REPEATS: u32 = 2;
 /// Records an accepted answer; the receiver is answered once the record is written.
 pub type OnAccept = Box<dyn Fn(&Value) -> tokio::sync::oneshot::Receiver<()> + Send + Sync>;
 
+/// Records a rejected submission: what was submitted and its errors.
+pub type OnReject = Box<dyn Fn(&str, &[Violation]) + Send + Sync>;
+
 /// How long an agent waits for its accepted answer to reach the records before it is told anyway.
 const RECORD_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
@@ -80,6 +83,7 @@ pub struct ResultSlot {
     /// submitted.
     rejected: Mutex<HashMap<String, u32>>,
     on_accept: std::sync::OnceLock<OnAccept>,
+    on_reject: std::sync::OnceLock<OnReject>,
     recorded: Mutex<Option<tokio::sync::oneshot::Receiver<()>>>,
 }
 
@@ -93,6 +97,7 @@ impl ResultSlot {
             last_rejection: Mutex::new(None),
             rejected: Mutex::new(HashMap::new()),
             on_accept: std::sync::OnceLock::new(),
+            on_reject: std::sync::OnceLock::new(),
             recorded: Mutex::new(None),
         }
     }
@@ -100,6 +105,11 @@ impl ResultSlot {
     /// Records every accepted answer with `hook` the moment it is accepted (set once).
     pub fn record_with(&self, hook: OnAccept) {
         let _ = self.on_accept.set(hook);
+    }
+
+    /// Records every rejected submission with `hook`, as it is rejected (set once).
+    pub fn record_rejections_with(&self, hook: OnReject) {
+        let _ = self.on_reject.set(hook);
     }
 
     /// As [`ResultSlot::submit_text`], but an accepted answer is in the records before this
@@ -186,6 +196,9 @@ impl ResultSlot {
         *self.rejected.lock().unwrap_or_else(|p| p.into_inner()).entry(answer.to_string()).or_insert(0) += 1;
         let summary: Vec<String> = errors.iter().map(|e| e.to_string()).collect();
         *self.last_rejection.lock().unwrap_or_else(|p| p.into_inner()) = Some(summary.join("; "));
+        if let Some(hook) = self.on_reject.get() {
+            hook(answer, &errors);
+        }
         Submission::Rejected(errors)
     }
 

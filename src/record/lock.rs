@@ -23,22 +23,14 @@ impl RunLock {
     /// process and how to stop it.
     pub fn acquire(dir: &Path, run_id: &str) -> Result<RunLock, String> {
         let path = dir.join(FILE);
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(super::private::FILE_MODE)
-            .open(&path)
-            .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
-        match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+        match take(&path)? {
             Ok(mut file) => {
                 let pid = format!("{}\n", std::process::id());
                 let written = file.set_len(0).and_then(|_| file.rewind()).and_then(|_| file.write_all(pid.as_bytes()));
                 written.map_err(|e| format!("cannot write {}: {e}", path.display()))?;
                 Ok(RunLock { _file: file })
             }
-            Err((mut file, nix::errno::Errno::EWOULDBLOCK)) => {
+            Err(mut file) => {
                 let mut text = String::new();
                 let _ = file.read_to_string(&mut text);
                 let who = match text.trim() {
@@ -50,15 +42,37 @@ impl RunLock {
                     path.display()
                 ))
             }
-            Err((_, e)) => Err(format!("cannot lock {}: {e}", path.display())),
         }
+    }
+}
+
+/// Opens the lock file at `path` (created 0600) and takes its exclusive `flock` if it is free:
+/// `Ok(Err(file))` when another holds it.
+pub fn take(path: &Path) -> Result<Result<Flock<File>, File>, String> {
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(super::private::FILE_MODE)
+        .open(path)
+        .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+    match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+        Ok(file) => Ok(Ok(file)),
+        Err((file, nix::errno::Errno::EWOULDBLOCK)) => Ok(Err(file)),
+        Err((_, e)) => Err(format!("cannot lock {}: {e}", path.display())),
     }
 }
 
 /// Whether a live process holds the lock of the run in `dir`: `None` when that cannot be known
 /// (no `/proc/locks`), `Some(false)` when no attempt is alive.
 pub fn held(dir: &Path) -> Option<bool> {
-    let meta = match std::fs::metadata(dir.join(FILE)) {
+    held_at(&dir.join(FILE))
+}
+
+/// Whether a live process holds a `flock` on the file at `path` (`held`, for any lock file).
+pub fn held_at(path: &Path) -> Option<bool> {
+    let meta = match std::fs::metadata(path) {
         Ok(m) => m,
         // A run from before locks existed, or one not started yet: nothing says it is alive.
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Some(false),

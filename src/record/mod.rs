@@ -1,6 +1,7 @@
 //! The run folder: the only module that writes it. Layout, the versioned JSONL envelope, whole-line
 //! appends through one writer thread, atomic JSON documents, and readers that tolerate a torn line.
 
+pub mod accepted;
 pub mod agent_files;
 pub mod groups;
 pub mod lock;

@@ -50,8 +50,11 @@ events! {
     ContextCompacted = "context-compacted" {
         agent: &'a str, op_id: &'a str, tokens: u64, context: u64, summary_chars: Option<usize>, error: Option<&'a str>,
     },
+    /// `prompt`: a turn's prompt as the workflow wrote it (secrets scrubbed; its first 64 KiB).
     OpStarted = "op-started" {
         agent: &'a str, op_id: &'a str, kind: &'a str, stage: Option<&'a str>, label: Option<&'a str>, n: u64,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        prompt: Option<&'a str>,
     },
     OpNudged = "op-nudged" { agent: &'a str, op_id: &'a str, nudge: u32 },
     /// An answered operation of an earlier attempt returned from the journal, not run again.
@@ -63,6 +66,9 @@ events! {
     /// An answer submitted through the control channel, and whether it was accepted.
     /// `verdict`: accepted, rejected, or closed (the operation was already settled).
     OpSubmission = "op-submission" { agent: &'a str, op_id: &'a str, accepted: bool, verdict: &'a str, bytes: usize },
+    /// A submitted answer that did not validate: every error (with its JSON pointer) and what was
+    /// submitted (secrets scrubbed; its first 4 KiB), just before its `op-submission`.
+    OpRejected = "op-rejected" { agent: &'a str, op_id: &'a str, errors: &'a [String], answer: &'a str, bytes: usize },
     /// A cluster message for one of this run's operations was dropped: it did not open with the
     /// cluster key (`what`: reply, outcome, journal; `why`: the refusal).
     ClusterRefused = "cluster-refused" { agent: &'a str, op_id: &'a str, what: &'a str, why: &'a str },
