@@ -304,7 +304,7 @@
 //!                  op-submission, op-rejected, cluster-refused, op-waiting, op-settled, model-unpriced, control-refused, stage-started, stage-finished,
 //!                  parallel-started, parallel-finished, log, budget-exhausted, sandbox-opened,
 //!                  sandbox-seated, route-granted, route-closed, message-sent, message-delivered,
-//!                  message-undelivered, message-replied, message-ask-failed, http-retry, child-run-started,
+//!                  message-undelivered, message-replied, message-ask-failed, http-retry, http-waiting, child-run-started,
 //!                  child-run-ended, checkpoint-asked, checkpoint-answered, checkpoint-timed-out,
 //!                  checkpoint-replayed, council-settled.
 //!                  Readers skip types they do not know.

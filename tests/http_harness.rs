@@ -328,3 +328,33 @@ fn a_server_that_never_answers_is_reported_try_by_try_not_waited_on() {
     assert_ne!(out.code, Some(0));
     out.stderr_has("agent q: idle_timeout: `soon` is not a duration");
 }
+
+/// A request queued on a busy server (accepted, no first byte yet) is shown waiting as it waits,
+/// each quarter of its first-byte bound, and its waits add up to the stall timeout at most.
+#[test]
+fn a_request_waiting_for_its_first_byte_is_shown_waiting() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for conn in listener.incoming().take(16) {
+            held.push(conn);
+        }
+    });
+    let env = Env::new();
+    env.write(
+        "awf.toml",
+        &format!(
+            "default_runtime = \"m\"\n[runtimes.m]\nharness = \"openai\"\nmodel = \"x\"\nbase_url = \"http://127.0.0.1:{port}/v1\"\nrequest_timeout = \"2s\"\n[limits]\nstall_timeout = \"3s\"\n"
+        ),
+    );
+    let out = env.run("let a = ctx.agents.open(#{ key: \"q\" }); let o = a.run(#{ prompt: \"hi\" }); o.reason", &[]);
+    out.expect_code(0);
+    out.stderr_has(&format!("agent q: waiting on http://127.0.0.1:{port}/v1/chat/completions: no first byte for"));
+    out.stderr_has("(a busy server queues requests; given up after 2s)");
+    let waiting = events(&env, "http-waiting");
+    assert!(waiting.len() >= 3, "said each half second of the first 2 s try: {waiting:?}");
+    assert_eq!(waiting[0]["data"]["agent"], "q");
+    assert!(waiting.iter().all(|e| e["data"]["limit_ms"] == 2000), "{waiting:?}");
+    assert!(out.stdout.contains("reached the stall timeout (3s)"), "{}", out.stdout);
+}

@@ -129,9 +129,21 @@ fn event_sink(run: &Arc<Run>) -> crate::control::server::EventSink {
             r.records.event(event);
             // A request tried again is shown as it happens: a silent server is not waited on in
             // silence.
-            if let crate::run::Event::HttpRetry { agent, attempt, of, wait_ms, why } = event {
-                let wait = humantime::format_duration(std::time::Duration::from_millis(*wait_ms));
-                r.progress.line("warn", &format!("agent {agent}: {why}; try {} of {of} in {wait}", attempt + 1));
+            let secs = |ms: &u64| humantime::format_duration(std::time::Duration::from_secs(ms / 1000));
+            match event {
+                crate::run::Event::HttpRetry { agent, attempt, of, wait_ms, why } => {
+                    let wait = humantime::format_duration(std::time::Duration::from_millis(*wait_ms));
+                    r.progress.line("warn", &format!("agent {agent}: {why}; try {} of {of} in {wait}", attempt + 1));
+                }
+                crate::run::Event::HttpWaiting { agent, url, waited_ms, limit_ms } => r.progress.line(
+                    "info",
+                    &format!(
+                        "agent {agent}: waiting on {url}: no first byte for {} (a busy server queues requests; given up after {})",
+                        secs(waited_ms),
+                        secs(limit_ms)
+                    ),
+                ),
+                _ => {}
             }
         }
     })

@@ -147,6 +147,9 @@ events! {
     /// An HTTP request that failed in a way worth retrying, and the wait before the next try.
     /// A model request failed and is tried again: try `attempt` of `of`, after `wait_ms`.
     HttpRetry = "http-retry" { agent: &'a str, attempt: u32, of: u32, wait_ms: u64, why: &'a str },
+    /// A request has waited `waited_ms` for its first byte (queued on a busy server, or a server
+    /// gone quiet); `limit_ms` is how long it may (request_timeout, or the stall timeout if smaller).
+    HttpWaiting = "http-waiting" { agent: &'a str, url: &'a str, waited_ms: u64, limit_ms: u64 },
 }
 
 impl RecordEvent for Event<'_> {

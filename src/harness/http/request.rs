@@ -14,6 +14,10 @@ use std::time::Duration;
 const MAX_RETRIES: u32 = 4;
 /// The longest wait between retries, whatever Retry-After says.
 const MAX_BACKOFF: Duration = Duration::from_secs(60);
+/// How long a request may wait for its first byte before it is said to be waiting (and again
+/// after each such stretch), at most: a request queued on a busy server is shown, not waited on in
+/// silence. A shorter first-byte bound is said at each quarter of it (never under 250 ms).
+const WAITING_NOTICE: Duration = Duration::from_secs(10);
 
 /// Why a request failed, and whether trying again may help.
 struct RequestError {
@@ -123,6 +127,30 @@ impl HttpSession {
         }
     }
 
+    /// Awaits `sent` (a request until its first byte), recording an `http-waiting` event each
+    /// notice period it goes on (`WAITING_NOTICE`): a request queued on a busy server is shown
+    /// waiting, not silent.
+    async fn waiting_said<T>(&self, url: &str, sent: impl std::future::Future<Output = T>) -> T {
+        tokio::pin!(sent);
+        let started = tokio::time::Instant::now();
+        let notice = (self.cfg.first_byte.min(self.cfg.stall) / 4).clamp(Duration::from_millis(250), WAITING_NOTICE);
+        let mut every = tokio::time::interval_at(started + notice, notice);
+        loop {
+            tokio::select! {
+                out = &mut sent => return out,
+                _ = every.tick() => {
+                    let url = self.cfg.redactor.scrub(url);
+                    (self.events)(&crate::run::Event::HttpWaiting {
+                        agent: &self.info.key,
+                        url: &url,
+                        waited_ms: started.elapsed().as_millis() as u64,
+                        limit_ms: self.cfg.first_byte.min(self.cfg.stall).as_millis() as u64,
+                    });
+                }
+            }
+        }
+    }
+
     async fn request_once(
         &self,
         body: &Value,
@@ -138,7 +166,8 @@ impl HttpSession {
         for (k, v) in headers {
             req = req.header(k, v);
         }
-        let resp = tokio::time::timeout(first_byte, req.send())
+        let resp = self
+            .waiting_said(&url, tokio::time::timeout(first_byte, req.send()))
             .await
             .map_err(|_| RequestError {
                 unanswered: true,
