@@ -185,38 +185,16 @@ fn parse_args(args: &RunArgs, cwd: &Path) -> Result<Value> {
     Ok(value)
 }
 
-/// The run's limits: the flags, then (a resumed run) the limits its run.json keeps, then the
-/// config, then the defaults.
-fn limits(args: &RunFlags, config: &Config, recorded: Option<Limits>) -> Result<Limits> {
-    let base = match recorded {
-        Some(r) => r,
-        None => {
-            let d = Limits::default();
-            let l = &config.limits;
-            Limits {
-                max_concurrency: l.max_concurrency.unwrap_or(d.max_concurrency),
-                max_agents: l.max_agents.unwrap_or(d.max_agents),
-                budget_usd: l.budget_usd,
-                budget_tokens: l.budget_tokens,
-                nudges: l.nudges.unwrap_or(d.nudges),
-                stall_timeout: config.stall_timeout()?.unwrap_or(d.stall_timeout),
-            }
+impl RunFlags {
+    /// The limits the flags set themselves.
+    pub fn overrides(&self) -> crate::run::limits::Overrides {
+        crate::run::limits::Overrides {
+            max_concurrency: self.max_concurrency,
+            max_agents: self.max_agents,
+            budget_usd: self.budget_usd,
+            budget_tokens: self.budget_tokens,
         }
-    };
-    let limits = Limits {
-        max_concurrency: args.max_concurrency.unwrap_or(base.max_concurrency),
-        max_agents: args.max_agents.unwrap_or(base.max_agents),
-        budget_usd: args.budget_usd.or(base.budget_usd),
-        budget_tokens: args.budget_tokens.or(base.budget_tokens),
-        ..base
-    };
-    if limits.max_concurrency == 0 {
-        bail!("--max-concurrency must be at least 1");
     }
-    if limits.budget_usd.is_some_and(|b| b.is_nan() || b < 0.0) {
-        bail!("--budget-usd must be a number of USD, not negative");
-    }
-    Ok(limits)
 }
 
 fn run(args: RunArgs) -> Result<i32> {
@@ -383,7 +361,7 @@ pub fn prepare(
     let cwd = cwd()?;
     let config = Config::load(&cwd)?;
     let recorded = resume.as_ref().and_then(|r| serde_json::from_value::<Limits>(r.run_doc["limits"].clone()).ok());
-    let limits = limits(flags, &config, recorded)?;
+    let limits = crate::run::limits::resolve(&flags.overrides(), recorded, &config)?;
     let deadline = match &flags.deadline {
         Some(d) => Some(parse_duration(d).map_err(|e| anyhow!("--deadline: {e}"))?),
         None => config.deadline()?,

@@ -14,7 +14,8 @@ use super::worker::Stats;
 use super::{store, Cluster, Report};
 use crate::config::Config;
 use crate::host::{drive, Host, Output};
-use crate::run::{Limits, RunSpec};
+use crate::run::limits::Overrides;
+use crate::run::RunSpec;
 use async_nats::jetstream::consumer::pull;
 use async_nats::jetstream::{AckKind, Message};
 use futures_util::StreamExt;
@@ -185,15 +186,9 @@ impl Serving {
             tracing::warn!("{e}");
             format!("the run's folder has an awf.toml that does not load on worker {}", self.worker)
         })?;
-        let d = Limits::default();
-        let limits = Limits {
-            max_concurrency: config.limits.max_concurrency.unwrap_or(d.max_concurrency),
-            max_agents: config.limits.max_agents.unwrap_or(d.max_agents),
-            budget_usd: config.limits.budget_usd,
-            budget_tokens: config.limits.budget_tokens,
-            nudges: config.limits.nudges.unwrap_or(d.nudges),
-            stall_timeout: config.stall_timeout().ok().flatten().unwrap_or(d.stall_timeout),
-        };
+        // Refused as `script run` refuses it, naming the field and the file, never its line.
+        let limits = crate::run::limits::resolve(&Overrides::default(), None, &config)
+            .map_err(|e| format!("the run's awf.toml is refused on worker {}: {e}", self.worker))?;
         let spec = RunSpec {
             script: program.path.clone(),
             script_sha256: program.sha256.clone(),
