@@ -297,8 +297,7 @@ pub fn execute_attempt(
         Ok(s) => s,
         Err(e) => {
             if let Some(id) = &flags.as_run {
-                let dir = flags.runs_dir.clone().unwrap_or_else(|| PathBuf::from(".awf/runs")).join(id);
-                super::background::mark(&dir, "failed", &format!("{e:#}"));
+                super::background::mark(&failed_runs_dir(flags).join(id), "failed", &format!("{e:#}"));
             }
             return Err(e);
         }
@@ -346,6 +345,14 @@ pub fn execute_attempt(
     Ok(report(&host.run, end, flags, output))
 }
 
+/// The runs folder of a background run that could not be prepared: awf.toml's `runs_dir` still
+/// counts when the file loads (what failed may be another of its values).
+fn failed_runs_dir(flags: &RunFlags) -> PathBuf {
+    let cwd = cwd().unwrap_or_default();
+    let configured = Config::load(&cwd).ok().and_then(|c| c.runs_dir);
+    crate::record::runs_dir(&cwd, flags.runs_dir.as_deref(), configured.as_deref())
+}
+
 fn config_name(config: &Config) -> String {
     config.source.as_ref().map_or_else(|| "awf.toml".to_string(), |p| p.display().to_string())
 }
@@ -372,8 +379,7 @@ pub fn prepare(
     }
     let default_runtime = flags.runtime.clone().unwrap_or_else(|| config.default_alias());
     config.runtime(&default_runtime)?;
-    let runs_dir = flags.runs_dir.clone().or(config.runs_dir.clone()).unwrap_or_else(|| PathBuf::from(".awf/runs"));
-    let runs_dir = if runs_dir.is_absolute() { runs_dir } else { cwd.join(runs_dir) };
+    let runs_dir = crate::record::runs_dir(&cwd, flags.runs_dir.as_deref(), config.runs_dir.as_deref());
     let sandbox = match &flags.sandbox {
         Some(name) => {
             let policy = config.sandbox(name)?;

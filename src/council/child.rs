@@ -217,7 +217,11 @@ pub(super) fn start(
     let program = super::registry::compile(&run.cwd, name).map_err(|e| refused(format!("refused: {e}")))?;
     let deadline = Deadline::earliest(call.deadline, run.deadline).map(|d| d.remaining());
     let limits = Limits { budget_tokens, budget_usd, ..run.scheduler.limits.clone() };
-    let runs_dir = run.dir().parent().map(|p| p.to_path_buf()).unwrap_or_else(|| run.cwd.join(".awf/runs"));
+    let runs_dir = run
+        .dir()
+        .parent()
+        .map(|p| p.to_path_buf())
+        .unwrap_or_else(|| crate::record::runs_dir(&run.cwd, None, run.config.runs_dir.as_deref()));
     let spec = RunSpec {
         script: program.path.clone(),
         script_sha256: program.sha256.clone(),
