@@ -4,7 +4,8 @@ use super::ending::{interrupts, report};
 use super::live::Live;
 use super::{EXIT_OK, EXIT_USAGE};
 use crate::config::{parse_duration, Config};
-use crate::host::{drive, Host, Output};
+use crate::host::launch::{self, Admission, CouncilPool, Request};
+use crate::host::Output;
 use crate::run::schema::SchemaCache;
 use crate::run::{Limits, RunSpec};
 use crate::script::{self, Program};
@@ -308,13 +309,13 @@ pub fn execute_attempt(
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    // A background run holds its slot of the machine's pool until this process ends.
-    let _slot = match &flags.as_run {
+    // A background run holds its slot of the machine's pool until the run ends.
+    let admission = match &flags.as_run {
         Some(id) => match super::background::wait_in_queue(&rt, &spec, id) {
-            Ok(slot) => Some(slot),
+            Ok(slot) => Admission::Pool(slot),
             Err(code) => return Ok(code),
         },
-        None => None,
+        None => Admission::AtOnce,
     };
     // A NATS server that does not answer is a usage error, found before any run folder is made.
     let cluster = match flags.nats.options(&spec.config.cluster)? {
@@ -325,18 +326,16 @@ pub fn execute_attempt(
         }
         None => None,
     };
-    let host = Host::start(spec, flags.as_run.clone(), rt.handle().clone(), Box::new(script::load_responder))
-        .context("cannot create the run folder")?;
-    if let Some(c) = caller {
-        host.run.set_caller(c).context("cannot record the caller in run.json")?;
-    }
+    let caps = crate::council::child::capabilities(CouncilPool::Machine).holding(&admission);
+    let req = Request { spec, id: flags.as_run.clone(), caller, parent: None };
+    let host = launch::start(req, rt.handle().clone(), caps)?;
     let owner = cluster.map(|(c, key)| crate::cluster::remote::Owner::new(c, key, &host.run));
     if let Some(o) = &owner {
         host.agents.set_remote(o.clone());
     }
     let live = Live::start(host.run.clone(), std::io::stderr().is_terminal(), flags.quiet);
     let _interrupts = rt.spawn(interrupts(host.clone()));
-    let end = rt.block_on(drive(host.clone(), program, script_args, deadline, output));
+    let end = rt.block_on(launch::run(host.clone(), admission, program, script_args, deadline, output));
     if let Some(o) = owner {
         // The run ended: its operations still queued are of no use to anyone.
         rt.block_on(o.purge());

@@ -12,6 +12,7 @@ use super::wire::OpRequest;
 use crate::accounting::{CostSource, Usage};
 use crate::agent::{op, OpenRequest, RuntimeChoice};
 use crate::config::Config;
+use crate::host::launch::{self, CouncilPool, Request};
 use crate::host::Host;
 use crate::run::limits::Overrides;
 use crate::run::scope::Frame;
@@ -89,8 +90,10 @@ impl Shadows {
             resume: None,
         };
         let id = format!("{run}-{}", self.name);
-        let host = Host::start(spec, Some(id), self.rt.clone(), Box::new(crate::script::load_responder))
-            .map_err(|e| format!("worker {}: cannot make a run folder for {run}: {e}", self.name))?;
+        let caps = crate::council::child::capabilities(CouncilPool::Machine);
+        let req = Request { spec, id: Some(id), caller: None, parent: None };
+        let host =
+            launch::start(req, self.rt.clone(), caps).map_err(|e| format!("worker {}: for {run}: {e}", self.name))?;
         hosts.insert(run.to_string(), host.clone());
         Ok(host)
     }
