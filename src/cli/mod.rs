@@ -115,10 +115,9 @@ pub fn main() -> i32 {
             return if e.use_stderr() { EXIT_USAGE } else { EXIT_OK };
         }
     };
-    // Every run this process starts lets its granted agents convene councils (`wf council`).
-    crate::host::child::install(crate::council::child::factory);
-    // Background councils take slots of the machine's background pool, as `--detach` does.
-    crate::council::background::install_pool(background::admit_council);
+    // Only for `serve`, which still starts its runs with `Host::start`: every other command
+    // gives the runs it launches their capabilities itself.
+    crate::host::child::install(crate::council::child::capabilities(crate::host::launch::CouncilPool::Machine));
     let result = match cli.command {
         Command::Script(cmd) => script::exec(cmd),
         Command::Init(args) => init::exec(args),

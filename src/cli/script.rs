@@ -4,7 +4,8 @@ use super::ending::{interrupts, report};
 use super::live::Live;
 use super::{EXIT_OK, EXIT_USAGE};
 use crate::config::{parse_duration, Config};
-use crate::host::{drive, Host, Output};
+use crate::host::launch::{self, Admission, CouncilPool, Request};
+use crate::host::Output;
 use crate::run::schema::SchemaCache;
 use crate::run::{Limits, RunSpec};
 use crate::script::{self, Program};
@@ -185,38 +186,16 @@ fn parse_args(args: &RunArgs, cwd: &Path) -> Result<Value> {
     Ok(value)
 }
 
-/// The run's limits: the flags, then (a resumed run) the limits its run.json keeps, then the
-/// config, then the defaults.
-fn limits(args: &RunFlags, config: &Config, recorded: Option<Limits>) -> Result<Limits> {
-    let base = match recorded {
-        Some(r) => r,
-        None => {
-            let d = Limits::default();
-            let l = &config.limits;
-            Limits {
-                max_concurrency: l.max_concurrency.unwrap_or(d.max_concurrency),
-                max_agents: l.max_agents.unwrap_or(d.max_agents),
-                budget_usd: l.budget_usd,
-                budget_tokens: l.budget_tokens,
-                nudges: l.nudges.unwrap_or(d.nudges),
-                stall_timeout: config.stall_timeout()?.unwrap_or(d.stall_timeout),
-            }
+impl RunFlags {
+    /// The limits the flags set themselves.
+    pub fn overrides(&self) -> crate::run::limits::Overrides {
+        crate::run::limits::Overrides {
+            max_concurrency: self.max_concurrency,
+            max_agents: self.max_agents,
+            budget_usd: self.budget_usd,
+            budget_tokens: self.budget_tokens,
         }
-    };
-    let limits = Limits {
-        max_concurrency: args.max_concurrency.unwrap_or(base.max_concurrency),
-        max_agents: args.max_agents.unwrap_or(base.max_agents),
-        budget_usd: args.budget_usd.or(base.budget_usd),
-        budget_tokens: args.budget_tokens.or(base.budget_tokens),
-        ..base
-    };
-    if limits.max_concurrency == 0 {
-        bail!("--max-concurrency must be at least 1");
     }
-    if limits.budget_usd.is_some_and(|b| b.is_nan() || b < 0.0) {
-        bail!("--budget-usd must be a number of USD, not negative");
-    }
-    Ok(limits)
 }
 
 fn run(args: RunArgs) -> Result<i32> {
@@ -319,8 +298,7 @@ pub fn execute_attempt(
         Ok(s) => s,
         Err(e) => {
             if let Some(id) = &flags.as_run {
-                let dir = flags.runs_dir.clone().unwrap_or_else(|| PathBuf::from(".awf/runs")).join(id);
-                super::background::mark(&dir, "failed", &format!("{e:#}"));
+                super::background::mark(&failed_runs_dir(flags).join(id), "failed", &format!("{e:#}"));
             }
             return Err(e);
         }
@@ -331,13 +309,13 @@ pub fn execute_attempt(
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    // A background run holds its slot of the machine's pool until this process ends.
-    let _slot = match &flags.as_run {
+    // A background run holds its slot of the machine's pool until the run ends.
+    let admission = match &flags.as_run {
         Some(id) => match super::background::wait_in_queue(&rt, &spec, id) {
-            Ok(slot) => Some(slot),
+            Ok(slot) => Admission::Pool(slot),
             Err(code) => return Ok(code),
         },
-        None => None,
+        None => Admission::AtOnce,
     };
     // A NATS server that does not answer is a usage error, found before any run folder is made.
     let cluster = match flags.nats.options(&spec.config.cluster)? {
@@ -348,24 +326,30 @@ pub fn execute_attempt(
         }
         None => None,
     };
-    let host = Host::start(spec, flags.as_run.clone(), rt.handle().clone(), Box::new(script::load_responder))
-        .context("cannot create the run folder")?;
-    if let Some(c) = caller {
-        host.run.set_caller(c).context("cannot record the caller in run.json")?;
-    }
+    let caps = crate::council::child::capabilities(CouncilPool::Machine).holding(&admission);
+    let req = Request { spec, id: flags.as_run.clone(), caller, parent: None };
+    let host = launch::start(req, rt.handle().clone(), caps)?;
     let owner = cluster.map(|(c, key)| crate::cluster::remote::Owner::new(c, key, &host.run));
     if let Some(o) = &owner {
         host.agents.set_remote(o.clone());
     }
     let live = Live::start(host.run.clone(), std::io::stderr().is_terminal(), flags.quiet);
     let _interrupts = rt.spawn(interrupts(host.clone()));
-    let end = rt.block_on(drive(host.clone(), program, script_args, deadline, output));
+    let end = rt.block_on(launch::run(host.clone(), admission, program, script_args, deadline, output));
     if let Some(o) = owner {
         // The run ended: its operations still queued are of no use to anyone.
         rt.block_on(o.purge());
     }
     live.finish();
     Ok(report(&host.run, end, flags, output))
+}
+
+/// The runs folder of a background run that could not be prepared: awf.toml's `runs_dir` still
+/// counts when the file loads (what failed may be another of its values).
+fn failed_runs_dir(flags: &RunFlags) -> PathBuf {
+    let cwd = cwd().unwrap_or_default();
+    let configured = Config::load(&cwd).ok().and_then(|c| c.runs_dir);
+    crate::record::runs_dir(&cwd, flags.runs_dir.as_deref(), configured.as_deref())
 }
 
 fn config_name(config: &Config) -> String {
@@ -383,7 +367,7 @@ pub fn prepare(
     let cwd = cwd()?;
     let config = Config::load(&cwd)?;
     let recorded = resume.as_ref().and_then(|r| serde_json::from_value::<Limits>(r.run_doc["limits"].clone()).ok());
-    let limits = limits(flags, &config, recorded)?;
+    let limits = crate::run::limits::resolve(&flags.overrides(), recorded, &config)?;
     let deadline = match &flags.deadline {
         Some(d) => Some(parse_duration(d).map_err(|e| anyhow!("--deadline: {e}"))?),
         None => config.deadline()?,
@@ -394,8 +378,7 @@ pub fn prepare(
     }
     let default_runtime = flags.runtime.clone().unwrap_or_else(|| config.default_alias());
     config.runtime(&default_runtime)?;
-    let runs_dir = flags.runs_dir.clone().or(config.runs_dir.clone()).unwrap_or_else(|| PathBuf::from(".awf/runs"));
-    let runs_dir = if runs_dir.is_absolute() { runs_dir } else { cwd.join(runs_dir) };
+    let runs_dir = crate::record::runs_dir(&cwd, flags.runs_dir.as_deref(), config.runs_dir.as_deref());
     let sandbox = match &flags.sandbox {
         Some(name) => {
             let policy = config.sandbox(name)?;

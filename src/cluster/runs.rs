@@ -13,8 +13,10 @@ use super::seal::{self, Kind, Place};
 use super::worker::Stats;
 use super::{store, Cluster, Report};
 use crate::config::Config;
-use crate::host::{drive, Host, Output};
-use crate::run::{Limits, RunSpec};
+use crate::host::launch::{self, Admission, CouncilPool, Request};
+use crate::host::Output;
+use crate::run::limits::Overrides;
+use crate::run::RunSpec;
 use async_nats::jetstream::consumer::pull;
 use async_nats::jetstream::{AckKind, Message};
 use futures_util::StreamExt;
@@ -116,10 +118,7 @@ impl Serving {
             while let Some(next) = batch.next().await {
                 let (Ok(msg), Some(p)) = (next, permit.take()) else { continue };
                 let me = me.clone();
-                tokio::spawn(async move {
-                    me.take(msg).await;
-                    drop(p);
-                });
+                tokio::spawn(async move { me.take(msg, p).await });
             }
         }
         Ok(())
@@ -138,8 +137,8 @@ impl Serving {
         None
     }
 
-    /// One queued run, heartbeated while its script runs.
-    async fn take(&self, msg: Message) {
+    /// One queued run, heartbeated while its script runs; it holds `slot` until it ends.
+    async fn take(&self, msg: Message, slot: tokio::sync::OwnedSemaphorePermit) {
         let Some(req) = self.opened(&msg).await else { return };
         let key = result_key(&req.id);
         let at = place(&req.id);
@@ -148,7 +147,7 @@ impl Serving {
             return;
         }
         (self.report)(format!("awf worker {}: running {} ({})", self.worker, req.id, req.script.display()));
-        let work = self.own(&req);
+        let work = self.own(&req, slot);
         tokio::pin!(work);
         let mut beat = tokio::time::interval(super::worker::ACK_WAIT / 3);
         beat.tick().await;
@@ -174,7 +173,7 @@ impl Serving {
     /// Runs the script as the run's owner, in a folder of this worker's
     /// (`.awf/worker-runs/runs-<worker>/<run>`); returns what the bucket keeps of its result,
     /// scrubbed. An error names what could not be done, never a line of the files it read.
-    async fn own(&self, req: &RunRequest) -> Result<Value, String> {
+    async fn own(&self, req: &RunRequest, slot: tokio::sync::OwnedSemaphorePermit) -> Result<Value, String> {
         let cwd = self.rules.under_roots(&req.cwd, "the run's folder")?;
         let script = self.rules.under_roots(&req.script, "the script")?;
         let program = crate::script::load(&script, &cwd).map_err(|full| {
@@ -185,15 +184,9 @@ impl Serving {
             tracing::warn!("{e}");
             format!("the run's folder has an awf.toml that does not load on worker {}", self.worker)
         })?;
-        let d = Limits::default();
-        let limits = Limits {
-            max_concurrency: config.limits.max_concurrency.unwrap_or(d.max_concurrency),
-            max_agents: config.limits.max_agents.unwrap_or(d.max_agents),
-            budget_usd: config.limits.budget_usd,
-            budget_tokens: config.limits.budget_tokens,
-            nudges: config.limits.nudges.unwrap_or(d.nudges),
-            stall_timeout: config.stall_timeout().ok().flatten().unwrap_or(d.stall_timeout),
-        };
+        // Refused as `script run` refuses it, naming the field and the file, never its line.
+        let limits = crate::run::limits::resolve(&Overrides::default(), None, &config)
+            .map_err(|e| format!("the run's awf.toml is refused on worker {}: {e}", self.worker))?;
         let spec = RunSpec {
             script: program.path.clone(),
             script_sha256: program.sha256.clone(),
@@ -209,11 +202,13 @@ impl Serving {
             resume: None,
         };
         let rt = tokio::runtime::Handle::current();
-        let host = Host::start(spec, Some(req.id.clone()), rt, Box::new(crate::script::load_responder))
-            .map_err(|e| format!("cannot make the run folder: {e}"))?;
+        let caps = crate::council::child::capabilities(CouncilPool::Machine);
+        let host = launch::start(Request { spec, id: Some(req.id.clone()), caller: None, parent: None }, rt, caps)
+            .map_err(|e| e.to_string())?;
         let owner = super::remote::Owner::new(self.cluster.clone(), self.key.clone(), &host.run);
         host.agents.set_remote(owner.clone());
-        let end = drive(host.clone(), &program, req.args.clone(), None, Output::Value).await;
+        let admission = Admission::WorkerSlot(slot);
+        let end = launch::run(host.clone(), admission, &program, req.args.clone(), None, Output::Value).await;
         owner.purge().await;
         let secrets = &host.run.secrets;
         let error = end.error.as_deref().map(|e| secrets.scrub(e));

@@ -12,9 +12,11 @@ use super::wire::OpRequest;
 use crate::accounting::{CostSource, Usage};
 use crate::agent::{op, OpenRequest, RuntimeChoice};
 use crate::config::Config;
+use crate::host::launch::{self, CouncilPool, Request};
 use crate::host::Host;
+use crate::run::limits::Overrides;
 use crate::run::scope::Frame;
-use crate::run::{Limits, Outcome, OutcomeKind, RunSpec, RunStatus};
+use crate::run::{Outcome, OutcomeKind, RunSpec, RunStatus};
 use serde_json::json;
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -69,7 +71,10 @@ impl Shadows {
         if let Some(h) = hosts.get(run) {
             return Ok(h.clone());
         }
-        let d = Limits::default();
+        let overrides =
+            Overrides { max_concurrency: Some(self.slots), max_agents: Some(usize::MAX / 2), ..Overrides::default() };
+        let limits = crate::run::limits::resolve(&overrides, None, &self.config)
+            .map_err(|e| format!("worker {}: the worker's awf.toml is refused: {e}", self.name))?;
         let spec = RunSpec {
             script: PathBuf::from(format!("(operations of run {run})")),
             script_sha256: String::new(),
@@ -78,20 +83,17 @@ impl Shadows {
             args: json!({}),
             meta: json!({ "name": "awf worker", "serves": run }),
             config: self.config.clone(),
-            limits: Limits {
-                max_concurrency: self.slots,
-                max_agents: usize::MAX / 2,
-                stall_timeout: self.config.stall_timeout().ok().flatten().unwrap_or(d.stall_timeout),
-                ..d
-            },
+            limits,
             deadline: None,
             default_runtime: "fake".into(),
             sandbox: None,
             resume: None,
         };
         let id = format!("{run}-{}", self.name);
-        let host = Host::start(spec, Some(id), self.rt.clone(), Box::new(crate::script::load_responder))
-            .map_err(|e| format!("worker {}: cannot make a run folder for {run}: {e}", self.name))?;
+        let caps = crate::council::child::capabilities(CouncilPool::Machine);
+        let req = Request { spec, id: Some(id), caller: None, parent: None };
+        let host =
+            launch::start(req, self.rt.clone(), caps).map_err(|e| format!("worker {}: for {run}: {e}", self.name))?;
         hosts.insert(run.to_string(), host.clone());
         Ok(host)
     }

@@ -3,7 +3,7 @@
 //! outlives the calling operation. Its budget is what the parent has left, set aside in the
 //! parent's scheduler until it settles; its deadline is the parent run's; it is `queued` in its
 //! `run.json` until it has a slot of the machine's background pool (the one `--detach` uses,
-//! reached through the hook `cli` installs), and it is stopped only with the parent run. When it
+//! `host::pool`, unless the run's capabilities say it runs at once), and it is stopped only with the parent run. When it
 //! settles, its spend is billed to its agent once (a `turns.jsonl` line of kind `council`) and its
 //! output goes to the agent once: to a `wf council --wait` that joined it, else in a message that
 //! wakes the agent (`council-settled` says which).
@@ -11,26 +11,15 @@
 use super::child::{bill, settled, start, unsettled};
 use crate::control::convene::{Call, Convened};
 use crate::control::messenger::MessageError;
-use crate::host::{drive, Host, Output};
+use crate::host::launch::{self, Admission, CouncilPool};
+use crate::host::{Host, Output};
 use crate::run::deadline::Deadline;
 use crate::run::scheduler::Spend;
 use crate::run::{BoxFuture, Event, RunStatus, StopCause};
 use serde_json::{json, Value};
 use std::collections::HashMap;
-use std::path::PathBuf;
-use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
-
-/// Takes a slot of the machine's background pool for child run `id` in folder `dir` (`slots`:
-/// `[limits] background`), waiting for one; the slot is held until the value is dropped.
-pub type Pool = fn(PathBuf, String, Option<usize>) -> BoxFuture<'static, Result<Box<dyn Send>, String>>;
-
-static POOL: OnceLock<Pool> = OnceLock::new();
-
-/// Installs the pool (`cli` does, once); without one, background councils start at once.
-pub fn install_pool(pool: Pool) {
-    let _ = POOL.set(pool);
-}
 
 /// How long the receipt waits for a slot before it says `queued`.
 const QUICK: Duration = Duration::from_millis(200);
@@ -135,20 +124,25 @@ async fn run_child(
     admitted: tokio::sync::oneshot::Sender<&'static str>,
 ) -> Result<crate::host::RunEnd, String> {
     let prun = &parent.run;
-    let slot = match POOL.get() {
-        Some(pool) => {
-            let waiting = pool(child.run.dir().to_path_buf(), child.run.id.clone(), prun.config.limits.background);
+    let admission = match parent.caps.councils {
+        CouncilPool::Machine => {
+            let slots = prun.config.limits.background.unwrap_or(crate::host::pool::DEFAULT_SLOTS);
+            let dir = child.run.dir().to_path_buf();
             tokio::select! {
-                slot = waiting => slot.map_err(|why| {
-                    prun.log("warn", &format!("council {}: no slot of the background pool ({why}); it runs without one", child.run.id), &Value::Null);
-                }).ok(),
+                slot = crate::host::pool::admit(&dir, &child.run.id, slots) => match slot {
+                    Ok(slot) => Admission::Pool(slot),
+                    Err(why) => {
+                        prun.log("warn", &format!("council {}: no slot of the background pool ({why}); it runs without one", child.run.id), &Value::Null);
+                        Admission::AtOnce
+                    }
+                },
                 _ = prun.root.cancelled() => {
                     child.run.stop_with(StopCause::Cancelled(prun.stop_reason()));
-                    None
+                    Admission::AtOnce
                 }
             }
         }
-        None => None,
+        CouncilPool::AtOnce => Admission::AtOnce,
     };
     let _ = admitted.send("running");
     if let Err(e) = child.run.mark_attempt(RunStatus::Running) {
@@ -157,7 +151,8 @@ async fn run_child(
     // The parent run's deadline, as it stands now that the council starts.
     let deadline = prun.deadline.map(Deadline::remaining);
     let stopper = child.clone();
-    let task = prun.rt.spawn(async move { drive(child, &*program, input, deadline, Output::Strategy).await });
+    let task =
+        prun.rt.spawn(async move { launch::run(child, admission, &*program, input, deadline, Output::Strategy).await });
     tokio::pin!(task);
     let end = tokio::select! {
         end = &mut task => end,
@@ -166,7 +161,6 @@ async fn run_child(
             task.await
         }
     };
-    drop(slot);
     end.map_err(|e| e.to_string())
 }
 

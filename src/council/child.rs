@@ -8,7 +8,8 @@
 use crate::accounting::Usage;
 use crate::control::convene::{Call, Convened, Convener, Grant};
 use crate::control::messenger::MessageError;
-use crate::host::{drive, Host, Output, RunEnd};
+use crate::host::launch::{self, Admission, Capabilities, CouncilPool, Parent, Request};
+use crate::host::{Host, Output, RunEnd};
 use crate::run::deadline::Deadline;
 use crate::run::{BoxFuture, Event, Limits, RunSpec, RunStatus, StopCause};
 use serde_json::{json, Map, Value};
@@ -25,9 +26,15 @@ pub struct ChildConvener {
     background: Arc<super::background::Councils>,
 }
 
-/// The factory `host::child::install` takes.
+/// Makes the convener of a run's agents (`Capabilities::convener`).
 pub fn factory(host: &Arc<Host>) -> Arc<dyn Convener> {
     Arc::new(ChildConvener { parent: Arc::downgrade(host), background: Arc::default() })
+}
+
+/// What a run launched by awf may do: load responder scripts, let its granted agents convene
+/// councils (`wf council`), whose background ones are admitted as `councils` says.
+pub fn capabilities(councils: CouncilPool) -> Capabilities {
+    Capabilities { responders: crate::script::load_responder, convener: Some(factory), councils }
 }
 
 fn refused(why: String) -> MessageError {
@@ -66,10 +73,9 @@ impl Convener for ChildConvener {
             rt.spawn(async move {
                 let id = child.run.id.clone();
                 let stopper = child.clone();
-                let task = parent
-                    .run
-                    .rt
-                    .spawn(async move { drive(child, &*program, input, deadline, Output::Strategy).await });
+                let task = parent.run.rt.spawn(async move {
+                    launch::run(child, Admission::AtOnce, &*program, input, deadline, Output::Strategy).await
+                });
                 tokio::pin!(task);
                 let end = tokio::select! {
                     end = &mut task => end,
@@ -217,7 +223,11 @@ pub(super) fn start(
     let program = super::registry::compile(&run.cwd, name).map_err(|e| refused(format!("refused: {e}")))?;
     let deadline = Deadline::earliest(call.deadline, run.deadline).map(|d| d.remaining());
     let limits = Limits { budget_tokens, budget_usd, ..run.scheduler.limits.clone() };
-    let runs_dir = run.dir().parent().map(|p| p.to_path_buf()).unwrap_or_else(|| run.cwd.join(".awf/runs"));
+    let runs_dir = run
+        .dir()
+        .parent()
+        .map(|p| p.to_path_buf())
+        .unwrap_or_else(|| crate::record::runs_dir(&run.cwd, None, run.config.runs_dir.as_deref()));
     let spec = RunSpec {
         script: program.path.clone(),
         script_sha256: program.sha256.clone(),
@@ -232,12 +242,10 @@ pub(super) fn start(
         sandbox: None,
         resume: None,
     };
-    let child = Host::start(spec, None, run.rt.clone(), Box::new(crate::script::load_responder))
-        .map_err(|e| MessageError::Failed(format!("council {name}: cannot create its run folder: {e}")))?;
     let link = json!({ "run": run.id, "op": call.op_id, "agent": call.agent, "strategy": name });
-    if let Err(e) = child.run.link_parent(link, depth) {
-        tracing::warn!("cannot link child run {} to its parent: {e}", child.run.id);
-    }
+    let req = Request { spec, id: None, caller: None, parent: Some(Parent { link, depth }) };
+    let child = launch::start(req, run.rt.clone(), parent.caps)
+        .map_err(|e| MessageError::Failed(format!("council {name}: {e}")))?;
     // The calling agent's CLI session is the council's caller (`ctx.agents.fork_caller`).
     if let Some(mut caller) = parent.agents.get(&call.agent).and_then(|a| a.calling_session()) {
         caller.run = Some(run.id.clone());

@@ -1,24 +1,23 @@
-//! The hook through which a run's agents convene councils. The layer that can run councils
-//! (`council::child`) installs a factory once per process; `Host::start` gives every run's agent
-//! book a convener made by it. Without one installed, `wf council` is refused.
+//! The capabilities `Host::start` gives a run, for the one caller left that does not go through
+//! `launch` (`serve`, until it does): `cli::main` installs them once. Every other run is given
+//! its capabilities by whoever launches it; delete this file once `serve` calls `launch`.
 
-use super::Host;
-use crate::control::convene::Convener;
-use std::sync::{Arc, OnceLock};
+use super::launch::{Capabilities, CouncilPool};
+use std::sync::OnceLock;
 
-/// Makes the convener of one run's agents.
-pub type ConvenerFactory = fn(&Arc<Host>) -> Arc<dyn Convener>;
+static INSTALLED: OnceLock<Capabilities> = OnceLock::new();
 
-static FACTORY: OnceLock<ConvenerFactory> = OnceLock::new();
-
-/// Installs the factory; only the first call counts.
-pub fn install(factory: ConvenerFactory) {
-    let _ = FACTORY.set(factory);
+/// Installs them; only the first call counts.
+pub fn install(caps: Capabilities) {
+    let _ = INSTALLED.set(caps);
 }
 
-/// Gives a new run's agent book its convener, when a factory is installed.
-pub(super) fn attach(host: &Arc<Host>) {
-    if let Some(factory) = FACTORY.get() {
-        host.agents.set_convener(factory(host));
-    }
+/// The installed capabilities; without them a run convenes no councils and loads responders with
+/// `fn(&Path)` that refuses.
+pub(super) fn installed() -> Capabilities {
+    INSTALLED.get().copied().unwrap_or(Capabilities {
+        responders: |p| Err(format!("no responder loader was given to load {}", p.display())),
+        convener: None,
+        councils: CouncilPool::AtOnce,
+    })
 }

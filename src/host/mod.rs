@@ -7,6 +7,8 @@ pub mod child;
 pub mod control;
 pub mod drive;
 pub mod exit;
+pub mod launch;
+pub mod pool;
 
 use crate::agent::seating::SandboxBook;
 use crate::agent::AgentBook;
@@ -25,15 +27,39 @@ pub struct Host {
     pub router: Arc<Router>,
     /// The run's control socket (`control.sock`): how other processes stop it.
     pub control: control::Control,
+    /// What it may do (convene councils, take slots of the machine's pool).
+    pub caps: launch::Capabilities,
 }
 
 impl Host {
-    /// Starts a run (its folder, `run.json`, `run-started`) with a new id, or a resumed run with
-    /// its own, opens its books and its control socket.
+    /// Starts a run with the capabilities `cli::main` installed (`child::install`): the way
+    /// `serve` still starts its runs until it calls `launch`. Everything else goes through
+    /// `launch::start`.
     pub fn start(
+        spec: RunSpec,
+        new_id: Option<String>,
+        rt: tokio::runtime::Handle,
+        responders: ResponderLoader,
+    ) -> std::io::Result<Arc<Host>> {
+        Self::build(spec, new_id, rt, child::installed(), responders)
+    }
+
+    /// Starts a run (its folder, `run.json`, `run-started`) with a new id, or a resumed run with
+    /// its own, opens its books and its control socket. Only `launch::start` calls it.
+    fn open(
+        spec: RunSpec,
+        new_id: Option<String>,
+        rt: tokio::runtime::Handle,
+        caps: launch::Capabilities,
+    ) -> std::io::Result<Arc<Host>> {
+        Self::build(spec, new_id, rt, caps, Box::new(caps.responders))
+    }
+
+    fn build(
         mut spec: RunSpec,
         new_id: Option<String>,
         rt: tokio::runtime::Handle,
+        caps: launch::Capabilities,
         responders: ResponderLoader,
     ) -> std::io::Result<Arc<Host>> {
         let run_level = spec.sandbox.take();
@@ -43,11 +69,13 @@ impl Host {
         let responders = crate::agent::Responders::new(responders);
         let agents = AgentBook::new(run.clone(), router.clone(), SandboxBook::new(run_level), responders);
         let (control, listener) = control::Control::bind(run.dir());
-        let host = Arc::new(Host { run, agents, router, control });
+        let host = Arc::new(Host { run, agents, router, control, caps });
         if let Some(listener) = listener {
             control::Control::serve(&host, listener);
         }
-        child::attach(&host);
+        if let Some(factory) = caps.convener {
+            host.agents.set_convener(factory(&host));
+        }
         Ok(host)
     }
 

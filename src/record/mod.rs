@@ -48,6 +48,17 @@ pub trait RecordEvent: Serialize {
     fn name(&self) -> &'static str;
 }
 
+/// Where run folders go: `given` (`--runs-dir`, a request's field), else awf.toml's `runs_dir`,
+/// else `.awf/runs`; a relative one is under `cwd`. The one place that knows the default.
+pub fn runs_dir(cwd: &Path, given: Option<&Path>, configured: Option<&Path>) -> PathBuf {
+    let dir = given.or(configured).unwrap_or(Path::new(".awf/runs"));
+    if dir.is_absolute() {
+        dir.to_path_buf()
+    } else {
+        cwd.join(dir)
+    }
+}
+
 /// Now, as ISO-8601 UTC with milliseconds.
 pub fn now_iso() -> String {
     // Records are stamped many times a millisecond in a busy run: each thread formats a

@@ -9,6 +9,7 @@ pub mod children;
 pub mod deadline;
 pub mod event;
 pub mod leftovers;
+pub mod limits;
 pub mod outcome;
 pub mod progress;
 pub mod resume;
