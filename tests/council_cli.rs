@@ -7,7 +7,7 @@ mod common;
 
 use awf::config::Config;
 use awf::council::registry::{Registry, Reload};
-use awf::host::{drive, Host, Output};
+use awf::host::{drive, Output};
 use awf::run::{Limits, RunSpec};
 use awf::script::Program;
 use common::{command, signal, wait_with_timeout, Env, TIMEOUT};
@@ -432,8 +432,9 @@ fn eval(dir: &Path, program: &Program) -> Value {
         sandbox: None,
         resume: None,
     };
-    let host =
-        Host::start(spec, None, rt.handle().clone(), Box::new(awf::script::load_responder)).expect("start a run");
+    let req = awf::host::launch::Request { spec, id: None, caller: None, parent: None };
+    let caps = awf::council::child::capabilities(awf::host::launch::CouncilPool::AtOnce);
+    let host = awf::host::launch::start(req, rt.handle().clone(), caps).expect("start a run");
     let input = json!({ "task": "t", "params": {}, "limits": { "budget_tokens": 0, "max_children": 0 } });
     let end = rt
         .block_on(async { tokio::time::timeout(TIMEOUT, drive(host, program, input, None, Output::Value)).await })

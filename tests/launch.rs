@@ -31,8 +31,6 @@ fn a_detached_run_that_fails_in_prepare_is_marked_under_the_configured_runs_dir(
 /// `Host::start` (kept for `serve` until it calls `launch`) but the files listed here.
 #[test]
 fn host_start_is_called_only_from_the_launch_path() {
-    // `cli/serve/mod.rs` is the one caller left: the lead moves it to `launch` and empties this.
-    const NOT_YET: &[&str] = &["cli/serve/mod.rs"];
     let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let mut callers = Vec::new();
     let mut stack = vec![src.clone()];
@@ -52,7 +50,5 @@ fn host_start_is_called_only_from_the_launch_path() {
         }
     }
     callers.sort();
-    let mut allowed: Vec<String> = ["host/launch.rs"].iter().chain(NOT_YET).map(|s| s.to_string()).collect();
-    allowed.sort();
-    assert_eq!(callers, allowed, "a run is started outside host/launch.rs");
+    assert_eq!(callers, ["host/launch.rs"], "a run is started outside host/launch.rs");
 }

@@ -14,8 +14,7 @@ use std::time::{Duration, SystemTime};
 /// The runs folder: `--runs-dir`, else the config's, else `.awf/runs`, under `cwd`.
 pub fn runs_dir(cwd: &Path, given: Option<&PathBuf>) -> Result<PathBuf> {
     let config = Config::load(cwd)?;
-    let dir = given.cloned().or(config.runs_dir).unwrap_or_else(|| PathBuf::from(".awf/runs"));
-    Ok(if dir.is_absolute() { dir } else { cwd.join(dir) })
+    Ok(crate::record::runs_dir(cwd, given.map(PathBuf::as_path), config.runs_dir.as_deref()))
 }
 
 /// A JSON document, or null when it is missing or unreadable.

@@ -115,9 +115,6 @@ pub fn main() -> i32 {
             return if e.use_stderr() { EXIT_USAGE } else { EXIT_OK };
         }
     };
-    // Only for `serve`, which still starts its runs with `Host::start`: every other command
-    // gives the runs it launches their capabilities itself.
-    crate::host::child::install(crate::council::child::capabilities(crate::host::launch::CouncilPool::Machine));
     let result = match cli.command {
         Command::Script(cmd) => script::exec(cmd),
         Command::Init(args) => init::exec(args),

@@ -57,8 +57,9 @@ pub enum Admission {
     AtOnce,
     /// A slot of the machine's background pool (a `--detach`ed run, a background council).
     Pool(crate::host::pool::Slot),
-    /// A place within `awf serve --max-runs`.
-    RunLimit(tokio::sync::OwnedSemaphorePermit),
+    /// A place within `awf serve --max-runs`: serve's queue counts it and gives it to the next
+    /// run once this one has ended.
+    RunLimit,
     /// One of a worker's `--slots`.
     WorkerSlot(tokio::sync::OwnedSemaphorePermit),
 }

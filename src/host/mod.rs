@@ -3,7 +3,6 @@
 //! `script run`, `council run`, `runs resume` and `serve` all call. The script itself is passed in
 //! through the `Script` trait, so this layer never names the script host.
 
-pub mod child;
 pub mod control;
 pub mod drive;
 pub mod exit;
@@ -32,36 +31,15 @@ pub struct Host {
 }
 
 impl Host {
-    /// Starts a run with the capabilities `cli::main` installed (`child::install`): the way
-    /// `serve` still starts its runs until it calls `launch`. Everything else goes through
-    /// `launch::start`.
-    pub fn start(
-        spec: RunSpec,
-        new_id: Option<String>,
-        rt: tokio::runtime::Handle,
-        responders: ResponderLoader,
-    ) -> std::io::Result<Arc<Host>> {
-        Self::build(spec, new_id, rt, child::installed(), responders)
-    }
-
     /// Starts a run (its folder, `run.json`, `run-started`) with a new id, or a resumed run with
     /// its own, opens its books and its control socket. Only `launch::start` calls it.
     fn open(
-        spec: RunSpec,
-        new_id: Option<String>,
-        rt: tokio::runtime::Handle,
-        caps: launch::Capabilities,
-    ) -> std::io::Result<Arc<Host>> {
-        Self::build(spec, new_id, rt, caps, Box::new(caps.responders))
-    }
-
-    fn build(
         mut spec: RunSpec,
         new_id: Option<String>,
         rt: tokio::runtime::Handle,
         caps: launch::Capabilities,
-        responders: ResponderLoader,
     ) -> std::io::Result<Arc<Host>> {
+        let responders: ResponderLoader = Box::new(caps.responders);
         let run_level = spec.sandbox.take();
         let id = new_id.unwrap_or_else(crate::record::new_run_id);
         let run = Run::start_with_id(spec, id, rt)?;

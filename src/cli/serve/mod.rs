@@ -149,14 +149,8 @@ impl Server {
     /// The runs folder `GET /runs` lists, read from the config at each request (a config broken
     /// now is reported by `POST /runs`; meanwhile `--runs-dir` or `.awf/runs` is listed).
     fn runs_dir(&self) -> PathBuf {
-        listing::runs_dir(&self.cwd, self.flags.runs_dir.as_ref()).unwrap_or_else(|_| {
-            let dir = self.flags.runs_dir.clone().unwrap_or_else(|| PathBuf::from(".awf/runs"));
-            if dir.is_absolute() {
-                dir
-            } else {
-                self.cwd.join(dir)
-            }
-        })
+        listing::runs_dir(&self.cwd, self.flags.runs_dir.as_ref())
+            .unwrap_or_else(|_| crate::record::runs_dir(&self.cwd, self.flags.runs_dir.as_deref(), None))
     }
 }
 

@@ -7,10 +7,9 @@ use super::job::Job;
 use super::{Server, Shared};
 use crate::cli::runs::{reattempt, ReattemptOptions, Refused};
 use crate::cli::script::prepare;
-use crate::host::{drive, Host};
+use crate::host::launch;
 use crate::record::accepted::{self, Admission};
 use crate::run::{RunSpec, RunStatus};
-use crate::script;
 use serde_json::Value;
 use std::collections::VecDeque;
 
@@ -123,7 +122,8 @@ async fn fresh(server: &Server, id: &str, job: Job, spec: RunSpec) -> RunStatus 
     let deadline = spec.deadline;
     let dir = spec.runs_dir.join(id);
     let rt = tokio::runtime::Handle::current();
-    let host = match Host::start(spec, Some(id.to_string()), rt, Box::new(script::load_responder)) {
+    let req = launch::Request { spec, id: Some(id.to_string()), caller: None, parent: None };
+    let host = match launch::start(req, rt, capabilities()) {
         Ok(h) => h,
         Err(e) => {
             let why = format!("cannot start the run: {e}");
@@ -133,7 +133,7 @@ async fn fresh(server: &Server, id: &str, job: Job, spec: RunSpec) -> RunStatus 
         }
     };
     server.set_status(id, RunStatus::Running, Some(host.run.clone()));
-    drive(host, &*job.program, job.input, deadline, job.output).await.status
+    launch::run(host, launch::Admission::RunLimit, &*job.program, job.input, deadline, job.output).await.status
 }
 
 /// A new attempt of a run whose serve died while it ran, through `awf runs resume`'s path; a run
@@ -174,7 +174,8 @@ async fn resumed(server: &Server, id: &str, request: &Value) -> RunStatus {
     };
     let deadline = spec.deadline;
     let rt = tokio::runtime::Handle::current();
-    let host = match Host::start(spec, None, rt, Box::new(script::load_responder)) {
+    let req = launch::Request { spec, id: None, caller: None, parent: None };
+    let host = match launch::start(req, rt, capabilities()) {
         Ok(h) => h,
         Err(e) => {
             eprintln!("awf: run {id} is left interrupted: cannot start its attempt: {e}");
@@ -182,5 +183,13 @@ async fn resumed(server: &Server, id: &str, request: &Value) -> RunStatus {
         }
     };
     server.set_status(id, RunStatus::Running, Some(host.run.clone()));
-    drive(host, &attempt.program, attempt.args, deadline, attempt.output).await.status
+    launch::run(host, launch::Admission::RunLimit, &attempt.program, attempt.args, deadline, attempt.output)
+        .await
+        .status
+}
+
+/// What serve's runs may do: convene councils, their background ones each on a slot of the
+/// machine's pool.
+fn capabilities() -> launch::Capabilities {
+    crate::council::child::capabilities(launch::CouncilPool::Machine)
 }
