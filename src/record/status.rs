@@ -121,31 +121,34 @@ impl<T: Copy> Recorded<T> {
     }
 }
 
-impl Recorded<RunStatus> {
-    /// As written.
-    pub fn as_str(&self) -> &str {
-        match self {
-            Recorded::Known(s) => s.as_str(),
-            Recorded::Other(s) => s,
-        }
+/// A status's name as records write it.
+pub trait Named: Copy {
+    fn name(self) -> &'static str;
+}
+
+impl Named for RunStatus {
+    fn name(self) -> &'static str {
+        self.as_str()
     }
 }
 
-impl Recorded<StageStatus> {
-    /// As written.
-    pub fn as_str(&self) -> &str {
-        match self {
-            Recorded::Known(s) => s.as_str(),
-            Recorded::Other(s) => s,
-        }
+impl Named for StageStatus {
+    fn name(self) -> &'static str {
+        self.as_str()
     }
 }
 
-impl Recorded<OutcomeKind> {
+impl Named for OutcomeKind {
+    fn name(self) -> &'static str {
+        self.as_str()
+    }
+}
+
+impl<T: Named> Recorded<T> {
     /// As written.
     pub fn as_str(&self) -> &str {
         match self {
-            Recorded::Known(s) => s.as_str(),
+            Recorded::Known(s) => s.name(),
             Recorded::Other(s) => s,
         }
     }
