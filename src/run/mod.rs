@@ -11,6 +11,8 @@ pub mod event;
 pub mod leftovers;
 pub mod outcome;
 pub mod progress;
+#[cfg(test)]
+mod record_tests;
 pub mod resume;
 pub mod scheduler;
 pub mod schema;
