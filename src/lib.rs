@@ -125,7 +125,7 @@
 //!   opentelemetry crates**; `spans.rs` builds the spans from a run's records on a thread of its
 //!   own (the run core never calls it).
 //! - `run/`: the run core. `mod.rs` (identity, stop cause, recording a settled operation, finish),
-//!   `event.rs` (every events.jsonl type), `caller.rs` (the calling session, `run.json` `caller`), `status.rs` (`RunStatus`, `StageStatus`), `outcome.rs`
+//!   `event.rs` (every events.jsonl type), `caller.rs` (the calling session, `run.json` `caller`), `outcome.rs`
 //!   (outcomes and their `turns.jsonl`/`journal.jsonl` lines), `schema.rs` (validators cached by
 //!   schema text, violations with JSON pointers, example values), `deadline.rs` (`Deadline`: the one deadline type, from `--deadline` and `timeout_ms` down to the harnesses), `scope.rs` (the
 //!   per-thread scope: cancellation token, deadline, stage, group), `scheduler.rs` (the one gate for
@@ -211,7 +211,10 @@
 //!   record), `lock.rs` (the run's lock, and whether a live attempt holds it), `accepted.rs`
 //!   (`serve.json` and `serve.lock`: a run a serve accepted, and which serve holds it), `private.rs`
 //!   (folders 0700 and files 0600, created so: what the harnesses write in a run folder goes
-//!   through it too).
+//!   through it too), and the read side: `status.rs` (`RunStatus`, `StageStatus`, `OutcomeKind`, and
+//!   `Recorded`, a status kept as written when this version does not know it), `docs.rs` (`run.json`,
+//!   `result.json`), `lines.rs` (turns, journal, stages), `events.rs` (events, an unknown type kept as
+//!   `Other`): every reader of a run folder reads awf's own records through them.
 //! - `accounting.rs`: usage, prices (the built-in table; `[prices]` overrides), folds by agent,
 //!   stage and model; `Meter`, an operation's running spend (billed however the operation ends).
 //! - `redact.rs`: a run's secret values (key variables, secret-looking names) and the scrubbing of

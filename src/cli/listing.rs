@@ -4,9 +4,12 @@
 
 use super::background;
 use crate::config::Config;
-use crate::record::accepted;
+use crate::record::docs::{self, RunDoc, Waiting};
+use crate::record::status::Recorded;
+use crate::record::{accepted, lines};
 use crate::run::RunStatus;
 use anyhow::Result;
+use serde::Deserialize;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
@@ -17,7 +20,8 @@ pub fn runs_dir(cwd: &Path, given: Option<&PathBuf>) -> Result<PathBuf> {
     Ok(crate::record::runs_dir(cwd, given.map(PathBuf::as_path), config.runs_dir.as_deref()))
 }
 
-/// A JSON document, or null when it is missing or unreadable.
+/// A JSON document, or null when it is missing or unreadable: `background.json`, which
+/// `cli::background` owns (awf's run documents read as types: `record::docs`).
 pub fn read(path: &Path) -> Value {
     std::fs::read_to_string(path).ok().and_then(|t| serde_json::from_str(&t).ok()).unwrap_or(Value::Null)
 }
@@ -61,13 +65,12 @@ pub fn live(dir: &Path) -> bool {
 /// `live` is whether the run's lock was held when checked BEFORE `run` was read: an attempt
 /// rewrites run.json and then lets the lock go, so the other order would see a run that just
 /// ended as `running` with no lock, and call it interrupted.
-pub fn attempt_statuses(run: &Value, live: bool) -> Vec<Option<RunStatus>> {
-    let attempts = run["attempts"].as_array().cloned().unwrap_or_default();
-    let last = attempts.len().saturating_sub(1);
-    attempts
+pub fn attempt_statuses(run: &RunDoc, live: bool) -> Vec<Option<RunStatus>> {
+    let last = run.attempts.len().saturating_sub(1);
+    run.attempts
         .iter()
         .enumerate()
-        .map(|(i, a)| match serde_json::from_value::<RunStatus>(a["status"].clone()).ok() {
+        .map(|(i, a)| match a.status.as_ref().and_then(Recorded::known) {
             // A background council `queued` in a process that died never started.
             Some(RunStatus::Running | RunStatus::Waiting | RunStatus::Queued) if i < last || !live => {
                 Some(RunStatus::Interrupted)
@@ -81,16 +84,15 @@ pub fn attempt_statuses(run: &Value, live: bool) -> Vec<Option<RunStatus>> {
 /// attempt's, else the result's.
 pub fn run_status(dir: &Path) -> String {
     let live = live(dir);
-    let run = read(&dir.join("run.json"));
-    if run.is_null() {
+    let Some(run) = docs::run(dir) else {
         return match accepted::read(dir) {
             Some(a) => not_started(dir, &a).to_string(),
             None => background::status(dir),
         };
-    }
-    let result = read(&dir.join("result.json"));
+    };
+    let result = docs::result(dir);
     let last = attempt_statuses(&run, live).pop().flatten();
-    match (last, result["status"].as_str()) {
+    match (last, result.as_ref().map(|r| r.status.as_str())) {
         (Some(s @ (RunStatus::Running | RunStatus::Waiting | RunStatus::Interrupted)), _) => s.to_string(),
         (_, Some(r)) => r.to_string(),
         (Some(s), None) => s.to_string(),
@@ -123,7 +125,7 @@ pub struct Summary {
     /// The script, relative to `cwd` when under it; `council:NAME` for a strategy.
     pub script: String,
     /// The checkpoints it waits on (`waiting`): key, question, schema, asked_at, timeout_ms, agent.
-    pub waiting: Vec<Value>,
+    pub waiting: Vec<Waiting>,
 }
 
 impl Summary {
@@ -165,24 +167,26 @@ pub fn strategy_name(script: &Path) -> Option<String> {
 /// Reads run `id`'s folder under `root`.
 pub fn summary(root: &Path, id: &str, cwd: &Path) -> Summary {
     let dir = root.join(id);
-    let run = read(&dir.join("run.json"));
+    let run = docs::run(&dir).unwrap_or_default();
     let bg = read(&dir.join(background::FILE));
     let kept = accepted::read(&dir);
     let asked = kept.as_ref().map(|a| requested_script(&a.request));
-    let script = run["script"].as_str().or(bg["script"].as_str()).or(asked.as_deref()).unwrap_or_default();
+    let script = run.script.as_deref().or(bg["script"].as_str()).or(asked.as_deref()).unwrap_or_default();
     let script = match Path::new(script).file_name().and_then(|n| n.to_str()) {
         Some(n) if n.starts_with("council:") => n.trim_end_matches(".rhai").to_string(),
         _ => Path::new(script).strip_prefix(cwd).map(|p| p.display().to_string()).unwrap_or_else(|_| script.into()),
     };
-    let started_at = run["attempts"][0]["started_at"]
-        .as_str()
+    let started_at = run
+        .attempts
+        .first()
+        .and_then(|a| a.started_at.as_deref())
         .or(bg["queued_at"].as_str())
         .map(String::from)
         .or(kept.map(|a| a.accepted_at));
-    let turns = super::records::turns(&dir).unwrap_or_default();
-    let cost_usd = turns.iter().map(|t| t.cost_usd).sum();
+    let turns = lines::turns(&dir).unwrap_or_default();
+    let cost_usd = turns.iter().map(lines::TurnRecord::cost_usd).sum();
     let tokens = turns.iter().map(|t| t.tokens).sum();
-    let priced = turns.iter().any(super::records::TurnLine::priced);
+    let priced = turns.iter().any(lines::TurnRecord::priced);
     let status = run_status(&dir);
     Summary {
         id: id.to_string(),
@@ -198,17 +202,24 @@ pub fn summary(root: &Path, id: &str, cwd: &Path) -> Summary {
 
 /// What a run whose status is `status` waits for: run.json's open checkpoints while it is
 /// `waiting` (read after the status, which checked the lock first), else nothing.
-pub fn waiting(dir: &Path, status: &str) -> Vec<Value> {
+pub fn waiting(dir: &Path, status: &str) -> Vec<Waiting> {
     if status != RunStatus::Waiting.as_str() {
         return Vec::new();
     }
-    read(&dir.join("run.json"))["waiting"].as_array().cloned().unwrap_or_default()
+    docs::run(dir).map(|r| r.waiting).unwrap_or_default()
 }
 
 /// What a `POST /runs` body names: its script, or `council:NAME` for a strategy.
 pub fn requested_script(request: &Value) -> String {
-    match (request["script"].as_str(), request["strategy"].as_str()) {
-        (Some(script), _) => script.to_string(),
+    #[derive(Default, serde::Deserialize)]
+    #[serde(default)]
+    struct Asked {
+        script: Option<String>,
+        strategy: Option<String>,
+    }
+    let asked = Asked::deserialize(request).unwrap_or_default();
+    match (asked.script, asked.strategy) {
+        (Some(script), _) => script,
         (None, Some(name)) => format!("council:{name}"),
         (None, None) => "?".into(),
     }
@@ -217,6 +228,6 @@ pub fn requested_script(request: &Value) -> String {
 /// Whether the run in `dir` is not live but its last attempt was parked on a checkpoint when its
 /// process ended: `awf runs resume` parks it again.
 pub fn parked_when_interrupted(dir: &Path) -> bool {
-    let run = read(&dir.join("run.json"));
-    run["attempts"].as_array().and_then(|a| a.last()).is_some_and(|a| a["status"] == RunStatus::Waiting.as_str())
+    let run = docs::run(dir).unwrap_or_default();
+    run.attempts.last().and_then(|a| a.status.as_ref()).is_some_and(|s| s.known() == Some(RunStatus::Waiting))
 }

@@ -2,7 +2,7 @@
 //! what happened, spend) or raw, following a live run until it ends.
 
 use super::background;
-use serde_json::Value;
+use crate::record::events::{EventLine, EventRecord, Message};
 use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
 use std::time::Duration;
@@ -17,11 +17,23 @@ pub struct Reader {
     stage: Option<String>,
     cost_usd: f64,
     tokens: u64,
-    rejected: Option<(u64, String)>,
+    rejected: Option<(u32, String)>,
 }
 
-fn s<'a>(v: &'a Value, k: &str) -> &'a str {
-    v[k].as_str().unwrap_or("?")
+/// A message event's suffix: `message-sent` → `sent`.
+fn message_what(event: &EventRecord) -> Option<(&'static str, &Message)> {
+    match event {
+        EventRecord::MessageSent(m) => Some(("sent", m)),
+        EventRecord::MessageDelivered(m) => Some(("delivered", m)),
+        EventRecord::MessageUndelivered(m) => Some(("undelivered", m)),
+        EventRecord::MessageReplied(m) => Some(("replied", m)),
+        EventRecord::MessageAskFailed(m) => Some(("ask-failed", m)),
+        _ => None,
+    }
+}
+
+fn or_q(s: &Option<String>) -> &str {
+    s.as_deref().unwrap_or("?")
 }
 
 impl Reader {
@@ -35,103 +47,99 @@ impl Reader {
         }
     }
 
-    /// A rejected answer as its errors; the `op-submission` that follows it is not shown again.
-    fn rejection(&mut self, event: &Value) -> String {
-        let attempt = event["attempt"].as_u64().unwrap_or(1);
-        match serde_json::from_value::<super::records::Rejected>(event["data"].clone()) {
-            Ok(r) => {
-                self.rejected = Some((attempt, r.op_id.clone()));
-                format!("{} answer rejected ({} bytes): {}", r.op_id, r.bytes, r.errors.join("; "))
-            }
-            Err(_) => format!("op-rejected {}", event["data"]),
-        }
-    }
-
     /// One event as a line: `12:00:01.234  [stage]  agent  what happened`; `None` for an event
     /// the line before said all of.
-    pub fn line(&mut self, event: &Value) -> Option<String> {
-        let d = &event["data"];
-        let time = event["at"].as_str().and_then(|t| t.get(11..23)).unwrap_or("--:--:--.---");
-        let ty = event["type"].as_str().unwrap_or("?");
-        let mut agent = d["agent"].as_str().map(String::from);
-        let what = match ty {
-            "run-started" => {
-                format!("run started (attempt {}): {}", d["attempt"], super::show::script_name(s(d, "script")))
+    pub fn line(&mut self, event: &EventLine) -> Option<String> {
+        let time = event.at.as_deref().and_then(|t| t.get(11..23)).unwrap_or("--:--:--.---");
+        let mut agent = event.agent.clone();
+        let mut stage_event = false;
+        let what = match &event.event {
+            EventRecord::RunStarted { script, attempt, .. } => {
+                format!("run started (attempt {attempt}): {}", super::show::script_name(script))
             }
-            "run-stopping" => format!("stopping: {}", d["cause"]["reason"].as_str().unwrap_or("run deadline exceeded")),
-            "run-finished" => match d["error"].as_str() {
-                Some(e) => format!("run {}: {e} · spent {}", s(d, "status"), self.spent()),
-                None => format!("run {} · spent {}", s(d, "status"), self.spent()),
+            EventRecord::RunStopping { cause } => {
+                format!("stopping: {}", cause.reason.as_deref().unwrap_or("run deadline exceeded"))
+            }
+            EventRecord::RunFinished { status, error } => match error {
+                Some(e) => format!("run {}: {e} · spent {}", status.as_str(), self.spent()),
+                None => format!("run {} · spent {}", status.as_str(), self.spent()),
             },
-            "stage-started" => {
-                self.stage = d["name"].as_str().map(String::from);
-                format!("stage {} started", s(d, "name"))
+            EventRecord::StageStarted { name } => {
+                stage_event = true;
+                self.stage = Some(name.clone());
+                format!("stage {name} started")
             }
-            "stage-finished" => {
-                let line = match d["reason"].as_str() {
-                    Some(r) => format!("stage {} {}: {r}", s(d, "name"), s(d, "status")),
-                    None => format!("stage {} {}", s(d, "name"), s(d, "status")),
-                };
+            EventRecord::StageFinished { name, status, reason } => {
+                stage_event = true;
                 self.stage = None;
-                line
-            }
-            "agent-opened" => format!("opened ({}, {})", s(d, "harness"), s(d, "model")),
-            "agent-closed" | "agent-stopped" => format!("{} ({})", &ty[6..], s(d, "reason")),
-            "op-started" => match d["label"].as_str() {
-                Some(l) => format!("{} {} started: {l}", s(d, "kind"), s(d, "op_id")),
-                None => format!("{} {} started", s(d, "kind"), s(d, "op_id")),
-            },
-            "op-settled" => {
-                let cost = d["cost_usd"].as_f64().unwrap_or(0.0);
-                let tokens = d["tokens"].as_u64().unwrap_or(0);
-                self.cost_usd += cost;
-                self.tokens += tokens;
-                let why = d["reason"].as_str().map(|r| format!(": {r}")).unwrap_or_default();
-                let this = if cost > 0.0 { format!("{tokens} tokens ${cost:.4}") } else { format!("{tokens} tokens") };
-                format!("{} {}{why} · {this} · spent {}", s(d, "op_id"), s(d, "outcome"), self.spent())
-            }
-            "op-rejected" => self.rejection(event),
-            "op-submission" => {
-                let attempt = event["attempt"].as_u64().unwrap_or(1);
-                let op = s(d, "op_id");
-                let shown = self.rejected.take().is_some_and(|(a, o)| a == attempt && o == op);
-                match s(d, "verdict") {
-                    "rejected" if shown => return None,
-                    "rejected" => format!("{op} answer rejected ({} bytes; this record keeps no errors)", d["bytes"]),
-                    "accepted" => format!("{op} answer accepted ({} bytes)", d["bytes"]),
-                    verdict => {
-                        format!("{op} answer {verdict} ({} bytes): the operation was already settled", d["bytes"])
-                    }
+                match reason {
+                    Some(r) => format!("stage {name} {}: {r}", status.as_str()),
+                    None => format!("stage {name} {}", status.as_str()),
                 }
             }
-            "op-nudged" => format!("{} nudged (check-in {}): no accepted answer yet", s(d, "op_id"), d["nudge"]),
-            "op-replayed" => format!("{} replayed from the journal", s(d, "op_id")),
-            "checkpoint-asked" => format!("asks the operator ({}): {}", s(d, "key"), s(d, "question")),
-            "checkpoint-answered" => format!("checkpoint {} answered: {}", s(d, "key"), d["answer"]),
-            "checkpoint-timed-out" => {
-                format!("checkpoint {} timed out after {} ms: {}", s(d, "key"), d["timeout_ms"], s(d, "question"))
+            EventRecord::AgentOpened { harness, model, .. } => format!("opened ({harness}, {model})"),
+            EventRecord::AgentClosed { reason, .. } => format!("closed ({reason})"),
+            EventRecord::AgentStopped { reason, .. } => format!("stopped ({reason})"),
+            EventRecord::OpStarted { kind, op_id, label, .. } => match label {
+                Some(l) => format!("{kind} {op_id} started: {l}"),
+                None => format!("{kind} {op_id} started"),
+            },
+            EventRecord::OpSettled { op_id, outcome, reason, tokens, cost_usd, .. } => {
+                self.cost_usd += cost_usd;
+                self.tokens += tokens;
+                let why = reason.as_ref().map(|r| format!(": {r}")).unwrap_or_default();
+                let this = if *cost_usd > 0.0 {
+                    format!("{tokens} tokens ${cost_usd:.4}")
+                } else {
+                    format!("{tokens} tokens")
+                };
+                format!("{op_id} {}{why} · {this} · spent {}", outcome.as_str(), self.spent())
             }
-            "checkpoint-replayed" => format!("checkpoint {} replayed from the journal", s(d, "key")),
-            "parallel-started" => {
-                format!("parallel {} started: {} items", d["label"].as_str().unwrap_or("(unlabelled)"), d["items"])
+            EventRecord::OpRejected(r) => {
+                // The `op-submission` that follows says nothing more: it is not shown again.
+                self.rejected = Some((event.attempt, r.op_id.clone()));
+                format!("{} answer rejected ({} bytes): {}", r.op_id, r.bytes, r.errors.join("; "))
             }
-            "parallel-finished" => format!(
-                "parallel {} finished: {} items, {} failed",
-                d["label"].as_str().unwrap_or("(unlabelled)"),
-                d["items"],
-                d["failed"]
+            EventRecord::OpSubmission { op_id, verdict, bytes, .. } => {
+                let shown = self.rejected.take().is_some_and(|(a, o)| a == event.attempt && o == *op_id);
+                match verdict.as_str() {
+                    "rejected" if shown => return None,
+                    "rejected" => format!("{op_id} answer rejected ({bytes} bytes; this record keeps no errors)"),
+                    "accepted" => format!("{op_id} answer accepted ({bytes} bytes)"),
+                    verdict => format!("{op_id} answer {verdict} ({bytes} bytes): the operation was already settled"),
+                }
+            }
+            EventRecord::OpNudged { op_id, nudge, .. } => {
+                format!("{op_id} nudged (check-in {nudge}): no accepted answer yet")
+            }
+            EventRecord::OpReplayed { op_id, .. } => format!("{op_id} replayed from the journal"),
+            EventRecord::CheckpointAsked { key, question } => format!("asks the operator ({key}): {question}"),
+            EventRecord::CheckpointAnswered { key, answer } => format!("checkpoint {key} answered: {answer}"),
+            EventRecord::CheckpointTimedOut { key, question, timeout_ms } => {
+                format!("checkpoint {key} timed out after {timeout_ms} ms: {question}")
+            }
+            EventRecord::CheckpointReplayed { key } => format!("checkpoint {key} replayed from the journal"),
+            EventRecord::ParallelStarted { label, items, .. } => {
+                format!("parallel {} started: {items} items", label.as_deref().unwrap_or("(unlabelled)"))
+            }
+            EventRecord::ParallelFinished { label, items, failed } => format!(
+                "parallel {} finished: {items} items, {failed} failed",
+                label.as_deref().unwrap_or("(unlabelled)")
             ),
-            "log" => format!("{}: {}", s(d, "level"), s(d, "text")),
-            "budget-exhausted" => format!("budget exhausted: {}", s(d, "reason")),
-            t if t.starts_with("message-") => {
-                agent = None;
-                format!("{} → {}: message {} {}", s(d, "from"), s(d, "to"), d["n"], &t[8..])
-            }
-            other => format!("{other} {d}"),
+            EventRecord::Log { level, text } => format!("{level}: {text}"),
+            EventRecord::BudgetExhausted { reason } => format!("budget exhausted: {reason}"),
+            EventRecord::Other { ty, data } => format!("{ty} {data}"),
+            m => match message_what(m) {
+                Some((what, m)) => {
+                    agent = None;
+                    format!("{} → {}: message {} {what}", or_q(&m.from), or_q(&m.to), m.n)
+                }
+                None => return None,
+            },
         };
-        let stage = d["stage"].as_str().map(String::from).or_else(|| self.stage.clone());
+        let stage = event.stage.clone().or_else(|| self.stage.clone());
         let mut line = time.to_string();
-        if let Some(stage) = stage.filter(|_| !ty.starts_with("stage-")) {
+        if let Some(stage) = stage.filter(|_| !stage_event) {
             line.push_str(&format!("  [{stage}]"));
         }
         if let Some(agent) = agent {
@@ -173,7 +181,7 @@ pub fn print(dir: &Path, follow: bool, json: bool) -> std::io::Result<()> {
                 }
                 if json {
                     out!("{line}");
-                } else if let Some(text) = serde_json::from_str::<Value>(line).ok().and_then(|e| reader.line(&e)) {
+                } else if let Some(text) = EventLine::parse_text(line).and_then(|e| reader.line(&e)) {
                     out!("{text}");
                 }
             }
@@ -188,13 +196,15 @@ pub fn print(dir: &Path, follow: bool, json: bool) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::{json, Value};
 
     #[test]
     fn events_read_as_lines_with_the_stage_the_agent_and_the_spend() {
         let mut r = Reader::default();
         let at = "2026-01-02T03:04:05.678Z";
-        let ev = |ty: &str, data: Value| json!({ "v": 1, "type": ty, "at": at, "attempt": 1, "data": data });
+        let ev = |ty: &str, data: Value| {
+            EventLine::parse(&json!({ "v": 1, "type": ty, "at": at, "attempt": 1, "data": data })).expect("envelope")
+        };
         let mut line = |ty: &str, data: Value| r.line(&ev(ty, data)).unwrap_or_default();
         assert_eq!(line("stage-started", json!({ "name": "plan" })), "03:04:05.678  stage plan started");
         assert_eq!(
@@ -214,7 +224,9 @@ mod tests {
     fn unpriced_spend_reads_as_tokens_and_a_rejection_as_its_errors_once() {
         let mut r = Reader::default();
         let at = "2026-01-02T03:04:05.678Z";
-        let ev = |ty: &str, data: Value| json!({ "v": 1, "type": ty, "at": at, "attempt": 1, "data": data });
+        let ev = |ty: &str, data: Value| {
+            EventLine::parse(&json!({ "v": 1, "type": ty, "at": at, "attempt": 1, "data": data })).expect("envelope")
+        };
         let mut line = |ty: &str, data: Value| r.line(&ev(ty, data));
         let rejected = line(
             "op-rejected",

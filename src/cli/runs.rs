@@ -6,6 +6,8 @@ use super::listing::{self, run_dir, runs_dir};
 use super::script::{execute_attempt, RunFlags};
 use super::{stop, EXIT_OK, EXIT_USAGE};
 use crate::host::Output;
+use crate::record::events::EventRecord;
+use crate::record::status::Recorded;
 use crate::run::resume;
 use crate::run::RunStatus;
 use crate::script;
@@ -131,10 +133,7 @@ pub fn exec(cmd: RunsCommand) -> Result<i32> {
                 } else if s.status == "interrupted" && started {
                     format!("  (resume: awf runs resume {id})")
                 } else if let Some(w) = s.waiting.first() {
-                    format!(
-                        "  (waiting: {}; answer: awf runs answer {id} --json VALUE)",
-                        w["question"].as_str().unwrap_or("?")
-                    )
+                    format!("  (waiting: {}; answer: awf runs answer {id} --json VALUE)", w.question)
                 } else {
                     String::new()
                 };
@@ -156,7 +155,7 @@ pub fn exec(cmd: RunsCommand) -> Result<i32> {
             let found = super::show::agent(&dir, &run_id, &key)
                 .with_context(|| format!("cannot read the records of run {run_id}"))?;
             if !found {
-                let agents: Vec<String> = super::records::turns(&dir)
+                let agents: Vec<String> = crate::record::lines::turns(&dir)
                     .unwrap_or_default()
                     .into_iter()
                     .map(|t| t.agent)
@@ -277,26 +276,30 @@ pub fn reattempt(cwd: &Path, dir: &Path, run_id: &str, options: ReattemptOptions
         }
         resume.stages.insert(stage, (value, Some(resume::GIVEN.into())));
     }
-    let last = resume.run_doc["attempts"].as_array().and_then(|a| a.last()).cloned().unwrap_or_default();
-    if last["status"] == RunStatus::Succeeded.as_str() && !options.again {
-        return Err(Refused::Records(format!(
-            "run {run_id} already succeeded (attempt {}): a resume would start it over; pass --again to start a new attempt on purpose (its records and spend are kept)",
-            last["n"]
-        )));
+    let run = &resume.run;
+    let last = run.attempts.last();
+    if let Some(last) = last.filter(|a| a.status == Some(Recorded::Known(RunStatus::Succeeded))) {
+        if !options.again {
+            return Err(Refused::Records(format!(
+                "run {run_id} already succeeded (attempt {}): a resume would start it over; pass --again to start a new attempt on purpose (its records and spend are kept)",
+                last.n
+            )));
+        }
     }
-    let script_path = PathBuf::from(resume.run_doc["script"].as_str().unwrap_or_default());
+    let script_path = PathBuf::from(run.script.as_deref().unwrap_or_default());
     let strategy = listing::strategy_name(&script_path);
     let (loaded, output) = match &strategy {
         // A strategy is rebuilt from its name, in the folder the run was started from.
         Some(name) => {
-            let run_cwd = resume.run_doc["cwd"].as_str().map(PathBuf::from).unwrap_or_else(|| cwd.to_path_buf());
+            let run_cwd = run.cwd.as_deref().map(PathBuf::from).unwrap_or_else(|| cwd.to_path_buf());
             (crate::council::registry::compile(&run_cwd, name), Output::Strategy)
         }
         None => (script::load(&script_path, cwd), Output::Value),
     };
     let program = loaded.map_err(Refused::Script)?;
     // The script as the last attempt ran it (each attempt keeps its hash; older runs only the first).
-    let recorded = last["script_sha256"].as_str().or(resume.run_doc["script_sha256"].as_str()).unwrap_or_default();
+    let recorded =
+        last.and_then(|a| a.script_sha256.as_deref()).or(run.script_sha256.as_deref()).unwrap_or_default().to_string();
     if recorded != program.sha256 && !options.allow_changed {
         return Err(Refused::Records(format!(
             "{} changed since run {run_id} started ({} {recorded} then, {} now); pass --allow-changed to resume it anyway",
@@ -305,7 +308,7 @@ pub fn reattempt(cwd: &Path, dir: &Path, run_id: &str, options: ReattemptOptions
             program.sha256
         )));
     }
-    let args = resume.run_doc["args"].clone();
+    let args = run.args.clone();
     Ok(Reattempt { program, args, output, resume })
 }
 
@@ -365,11 +368,14 @@ fn resume_run(cwd: &Path, args: ResumeArgs) -> Result<i32> {
 
 /// The stages given with `--values` that attempt `attempt` never reached.
 fn unused(dir: &Path, attempt: u32, given: &[String]) -> Vec<String> {
-    let events = crate::record::read_jsonl(&dir.join("events.jsonl")).unwrap_or_default();
+    let events = crate::record::events::read(dir).unwrap_or_default();
     let reached: Vec<&str> = events
         .iter()
-        .filter(|e| e["type"] == "stage-finished" && e["attempt"] == attempt)
-        .filter_map(|e| e["data"]["name"].as_str())
+        .filter(|e| e.attempt == attempt)
+        .filter_map(|e| match &e.event {
+            EventRecord::StageFinished { name, .. } => Some(name.as_str()),
+            _ => None,
+        })
         .collect();
     given.iter().filter(|g| !reached.contains(&g.as_str())).cloned().collect()
 }

@@ -3,10 +3,13 @@
 //! prompt, each rejection with its errors and what was submitted, the nudges, the replies an HTTP
 //! agent's history holds, and the answer.
 
-use super::listing::{self, read};
-use super::records::{self, OpEvent, Rejected, TurnLine};
+use super::listing;
+use super::records;
 use crate::accounting::Tally;
 use crate::harness::http::Msg;
+use crate::record::events::{self, EventRecord, Rejected};
+use crate::record::lines::{self, JournalRecord, TurnRecord as TurnLine};
+use crate::record::{docs, status::Recorded};
 use crate::run::RunStatus;
 use serde_json::Value;
 use std::path::Path;
@@ -22,42 +25,42 @@ pub fn script_name(script: &str) -> String {
 /// The run in `dir`, as `awf runs show` prints it.
 pub fn run(dir: &Path, run_id: &str) -> std::io::Result<()> {
     let live = listing::live(dir);
-    let run = read(&dir.join("run.json"));
-    let result = read(&dir.join("result.json"));
+    let run = docs::run(dir).unwrap_or_default();
+    let result = docs::result(dir);
     let status = listing::run_status(dir);
     out!("run {run_id}: {status}");
-    let script = run["script"]
-        .as_str()
-        .map(String::from)
+    let script = run
+        .script
+        .clone()
         .or_else(|| crate::record::accepted::read(dir).map(|a| listing::requested_script(&a.request)));
     out!("script: {}", script_name(script.as_deref().unwrap_or("?")));
     for w in listing::waiting(dir, &status) {
         out!(
             "waiting for the operator ({}): {}\n  schema: {}\n  answer: awf runs answer {run_id} --key {} --json VALUE",
-            w["key"].as_str().unwrap_or("?"),
-            w["question"].as_str().unwrap_or("?"),
-            w["schema"],
-            w["key"].as_str().unwrap_or("?")
+            w.key,
+            w.question,
+            w.schema,
+            w.key
         );
     }
     let statuses = listing::attempt_statuses(&run, live);
-    for (a, status) in run["attempts"].as_array().into_iter().flatten().zip(&statuses) {
+    for (a, status) in run.attempts.iter().zip(&statuses) {
         out!(
             "attempt {}: {} ({} → {})",
-            a["n"],
-            status.map(RunStatus::as_str).or(a["status"].as_str()).unwrap_or("?"),
-            a["started_at"].as_str().unwrap_or("?"),
-            a["finished_at"].as_str().unwrap_or("-")
+            a.n,
+            status.map(RunStatus::as_str).or(a.status.as_ref().map(Recorded::as_str)).unwrap_or("?"),
+            a.started_at.as_deref().unwrap_or("?"),
+            a.finished_at.as_deref().unwrap_or("-")
         );
     }
-    for s in result["stages"].as_array().into_iter().flatten() {
-        out!("stage {}: {}", s["name"].as_str().unwrap_or("?"), s["status"].as_str().unwrap_or("?"));
+    for s in result.iter().flat_map(|r| &r.stages) {
+        out!("stage {}: {}", s.name, s.status.as_str());
     }
-    if let Some(e) = result["error"].as_str() {
+    if let Some(e) = result.as_ref().and_then(|r| r.error.as_deref()) {
         out!("error: {e}");
     }
-    let turns = records::turns(dir)?;
-    let several = run["attempts"].as_array().is_some_and(|a| a.len() > 1);
+    let turns = lines::turns(dir)?;
+    let several = run.attempts.len() > 1;
     let mut agents: Vec<&str> = Vec::new();
     for t in &turns {
         if !agents.contains(&t.agent.as_str()) {
@@ -84,7 +87,7 @@ pub fn run(dir: &Path, run_id: &str) -> std::io::Result<()> {
     let spend = |t: &Tally| {
         format!("{}, {}", count(t.operations as usize, "operation"), records::spend(t.tokens, t.cost_usd, priced))
     };
-    let accounts: Spend = serde_json::from_value(result["accounting"].clone()).unwrap_or_default();
+    let accounts = result.map(|r| r.accounting).unwrap_or_default();
     out!("spend (all attempts): {}", spend(&accounts.totals));
     for (n, t) in &accounts.by_attempt {
         out!("attempt {n} spent: {}", spend(t));
@@ -94,14 +97,6 @@ pub fn run(dir: &Path, run_id: &str) -> std::io::Result<()> {
         out!("an agent's turns (prompts, rejections, nudges, replies): awf runs show {run_id} --agent {agent}");
     }
     Ok(())
-}
-
-/// The accounting of `result.json`, as far as `runs show` prints it.
-#[derive(Default, serde::Deserialize)]
-#[serde(default)]
-struct Spend {
-    totals: Tally,
-    by_attempt: std::collections::BTreeMap<u32, Tally>,
 }
 
 fn count(n: usize, noun: &str) -> String {
@@ -128,7 +123,7 @@ fn operation(t: &TurnLine, several: bool) -> String {
     if t.rejections > 0 {
         line.push_str(&format!(" ({})", count(t.rejections as usize, "rejected answer")));
     }
-    line.push_str(&format!(" · {}", records::spend(t.tokens, t.cost_usd, t.priced())));
+    line.push_str(&format!(" · {}", records::spend(t.tokens, t.cost_usd(), t.priced())));
     line
 }
 
@@ -175,32 +170,35 @@ fn at<'v>(views: &'v mut [TurnView], attempt: u32, op_id: &str) -> Option<&'v mu
 
 fn views(dir: &Path, key: &str) -> std::io::Result<Vec<TurnView>> {
     let mut views: Vec<TurnView> = Vec::new();
-    for e in records::events(dir)? {
-        let Some(ev) = OpEvent::of(&e).filter(|ev| ev.agent() == key) else { continue };
-        match ev {
-            OpEvent::Started { op_id, kind, stage, prompt, .. } => {
+    for e in events::read(dir)? {
+        if e.agent.as_deref() != Some(key) {
+            continue;
+        }
+        match e.event {
+            EventRecord::OpStarted { op_id, kind, stage, prompt, .. } => {
                 let mut v = TurnView::new(e.attempt, op_id, kind);
                 (v.stage, v.prompt) = (stage, prompt);
                 views.push(v);
             }
-            OpEvent::Nudged { op_id, nudge, .. } => {
+            EventRecord::OpNudged { op_id, nudge, .. } => {
                 if let Some(v) = at(&mut views, e.attempt, &op_id) {
                     v.steps.push(Step::Nudged(nudge));
                 }
             }
-            OpEvent::Rejected(r) => {
+            EventRecord::OpRejected(r) => {
                 if let Some(v) = at(&mut views, e.attempt, &r.op_id.clone()) {
                     v.steps.push(Step::Rejected(r));
                 }
             }
-            OpEvent::Replayed { op_id, .. } => {
+            EventRecord::OpReplayed { op_id, .. } => {
                 let mut v = TurnView::new(e.attempt, op_id, "turn".into());
                 v.replayed = true;
                 views.push(v);
             }
+            _ => {}
         }
     }
-    for t in records::turns(dir)?.into_iter().filter(|t| t.agent == key) {
+    for t in lines::turns(dir)?.into_iter().filter(|t| t.agent == key) {
         match at(&mut views, t.attempt, &t.op_id) {
             Some(v) => v.line = Some(t),
             None => {
@@ -211,9 +209,13 @@ fn views(dir: &Path, key: &str) -> std::io::Result<Vec<TurnView>> {
             }
         }
     }
-    for a in records::answers(dir)?.into_iter().filter(|a| a.agent == key) {
+    for line in lines::journal(dir)? {
+        let JournalRecord::Op(a) = line else { continue };
+        if a.agent != key {
+            continue;
+        }
         if let Some(v) = at(&mut views, a.attempt, &a.op_id) {
-            v.answer = a.outcome.value;
+            v.answer = a.value();
         }
     }
     replies(&mut views, &records::history(dir, key));

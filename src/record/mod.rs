@@ -1,11 +1,16 @@
 //! The run folder: the only module that writes it. Layout, the versioned JSONL envelope, whole-line
-//! appends through one writer thread, atomic JSON documents, and readers that tolerate a torn line.
+//! appends through one writer thread, atomic JSON documents, and readers that tolerate a torn line:
+//! its documents and lines read back as types (`docs`, `lines`, `events`, `status`).
 
 pub mod accepted;
 pub mod agent_files;
+pub mod docs;
+pub mod events;
 pub mod groups;
+pub mod lines;
 pub mod lock;
 pub mod private;
+pub mod status;
 mod writer;
 #[cfg(test)]
 mod writer_tests;

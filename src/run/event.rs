@@ -181,6 +181,14 @@ mod tests {
         assert_eq!(listed, names, "src/lib.rs lists other event types than run::Event");
     }
 
+    /// The types `record::events` reads typed are types this enum writes.
+    #[test]
+    fn the_typed_readers_read_written_types() {
+        for name in crate::record::events::TYPED {
+            assert!(Event::NAMES.contains(name), "record::events reads {name}, which run::Event does not write");
+        }
+    }
+
     #[test]
     fn an_event_serialises_as_its_fields_under_its_name() {
         let e = Event::AgentClosed { agent: "a", reason: "why" };

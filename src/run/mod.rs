@@ -12,12 +12,13 @@ pub mod leftovers;
 pub mod limits;
 pub mod outcome;
 pub mod progress;
+#[cfg(test)]
+mod record_tests;
 pub mod resume;
 pub mod scheduler;
 pub mod schema;
 pub mod scope;
 pub mod stages;
-pub mod status;
 
 use crate::accounting::Price;
 use crate::config::Config;
@@ -31,10 +32,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
+pub use crate::record::status::{RunStatus, StageStatus};
 pub use event::Event;
 pub use outcome::{Outcome, OutcomeKind, Settled};
 pub use scheduler::Limits;
-pub use status::{RunStatus, StageStatus};
 
 /// A boxed future, as the trait objects between the layers return them.
 pub type BoxFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;

@@ -6,30 +6,7 @@ use crate::record::now_iso;
 use serde::Serialize;
 use serde_json::Value;
 
-/// How an operation ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum OutcomeKind {
-    Answered,
-    Unanswered,
-    Blocked,
-    TimedOut,
-    Failed,
-    Cancelled,
-}
-
-impl OutcomeKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            OutcomeKind::Answered => "answered",
-            OutcomeKind::Unanswered => "unanswered",
-            OutcomeKind::Blocked => "blocked",
-            OutcomeKind::TimedOut => "timed-out",
-            OutcomeKind::Failed => "failed",
-            OutcomeKind::Cancelled => "cancelled",
-        }
-    }
-}
+pub use crate::record::status::OutcomeKind;
 
 /// The settled result of one operation, as scripts and records see it.
 #[derive(Debug, Clone, Serialize, serde::Deserialize)]

@@ -2,7 +2,8 @@
 //! (recorded `succeeded` or `reused`, all of them or those before `--from-stage`) and the answered
 //! operations it replays from the journal instead of calling a harness again.
 
-use crate::record::read_jsonl;
+use crate::record::docs::{self, RunDoc};
+use crate::record::lines::{self, JournalRecord};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -31,8 +32,10 @@ pub struct Resume {
     /// The number of the new attempt.
     pub attempt: u32,
     pub from_stage: Option<String>,
-    /// `run.json` as recorded.
+    /// `run.json` as recorded, rewritten by the new attempt (fields this version does not read kept).
     pub run_doc: Value,
+    /// `run.json` read as a type.
+    pub run: RunDoc,
     /// Stage name → (value, summary), for the stages this attempt reuses.
     pub stages: HashMap<String, (Value, Option<String>)>,
     /// (agent, op id) → what the journal says of it, for every answered operation on record.
@@ -59,24 +62,23 @@ pub fn load(dir: &Path, from_stage: Option<&str>) -> Result<Resume, String> {
     let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let lock = crate::record::lock::RunLock::acquire(dir, &name)?;
     let run_json = dir.join("run.json");
-    let text = std::fs::read_to_string(&run_json).map_err(|e| format!("cannot read {}: {e}", run_json.display()))?;
-    let run_doc: Value = serde_json::from_str(&text).map_err(|e| format!("{} is not JSON: {e}", run_json.display()))?;
-    let run_id = run_doc["id"].as_str().unwrap_or_default().to_string();
-    let attempt = run_doc["attempts"].as_array().map(|a| a.len() as u32 + 1).unwrap_or(1);
-    let read = |name: &str| read_jsonl(&dir.join(name)).map_err(|e| format!("cannot read {name}: {e}"));
+    let missing = || format!("cannot read {}: it is missing", run_json.display());
+    let run_doc: Value = docs::read(&run_json).map_err(|e| e.to_string())?.ok_or_else(missing)?;
+    let run: RunDoc = serde_json::from_value(run_doc.clone())
+        .map_err(|e| format!("{} is not a run.json this awf reads: {e}", run_json.display()))?;
+    let run_id = run.id.clone();
+    let attempt = run.attempts.len() as u32 + 1;
+    let read = |name: &str, e: std::io::Error| format!("cannot read {name}: {e}");
     let mut order: Vec<String> = Vec::new();
     let mut done: HashMap<String, (Value, Option<String>)> = HashMap::new();
     let mut stage_runs = HashMap::new();
-    for line in read("stages.jsonl")? {
-        let Some(name) = line["name"].as_str() else { continue };
-        if !order.iter().any(|n| n == name) {
-            order.push(name.to_string());
+    for line in lines::stages(dir).map_err(|e| read("stages.jsonl", e))? {
+        if !order.contains(&line.name) {
+            order.push(line.name.clone());
         }
-        if serde_json::from_value::<super::StageStatus>(line["status"].clone()).is_ok_and(|s| s.reusable()) {
-            done.insert(name.to_string(), (line["value"].clone(), line["summary"].as_str().map(String::from)));
-            let runs: std::collections::BTreeMap<String, u64> =
-                serde_json::from_value(line["runs"].clone()).unwrap_or_default();
-            stage_runs.insert(name.to_string(), runs);
+        if line.status.known().is_some_and(|s| s.reusable()) {
+            done.insert(line.name.clone(), (line.value, line.summary));
+            stage_runs.insert(line.name, line.runs);
         }
     }
     let keep: Vec<String> = match from_stage {
@@ -97,42 +99,34 @@ pub fn load(dir: &Path, from_stage: Option<&str>) -> Result<Resume, String> {
     let mut journal = HashMap::new();
     let mut journalled = 0;
     let mut checkpoints = HashMap::new();
-    for line in if from_stage.is_some() { Vec::new() } else { read("journal.jsonl")? } {
-        if let (Some(key), Some(hash)) = (line["checkpoint"].as_str(), line["question_hash"].as_str()) {
-            checkpoints.insert(key.to_string(), (hash.to_string(), line["answer"].clone()));
-            continue;
+    let journal_lines =
+        if from_stage.is_some() { Vec::new() } else { lines::journal(dir).map_err(|e| read("journal.jsonl", e))? };
+    for line in journal_lines {
+        match line {
+            JournalRecord::Checkpoint(c) => {
+                checkpoints.insert(c.checkpoint, (c.question_hash, c.answer));
+            }
+            JournalRecord::Op(op) => {
+                let entry =
+                    Journaled { turn_hash: op.turn_hash, parts: op.turn_parts, stage: op.stage, outcome: op.outcome };
+                journal.insert((op.agent, op.op_id), entry);
+                journalled += 1;
+            }
         }
-        let (Some(agent), Some(op), Some(hash)) =
-            (line["agent"].as_str(), line["op_id"].as_str(), line["turn_hash"].as_str())
-        else {
-            continue;
-        };
-        let stage = line.get("stage").map(|s| s.as_str().map(String::from));
-        let parts = line["turn_parts"].as_str().map(String::from);
-        let entry = Journaled { turn_hash: hash.to_string(), parts, stage, outcome: line["outcome"].clone() };
-        journal.insert((agent.to_string(), op.to_string()), entry);
-        journalled += 1;
     }
     let mut spent = crate::accounting::Accounts::default();
     let mut simulated = false;
-    for line in read("turns.jsonl")? {
-        let usage: crate::accounting::Usage = serde_json::from_value(line.clone()).unwrap_or_default();
-        // Lines written before attempts were recorded belong to the first.
-        let attempt = line["attempt"].as_u64().unwrap_or(1) as u32;
-        let text = |k: &str| line[k].as_str().unwrap_or("?").to_string();
-        let (agent, model) = (text("agent"), text("model"));
-        let councils: Option<std::collections::BTreeMap<String, crate::accounting::Tally>> =
-            serde_json::from_value(line["councils_by_model"].clone()).ok();
+    for line in lines::turns(dir).map_err(|e| read("turns.jsonl", e))? {
         spent.add(&crate::accounting::Spent {
-            agent: &agent,
-            stage: line["stage"].as_str(),
-            model: (line["kind"] != super::COUNCIL_KIND).then_some(model.as_str()),
-            attempt,
-            usage: &usage,
-            unpriced: line["cost_source"] == "unpriced",
-            councils: councils.as_ref(),
+            agent: &line.agent,
+            stage: line.stage.as_deref(),
+            model: (line.kind != super::COUNCIL_KIND).then_some(line.model.as_str()),
+            attempt: line.attempt,
+            usage: &line.usage,
+            unpriced: line.cost_source == Some(crate::accounting::CostSource::Unpriced),
+            councils: line.councils_by_model.as_ref(),
         });
-        simulated |= line["simulated"] == true;
+        simulated |= line.simulated;
     }
     Ok(Resume {
         lock: Some(lock),
@@ -141,6 +135,7 @@ pub fn load(dir: &Path, from_stage: Option<&str>) -> Result<Resume, String> {
         attempt,
         from_stage: from_stage.map(String::from),
         run_doc,
+        run,
         stages,
         journal,
         journalled,

@@ -6,6 +6,9 @@
 //! Times come from the records. Events do not say which group an operation ran in: it is the
 //! innermost group of its stage open when it started.
 
+use crate::record::events::{EventLine, EventRecord};
+use crate::record::lines::{JournalOp, JournalRecord, TurnRecord};
+use crate::record::status::{OutcomeKind, Recorded, StageStatus};
 use opentelemetry::trace::{Span as _, SpanContext, SpanKind, Status, TraceContextExt, Tracer};
 use opentelemetry::{Context, KeyValue};
 use opentelemetry_sdk::trace::{SdkTracer, Span};
@@ -69,16 +72,21 @@ pub struct Builder {
     stages: Vec<(String, Span)>,
     stage_cx: HashMap<String, SpanContext>,
     groups: Vec<Group>,
-    answers: HashMap<(String, String), Value>,
+    answers: HashMap<(String, String), JournalOp>,
     totals: (u64, u64, f64),
 }
 
-fn time(v: &Value) -> SystemTime {
-    v.as_str().and_then(|t| humantime::parse_rfc3339(t).ok()).unwrap_or_else(SystemTime::now)
+fn time(at: Option<&str>) -> SystemTime {
+    at.and_then(|t| humantime::parse_rfc3339(t).ok()).unwrap_or_else(SystemTime::now)
 }
 
-fn text(v: &Value) -> Option<String> {
-    v.as_str().map(String::from)
+/// A field an older line may lack, as `?`.
+fn or_q(s: &str) -> String {
+    if s.is_empty() {
+        "?".into()
+    } else {
+        s.to_string()
+    }
 }
 
 fn parent(cx: Option<&SpanContext>) -> Context {
@@ -107,10 +115,6 @@ impl Builder {
         }
     }
 
-    fn mine(&self, line: &Value) -> bool {
-        line["attempt"].as_u64().unwrap_or(1) == u64::from(self.attempt)
-    }
-
     fn start(
         &self,
         tracer: &SdkTracer,
@@ -129,21 +133,22 @@ impl Builder {
 
     /// Reads what the records gained and makes spans of it.
     pub fn read(&mut self, tracer: &SdkTracer) {
-        for e in self.events.lines() {
-            if self.mine(&e) {
-                self.event(tracer, &e);
+        for e in self.events.lines().iter().filter_map(EventLine::parse) {
+            if e.attempt == self.attempt {
+                self.event(tracer, e);
             }
         }
         if self.capture {
             for j in self.journal.lines() {
-                if let (Some(agent), Some(op)) = (text(&j["agent"]), text(&j["op_id"])) {
-                    self.answers.insert((agent, op), j["outcome"].clone());
+                if let Ok(JournalRecord::Op(op)) = serde_json::from_value(j) {
+                    self.answers.insert((op.agent.clone(), op.op_id.clone()), op);
                 }
             }
         }
         for t in self.turns.lines() {
-            if self.mine(&t) {
-                self.operation(tracer, &t);
+            match serde_json::from_value::<TurnRecord>(t) {
+                Ok(t) if t.attempt == self.attempt => self.operation(tracer, t),
+                _ => {}
             }
         }
         let ended = if self.run_end.is_some() { self.run.take().zip(self.run_end.take()) } else { None };
@@ -160,28 +165,25 @@ impl Builder {
         }
     }
 
-    fn event(&mut self, tracer: &SdkTracer, e: &Value) {
-        let d = &e["data"];
-        let at = time(&e["at"]);
-        match e["type"].as_str().unwrap_or_default() {
-            "run-started" => {
-                let script = d["script"].as_str().unwrap_or_default();
-                let name = Path::new(script).file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    fn event(&mut self, tracer: &SdkTracer, e: EventLine) {
+        let at = time(e.at.as_deref());
+        match e.event {
+            EventRecord::RunStarted { run_id, script, .. } => {
+                let name = Path::new(&script).file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
                 let attrs = vec![
                     KeyValue::new("gen_ai.operation.name", "invoke_workflow"),
-                    KeyValue::new("awf.run_id", d["run_id"].as_str().unwrap_or_default().to_string()),
+                    KeyValue::new("awf.run_id", run_id),
                     KeyValue::new("awf.attempt", i64::from(self.attempt)),
-                    KeyValue::new("awf.script", script.to_string()),
+                    KeyValue::new("awf.script", script),
                 ];
                 let span = self.start(tracer, format!("invoke_workflow {name}"), at, None, attrs);
                 self.run_cx = Some(span.span_context().clone());
                 self.run = Some(span);
             }
-            "run-finished" => {
-                self.run_end = Some((at, d["status"].as_str().unwrap_or("?").to_string(), text(&d["error"])));
+            EventRecord::RunFinished { status, error } => {
+                self.run_end = Some((at, status.as_str().to_string(), error));
             }
-            "stage-started" => {
-                let name = d["name"].as_str().unwrap_or("?").to_string();
+            EventRecord::StageStarted { name } => {
                 let cx = self.stages.last().map(|(_, s)| s.span_context().clone()).or(self.run_cx.clone());
                 let span = self.start(
                     tracer,
@@ -193,21 +195,19 @@ impl Builder {
                 self.stage_cx.insert(name.clone(), span.span_context().clone());
                 self.stages.push((name, span));
             }
-            "stage-finished" => {
-                let name = d["name"].as_str().unwrap_or("?");
-                if let Some(i) = self.stages.iter().rposition(|(n, _)| n == name) {
+            EventRecord::StageFinished { name, status, reason } => {
+                if let Some(i) = self.stages.iter().rposition(|(n, _)| *n == name) {
                     let (_, mut span) = self.stages.remove(i);
-                    span.set_attribute(KeyValue::new("awf.status", d["status"].as_str().unwrap_or("?").to_string()));
-                    if d["status"] == "failed" {
-                        span.set_status(Status::error(d["reason"].as_str().unwrap_or("failed").to_string()));
+                    span.set_attribute(KeyValue::new("awf.status", status.as_str().to_string()));
+                    if status == Recorded::Known(StageStatus::Failed) {
+                        span.set_status(Status::error(reason.unwrap_or_else(|| "failed".into())));
                     }
                     span.end_with_timestamp(at);
                 }
             }
-            "parallel-started" => {
-                let (label, stage) = (text(&d["label"]), text(&d["stage"]));
+            EventRecord::ParallelStarted { label, items, stage } => {
                 let cx = stage.as_ref().and_then(|s| self.stage_cx.get(s)).or(self.run_cx.as_ref()).cloned();
-                let mut attrs = vec![KeyValue::new("awf.parallel.items", d["items"].as_i64().unwrap_or(0))];
+                let mut attrs = vec![KeyValue::new("awf.parallel.items", items as i64)];
                 if let Some(l) = &label {
                     attrs.push(KeyValue::new("awf.label", l.clone()));
                 }
@@ -216,12 +216,11 @@ impl Builder {
                 let cx = span.span_context().clone();
                 self.groups.push(Group { label, stage, start: at, end: None, cx, span: Some(span) });
             }
-            "parallel-finished" => {
-                let label = text(&d["label"]);
+            EventRecord::ParallelFinished { label, failed, .. } => {
                 if let Some(g) = self.groups.iter_mut().rev().find(|g| g.end.is_none() && g.label == label) {
                     g.end = Some(at);
                     if let Some(mut span) = g.span.take() {
-                        span.set_attribute(KeyValue::new("awf.parallel.failed", d["failed"].as_i64().unwrap_or(0)));
+                        span.set_attribute(KeyValue::new("awf.parallel.failed", failed as i64));
                         span.end_with_timestamp(at);
                     }
                 }
@@ -231,9 +230,9 @@ impl Builder {
     }
 
     /// One settled operation: a span from its delivery to its settling.
-    fn operation(&mut self, tracer: &SdkTracer, t: &Value) {
-        let (start, end) = (time(&t["delivered_at"]), time(&t["settled_at"]));
-        let stage = text(&t["stage"]);
+    fn operation(&mut self, tracer: &SdkTracer, t: TurnRecord) {
+        let (start, end) = (time(t.delivered_at.as_deref()), time(t.settled_at.as_deref()));
+        let stage = t.stage.clone();
         let group = self
             .groups
             .iter()
@@ -241,36 +240,33 @@ impl Builder {
             .max_by_key(|g| g.start)
             .map(|g| g.cx.clone());
         let cx = group.or_else(|| stage.as_ref().and_then(|s| self.stage_cx.get(s).cloned())).or(self.run_cx.clone());
-        let agent = t["agent"].as_str().unwrap_or("?").to_string();
-        let op_id = t["op_id"].as_str().unwrap_or("?").to_string();
-        let (input, output) = (t["input_tokens"].as_u64().unwrap_or(0), t["output_tokens"].as_u64().unwrap_or(0));
-        let cost = t["cost_usd"].as_f64().unwrap_or(0.0);
+        let (input, output, cost) = (t.usage.input_tokens, t.usage.output_tokens, t.cost_usd());
         self.totals = (self.totals.0 + input, self.totals.1 + output, self.totals.2 + cost);
-        let outcome = t["outcome"].as_str().unwrap_or("?").to_string();
+        let outcome = t.outcome.as_str().to_string();
         let mut attrs = vec![
             KeyValue::new("gen_ai.operation.name", "invoke_agent"),
-            KeyValue::new("gen_ai.agent.name", agent.clone()),
-            KeyValue::new("gen_ai.request.model", t["model"].as_str().unwrap_or("?").to_string()),
+            KeyValue::new("gen_ai.agent.name", t.agent.clone()),
+            KeyValue::new("gen_ai.request.model", or_q(&t.model)),
             KeyValue::new("gen_ai.usage.input_tokens", input as i64),
             KeyValue::new("gen_ai.usage.output_tokens", output as i64),
-            KeyValue::new("awf.op_id", op_id.clone()),
-            KeyValue::new("awf.op_kind", t["kind"].as_str().unwrap_or("?").to_string()),
+            KeyValue::new("awf.op_id", t.op_id.clone()),
+            KeyValue::new("awf.op_kind", or_q(&t.kind)),
             KeyValue::new("awf.outcome", outcome.clone()),
-            KeyValue::new("awf.harness", t["harness"].as_str().unwrap_or("?").to_string()),
+            KeyValue::new("awf.harness", or_q(&t.harness)),
             KeyValue::new("awf.cost_usd", cost),
         ];
-        for key in ["stage", "label"] {
-            if let Some(v) = text(&t[key]) {
-                attrs.push(KeyValue::new(format!("awf.{key}"), v));
+        for (key, v) in [("stage", &t.stage), ("label", &t.label)] {
+            if let Some(v) = v {
+                attrs.push(KeyValue::new(format!("awf.{key}"), v.clone()));
             }
         }
-        if let Some(answer) = self.answers.remove(&(agent.clone(), op_id)) {
-            let value = if answer["value"].is_null() { answer } else { answer["value"].clone() };
+        if let Some(op) = self.answers.remove(&(t.agent.clone(), t.op_id.clone())) {
+            let value = op.value().unwrap_or(op.outcome);
             attrs.push(KeyValue::new("gen_ai.output.messages", value.to_string()));
         }
-        let mut span = self.start(tracer, format!("invoke_agent {agent}"), start, cx.as_ref(), attrs);
-        if outcome != "answered" && outcome != "done" {
-            span.set_status(Status::error(t["reason"].as_str().unwrap_or(&outcome).to_string()));
+        let mut span = self.start(tracer, format!("invoke_agent {}", t.agent), start, cx.as_ref(), attrs);
+        if t.outcome != Recorded::Known(OutcomeKind::Answered) {
+            span.set_status(Status::error(t.reason.unwrap_or(outcome)));
         }
         span.end_with_timestamp(end);
     }

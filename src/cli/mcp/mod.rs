@@ -144,11 +144,12 @@ impl Server {
         let progress = ctx.meta.get_progress_token().map(|token| wait::Progress { peer: ctx.peer.clone(), token });
         let (seen, cursor) = wait::until_end(run, wait_s, since, progress, &ctx.ct).await;
         if seen.status == "waiting" {
+            let waiting = super::listing::waiting(&run.dir, &seen.status);
             let mut status = runs::status(run);
             status["cursor"] = json!(cursor);
             let text = format!(
                 "run {id} is waiting for the operator: {}; answer with run_answer (run_id \"{id}\", a value matching the schema run_status shows), then run_wait",
-                status["waiting"][0]["question"].as_str().unwrap_or("?"),
+                waiting.first().map_or("?", |w| w.question.as_str()),
                 id = run.id
             );
             return reply(text, status, false);
@@ -161,8 +162,9 @@ impl Server {
             return reply(text, json!({ "run_id": run.id, "status": seen.status, "cursor": cursor }), false);
         }
         let (text, is_error) = runs::answer(run, &seen);
-        let result = seen.result.clone().unwrap_or(Value::Null);
-        let structured = json!({ "run_id": run.id, "status": seen.status, "value": result["value"], "error": result["error"], "cursor": cursor });
+        let (value, error) = seen.result.as_ref().map(|(_, r)| (r.value.clone(), r.error.clone())).unwrap_or_default();
+        let structured =
+            json!({ "run_id": run.id, "status": seen.status, "value": value, "error": error, "cursor": cursor });
         reply(text, structured, is_error)
     }
 
@@ -192,7 +194,7 @@ impl Server {
                 let run = find()?;
                 let seen = runs::look(&run);
                 match seen.result {
-                    Some(r) => Ok(reply(serde_json::to_string_pretty(&r).unwrap_or_default(), r, false)),
+                    Some((r, _)) => Ok(reply(serde_json::to_string_pretty(&r).unwrap_or_default(), r, false)),
                     None => Err(format!("error: run {} has no result yet: it is {}", run.id, seen.status)),
                 }
             }

@@ -3,6 +3,7 @@
 //! through `awf runs stop`.
 
 use super::super::listing;
+use crate::record::docs::{self, ResultRecord};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 
@@ -22,8 +23,9 @@ pub fn find(runs_dir: &Path, id: &str) -> Result<RunDir, String> {
 pub struct Seen {
     /// As `awf runs` shows it: queued, running, then the result's status (or interrupted).
     pub status: String,
-    /// `result.json` once the run ended with one.
-    pub result: Option<Value>,
+    /// `result.json` once the run ended with one: as written (`run_result` returns it whole), and
+    /// read as a type.
+    pub result: Option<(Value, ResultRecord)>,
 }
 
 impl Seen {
@@ -39,26 +41,27 @@ pub fn look(run: &RunDir) -> Seen {
     if !seen.ended() {
         return seen;
     }
-    let result = listing::read(&run.dir.join("result.json"));
-    Seen { result: (!result.is_null()).then_some(result), ..seen }
+    let raw: Option<Value> = docs::read(&run.dir.join("result.json")).ok().flatten();
+    let result = raw.and_then(|raw| Some((raw.clone(), serde_json::from_value(raw).ok()?)));
+    Seen { result, ..seen }
 }
 
 /// The status report: id, status, script, attempts, and the error of an ended run.
 pub fn status(run: &RunDir) -> Value {
     let seen = look(run);
-    let doc = listing::read(&run.dir.join("run.json"));
+    let doc = docs::run(&run.dir).unwrap_or_default();
     let mut out = json!({
-        "run_id": run.id, "status": seen.status, "script": doc["script"],
-        "attempts": doc["attempts"].as_array().map(Vec::len).unwrap_or(0),
+        "run_id": run.id, "status": seen.status, "script": doc.script,
+        "attempts": doc.attempts.len(),
         "folder": run.dir.display().to_string(),
     });
     let waiting = listing::waiting(&run.dir, &seen.status);
     if !waiting.is_empty() {
         out["waiting"] = json!(waiting);
     }
-    if let Some(r) = &seen.result {
-        out["error"] = r["error"].clone();
-        out["finished_at"] = r["finished_at"].clone();
+    if let Some((_, r)) = &seen.result {
+        out["error"] = json!(r.error);
+        out["finished_at"] = json!(r.finished_at);
     }
     out
 }
@@ -66,13 +69,13 @@ pub fn status(run: &RunDir) -> Value {
 /// What an ended run returns to the caller: a strategy's `output`, else the value (a string as it
 /// is, anything else as JSON); a run that did not succeed says so with its error.
 pub fn answer(run: &RunDir, seen: &Seen) -> (String, bool) {
-    let Some(result) = &seen.result else {
+    let Some((_, result)) = &seen.result else {
         // A background run that never started says why in its background record.
         let why = listing::read(&run.dir.join("background.json"))["error"].as_str().map(String::from);
         let why = why.unwrap_or_else(|| "no result.json: its process is gone".into());
         return (format!("run {}: {}: {why}", run.id, seen.status), true);
     };
-    let value = &result["value"];
+    let value = &result.value;
     let shown = match value.get("output") {
         Some(Value::String(s)) => s.clone(),
         Some(other) if !other.is_null() => other.to_string(),
@@ -85,7 +88,7 @@ pub fn answer(run: &RunDir, seen: &Seen) -> (String, bool) {
     if seen.status == "succeeded" {
         return (shown, false);
     }
-    let error = result["error"].as_str().unwrap_or("");
+    let error = result.error.as_deref().unwrap_or("");
     let mut text = format!("run {}: {}: {error}", run.id, seen.status);
     if !shown.is_empty() {
         text.push_str(&format!("\n{shown}"));

@@ -5,9 +5,9 @@
 //! same progress twice.
 
 use super::runs::{self, RunDir, Seen};
+use crate::record::events::{EventLine, EventRecord};
 use rmcp::model::{ProgressNotificationParam, ProgressToken};
 use rmcp::{Peer, RoleServer};
-use serde_json::Value;
 use std::io::{Read, Seek, SeekFrom};
 use std::time::{Duration, Instant};
 
@@ -97,19 +97,17 @@ impl Events {
         self.partial.push_str(&text);
         let Some(end) = self.partial.rfind('\n') else { return Vec::new() };
         let complete: String = self.partial.drain(..=end).collect();
-        complete.lines().filter_map(|l| serde_json::from_str::<Value>(l).ok()).filter_map(|e| describe(&e)).collect()
+        complete.lines().filter_map(EventLine::parse_text).filter_map(|e| describe(&e.event)).collect()
     }
 }
 
 /// A progress line for the events worth one: stages and settled operations.
-fn describe(event: &Value) -> Option<String> {
-    let d = &event["data"];
-    let s = |k: &str| d[k].as_str().unwrap_or("?").to_string();
-    match event["type"].as_str()? {
-        "stage-started" => Some(format!("stage {} started", s("name"))),
-        "stage-finished" => Some(format!("stage {} {}", s("name"), s("status"))),
-        "op-settled" => Some(format!("{} {} {}", s("agent"), s("op_id"), s("outcome"))),
-        "run-finished" => Some(format!("run {}", s("status"))),
+fn describe(event: &EventRecord) -> Option<String> {
+    match event {
+        EventRecord::StageStarted { name } => Some(format!("stage {name} started")),
+        EventRecord::StageFinished { name, status, .. } => Some(format!("stage {name} {}", status.as_str())),
+        EventRecord::OpSettled { agent, op_id, outcome, .. } => Some(format!("{agent} {op_id} {}", outcome.as_str())),
+        EventRecord::RunFinished { status, .. } => Some(format!("run {}", status.as_str())),
         _ => None,
     }
 }

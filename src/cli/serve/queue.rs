@@ -158,8 +158,7 @@ async fn resumed(server: &Server, id: &str, request: &Value) -> RunStatus {
     };
     // The run's lock is held now: an attempt still `running` or `waiting` on record died; one
     // that ended (another process resumed it meanwhile) is not run again.
-    let last = attempt.resume.run_doc["attempts"].as_array().and_then(|a| a.last()).map(|a| a["status"].clone());
-    let last: Option<RunStatus> = last.and_then(|s| serde_json::from_value(s).ok());
+    let last = attempt.resume.run.attempts.last().and_then(|a| a.status.as_ref()).and_then(|s| s.known());
     if let Some(status) = last.filter(|s| s.is_final() && *s != RunStatus::Interrupted) {
         return status;
     }

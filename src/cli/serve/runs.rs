@@ -94,8 +94,9 @@ pub(super) async fn list_runs(State(server): State<Shared>) -> Response {
     Json(json!({ "runs": rows })).into_response()
 }
 
+/// `result.json` as written, which `GET /runs/{id}` returns whole.
 fn read_json(path: &std::path::Path) -> Option<Value> {
-    std::fs::read_to_string(path).ok().and_then(|t| serde_json::from_str(&t).ok())
+    crate::record::docs::read(path).ok().flatten()
 }
 
 pub(super) async fn show_run(State(server): State<Shared>, UrlPath(id): UrlPath<String>) -> Response {

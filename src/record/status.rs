@@ -1,4 +1,5 @@
-//! The statuses a run and a stage end in, as records write them.
+//! The statuses a run, a stage and an operation end in, as records write them, and `Recorded`: a
+//! status as read back, kept as written when this version does not know it.
 
 use serde::{Deserialize, Serialize};
 
@@ -73,5 +74,82 @@ impl StageStatus {
     /// Whether a later attempt may reuse the stage's value.
     pub fn reusable(self) -> bool {
         matches!(self, StageStatus::Succeeded | StageStatus::Reused)
+    }
+}
+
+/// How an operation ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum OutcomeKind {
+    Answered,
+    Unanswered,
+    Blocked,
+    TimedOut,
+    Failed,
+    Cancelled,
+}
+
+impl OutcomeKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OutcomeKind::Answered => "answered",
+            OutcomeKind::Unanswered => "unanswered",
+            OutcomeKind::Blocked => "blocked",
+            OutcomeKind::TimedOut => "timed-out",
+            OutcomeKind::Failed => "failed",
+            OutcomeKind::Cancelled => "cancelled",
+        }
+    }
+}
+
+/// A value as read back from a record: known to this version, or kept as it was written (a newer
+/// awf's status, say), so that a reader shows it rather than fail.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Recorded<T> {
+    Known(T),
+    Other(String),
+}
+
+impl<T: Copy> Recorded<T> {
+    /// The value, when this version knows it.
+    pub fn known(&self) -> Option<T> {
+        match self {
+            Recorded::Known(t) => Some(*t),
+            Recorded::Other(_) => None,
+        }
+    }
+}
+
+/// A status's name as records write it.
+pub trait Named: Copy {
+    fn name(self) -> &'static str;
+}
+
+impl Named for RunStatus {
+    fn name(self) -> &'static str {
+        self.as_str()
+    }
+}
+
+impl Named for StageStatus {
+    fn name(self) -> &'static str {
+        self.as_str()
+    }
+}
+
+impl Named for OutcomeKind {
+    fn name(self) -> &'static str {
+        self.as_str()
+    }
+}
+
+impl<T: Named> Recorded<T> {
+    /// As written.
+    pub fn as_str(&self) -> &str {
+        match self {
+            Recorded::Known(s) => s.name(),
+            Recorded::Other(s) => s,
+        }
     }
 }
