@@ -2,7 +2,7 @@
 //! is not resumed, racing resumes leave one attempt, a dead attempt shows `interrupted`), agent
 //! leaders that die with awf, leftovers ended on resume, and answers durable once accepted.
 
-mod common;
+use crate::common;
 
 use common::{read_jsonl, signal, Env, Running, TIMEOUT};
 use serde_json::Value;

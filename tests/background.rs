@@ -2,7 +2,7 @@
 //! process (its output in the run folder); `[limits] background = N` at once on the machine, the
 //! rest `queued` in order; `runs logs -f` and `runs stop` work on them, queued or running.
 
-mod common;
+use crate::common;
 
 use common::{command, read_json, wait_with_timeout, Env};
 use std::path::{Path, PathBuf};

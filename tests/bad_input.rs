@@ -1,6 +1,6 @@
 //! DESIGN section 11: bad input gets a clear error, at the right time, and nothing is lost.
 
-mod common;
+use crate::common;
 
 use common::Env;
 use serde_json::Value;

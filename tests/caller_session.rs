@@ -5,9 +5,8 @@
 //! by the fake model server); where it cannot fork it returns `()` and logs why; the strategies'
 //! `fork_caller` param falls back to a fresh member. Bad flags are refused before the run (exit 2).
 
-mod common;
-#[path = "common/fake_model.rs"]
-mod fake_model;
+use crate::common;
+use crate::common::fake_model;
 
 use common::cli::{awf_as, installed, rerun_in_netns, setup, OPERATOR_VARS};
 use common::{read_json, Env};

@@ -3,7 +3,7 @@
 //! /runs/{id}/answer`, MCP `run_answer`) gives an answer valid against the schema; timeouts, several
 //! open checkpoints, a run killed while parked and resumed, and `wf ask-operator` from an agent.
 
-mod common;
+use crate::common;
 
 use common::mcp::RawMcp;
 use common::serve::wait_until;

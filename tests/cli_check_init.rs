@@ -1,6 +1,6 @@
 //! `awf script check` and `awf init`.
 
-mod common;
+use crate::common;
 
 use common::Env;
 

@@ -6,9 +6,8 @@
 //! installed is a failure; every such test is #[ignore]d, so that a machine without the CLIs reports
 //! them skipped, and `.ci/test` (the README's test command) installs the CLIs and runs them.
 
-mod common;
-#[path = "common/fake_model.rs"]
-mod fake_model;
+use crate::common;
+use crate::common::fake_model;
 
 use common::cli::{installed, rerun_in_netns, runtime, OPERATOR_VARS};
 use common::{read_jsonl, Env, Out};

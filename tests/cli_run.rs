@@ -1,6 +1,6 @@
 //! `awf script run`: output streams, exit codes, flags, and the run folder's documents.
 
-mod common;
+use crate::common;
 
 use common::Env;
 use serde_json::json;

@@ -2,7 +2,7 @@
 //! every commented setting is valid), README's reference table lists exactly the keys the
 //! configuration types take, and a configuration problem met as an agent opens exits 2.
 
-mod common;
+use crate::common;
 use common::Env;
 use serde::de::{self, Visitor};
 use std::collections::BTreeSet;

@@ -2,9 +2,8 @@
 //! same events as a program agent's frames on its socket (`op-submission` with its verdict,
 //! `control-refused`), against the fake model server on 127.0.0.1.
 
-mod common;
-#[path = "common/fake_model.rs"]
-mod fake_model;
+use crate::common;
+use crate::common::fake_model;
 
 use common::Env;
 use fake_model::{FakeModel, Reply};

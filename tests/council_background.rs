@@ -5,9 +5,8 @@
 //! stops them. The agents are `msg_agent.py` command agents; the council is `gated`, a strategy
 //! written here whose one member (a `command` agent) answers once a gate file exists.
 
-mod common;
-#[path = "common/fake_model.rs"]
-mod fake_model;
+use crate::common;
+use crate::common::fake_model;
 
 use common::council::{events, fixture, parent_and_children, GATED, MEMBER};
 use common::{read_json, read_jsonl, Env, Running};

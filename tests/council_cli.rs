@@ -3,7 +3,7 @@
 //! refusals made before any run folder exists, `awf script run --watch` rerunning on a strategy
 //! edit while the run in flight keeps its version, and the strategy registry used as a library.
 
-mod common;
+use crate::common;
 
 use awf::config::Config;
 use awf::council::registry::{Registry, Reload};

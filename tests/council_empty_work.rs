@@ -3,7 +3,7 @@
 //! coerced from META once, by the host (`awf council run` and `awf serve`), with the strategy helpers in
 //! one place (issue 14 item 11).
 
-mod common;
+use crate::common;
 
 use common::council::{call, council, output};
 use common::Env;

@@ -5,7 +5,7 @@
 //! roster checked up front, and the small ones (map's review footer, a blank roster member,
 //! synthesize's headline).
 
-mod common;
+use crate::common;
 
 use common::council::{call, council, op_ids, output, usage_matches_turns};
 use common::Env;

@@ -4,9 +4,8 @@
 //! unknown strategy, bad params, depth past the limit, an unknown name in the grant) and a budget
 //! the council runs out of reach the agent as a failed result with the reason.
 
-mod common;
-#[path = "common/fake_model.rs"]
-mod fake_model;
+use crate::common;
+use crate::common::fake_model;
 
 use common::council::parent_and_children;
 use common::{read_json, read_jsonl, Env};

@@ -2,7 +2,7 @@
 //! (stdlib/council/vote.rhai), driven through real workflows on the fake harness: every point of
 //! COUNCILS.md "magi", with the outputs pinned as exact text.
 
-mod common;
+use crate::common;
 
 use common::{read_json, Env};
 use serde_json::{json, Value};

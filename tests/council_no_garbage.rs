@@ -3,7 +3,7 @@
 //! answer and to its final output, map's split refuses items that are the schema's words, and a
 //! parallel group's log line counts a failed operation as failed.
 
-mod common;
+use crate::common;
 
 use common::council::{call, council, events, output};
 

@@ -5,7 +5,7 @@
 //! `spender`, a strategy written here whose two members (`command` agents on model
 //! `member-model`) each report 120 tokens, the second once a gate file exists.
 
-mod common;
+use crate::common;
 
 use common::council::{fixture, parent_and_children, MEMBER};
 use common::{read_json, read_jsonl, Env};

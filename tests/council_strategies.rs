@@ -2,7 +2,7 @@
 //! through real workflows on the fake harness with responder scripts: every point of COUNCILS.md
 //! for these four, with the outputs pinned as exact text.
 
-mod common;
+use crate::common;
 
 use common::council::{call, council, op_ids, output, usage_matches_turns};
 use serde_json::{json, Value};

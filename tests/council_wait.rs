@@ -4,7 +4,7 @@
 //! normal wake; a run stopped while an agent waits stops its councils and records them. The agent
 //! is `msg_agent.py`; the council is `gated`, whose one member answers once a gate file exists.
 
-mod common;
+use crate::common;
 
 use common::council::{events, parent_and_children, GATED, MEMBER};
 use common::{read_json, read_jsonl, Env, Running};

@@ -1,6 +1,6 @@
 //! `ctx.agents.open/get/stop` and the Agent handle: run, ask, fork, set, compact, stop, facts.
 
-mod common;
+use crate::common;
 
 use common::Env;
 use serde_json::{json, Value};

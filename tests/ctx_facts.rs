@@ -1,7 +1,7 @@
 //! The small `ctx` calls: run_id, attempt, cwd, deadline, log, warn, print, usage, spent, budget
 //! and sleep.
 
-mod common;
+use crate::common;
 
 use common::Env;
 use serde_json::{json, Value};

@@ -1,7 +1,7 @@
 //! `ctx.parallel` and `ctx.parallel_settled`: order, concurrency, labels, nesting, errors,
 //! deadlines, and agent handles shared between branches.
 
-mod common;
+use crate::common;
 
 use common::Env;
 use serde_json::{json, Value};

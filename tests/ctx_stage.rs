@@ -1,7 +1,7 @@
 //! `ctx.stage`: values, schemas, summaries, the once-per-run and no-nesting rules, and failures
 //! recorded in stages.jsonl and result.json.
 
-mod common;
+use crate::common;
 
 use common::Env;
 use serde_json::{json, Value};

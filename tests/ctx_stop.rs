@@ -1,6 +1,6 @@
 //! `ctx.stop(reason)`: status `stopped`, exit 3, not catchable, from anywhere.
 
-mod common;
+use crate::common;
 
 use common::Env;
 use serde_json::Value;

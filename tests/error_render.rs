@@ -1,7 +1,7 @@
 //! How script errors are rendered for the operator: a long source line is cut to 200 characters
 //! around the caret, and limit errors raised inside `fn run` still name file:line:col.
 
-mod common;
+use crate::common;
 
 use common::{Env, Out};
 use std::process::Stdio;

@@ -1,6 +1,6 @@
 //! Every example under scripts/ runs offline on the default (fake) runtime, from any folder.
 
-mod common;
+use crate::common;
 
 use common::Env;
 use serde_json::Value;

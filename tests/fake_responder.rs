@@ -2,7 +2,7 @@
 //! badly, stay silent, fail, block, hang (until a deadline, a stop or the stall timeout), and
 //! report usage.
 
-mod common;
+use crate::common;
 
 use common::Env;
 use serde_json::{json, Value};

@@ -1,7 +1,7 @@
 //! The lifecycle of a turn's process (`harness/process.rs`), where the harness tests do not reach
 //! it: a process that tries to leave its own process group.
 
-mod common;
+use crate::common;
 
 use common::Env;
 use std::os::unix::fs::PermissionsExt;

@@ -3,9 +3,8 @@
 //! for a model), answers written as text in tools mode, a model that never calls tools, and
 //! rejection loops bounded by the nudge limit and by repeats (issue 18, items 1 to 3).
 
-mod common;
-#[path = "common/fake_model.rs"]
-mod fake_model;
+use crate::common;
+use crate::common::fake_model;
 
 use common::Env;
 use fake_model::{FakeModel, Reply};

@@ -4,9 +4,8 @@
 //! about the context carrying the numbers and a fix not already applied; and a request waiting for
 //! its first byte counting toward the stall timeout.
 
-mod common;
-#[path = "common/fake_model.rs"]
-mod fake_model;
+use crate::common;
+use crate::common::fake_model;
 
 use common::Env;
 use fake_model::{Counting, FakeModel, Reply};

@@ -2,9 +2,8 @@
 //! answers, rejections, nudges, rate limits, server errors, slow and dropped streams, sessions that
 //! carry their history into the next turn, and structured answers.
 
-mod common;
-#[path = "common/fake_model.rs"]
-mod fake_model;
+use crate::common;
+use crate::common::fake_model;
 
 use common::{read_jsonl, Env};
 use fake_model::{FakeModel, Reply};

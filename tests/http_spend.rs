@@ -4,9 +4,8 @@
 //! agent's history kept, and `awf doctor` reading a server's context and (`--deep`) whether its
 //! model calls tools (issue 18, items 2, 4 and 5).
 
-mod common;
-#[path = "common/fake_model.rs"]
-mod fake_model;
+use crate::common;
+use crate::common::fake_model;
 
 use common::{read_json, Env};
 use fake_model::{FakeModel, Reply};

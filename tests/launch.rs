@@ -1,7 +1,7 @@
 //! One way to launch a run (issue 27 rows 1-3): the failure path of a background run honours
 //! awf.toml's `runs_dir`, and `Host::start` is called from `host/launch.rs` alone.
 
-mod common;
+use crate::common;
 
 use common::{read_json, Env};
 

@@ -2,7 +2,7 @@
 //! data guard that replaces rhai's size limits stops runaway nesting and memory with a clear error
 //! at the script's position, while building a long list with `push` stays fast.
 
-mod common;
+use crate::common;
 
 use common::Env;
 use std::time::{Duration, Instant};

@@ -1,9 +1,8 @@
 //! `awf mcp`: the MCP server on stdio, driven by the official MCP Python SDK
 //! (tests/fixtures/mcp_client.py) and by Claude Code, plus a raw handshake that needs no SDK.
 
-mod common;
-#[path = "common/fake_model.rs"]
-mod fake_model;
+use crate::common;
+use crate::common::fake_model;
 
 use common::mcp::{send, RawMcp};
 use common::{read_json, wait_with_timeout, wait_within, Env};

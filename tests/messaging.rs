@@ -4,7 +4,7 @@
 //! undelivered when a run ends. Agents are fake responders and `command` programs
 //! (`tests/fixtures/agents/msg_*`), which talk through `awf wf send/ask/reply/inbox`.
 
-mod common;
+use crate::common;
 
 use common::{read_jsonl, Env};
 use serde_json::{json, Value};

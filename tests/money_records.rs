@@ -3,7 +3,7 @@
 //! file:line and the fix, and `--allow-changed` keeps each attempt's script hash, runs a reused
 //! stage again when its value no longer fits its schema, and records each operation re-run.
 
-mod common;
+use crate::common;
 
 use common::{read_jsonl, Env};
 use serde_json::{json, Value};

@@ -2,7 +2,7 @@
 //! records flushed, result.json written), a closed stdout ends the output quietly, and `-q`
 //! prints nothing but errors.
 
-mod common;
+use crate::common;
 
 use common::{Env, Running, TIMEOUT};
 use std::process::Stdio;

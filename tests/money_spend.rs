@@ -2,7 +2,7 @@
 //! kill and a resume, a finished run's accounts never erased, budgets kept in run.json and counted
 //! over attempts, budgets that hold with operations in flight, and costs shown as micro-dollars.
 
-mod common;
+use crate::common;
 
 use common::{read_jsonl, signal, Env, Running, TIMEOUT};
 use serde_json::{json, Value};

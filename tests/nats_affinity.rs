@@ -1,9 +1,8 @@
 //! An agent's turns go to the worker that holds its session while that worker lives, and to
 //! another when it dies, which takes over the agent's stored session.
 
-mod common;
-#[path = "common/fake_model.rs"]
-mod fake_model;
+use crate::common;
+use crate::common::fake_model;
 use common::nats::{self, Worker};
 use common::Env;
 use fake_model::{FakeModel, Reply};

@@ -3,7 +3,7 @@
 //! and, in the second test, one NATS server. The value equals the one-machine run's, no answered
 //! operation runs twice, every record parses, and the run's records have a one-machine run's shape.
 
-mod common;
+use crate::common;
 use common::nats::{self, map_env, Server, Worker};
 use common::Env;
 use std::process::Stdio;

@@ -3,7 +3,7 @@
 //! does not answer and a stream left by another awf are refused at start (exit 2); an operation
 //! no worker serves fails at its deadline saying why.
 
-mod common;
+use crate::common;
 use common::nats::{self, map_env, Worker};
 use common::Env;
 

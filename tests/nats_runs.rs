@@ -2,7 +2,7 @@
 //! owner; killed with SIGKILL mid-run, another worker takes the run over under the same id, and
 //! the turns answered before are answered from the bucket, never run again.
 
-mod common;
+use crate::common;
 use common::nats::{self, Worker};
 use std::time::Duration;
 

@@ -5,7 +5,7 @@
 //! dead. Wrong credentials are refused without being shown, and credential files missing or open
 //! to others are refused at start (exit 2).
 
-mod common;
+use crate::common;
 use common::nats::{self, Server, Worker, MAP_CONFIG};
 use common::Env;
 use std::path::Path;

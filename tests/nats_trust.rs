@@ -6,7 +6,7 @@
 //! never becomes an answer; a planted session is never restored; no secret of awf.toml travels;
 //! nothing a worker writes to the bucket quotes a file.
 
-mod common;
+use crate::common;
 use awf::cluster::seal::{self, Kind};
 use awf::cluster::wire::{AgentSpec, OpRequest, RuntimeRef};
 use awf::cluster::ClusterKey;

@@ -3,7 +3,7 @@
 //! this version does not know) still lists, shows, logs and is refused a resume for the right
 //! reason; and no reader under `src/cli/` indexes awf's own documents as JSON.
 
-mod common;
+use crate::common;
 
 use common::Env;
 use std::path::Path;

@@ -4,9 +4,8 @@
 //! parks `waiting` until `awf runs answer`, and the tool result carries the answer; the op's
 //! deadline ends the wait.
 
-mod common;
-#[path = "common/fake_model.rs"]
-mod fake_model;
+use crate::common;
+use crate::common::fake_model;
 
 use common::serve::wait_until;
 use common::{Env, Running};

@@ -2,9 +2,8 @@
 //! awf created under `.awf/` (run folder, JSONL streams, documents, op logs, captures, HTTP history,
 //! control folders) is open to the group or to other users.
 
-mod common;
-#[path = "common/fake_model.rs"]
-mod fake_model;
+use crate::common;
+use crate::common::fake_model;
 
 use common::{bin, wait_with_timeout, Env};
 use fake_model::{FakeModel, Reply};

@@ -2,7 +2,7 @@
 //! `tests/fixtures/agents/`: answers, rejections, nudges, waits, hangs, crashes, intruders and
 //! leftover processes.
 
-mod common;
+use crate::common;
 
 use common::{read_jsonl, Env};
 use serde_json::Value;

@@ -4,7 +4,7 @@
 //! repository path the documents name exists, and every strategy has a section naming its params.
 //! A block marked `<!-- not checked: reason -->` is skipped, counted and printed.
 
-mod common;
+use crate::common;
 
 use common::Env;
 use std::collections::BTreeMap;

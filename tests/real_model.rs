@@ -5,7 +5,7 @@
 //! usage a real server reports, what `awf doctor --deep` finds. `#[ignore]`d on machines without
 //! the model; run with the variables missing they fail.
 
-mod common;
+use crate::common;
 
 use common::{command, read_json, wait_within, Env, Out};
 use serde_json::Value;

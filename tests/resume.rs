@@ -2,7 +2,7 @@
 //! operations from the journal without calling a harness, honours `--from-stage`, refuses a
 //! changed script unless told, and completes a run killed with SIGKILL.
 
-mod common;
+use crate::common;
 
 use common::{read_jsonl, signal, Env};
 use std::io::{BufRead, BufReader};

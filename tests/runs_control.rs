@@ -2,7 +2,7 @@
 //! control socket, `awf runs logs` (readable, raw, followed), `awf runs list` (status, age, spend,
 //! the resume command of an interrupted run), resuming a council run, and `--values`.
 
-mod common;
+use crate::common;
 
 use common::{command, read_json, wait_for_file, wait_with_timeout, Env, Running};
 use std::path::{Path, PathBuf};

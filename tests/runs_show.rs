@@ -3,9 +3,8 @@
 //! rejections with their errors and what was submitted, nudges, answer), and `awf runs logs`
 //! renders a rejection as its errors. Spend reads as tokens where a $0 would say nothing.
 
-mod common;
-#[path = "common/fake_model.rs"]
-mod fake_model;
+use crate::common;
+use crate::common::fake_model;
 
 use common::Env;
 use fake_model::{FakeModel, Reply};

@@ -4,7 +4,7 @@
 //! `env` allow-list let in, a run-level sandbox shared by several agents, failing closed without
 //! bwrap, `awf doctor`, and the example in scripts/.
 
-mod common;
+use crate::common;
 
 use common::{command, wait_with_timeout, Env, Out};
 use serde_json::{json, Value};

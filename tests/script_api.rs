@@ -2,7 +2,7 @@
 //! (facts as properties and calls, shorthands), `script check` refusing calls no form takes, the
 //! editor definitions and the shell completions.
 
-mod common;
+use crate::common;
 use common::Env;
 
 const BEGIN: &str = "<!-- BEGIN awf script api -->\n";

@@ -3,9 +3,8 @@
 //! key values, `Bearer` tokens and `x-api-key` headers echoed back by a harness are scrubbed from
 //! `turns.jsonl`, `events.jsonl` and what awf prints.
 
-mod common;
-#[path = "common/fake_model.rs"]
-mod fake_model;
+use crate::common;
+use crate::common::fake_model;
 
 use common::{command, wait_for_file, wait_with_timeout, Env, Out};
 use fake_model::{FakeModel, Reply};

@@ -1,7 +1,7 @@
 //! `awf serve`: the HTTP JSON API over a loopback TCP port, driven by the small hand-written
 //! HTTP/1.1 client in `common/serve.rs` (with the token; tests/serve_security.rs tries without).
 
-mod common;
+use crate::common;
 
 use common::serve::serve;
 use common::Env;

@@ -3,7 +3,7 @@
 //! theirs), limits in `POST /runs`, `GET /runs` over the whole runs folder, and stopping a run of
 //! another process. A strategy folder made after the start is watched too.
 
-mod common;
+use crate::common;
 
 use common::serve::{serve, wait_until, Serve};
 use common::{read_json, Env, Running};

@@ -3,7 +3,7 @@
 //! in the order they were accepted; a second serve on the same folder leaves a live one's runs
 //! alone; the queue has a bound. Runs block in a `command` agent until the test creates `go`.
 
-mod common;
+use crate::common;
 
 use common::serve::{serve, wait_until, Serve};
 use common::{read_jsonl, Env};

@@ -2,7 +2,7 @@
 //! attack is refused: no or a wrong token, a foreign Host or Origin, scripts outside the script
 //! folder, errors that would show another file's lines, a socket or token file others could open.
 
-mod common;
+use crate::common;
 
 use common::serve::{free_port, mode, serve, start, Addr};
 use common::Env;

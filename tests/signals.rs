@@ -1,7 +1,7 @@
 //! Ctrl-C (SIGINT) and `--deadline`: the run is cancelled, running turns settle `cancelled`,
 //! records are flushed, exit 4.
 
-mod common;
+use crate::common;
 
 use common::{Env, Running};
 use std::time::{Duration, Instant};

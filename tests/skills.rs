@@ -4,9 +4,8 @@
 //! test reads what the CLI sent the model. A missing folder, a folder without SKILL.md and a
 //! harness without skills are refused as the agent opens (exit 2).
 
-mod common;
-#[path = "common/fake_model.rs"]
-mod fake_model;
+use crate::common;
+use crate::common::fake_model;
 
 use common::cli::{awf_as, installed, rerun_in_netns, setup};
 use common::{read_json, Env};

@@ -2,9 +2,8 @@
 //! mode (its reply is its answer, no tools) is not offered routes it cannot send on, and the run's
 //! log says so once; in tools mode the same route is offered with its tools.
 
-mod common;
-#[path = "common/fake_model.rs"]
-mod fake_model;
+use crate::common;
+use crate::common::fake_model;
 
 use common::Env;
 use fake_model::{FakeModel, Reply};

@@ -2,7 +2,7 @@
 //! tree (run, stage, parallel group, agent operations) and its GenAI attributes; content only
 //! when asked for; a receiver that is down or hangs never fails or holds up a run.
 
-mod common;
+use crate::common;
 
 use common::Env;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;

@@ -4,7 +4,7 @@
 //! launcher refuses it: no forged answer, no council, no operator question on the victim's grants.
 //! A turn's own orphaned grandchild, in a process group of its own, is still served.
 
-mod common;
+use crate::common;
 
 use common::council::{events, parent_and_children};
 use common::{read_json, Env};

@@ -4,6 +4,7 @@
 
 pub mod cli;
 pub mod council;
+pub mod fake_model;
 pub mod mcp;
 pub mod nats;
 pub mod serve;
