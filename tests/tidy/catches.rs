@@ -45,6 +45,16 @@ fn a_file_the_code_map_does_not_name_is_reported() {
 }
 
 #[test]
+fn a_file_the_code_map_names_that_is_gone_is_reported() {
+    let paths = ["a/mod.rs", "a/named.rs", "a/x.rs", "b.rs"].map(String::from);
+    let lib = LIB.replace("`x` (its stem)", "`x.rs`, `gone.rs`, `build.rs`, `b.rs`");
+    assert_eq!(
+        map::stale(&lib, &paths, |p| p == "build.rs"),
+        ["src/lib.rs: the code map's entry of `a/` names `gone.rs`, which does not exist"]
+    );
+}
+
+#[test]
 fn a_print_is_found_but_not_in_tests_comments_or_literals() {
     let sources = sources_of(&[(
         "run/x.rs",

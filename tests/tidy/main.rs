@@ -91,6 +91,8 @@ const STATICS_ALLOWED: &[(&str, &str, usize, &str)] = &[
 fn tidy_code_map_names_every_file() {
     let paths: Vec<String> = source::load(&src()).into_iter().map(|s| s.path).collect();
     assert_none("files missing from the code map", &map::unmapped(&lib_rs(), &paths));
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    assert_none("files the code map names", &map::stale(&lib_rs(), &paths, |p| root.join(p).is_file()));
 }
 
 #[test]

@@ -1,5 +1,6 @@
 //! `src/lib.rs`'s code map against the files: every source file is named in the entry of its
-//! top-level module (by its path in the module, its file name, or its stem in backticks).
+//! top-level module (by its path in the module, its file name, or its stem in backticks), and
+//! every `.rs` file the map names exists.
 
 /// The code map's entries (`- `x/`: ...`), comment markers removed, each on one line.
 fn entries(lib: &str) -> Vec<String> {
@@ -49,6 +50,28 @@ pub fn unmapped(lib: &str, paths: &[String]) -> Vec<String> {
             || (file == "mod.rs" && entry.contains(&format!("`{dir}/`")));
         if !named {
             out.push(format!("src/{path}: not named in the code map's entry `{top}/` in src/lib.rs"));
+        }
+    }
+    out
+}
+
+/// The `.rs` files the code map in `lib` names that do not exist: a name is looked for under its
+/// entry's module, then under `src/` (`paths`), then from the repository root (`exists`).
+pub fn stale(lib: &str, paths: &[String], exists: impl Fn(&str) -> bool) -> Vec<String> {
+    let mut out = Vec::new();
+    for entry in entries(lib) {
+        let top = entry.strip_prefix('`').and_then(|e| e.split_once("/`")).map(|(t, _)| t.to_string());
+        for (k, token) in entry.split('`').enumerate() {
+            if k % 2 == 0 || !token.ends_with(".rs") || token.contains(' ') {
+                continue;
+            }
+            let under = |p: &String| p == token || p.ends_with(&format!("/{token}"));
+            let in_module =
+                paths.iter().filter(|p| top.as_ref().is_none_or(|t| p.starts_with(&format!("{t}/")))).any(under);
+            if !in_module && !paths.iter().any(|p| p == token) && !exists(token) {
+                let place = top.as_ref().map_or(String::new(), |t| format!(" of `{t}/`"));
+                out.push(format!("src/lib.rs: the code map's entry{place} names `{token}`, which does not exist"));
+            }
         }
     }
     out
