@@ -58,12 +58,7 @@ const WRITES_ALLOWED: &[(&str, &str, usize, &str)] = &[
     ("cli/serve/private.rs", "OpenOptions::new", 1, "`awf serve`'s token file, created 0600"),
     ("cli/serve/private.rs", "fs::rename", 2, "the token file and the socket put in place atomically"),
     ("cluster/key.rs", "OpenOptions::new", 1, "the cluster key file `.awf/cluster.key`, created 0600"),
-    (
-        "harness/cli/carry.rs",
-        "fs::rename",
-        1,
-        "a carried agent home unpacked in place (an agent's home in the run folder)",
-    ),
+    ("harness/cli/carry.rs", "fs::rename", 1, "a carried agent home unpacked in place (in the run folder)"),
     ("harness/cli/home.rs", "OpenOptions::new", 1, "credentials seeded into an agent's home (in the run folder), 0600"),
     ("harness/cli/home.rs", "fs::rename", 1, "the same credentials file put in place atomically"),
     ("harness/cli/pi.rs", "fs::rename", 2, "pi's own session files moved inside the agent's home for a fork"),
