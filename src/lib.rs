@@ -19,7 +19,8 @@
 //! Top-level modules form layers, listed bottom to top, one numbered line per layer starting with
 //! its modules. A module names only modules of its own layer or below (`crate::x` paths), and the
 //! modules of one layer form no cycle: `tests/tidy` reads this list and checks both (`cargo test
-//! --test tidy`, run by `.ci/run`).
+//! --test tidy`, run by `.ci/run`), with the code map below and each "the only module that names"
+//! sentence in it.
 //!
 //! 1. `record`, `accounting`, `stdlib`, `sandbox`: the run folder's writer, usage and prices, the
 //!    embedded strategies, and sandbox policy, argv and seat (data and pure functions).

@@ -106,3 +106,21 @@ fn a_test_only_module_file_is_left_out() {
     let paths: Vec<String> = source::load(dir.path()).into_iter().map(|s| s.path).collect();
     assert_eq!(paths, ["run/mod.rs", "run/real.rs"]);
 }
+
+#[test]
+fn a_boundary_crate_named_outside_its_owner_is_found_but_not_a_word_like_it() {
+    let sources = sources_of(&[(
+        "run/r.rs",
+        "use rhai::Dynamic;\nfn f() -> anyhow::Result<()> { anyhow!(\"x\") }\nlet rhaiish = 1;\nuse opentelemetry_sdk::trace;\n\
+         // rhai::Engine\nfn g() { crate::rhai::x() }\n",
+    )]);
+    let found: Vec<String> = ["rhai", "anyhow", "opentelemetry"]
+        .iter()
+        .flat_map(|k| rules::crate_paths(&sources, k))
+        .map(|h| h.to_string())
+        .collect();
+    assert_eq!(
+        found,
+        ["src/run/r.rs:1: rhai", "src/run/r.rs:2: anyhow", "src/run/r.rs:2: anyhow", "src/run/r.rs:4: opentelemetry"]
+    );
+}

@@ -1,6 +1,7 @@
 //! Tidy checks of the repository itself, run by `cargo test` (as rust-analyzer's `tidy.rs`): the
 //! layering `src/lib.rs` writes, its code map, printing only in `cli/`, files written outside
-//! `record/` only where listed, and no new process-wide static.
+//! `record/` only where listed, no new process-wide static, and each boundary crate named only by
+//! the module that owns it.
 
 mod catches;
 mod layers;
@@ -110,4 +111,28 @@ fn tidy_files_are_written_outside_record_only_where_listed() {
 fn tidy_no_new_process_wide_static() {
     let problems = rules::unallowed(&rules::statics(&source::load(&src())), STATICS_ALLOWED);
     assert_none("process-wide statics (list them in STATICS_ALLOWED with a reason)", &problems);
+}
+
+/// The crates one module owns, as `src/lib.rs` says (`the only module that names rhai`).
+const OWNERS: &[(&str, &str)] = &[
+    ("anyhow", "cli/"),
+    ("rhai", "script/"),
+    ("async_nats", "cluster/"),
+    ("opentelemetry", "telemetry/"),
+    ("rmcp", "cli/mcp/"),
+];
+
+#[test]
+fn tidy_boundary_crates_are_named_only_by_their_owners() {
+    let sources = source::load(&src());
+    let mut problems = Vec::new();
+    for (krate, owner) in OWNERS {
+        let others: Vec<source::Source> = sources
+            .iter()
+            .filter(|s| !s.path.starts_with(owner))
+            .map(|s| source::Source { path: s.path.clone(), code: s.code.clone() })
+            .collect();
+        problems.extend(rules::crate_paths(&others, krate).iter().map(|h| format!("{h}: only {owner} names it")));
+    }
+    assert_none("boundary crates named outside their owners", &problems);
 }

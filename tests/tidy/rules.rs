@@ -98,3 +98,22 @@ pub fn unallowed(hits: &[Hit], allowed: &[(&str, &str, usize, &str)]) -> Vec<Str
     }
     out
 }
+
+/// Every path through crate `krate` (`krate::x`, `krate!`, and for `opentelemetry` its family:
+/// `opentelemetry_sdk::x`), each found where an identifier starts.
+pub fn crate_paths(sources: &[Source], krate: &str) -> Vec<Hit> {
+    let mut out = Vec::new();
+    for s in sources {
+        for (k, _) in s.code.match_indices(krate) {
+            if s.code[..k].chars().next_back().is_some_and(|c| ident_char(c) || c == ':') {
+                continue;
+            }
+            let rest = &s.code[k + krate.len()..];
+            let rest = rest.trim_start_matches(ident_char);
+            if rest.starts_with("::") || rest.starts_with('!') {
+                out.push(Hit { path: s.path.clone(), line: s.line_of(k), what: krate.to_string() });
+            }
+        }
+    }
+    out
+}
