@@ -11,7 +11,8 @@
 //! `count_lines`), which is printed last.
 //!
 //! `AWF_BENCH_BIN` runs another awf binary (to compare builds in the same minutes);
-//! `AWF_BENCH_ONLY` keeps the cases whose name contains it (`map`, `magi`, `push`).
+//! `AWF_BENCH_ONLY` keeps the cases whose name contains it (`map`, `magi`, `push`, `chain`,
+//! `nested`).
 #![allow(unsafe_code)] // libc::wait4, to read the child's peak RSS
 
 use std::fs;
@@ -23,6 +24,8 @@ const REFERENCE: &str = include_str!("reference.py");
 const MAP: &str = include_str!("workflows/map.rhai");
 const MAGI: &str = include_str!("workflows/magi.rhai");
 const PUSH: &str = include_str!("workflows/push.rhai");
+const CHAIN: &str = include_str!("workflows/chain.rhai");
+const NESTED: &str = include_str!("workflows/nested.rhai");
 
 struct Case {
     name: &'static str,
@@ -75,6 +78,35 @@ fn magi_case(rounds: usize, new: bool) -> Case {
 fn push_case(n: usize) -> Case {
     let reference = vec!["push".into(), n.to_string()];
     Case { name: "push", n, script: PUSH, args: format!(r#"{{"n":{n}}}"#), max_agents: 1, ops: 0, reference, count: n }
+}
+
+/// Shapes no target was tuned on: one agent's long chain of turns, and parallels nested in one.
+fn chain_case(n: usize) -> Case {
+    let reference = vec!["chain".into(), n.to_string()];
+    Case {
+        name: "chain",
+        n,
+        script: CHAIN,
+        args: format!(r#"{{"n":{n}}}"#),
+        max_agents: 10,
+        ops: n,
+        reference,
+        count: n,
+    }
+}
+
+fn nested_case(groups: usize, items: usize) -> Case {
+    let n = groups * items;
+    Case {
+        name: "nested",
+        n,
+        script: NESTED,
+        args: format!(r#"{{"groups":{groups},"items":{items}}}"#),
+        max_agents: n + 10,
+        ops: n,
+        reference: vec!["nested".into(), groups.to_string(), items.to_string()],
+        count: n,
+    }
 }
 
 /// Runs the child to completion and returns its exit status and measure.
@@ -286,6 +318,21 @@ fn targets(rows: &[Row]) {
     }
 }
 
+/// The shapes without targets: their ratio to asyncio, to watch.
+fn unseen(rows: &[Row]) {
+    let shown: Vec<&Row> = rows.iter().filter(|r| r.name == "chain" || r.name == "nested").collect();
+    if shown.is_empty() {
+        return;
+    }
+    println!("shapes no target was tuned on (ratios to watch, no PASS or MISS):");
+    for row in shown {
+        match &row.awf {
+            Ok(m) => println!("  {:<28} {:>10.2}x", format!("{} {} / asyncio", row.name, row.n), row.ratio(m)),
+            Err(_) => println!("  {:<28} {:>11}", format!("{} {}", row.name, row.n), "failed"),
+        }
+    }
+}
+
 fn main() {
     // `cargo bench` passes `--bench` (and maybe a filter); this harness takes none of them.
     let reps: usize = std::env::var("AWF_BENCH_REPS").ok().and_then(|v| v.parse().ok()).unwrap_or(3).max(1);
@@ -300,6 +347,8 @@ fn main() {
         push_case(1_000),
         push_case(10_000),
         push_case(100_000),
+        chain_case(10_000),
+        nested_case(100, 100),
     ];
     println!("awf engine bench: {}", awf.display());
     println!("fake harness, all records on disk, -q; reference: bare asyncio, no records; median of {reps}");
@@ -341,5 +390,6 @@ fn main() {
         rows.push(row);
     }
     targets(&rows);
+    unseen(&rows);
     println!("this bench's own peak RSS, the floor under every MB figure above: {:.1} MB", own_peak_mb());
 }
