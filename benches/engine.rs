@@ -7,10 +7,12 @@
 //! asyncio program doing the same fan-out with no records; it counts only if it prints the count
 //! expected. Both are timed as whole processes (interpreter start included), alternating, and the
 //! median of `AWF_BENCH_REPS` runs (default 3) counts, with its peak RSS (and for awf, its
-//! voluntary context switches).
+//! voluntary context switches). A child's peak RSS is never below this process's own (see
+//! `count_lines`), which is printed last.
 //!
 //! `AWF_BENCH_BIN` runs another awf binary (to compare builds in the same minutes);
-//! `AWF_BENCH_ONLY` keeps the cases whose name contains it (`map`, `magi`, `push`).
+//! `AWF_BENCH_ONLY` keeps the cases whose name contains it (`map`, `magi`, `push`, `chain`,
+//! `nested`).
 #![allow(unsafe_code)] // libc::wait4, to read the child's peak RSS
 
 use std::fs;
@@ -22,6 +24,8 @@ const REFERENCE: &str = include_str!("reference.py");
 const MAP: &str = include_str!("workflows/map.rhai");
 const MAGI: &str = include_str!("workflows/magi.rhai");
 const PUSH: &str = include_str!("workflows/push.rhai");
+const CHAIN: &str = include_str!("workflows/chain.rhai");
+const NESTED: &str = include_str!("workflows/nested.rhai");
 
 struct Case {
     name: &'static str,
@@ -76,6 +80,35 @@ fn push_case(n: usize) -> Case {
     Case { name: "push", n, script: PUSH, args: format!(r#"{{"n":{n}}}"#), max_agents: 1, ops: 0, reference, count: n }
 }
 
+/// Shapes no target was tuned on: one agent's long chain of turns, and parallels nested in one.
+fn chain_case(n: usize) -> Case {
+    let reference = vec!["chain".into(), n.to_string()];
+    Case {
+        name: "chain",
+        n,
+        script: CHAIN,
+        args: format!(r#"{{"n":{n}}}"#),
+        max_agents: 10,
+        ops: n,
+        reference,
+        count: n,
+    }
+}
+
+fn nested_case(groups: usize, items: usize) -> Case {
+    let n = groups * items;
+    Case {
+        name: "nested",
+        n,
+        script: NESTED,
+        args: format!(r#"{{"groups":{groups},"items":{items}}}"#),
+        max_agents: n + 10,
+        ops: n,
+        reference: vec!["nested".into(), groups.to_string(), items.to_string()],
+        count: n,
+    }
+}
+
 /// Runs the child to completion and returns its exit status and measure.
 fn spawn_and_wait(cmd: &mut Command, what: &str) -> (i32, Measure) {
     let start = Instant::now();
@@ -121,12 +154,35 @@ fn awf_once(awf: &Path, case: &Case) -> Result<Measure, String> {
         return Err(format!("{what}: exited {code}\n{}", stderr()));
     }
     let run_dir = only_run(&runs, &what);
-    let turns = fs::read(run_dir.join("turns.jsonl")).unwrap_or_else(|e| panic!("{what}: turns.jsonl: {e}"));
-    let lines = turns.iter().filter(|&&b| b == b'\n').count();
+    let lines = count_lines(&run_dir.join("turns.jsonl")).unwrap_or_else(|e| panic!("{what}: turns.jsonl: {e}"));
     if lines != case.ops {
         return Err(format!("{what}: turns.jsonl has {lines} lines, expected {}\n{}", case.ops, stderr()));
     }
     Ok(m)
+}
+
+/// The lines of a file, read through a small buffer. The file is not read whole: a child spawned
+/// later (posix_spawn shares this process's memory until it execs) is charged this process's own
+/// peak RSS as its own floor, so this process keeps its peak small (a 100k map's `turns.jsonl`
+/// read whole made every later case's peak read about 50 MB, awf's and asyncio's alike).
+fn count_lines(path: &Path) -> std::io::Result<usize> {
+    use std::io::Read;
+    let mut file = fs::File::open(path)?;
+    let (mut buf, mut lines) = (vec![0u8; 64 * 1024], 0);
+    loop {
+        match file.read(&mut buf)? {
+            0 => return Ok(lines),
+            n => lines += buf[..n].iter().filter(|&&b| b == b'\n').count(),
+        }
+    }
+}
+
+/// This process's own peak RSS in MB: the floor of every child's figure.
+fn own_peak_mb() -> f64 {
+    // SAFETY: rusage is plain old data; getrusage fills it for this process.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
+    usage.ru_maxrss as f64 / 1024.0
 }
 
 fn reference_once(case: &Case) -> Measure {
@@ -219,7 +275,7 @@ fn ran<'a>(row: Option<&'a Row>, goals: &[&str]) -> Option<&'a Measure> {
 fn targets(rows: &[Row]) {
     let find = |name: &str, n: usize| rows.iter().find(|r| r.name == name && r.n == n);
     println!();
-    println!("targets (issue 11):");
+    println!("targets (issues 11 and 27):");
     if let Some(m) = ran(find("map", 10_000), &["<= 0.2 s", "<= 60 MB", "<= 0.67x"]) {
         let row = find("map", 10_000).expect("ran found it");
         let s = m.wall.as_secs_f64();
@@ -248,6 +304,32 @@ fn targets(rows: &[Row]) {
     if let Some(m) = ran(find("push", 100_000), &["<= 0.1 s"]) {
         let s = m.wall.as_secs_f64();
         target("push 100000 wall", format!("{s:.3} s"), "<= 0.1 s", s <= 0.1);
+        // Linear to 100k: what a push costs past 10k is what it costs below (the process's start
+        // cancels out of each difference). Noisy where the differences are milliseconds.
+        let small = ran(find("push", 1_000), &[]).zip(ran(find("push", 10_000), &["linear"]));
+        if let Some((one, ten)) = small {
+            let (one, ten) = (one.wall.as_secs_f64(), ten.wall.as_secs_f64());
+            let below = (ten - one).max(1e-6) / 9_000.0;
+            let above = (s - ten) / 90_000.0;
+            let growth = above / below;
+            target("push 10k-100k / 1k-10k µs", format!("{growth:.2}x"), "<= 2x", growth <= 2.0);
+            println!("    a push costs {:.3} µs from 1k to 10k, {:.3} µs from 10k to 100k", below * 1e6, above * 1e6);
+        }
+    }
+}
+
+/// The shapes without targets: their ratio to asyncio, to watch.
+fn unseen(rows: &[Row]) {
+    let shown: Vec<&Row> = rows.iter().filter(|r| r.name == "chain" || r.name == "nested").collect();
+    if shown.is_empty() {
+        return;
+    }
+    println!("shapes no target was tuned on (ratios to watch, no PASS or MISS):");
+    for row in shown {
+        match &row.awf {
+            Ok(m) => println!("  {:<28} {:>10.2}x", format!("{} {} / asyncio", row.name, row.n), row.ratio(m)),
+            Err(_) => println!("  {:<28} {:>11}", format!("{} {}", row.name, row.n), "failed"),
+        }
     }
 }
 
@@ -262,7 +344,11 @@ fn main() {
         map_case(100_000),
         magi_case(10_000, false),
         magi_case(10_000, true),
+        push_case(1_000),
+        push_case(10_000),
         push_case(100_000),
+        chain_case(10_000),
+        nested_case(100, 100),
     ];
     println!("awf engine bench: {}", awf.display());
     println!("fake harness, all records on disk, -q; reference: bare asyncio, no records; median of {reps}");
@@ -304,4 +390,6 @@ fn main() {
         rows.push(row);
     }
     targets(&rows);
+    unseen(&rows);
+    println!("this bench's own peak RSS, the floor under every MB figure above: {:.1} MB", own_peak_mb());
 }

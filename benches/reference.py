@@ -2,7 +2,8 @@
 no records. An "agent" is an object whose turn yields once (the model call's suspension point) and
 then answers one schema-shaped JSON value: built, dumped, loaded and checked for its required keys.
 
-Usage: python3 reference.py map N | magi ROUNDS reused|new | push N. Prints the case's count.
+Usage: python3 reference.py map N | magi ROUNDS reused|new | push N | chain N | nested GROUPS ITEMS.
+Prints the case's count.
 """
 import asyncio
 import json
@@ -70,6 +71,36 @@ async def magi_case(rounds, new_agents):
     return sum(wins.values())
 
 
+def step(prompt):
+    return {"stance": "keep", "note": f"solo: {prompt}"[:50]}
+
+
+async def chain_case(n):
+    agent = Agent("solo")
+    note = "start"
+    for i in range(n):
+        # A note cut short as the fake harness's is: echoing the prompt whole would grow it.
+        note = (await agent.ask(f"Step {i}: continue from {note}", ("stance", "note"), step))["note"]
+    return n
+
+
+async def nested_case(groups, items):
+    outer = asyncio.Semaphore(4)
+
+    async def group(g):
+        async with outer:
+            inner = asyncio.Semaphore(4)
+
+            async def one(i):
+                async with inner:
+                    agent = Agent(f"n-{g}-{i}")
+                    return (await agent.ask(f"Judge item {i} of group {g}", ("verdict", "note"), verdict))["verdict"]
+
+            return len(await asyncio.gather(*(one(i) for i in range(items))))
+
+    return sum(await asyncio.gather(*(group(g) for g in range(groups))))
+
+
 def push_case(n):
     a = []
     for i in range(n):
@@ -85,6 +116,10 @@ def main():
         print(asyncio.run(magi_case(n, sys.argv[3] == "new")))
     elif case == "push":
         print(push_case(n))
+    elif case == "chain":
+        print(asyncio.run(chain_case(n)))
+    elif case == "nested":
+        print(asyncio.run(nested_case(n, int(sys.argv[3]))))
     else:
         sys.exit(f"unknown case {case}")
 

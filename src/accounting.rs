@@ -181,7 +181,12 @@ pub struct Tally {
 
 impl Tally {
     fn add(&mut self, u: &Usage) {
-        self.operations += 1;
+        self.add_operations(u, 1);
+    }
+
+    /// Adds `operations` operations that spent `u` between them.
+    fn add_operations(&mut self, u: &Usage, operations: u64) {
+        self.operations += operations;
         self.input_tokens += u.input_tokens;
         self.output_tokens += u.output_tokens;
         self.cache_read_tokens += u.cache_read_tokens;
@@ -227,7 +232,9 @@ pub struct Accounts {
     pub unpriced: BTreeMap<String, u64>,
 }
 
-/// One settled operation, as the accounts file it.
+/// One settled operation, as the accounts file it. Its operations are its own (none for a
+/// council's line of its own, which ran no model) and those of the councils it billed, so that
+/// `totals` and every breakdown count the same operations as they sum the same spend.
 pub struct Spent<'a> {
     pub agent: &'a str,
     /// `None`: work outside any stage, filed under `(none)`.
@@ -248,12 +255,11 @@ impl Accounts {
     /// Adds one settled operation.
     pub fn add(&mut self, s: &Spent<'_>) {
         let u = s.usage;
-        self.by_attempt.entry(s.attempt).or_default().add(u);
-        self.by_agent.entry(s.agent.to_string()).or_default().add(u);
-        self.by_stage.entry(s.stage.unwrap_or("(none)").to_string()).or_default().add(u);
         let mut councils = Usage::default();
+        let mut operations = u64::from(s.model.is_some());
         for (model, t) in s.councils.into_iter().flatten() {
             councils.add(&t.usage());
+            operations += t.operations;
             self.by_model.entry(model.clone()).or_default().merge(t);
         }
         if let Some(model) = s.model {
@@ -262,7 +268,10 @@ impl Accounts {
                 *self.unpriced.entry(model.to_string()).or_default() += 1;
             }
         }
-        self.totals.add(u);
+        self.by_attempt.entry(s.attempt).or_default().add_operations(u, operations);
+        self.by_agent.entry(s.agent.to_string()).or_default().add_operations(u, operations);
+        self.by_stage.entry(s.stage.unwrap_or("(none)").to_string()).or_default().add_operations(u, operations);
+        self.totals.add_operations(u, operations);
     }
 
     /// Operations priced at $0 because their model has no price.
@@ -325,5 +334,30 @@ mod tests {
         assert_eq!(a.by_model["c"].tokens, 5);
         assert_eq!(a.by_model["m"].tokens, 9);
         assert_eq!(a.by_agent["x"].tokens, 10);
+        // A council's line of its own: only the council's operations count.
+        let mut late = Tally::default();
+        late.add_operations(&Usage { output_tokens: 2, ..Default::default() }, 3);
+        let late = BTreeMap::from([("c".to_string(), late)]);
+        a.add(&Spent {
+            agent: "y",
+            stage: Some("s"),
+            model: None,
+            attempt: 2,
+            usage: &Usage { output_tokens: 2, ..Default::default() },
+            unpriced: false,
+            councils: Some(&late),
+        });
+        assert_eq!(a.by_model["c"].operations, 4, "{a:?}");
+        assert_eq!(a.totals.operations, 7, "two turns, one that convened a council of one, and a council of three");
+        assert_operations_agree(&a);
+    }
+
+    fn assert_operations_agree(a: &Accounts) {
+        for (name, fold) in [("by_agent", &a.by_agent), ("by_stage", &a.by_stage), ("by_model", &a.by_model)] {
+            let sum: u64 = fold.values().map(|t| t.operations).sum();
+            assert_eq!(sum, a.totals.operations, "{name}: {a:?}");
+        }
+        let sum: u64 = a.by_attempt.values().map(|t| t.operations).sum();
+        assert_eq!(sum, a.totals.operations, "by_attempt: {a:?}");
     }
 }

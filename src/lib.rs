@@ -18,27 +18,38 @@
 //!
 //! # Layers
 //!
-//! Top-level modules form layers; a module names only modules below it (`python3
-//! ../shared/tools/layers.py src` checks that there is no cycle). Bottom to top:
+//! Top-level modules form layers, listed bottom to top, one numbered line per layer starting with
+//! its modules. A module names only modules of its own layer or below (`crate::x` paths), and the
+//! modules of one layer form no cycle: `tests/tidy` reads this list and checks both (`cargo test
+//! --test tidy`, run by `.ci/run`), with the code map below and each "the only module that names"
+//! sentence in it.
 //!
-//! 1. `record`, `accounting`, `stdlib`; `sandbox` (policy, argv, seat: data and pure functions).
-//! 2. `config` (`awf.toml`); `redact`, `watch` and `telemetry` use it.
-//! 3. `run`: **the run core**. A run's identity and folder, config, tokio handle, root scope, the
+//! 1. `record`, `accounting`, `stdlib`, `sandbox`: the run folder's writer, usage and prices, the
+//!    embedded strategies, and sandbox policy, argv and seat (data and pure functions).
+//! 2. `config`: `awf.toml`.
+//! 3. `redact`, `watch`, `telemetry`: they read the config.
+//! 4. `run`: **the run core**. A run's identity and folder, config, tokio handle, root scope, the
 //!    one deadline helper, the stop cause, records and the `Event` enum, statuses, outcomes, the
-//!    scheduler (limits, permits, budgets, accounts), schemas, stages, progress, resume data. It
-//!    owns no book: the books above receive it.
-//! 4. `control`: the answer channel (slots, protocol, an agent's socket, who may use it).
-//! 5. `harness`: one session per agent and harness.
-//! 6. `messaging`: the router. It reaches agents only through the `Directory` trait it defines.
-//! 7. `agent`: the agents of a run (`AgentBook`, the router's `Directory`) and the one operation
+//!    scheduler (limits, permits, budgets, accounts), schemas, stages, progress, checkpoints,
+//!    resume data. It holds the books of the run itself (`StageBook`, the scheduler's accounts,
+//!    `Checkpoints`) but not those of its agents and routes: those books are above it and
+//!    receive the run.
+//! 5. `control`: the answer channel (slots, protocol, an agent's socket, who may use it).
+//! 6. `harness`: one session per agent and harness.
+//! 7. `messaging`: the router. It reaches agents only through the `Directory` trait it defines.
+//! 8. `agent`: the agents of a run (`AgentBook`, the router's `Directory`) and the one operation
 //!    pipeline.
-//! 8. `host`: a run with its books, and `drive`. The script comes in through the `Script` trait.
-//! 9. `script` (the rhai host), then `council`, then `cluster` (NATS JetStream), then `cli`.
+//! 9. `host`: a run with its books, and `drive`. The script comes in through the `Script` trait.
+//! 10. `script`: the rhai host.
+//! 11. `council`: strategies, and councils convened from a turn.
+//! 12. `cluster`: NATS JetStream.
+//! 13. `cli`: the commands.
 //!
 //! # Code map
 //!
-//! - `cli/`: argument definitions and one call per command; the only place that prints and uses
-//!   anyhow. `script.rs` (`script run|check`, `--watch`; `prepare` builds a run's spec from the
+//! - `cli/`: argument definitions and one call per command; the only place that prints (layers
+//!   below report through callbacks, as `cluster::Report`; `tests/tidy` fails on a print
+//!   elsewhere) and uses anyhow. `script.rs` (`script run|check`, `--watch`; `prepare` builds a run's spec from the
 //!   flags and config, shared by every command that starts runs; `--detach`), `ending.rs` (how an
 //!   attempt of this process ends: the signals that stop it, what it prints, its exit code),
 //!   `council.rs` (`council
@@ -80,16 +91,21 @@
 //!   `responder.rs` (fake responder scripts), `pool.rs` (reused branch threads, parked when idle),
 //!   `deferred.rs` (helpers that join a parallel's caller after a grace, started by a timer thread
 //!   that ticks while groups come), `constants.rs` (each parallel worker's own copy of the global
-//!   constants), `api/` (`mod.rs`: `ScriptRun`, the host plus the
-//!   run's engine for branch threads; one file per `ctx` namespace: `ctx.rs` (with
+//!   constants), `reference.rs` (the host API as documentation generated from the engine's own
+//!   metadata: `awf script api`, kept in README.md by a test, and `awf script defs`, the editors'
+//!   definition files), `api/` (`mod.rs`: `ScriptRun`, the host plus the run's engine for branch
+//!   threads; `doc.rs`: every host function registered with its parameter names and doc comment,
+//!   which `reference.rs` reads; one file per `ctx` namespace: `ctx.rs` (with
 //!   `messages.allow`), `agents.rs`, `caller.rs` (`caller()`, `fork_caller`), `parallel.rs`, `stage.rs`,
 //!   `checkpoint.rs` (`ctx.checkpoint`)).
 //! - `host/`: `mod.rs` (`Host`: the run, its `AgentBook` and `Router`; `finish` settles the books,
 //!   then the run), `drive.rs` (a run from the script's start to `result.json`: wait, deadline,
 //!   stop grace, background councils still running, status, the run's trace), `control.rs` (the
 //!   run's control socket: status, stop, kill, answer; and its client), `exit.rs` (exit codes),
-//!   `child.rs` (the hook through which the council layer gives every run's agent book its
-//!   `Convener`, installed once by `cli`).
+//!   `launch.rs` (**the one way a run starts**: `Request`, the `Capabilities` a host is built with
+//!   (responders, the council convener, how background councils are admitted), `Admission` (at once,
+//!   the machine's pool, serve's run limit, a worker's slot), `start` and `run`), `pool.rs` (the
+//!   machine-wide background pool: flock'd tickets and slots, `background.json`).
 //! - `cluster/`: runs' agent operations on NATS JetStream, **the only module that names
 //!   async-nats** (unused on one machine). `options.rs` (what a connection takes, from `[cluster]` and
 //!   the `--nats*` flags: a server list, one way to authenticate (URL, variables, nkey seed or
@@ -128,7 +144,8 @@
 //!   `event.rs` (every events.jsonl type), `caller.rs` (the calling session, `run.json` `caller`), `outcome.rs`
 //!   (outcomes and their `turns.jsonl`/`journal.jsonl` lines), `schema.rs` (validators cached by
 //!   schema text, violations with JSON pointers, example values), `deadline.rs` (`Deadline`: the one deadline type, from `--deadline` and `timeout_ms` down to the harnesses), `scope.rs` (the
-//!   per-thread scope: cancellation token, deadline, stage, group), `scheduler.rs` (the one gate for
+//!   per-thread scope: cancellation token, deadline, stage, group), `limits.rs` (the one resolver of
+//!   a run's limits: flags over recorded over awf.toml), `scheduler.rs` (the one gate for
 //!   every operation: concurrency, agents, budgets; the accounts), `stages.rs`, `progress.rs`,
 //!   `children.rs` (child runs: still running, billed once), `resume.rs` (what a new attempt reuses: stages on record, and answered operations from the
 //!   journal; the run's lock is taken first), `checkpoint.rs` (operator checkpoints: the open
@@ -176,7 +193,9 @@
 //!   `scrubbed.rs` (the wrapper every session is opened in: what a harness reports is scrubbed of
 //!   the run's secrets before the engine sees it); `http/` (`openai`, `anthropic`; `session.rs`:
 //!   the history, `turn.rs`: a turn's requests and answers, `answer.rs`: answers found in a
-//!   reply's text and cut-off replies, `context.rs`: requests sized to the model's context,
+//!   reply's text and cut-off replies, `context.rs`: requests sized to the model's context, `count.rs`: a request's size as
+//!   the server counts it (llama-server's `/tokenize`, else an estimate calibrated per base URL
+//!   and model from the replies' `prompt_tokens`),
 //!   `tools.rs`: the `wf_*` tools as control commands, `request.rs`: retries, the streamed reply
 //!   and its spend on the operation's `Meter`, `sse.rs`, `probe.rs`: `awf doctor --deep`); `cli/` (`claude.rs`, `codex.rs`, `pi.rs`: agent CLIs run
 //!   per turn in a process group, a home per agent (the sandbox seat's home when sandboxed: the
@@ -209,12 +228,16 @@
 //!   `writer.rs` (per-file buffers behind one lock and the writer thread that writes them in
 //!   batches, woken only when it is idle or a caller waits), `groups.rs` (turn process groups on
 //!   record), `lock.rs` (the run's lock, and whether a live attempt holds it), `accepted.rs`
-//!   (`serve.json` and `serve.lock`: a run a serve accepted, and which serve holds it), `private.rs`
-//!   (folders 0700 and files 0600, created so: what the harnesses write in a run folder goes
-//!   through it too), and the read side: `status.rs` (`RunStatus`, `StageStatus`, `OutcomeKind`, and
-//!   `Recorded`, a status kept as written when this version does not know it), `docs.rs` (`run.json`,
-//!   `result.json`), `lines.rs` (turns, journal, stages), `events.rs` (events, an unknown type kept as
-//!   `Other`): every reader of a run folder reads awf's own records through them.
+//!   (`serve.json` and `serve.lock`: a run a serve accepted, and which serve holds it),
+//!   `agent_files.rs` (an agent's part of the folder: each operation's liveness log and captured
+//!   output, bounded and scrubbed), `private.rs` (folders 0700 and files 0600, created so: the
+//!   harnesses create their folders in a run folder through it), and the read side: `status.rs`
+//!   (`RunStatus`, `StageStatus`, `OutcomeKind`, and `Recorded`, a status kept as written when this
+//!   version does not know it), `docs.rs` (`run.json`, `result.json`), `lines.rs` (turns, journal,
+//!   stages), `events.rs` (events, an unknown type kept as `Other`): every reader of a run folder
+//!   reads awf's own records through them. The exceptions to "writes go through record", each listed
+//!   with its reason in `tests/tidy/main.rs`: a CLI agent's home (credentials seeded, sessions moved,
+//!   a carried home unpacked by `harness/cli`).
 //! - `accounting.rs`: usage, prices (the built-in table; `[prices]` overrides), folds by agent,
 //!   stage and model; `Meter`, an operation's running spend (billed however the operation ends).
 //! - `redact.rs`: a run's secret values (key variables, secret-looking names) and the scrubbing of
@@ -282,6 +305,8 @@
 //!   closes (after waiting its stop grace and a margin), from its accounts so far. `by_model` files
 //!   it under the models the child's agents ran.
 //! - No unwrap outside tests; locks recover from poisoning because their values are replaced whole.
+//! - No process-wide static but those `tests/tidy/main.rs` lists, each with its reason; a new one
+//!   fails `cargo test`.
 //!
 //! # Glossary
 //!

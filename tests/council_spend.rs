@@ -50,7 +50,18 @@ fn accounting(env: &Env, tokens: u64) -> (PathBuf, Value) {
     assert_eq!(children.len(), 1, "{children:?}");
     let child = read_json(&children[0].join("result.json"));
     assert_eq!(child["accounting"]["by_model"]["member-model"]["tokens"], tokens, "{child}");
-    (parent.clone(), read_json(&parent.join("result.json"))["accounting"].clone())
+    let acc = read_json(&parent.join("result.json"))["accounting"].clone();
+    assert_operations_agree(&acc);
+    (parent.clone(), acc)
+}
+
+/// `totals` and every breakdown count the same operations: a council's count with its caller.
+fn assert_operations_agree(acc: &Value) {
+    let total = acc["totals"]["operations"].as_u64().expect("totals.operations");
+    for fold in ["by_agent", "by_stage", "by_model", "by_attempt"] {
+        let sum: u64 = acc[fold].as_object().expect(fold).values().filter_map(|t| t["operations"].as_u64()).sum();
+        assert_eq!(sum, total, "{fold} counts {sum} operations, totals {total}: {acc}");
+    }
 }
 
 #[test]
@@ -65,6 +76,8 @@ fn a_councils_spend_is_filed_under_its_members_models_and_billed_to_the_caller()
     // The caller's turn is filed under its own model, with what it spent itself: nothing.
     assert_eq!(acc["by_model"]["boss-model"]["tokens"], 0, "{acc}");
     assert_eq!(acc["by_model"]["boss-model"]["operations"], 1, "{acc}");
+    assert_eq!(acc["totals"]["operations"], 3, "the boss's turn and the council's two: {acc}");
+    assert_eq!(acc["by_agent"]["boss"]["operations"], 3, "{acc}");
     // The turn's line carries the whole spend and says which models spent the council's part.
     let turn = read_jsonl(&parent.join("turns.jsonl")).into_iter().find(|t| t["op_id"] == "boss#1").expect("boss#1");
     assert_eq!(turn["tokens"], 240, "{turn}");

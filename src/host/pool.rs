@@ -33,11 +33,10 @@ pub fn read(path: &Path) -> Value {
     std::fs::read_to_string(path).ok().and_then(|t| serde_json::from_str(&t).ok()).unwrap_or(Value::Null)
 }
 
-/// Writes the background record of run folder `dir`, atomically.
+/// Writes the background record of run folder `dir`, atomically, 0600 and synced, as the run's
+/// other documents are (`record::write_document`).
 pub fn write(dir: &Path, doc: &Value) -> std::io::Result<()> {
-    let tmp = dir.join(format!(".{FILE}.tmp"));
-    std::fs::write(&tmp, serde_json::to_vec_pretty(doc)?)?;
-    std::fs::rename(&tmp, dir.join(FILE))
+    crate::record::write_document(&dir.join(FILE), doc)
 }
 
 fn state_dir() -> PathBuf {

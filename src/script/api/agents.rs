@@ -107,7 +107,9 @@ with `wf ask-operator` or the `wf_ask_operator` tool; `false` by default). Openi
 a different runtime, cwd, instructions, sandbox or skills is an error.";
 const STOP: &str = "Stops the agent with this key: its running operation settles `cancelled`, its process ends.
 Returns whether an agent was open under the key.";
-const AGENT_USAGE: &str = "What all of this agent's operations spent (turns, message operations, compactions):
+const AGENT_USAGE: &str =
+    "What all of this agent's operations spent (turns, message operations, compactions, and the councils
+they convened, whose operations count among its `operations`):
 `#{ operations, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, tokens, cost_usd }`.";
 const TURN: &str = "Runs one turn and returns its outcome map (`run` is the same call; in a script that defines its
 own `fn run`, write `turn`). `turn`: `prompt` (required); `schema` (a JSON Schema map the answer must

@@ -1,0 +1,133 @@
+//! Tidy checks of the repository itself, run by `cargo test` (as rust-analyzer's `tidy.rs`): the
+//! layering `src/lib.rs` writes, its code map, printing only in `cli/`, files written outside
+//! `record/` only where listed, no new process-wide static, and each boundary crate named only by
+//! the module that owns it.
+
+mod catches;
+mod layers;
+mod map;
+mod rules;
+mod source;
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+fn src() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
+}
+
+fn lib_rs() -> String {
+    std::fs::read_to_string(src().join("lib.rs")).expect("src/lib.rs")
+}
+
+#[track_caller]
+fn assert_none(what: &str, problems: &[String]) {
+    assert!(problems.is_empty(), "{what}:\n  {}", problems.join("\n  "));
+}
+
+fn sources_of(files: &[(&str, &str)]) -> Vec<source::Source> {
+    files
+        .iter()
+        .map(|(path, text)| source::Source { path: path.to_string(), code: source::strip_tests(&source::blank(text)) })
+        .collect()
+}
+
+#[test]
+fn tidy_layers() {
+    let lib = lib_rs();
+    let layers = layers::parse_layers(&lib);
+    let sources = source::load(&src());
+    let declared: BTreeSet<String> = lib
+        .lines()
+        .filter_map(|l| l.strip_prefix("pub mod ").and_then(|m| m.strip_suffix(';')))
+        .map(String::from)
+        .collect();
+    let layered: BTreeSet<String> = layers.iter().flatten().cloned().collect();
+    assert_eq!(layered, declared, "the layers of src/lib.rs list every top-level module once");
+    assert_eq!(layers.iter().map(Vec::len).sum::<usize>(), layered.len(), "a module in two layers: {layers:?}");
+    assert_none("the layering of src/lib.rs", &layers::problems(&layers, &layers::arrows(&sources, &declared)));
+}
+
+/// Files written outside `record/`: `(file, call, how many, why)`. A new one fails until it is
+/// listed here with its reason, or goes through `record/`.
+const WRITES_ALLOWED: &[(&str, &str, usize, &str)] = &[
+    ("host/pool.rs", "fs::rename", 1, "a queue ticket of the machine-wide pool, outside any run folder"),
+    ("host/pool.rs", "OpenOptions::new", 1, "the machine-wide pool's lock files, outside any run folder"),
+    ("cli/init.rs", "fs::write", 2, "`awf init` writes the user's awf.toml and example workflow"),
+    ("cli/serve/private.rs", "OpenOptions::new", 1, "`awf serve`'s token file, created 0600"),
+    ("cli/serve/private.rs", "fs::rename", 2, "the token file and the socket put in place atomically"),
+    ("cluster/key.rs", "OpenOptions::new", 1, "the cluster key file `.awf/cluster.key`, created 0600"),
+    ("harness/cli/carry.rs", "fs::rename", 1, "a carried agent home unpacked in place (in the run folder)"),
+    ("harness/cli/home.rs", "OpenOptions::new", 1, "credentials seeded into an agent's home (in the run folder), 0600"),
+    ("harness/cli/home.rs", "fs::rename", 1, "the same credentials file put in place atomically"),
+    ("harness/cli/pi.rs", "fs::rename", 2, "pi's own session files moved inside the agent's home for a fork"),
+    ("script/reference.rs", "fs::write", 1, "`awf script defs` writes editor definition files where asked"),
+];
+
+/// Process-wide statics: `(file, name, 1, why)`. A new one fails: pass what it holds down
+/// instead (capabilities at construction), or list it here with its reason.
+const STATICS_ALLOWED: &[(&str, &str, usize, &str)] = &[
+    ("harness/cli/home.rs", "CREDENTIALS", 1, "serializes credential write-backs within the process"),
+    ("harness/http/count.rs", "KNOWN", 1, "servers without /tokenize and calibrated ratios, per process"),
+    ("harness/spawn.rs", "SPAWNER", 1, "the one thread that forks turn processes, never exiting (PDEATHSIG)"),
+    ("script/deferred.rs", "D", 1, "the timer thread of deferred parallel joins, one per process"),
+    ("script/engine.rs", "STD", 1, "rhai's standard package, built once and shared"),
+    ("script/pool.rs", "POOL", 1, "parked branch threads reused across runs"),
+    ("script/render.rs", "SHOWN_UNDER", 1, "set once by `awf serve`: which files errors may show"),
+    ("telemetry/mod.rs", "REPORTED", 1, "an export failure is reported once per process"),
+    ("telemetry/mod.rs", "REPORTER", 1, "where that report goes, installed once by `cli`"),
+];
+
+#[test]
+fn tidy_code_map_names_every_file() {
+    let paths: Vec<String> = source::load(&src()).into_iter().map(|s| s.path).collect();
+    assert_none("files missing from the code map", &map::unmapped(&lib_rs(), &paths));
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    assert_none("files the code map names", &map::stale(&lib_rs(), &paths, |p| root.join(p).is_file()));
+}
+
+#[test]
+fn tidy_only_cli_prints() {
+    let sources: Vec<source::Source> =
+        source::load(&src()).into_iter().filter(|s| !s.path.starts_with("cli/")).collect();
+    let hits: Vec<String> = rules::calls(&sources, rules::PRINTS).iter().map(|h| format!("{h} outside cli/")).collect();
+    assert_none("printing outside cli/ (pass a report callback down, as cluster's `Report`)", &hits);
+}
+
+#[test]
+fn tidy_files_are_written_outside_record_only_where_listed() {
+    let sources: Vec<source::Source> =
+        source::load(&src()).into_iter().filter(|s| !s.path.starts_with("record/")).collect();
+    let problems = rules::unallowed(&rules::calls(&sources, rules::WRITES), WRITES_ALLOWED);
+    assert_none("files written outside record/ (list them in WRITES_ALLOWED with a reason)", &problems);
+}
+
+#[test]
+fn tidy_no_new_process_wide_static() {
+    let problems = rules::unallowed(&rules::statics(&source::load(&src())), STATICS_ALLOWED);
+    assert_none("process-wide statics (list them in STATICS_ALLOWED with a reason)", &problems);
+}
+
+/// The crates one module owns, as `src/lib.rs` says (`the only module that names rhai`).
+const OWNERS: &[(&str, &str)] = &[
+    ("anyhow", "cli/"),
+    ("rhai", "script/"),
+    ("async_nats", "cluster/"),
+    ("opentelemetry", "telemetry/"),
+    ("rmcp", "cli/mcp/"),
+];
+
+#[test]
+fn tidy_boundary_crates_are_named_only_by_their_owners() {
+    let sources = source::load(&src());
+    let mut problems = Vec::new();
+    for (krate, owner) in OWNERS {
+        let others: Vec<source::Source> = sources
+            .iter()
+            .filter(|s| !s.path.starts_with(owner))
+            .map(|s| source::Source { path: s.path.clone(), code: s.code.clone() })
+            .collect();
+        problems.extend(rules::crate_paths(&others, krate).iter().map(|h| format!("{h}: only {owner} names it")));
+    }
+    assert_none("boundary crates named outside their owners", &problems);
+}
