@@ -54,6 +54,9 @@ pub fn rerun_in_netns(test: &str) -> bool {
         return false;
     }
     let exe = std::env::current_exe().expect("test binary");
+    // The test's full path (`module::name` in the one test binary): libtest names its thread so.
+    let current = std::thread::current();
+    let test = current.name().filter(|n| n.ends_with(test)).unwrap_or(test);
     let out = Command::new("unshare")
         .args(["-n", "--", "sh", "-c", "ip link set lo up && exec \"$0\" \"$@\""])
         .arg(&exe)
