@@ -149,20 +149,11 @@ fn a_servers_refusal_gives_both_counts_and_says_to_declare_the_context() {
 /// its tries' waits add up to the stall timeout, not to the stall timeout each.
 #[test]
 fn waits_for_a_first_byte_add_up_to_the_stall_timeout() {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    let port = listener.local_addr().expect("addr").port();
-    std::thread::spawn(move || {
-        let mut held = Vec::new();
-        for conn in listener.incoming().take(16) {
-            held.push(conn);
-        }
-    });
+    let port = fake_model::silent_server();
     let env = Env::new();
     env.write(
         "awf.toml",
-        &format!(
-            "default_runtime = \"m\"\n[runtimes.m]\nharness = \"openai\"\nmodel = \"x\"\nbase_url = \"http://127.0.0.1:{port}/v1\"\nrequest_timeout = \"400ms\"\n[limits]\nstall_timeout = \"1s\"\n"
-        ),
+        &fake_model::openai_on(port, "request_timeout = \"400ms\"\n[limits]\nstall_timeout = \"1s\"\n"),
     );
     let out = env.run("let a = ctx.agents.open(#{ key: \"q\" }); let o = a.run(#{ prompt: \"hi\" }); o.reason", &[]);
     out.expect_code(0);

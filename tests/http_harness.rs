@@ -298,21 +298,9 @@ fn a_compaction_is_an_operation_billed_like_a_turn() {
 /// (regression: with the stall timeout's default the run waited 50 minutes in silence).
 #[test]
 fn a_server_that_never_answers_is_reported_try_by_try_not_waited_on() {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    let port = listener.local_addr().expect("addr").port();
-    std::thread::spawn(move || {
-        let mut held = Vec::new();
-        for conn in listener.incoming().take(16) {
-            held.push(conn);
-        }
-    });
+    let port = fake_model::silent_server();
     let env = Env::new();
-    env.write(
-        "awf.toml",
-        &format!(
-            "default_runtime = \"m\"\n[runtimes.m]\nharness = \"openai\"\nmodel = \"x\"\nbase_url = \"http://127.0.0.1:{port}/v1\"\nrequest_timeout = \"200ms\"\n"
-        ),
-    );
+    env.write("awf.toml", &fake_model::openai_on(port, "request_timeout = \"200ms\"\n"));
     let out = env.run("let a = ctx.agents.open(#{ key: \"q\" }); let o = a.run(#{ prompt: \"hi\" }); o.reason", &[]);
     out.expect_code(0);
     for n in 2..=5 {
@@ -332,21 +320,9 @@ fn a_server_that_never_answers_is_reported_try_by_try_not_waited_on() {
 /// each quarter of its first-byte bound, and its waits add up to the stall timeout at most.
 #[test]
 fn a_request_waiting_for_its_first_byte_is_shown_waiting() {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    let port = listener.local_addr().expect("addr").port();
-    std::thread::spawn(move || {
-        let mut held = Vec::new();
-        for conn in listener.incoming().take(16) {
-            held.push(conn);
-        }
-    });
+    let port = fake_model::silent_server();
     let env = Env::new();
-    env.write(
-        "awf.toml",
-        &format!(
-            "default_runtime = \"m\"\n[runtimes.m]\nharness = \"openai\"\nmodel = \"x\"\nbase_url = \"http://127.0.0.1:{port}/v1\"\nrequest_timeout = \"2s\"\n[limits]\nstall_timeout = \"3s\"\n"
-        ),
-    );
+    env.write("awf.toml", &fake_model::openai_on(port, "request_timeout = \"2s\"\n[limits]\nstall_timeout = \"3s\"\n"));
     let out = env.run("let a = ctx.agents.open(#{ key: \"q\" }); let o = a.run(#{ prompt: \"hi\" }); o.reason", &[]);
     out.expect_code(0);
     out.stderr_has(&format!("agent q: waiting on http://127.0.0.1:{port}/v1/chat/completions: no first byte for"));

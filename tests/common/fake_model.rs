@@ -671,3 +671,23 @@ pub fn http_config(api: &str, server: &FakeModel, extra: &str) -> String {
     };
     format!("default_runtime = \"m\"\n[runtimes.m]\nharness = \"{api}\"\nmodel = \"{model}\"\nbase_url = \"{base}\"\n{extra}\n")
 }
+
+/// A server on 127.0.0.1 that accepts connections (up to 16) and never answers, as a busy or hung
+/// model server looks; its port. The connections stay open for the test's life.
+pub fn silent_server() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for conn in listener.incoming().take(16) {
+            held.push(conn);
+        }
+    });
+    port
+}
+
+/// An `awf.toml` whose default runtime `m` is an `openai` runtime on 127.0.0.1:`port` with
+/// `extra` lines (the runtime's, then any other tables).
+pub fn openai_on(port: u16, extra: &str) -> String {
+    format!("default_runtime = \"m\"\n[runtimes.m]\nharness = \"openai\"\nmodel = \"x\"\nbase_url = \"http://127.0.0.1:{port}/v1\"\n{extra}")
+}
