@@ -241,3 +241,20 @@ fn a_left_run_whose_lock_cannot_be_taken_is_said_so_and_stays() {
     assert!(!s.stderr().contains("recovering"), "{}", s.stderr());
     assert_eq!(starts(&env, id), 0);
 }
+
+/// `awf runs stop` of a run queued in a live serve (another process): it is cancelled there, and
+/// the serve, reading its record again before it starts it, never runs it.
+#[test]
+fn awf_runs_stop_cancels_a_run_queued_in_a_live_serve() {
+    let env = Env::new();
+    blocking(&env);
+    let (s, running, queued) = one_running_one_queued(&env, &[]);
+    let out = env.awf(&["runs", "stop", &queued]);
+    out.expect_code(0)
+        .stdout_has(&format!("run {queued}: cancelled (it was queued in awf serve, which will not start it)"));
+    env.write("go", "");
+    s.until(&running, "succeeded");
+    s.until(&queued, "cancelled");
+    assert_eq!(starts(&env, &queued), 0, "a run stopped while queued never ran");
+    assert!(!env.runs_root().join(&queued).join("run.json").exists());
+}

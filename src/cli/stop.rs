@@ -1,6 +1,6 @@
 //! `awf runs stop ID [--now]`: stops a run of any process on this machine through its control
 //! socket, as Ctrl-C would (or at once), and waits for it to end; a background run still queued
-//! leaves the queue. A run that is not in flight is said so plainly.
+//! leaves the queue, and a run queued in `awf serve` is cancelled there. A run that is not in flight is said so plainly.
 
 use super::{background, listing, EXIT_FAILED, EXIT_OK, EXIT_USAGE};
 use crate::host::control::{self, Request};
@@ -74,8 +74,21 @@ pub fn stop(dir: &Path, id: &str, now: bool) -> Result<i32> {
     Ok(EXIT_OK)
 }
 
-/// A background run that has not started: its waiting process is told to leave the queue.
+/// A run that has not started: a background run's waiting process is told to leave the queue; a
+/// run queued in `awf serve` is marked cancelled in its record, which the serve reads before it
+/// starts the run.
 fn stop_queued(dir: &Path, id: &str) -> Result<i32> {
+    use crate::record::accepted::{self, Admission};
+    // Queued in an `awf serve`: its record says so, and the serve reads it again before it starts
+    // the run (a serve that has just started it makes run.json: then it is stopped as any run).
+    if accepted::read(dir).is_some_and(|a| a.status == Admission::Queued) {
+        accepted::mark(dir, Admission::Cancelled, "stopped by awf runs stop while queued in awf serve")?;
+        if dir.join("run.json").exists() {
+            return stop(dir, id, false);
+        }
+        out!("run {id}: cancelled (it was queued in awf serve, which will not start it)");
+        return Ok(EXIT_OK);
+    }
     let status = background::status(dir);
     if status != "queued" {
         eprintln!("awf: run {id} is not in flight: it never started ({status})");

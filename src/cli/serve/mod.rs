@@ -126,6 +126,12 @@ impl Server {
     fn begin(&self, id: &str) -> bool {
         let mut entries = self.entries();
         match entries.iter_mut().find(|e| e.id == id) {
+            // `awf runs stop` of a run queued here marks its record: read again before it starts.
+            Some(e) if e.status == RunStatus::Queued && cancelled_on_disk(&e.dir) => {
+                e.status = RunStatus::Cancelled;
+                e.hold = None;
+                false
+            }
             Some(e) if e.status == RunStatus::Queued => {
                 e.status = RunStatus::Running;
                 true
@@ -239,4 +245,10 @@ fn error(status: StatusCode, text: impl Into<String>) -> Response {
 /// The folder of a run this server does not hold, if there is one.
 fn folder_of(server: &Server, id: &str) -> Option<PathBuf> {
     listing::run_dir(&server.runs_dir(), id).ok()
+}
+
+/// Whether the record of a run queued here says it was stopped (`awf runs stop` from another
+/// process).
+fn cancelled_on_disk(dir: &std::path::Path) -> bool {
+    accepted::read(dir).is_some_and(|a| a.status == accepted::Admission::Cancelled)
 }
