@@ -137,6 +137,16 @@ fn a_configuration_problem_met_as_an_agent_opens_exits_2() {
         &[],
     );
     out.expect_code(0).stdout_has("fell back");
+    // Through a function, a parallel branch and a rethrow, it is still the configuration's.
+    let out = env.run(
+        r#"fn open_it() { ctx.agents.open(#{ key: "a", runtime: "nope" }) }
+        ctx.parallel([1, 2], |n| { try { open_it() } catch (e) { throw e } })"#,
+        &[],
+    );
+    out.expect_code(2).stderr_has("nope");
+    // Caught, then another failure: that one decides.
+    let out = env.run(r#"try { ctx.agents.open(#{ key: "a", runtime: "nope" }); } catch { throw "mine" }"#, &[]);
+    out.expect_code(1).stderr_has("mine");
     // Any other failure still exits 1.
     env.run(r#"throw "plain failure""#, &[]).expect_code(1);
 }

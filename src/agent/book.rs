@@ -4,7 +4,7 @@
 
 use super::messenger::AgentMessenger;
 use super::seating::SandboxBook;
-use super::{lock, resolve_runtime, Agent, OpenRequest, RuntimeChoice};
+use super::{lock, resolve_runtime, Agent, OpenError, OpenRequest, RuntimeChoice};
 use crate::config::RuntimeConfig;
 use crate::control::convene::{Convener, Grant};
 use crate::harness::{self, AgentInfo};
@@ -119,19 +119,18 @@ impl AgentBook {
     }
 
     /// Opens an agent, or returns the open one with that key when the spec is compatible.
-    pub fn open(&self, req: OpenRequest) -> Result<Arc<Agent>, String> {
+    pub fn open(&self, req: OpenRequest) -> Result<Arc<Agent>, OpenError> {
         let run = &self.run;
         if req.key.trim().is_empty() {
-            return Err("agent spec needs a non-empty `key`".into());
+            return Err(OpenError::Refused("agent spec needs a non-empty `key`".into()));
         }
         if let Some(why) = lock(&self.stopped).get(&req.key) {
-            return Err(format!("agent {} was stopped ({why}); its key cannot be opened again in this run", req.key));
+            return Err(
+                format!("agent {} was stopped ({why}); its key cannot be opened again in this run", req.key).into()
+            );
         }
-        // What the configuration gets wrong is noted so that a run failing on it exits 2.
-        let config = |e: String| {
-            run.note_config_error(&e);
-            e
-        };
+        // What the configuration gets wrong is told apart, so that a run failing on it exits 2.
+        let config = OpenError::Config;
         if req.councils != Grant::None {
             let convener =
                 self.convener().ok_or_else(|| format!("agent {}: this run cannot convene councils", req.key))?;
@@ -155,7 +154,7 @@ impl AgentBook {
                 None
             };
             return match differs {
-                Some(f) => Err(format!("agent {} is already open with different {f}", req.key)),
+                Some(f) => Err(format!("agent {} is already open with different {f}", req.key).into()),
                 None => Ok(existing.clone()),
             };
         }

@@ -1,18 +1,18 @@
 //! `ctx.agents.fork_caller(spec)` in the book: an agent of the run whose first turn forks the
 //! run's calling session, or the reason it cannot be (no caller, another harness, no session).
 
-use super::{Agent, AgentBook, OpenRequest};
+use super::{Agent, AgentBook, OpenError, OpenRequest};
 use std::sync::Arc;
 
 impl AgentBook {
     /// Opens `req` as a fork of the run's caller: `Ok(Err(why))` when the caller cannot be forked
     /// into it; `Err` for a spec that cannot open at all.
-    pub fn fork_caller(&self, mut req: OpenRequest) -> Result<Result<Arc<Agent>, String>, String> {
+    pub fn fork_caller(&self, mut req: OpenRequest) -> Result<Result<Arc<Agent>, String>, OpenError> {
         if !self.key_free(&req.key) {
-            return Err(format!(
+            return Err(OpenError::Refused(format!(
                 "agent {}: the key is already open in this run (a caller's fork needs a new key)",
                 req.key
-            ));
+            )));
         }
         let Some(caller) = self.run.caller() else {
             return Ok(Err("this run has no caller: start it with `awf script run --caller HARNESS:SESSION`, \

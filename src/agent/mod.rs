@@ -28,6 +28,25 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
+/// Why an agent could not be opened. Callers tell the two apart: a run that fails on a
+/// configuration problem exits 2 (`host::exit::USAGE`), on anything else 1.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum OpenError {
+    /// What awf.toml or the spec's runtime gets wrong: a runtime that does not resolve, a council
+    /// grant, skills, a harness that cannot start as configured.
+    #[error("{0}")]
+    Config(String),
+    /// Anything else: the spec, the run's state or its limits.
+    #[error("{0}")]
+    Refused(String),
+}
+
+impl From<String> for OpenError {
+    fn from(why: String) -> Self {
+        OpenError::Refused(why)
+    }
+}
+
 /// Which runtime an agent asked for.
 #[derive(Debug, Clone, PartialEq)]
 pub enum RuntimeChoice {

@@ -25,8 +25,18 @@ pub struct Failure {
     pub rendered: String,
     /// The message alone.
     pub message: String,
+    pub kind: FailureKind,
+}
+
+/// What kind of failure a script ended with; the exit code comes from it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailureKind {
+    /// The workflow failed (exit 1).
+    Error,
+    /// The configuration is wrong, as an agent whose runtime does not resolve (exit 2).
+    Config,
     /// A stop, cancellation or deadline rather than an error.
-    pub terminated: bool,
+    Terminated,
 }
 
 /// A program a run executes: the script host implements it.
@@ -72,7 +82,7 @@ pub async fn drive(
         Err(e) => Some(ScriptEnd::Failed(Failure {
             rendered: format!("error: cannot start the script thread: {e}"),
             message: format!("cannot start the script thread: {e}"),
-            terminated: false,
+            kind: FailureKind::Error,
         })),
     };
     if end.is_some() {
@@ -147,7 +157,9 @@ pub fn settle(host: &Host, end: Option<ScriptEnd>, output: Output) -> RunEnd {
     // The progress hook can see the run deadline pass before the timer in `wait` records it.
     let past_deadline = run.deadline.is_some_and(|d| d.passed());
     let cause = match &end {
-        Some(ScriptEnd::Failed(f)) if f.terminated && past_deadline => run.stop_cause().or(Some(StopCause::Deadline)),
+        Some(ScriptEnd::Failed(f)) if f.kind == FailureKind::Terminated && past_deadline => {
+            run.stop_cause().or(Some(StopCause::Deadline))
+        }
         _ => run.stop_cause(),
     };
     let (status, value, error, rendered, code) = match (end, cause) {
@@ -162,7 +174,7 @@ pub fn settle(host: &Host, end: Option<ScriptEnd>, output: Output) -> RunEnd {
             (RunStatus::Cancelled, None, Some("run deadline exceeded".to_string()), Some(f.rendered), exit::CANCELLED)
         }
         (Some(ScriptEnd::Failed(f)), None) => {
-            let code = if run.failed_on_config(&f.message) { exit::USAGE } else { exit::FAILED };
+            let code = if f.kind == FailureKind::Config { exit::USAGE } else { exit::FAILED };
             (RunStatus::Failed, None, Some(f.message), Some(f.rendered), code)
         }
         (None, _) if host.control.killed.is_cancelled() => {

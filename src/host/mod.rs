@@ -17,7 +17,7 @@ use crate::run::{Run, RunSpec};
 use serde_json::Value;
 use std::sync::Arc;
 
-pub use drive::{drive, settle, wait, Failure, Output, RunEnd, Script, ScriptEnd};
+pub use drive::{drive, settle, wait, Failure, FailureKind, Output, RunEnd, Script, ScriptEnd};
 
 /// A run with its books: the run core, the agents, the router.
 pub struct Host {

@@ -142,9 +142,6 @@ pub struct Run {
     stop: Mutex<Option<StopCause>>,
     simulated: AtomicBool,
     budget_warned: AtomicBool,
-    /// The first configuration problem an agent met as it opened (an unknown runtime, a missing
-    /// key): a run that fails with it exits 2, like a configuration error found before the run.
-    config_error: std::sync::OnceLock<String>,
     /// Models warned about having no price (once each per attempt).
     unpriced_warned: Mutex<std::collections::HashSet<String>>,
     /// The run's lock, held by this attempt until it finishes (or its process dies).
@@ -270,7 +267,6 @@ impl Run {
             stop: Mutex::new(None),
             simulated: AtomicBool::new(simulated),
             budget_warned: AtomicBool::new(false),
-            config_error: std::sync::OnceLock::new(),
             unpriced_warned: Mutex::new(std::collections::HashSet::new()),
             lock: Mutex::new(Some(run_lock)),
             depth: Default::default(),
@@ -370,16 +366,6 @@ impl Run {
             }
         }
         self.root.cancel();
-    }
-
-    /// Notes a configuration problem met while the run ran (the first one is kept).
-    pub fn note_config_error(&self, message: &str) {
-        let _ = self.config_error.set(message.to_string());
-    }
-
-    /// Whether `message` (the error the script failed with) carries a configuration problem.
-    pub fn failed_on_config(&self, message: &str) -> bool {
-        self.config_error.get().is_some_and(|e| message.contains(e.as_str()))
     }
 
     pub fn stop_cause(&self) -> Option<StopCause> {

@@ -15,7 +15,7 @@ mod render;
 mod resolver;
 mod responder;
 
-use crate::host::{Failure, ScriptEnd};
+use crate::host::{Failure, FailureKind, ScriptEnd};
 use crate::run::scope;
 use resolver::Resolver;
 use rhai::{CallFnOptions, EvalAltResult, Position, Scope, AST};
@@ -250,7 +250,7 @@ fn spawn(
                 Err(e) => ScriptEnd::Failed(Failure {
                     rendered: format!("error: the script's result is not JSON: {e}"),
                     message: format!("the script's result is not JSON: {e}"),
-                    terminated: false,
+                    kind: FailureKind::Error,
                 }),
             },
             Err(e) => {
@@ -260,7 +260,11 @@ fn spawn(
                 ScriptEnd::Failed(Failure {
                     rendered: render::render(&e, &mut sources),
                     message: render::message(&e),
-                    terminated: matches!(e.unwrap_inner(), EvalAltResult::ErrorTerminated(..)),
+                    kind: match e.unwrap_inner() {
+                        EvalAltResult::ErrorTerminated(..) => FailureKind::Terminated,
+                        _ if api::config_caused(&e) => FailureKind::Config,
+                        _ => FailureKind::Error,
+                    },
                 })
             }
         };

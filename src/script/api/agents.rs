@@ -132,7 +132,7 @@ summary. `options`: `prompt` (default: \"Summarise the conversation so far.\"). 
 
 fn open(nc: NativeCallContext, a: &mut Agents, spec: Map) -> RResult<AgentHandle> {
     let req = parse_spec(&spec).map_err(|e| script_err(&nc, format!("ctx.agents.open: {e}")))?;
-    let agent = a.0.agents.open(req).map_err(|e| script_err(&nc, e))?;
+    let agent = a.0.agents.open(req).map_err(|e| super::open_err(&nc, e))?;
     Ok(AgentHandle { host: a.0.clone(), agent })
 }
 

@@ -89,7 +89,7 @@ fn refuse(nc: &NativeCallContext) -> RResult<Dynamic> {
 fn fork_caller(nc: NativeCallContext, a: &mut Agents, spec: Map) -> RResult<Dynamic> {
     let req = super::agents::parse_spec(&spec).map_err(|e| script_err(&nc, format!("ctx.agents.fork_caller: {e}")))?;
     let key = req.key.clone();
-    match a.0.agents.fork_caller(req).map_err(|e| script_err(&nc, e))? {
+    match a.0.agents.fork_caller(req).map_err(|e| super::open_err(&nc, e))? {
         Ok(agent) => Ok(Dynamic::from(AgentHandle { host: a.0.clone(), agent })),
         Err(why) => {
             let text = format!("ctx.agents.fork_caller: agent {key} not opened: {why}");

@@ -85,6 +85,26 @@ pub fn script_err(nc: &NativeCallContext, msg: impl Into<String>) -> Box<EvalAlt
     EvalAltResult::ErrorRuntime(Dynamic::from(msg.into()), nc.call_position()).into()
 }
 
+/// The tag an error's value carries when the configuration caused it (`open_err`), read back by
+/// `config_caused` when the script ends, so that a run failing on it exits 2.
+const CONFIG_TAG: i32 = 2;
+
+/// A catchable error for an agent that could not be opened, tagged when the configuration caused it.
+pub fn open_err(nc: &NativeCallContext, e: crate::agent::OpenError) -> Box<EvalAltResult> {
+    let config = matches!(e, crate::agent::OpenError::Config(_));
+    let mut value = Dynamic::from(e.to_string());
+    if config {
+        value.set_tag(CONFIG_TAG);
+    }
+    EvalAltResult::ErrorRuntime(value, nc.call_position()).into()
+}
+
+/// Whether the error a script ended with is a configuration error thrown by `open_err` (through
+/// any calls of script functions in between).
+pub fn config_caused(e: &EvalAltResult) -> bool {
+    matches!(e.unwrap_inner(), EvalAltResult::ErrorRuntime(v, _) if v.tag() == CONFIG_TAG)
+}
+
 /// An uncatchable stop at the call site: cancellation, deadlines, `ctx.stop`.
 pub fn terminated(nc: &NativeCallContext, reason: impl Into<String>) -> Box<EvalAltResult> {
     EvalAltResult::ErrorTerminated(Dynamic::from(reason.into()), nc.call_position()).into()
