@@ -17,7 +17,7 @@ pub struct AgentMessenger {
 }
 
 fn ended() -> MessageError {
-    MessageError::Refused("refused: the run has ended".into())
+    MessageError::Refused("the run has ended".into())
 }
 
 impl AgentMessenger {
@@ -31,8 +31,8 @@ impl AgentMessenger {
         let granted = book.get(&self.key).map(|a| a.request.councils.clone()).unwrap_or_default();
         if !granted.allows(name) {
             let why = match granted {
-                Grant::None => format!("refused: agent {} was granted no councils (agent spec `councils`)", self.key),
-                _ => format!("refused: agent {} was not granted council \"{name}\" (agent spec `councils`)", self.key),
+                Grant::None => format!("agent {} was granted no councils (agent spec `councils`)", self.key),
+                _ => format!("agent {} was not granted council \"{name}\" (agent spec `councils`)", self.key),
             };
             return Err(MessageError::Refused(why));
         }
@@ -41,13 +41,13 @@ impl AgentMessenger {
 }
 
 fn cannot() -> MessageError {
-    MessageError::Refused("refused: this run cannot convene councils".into())
+    MessageError::Refused("this run cannot convene councils".into())
 }
 
 impl Messenger for AgentMessenger {
     fn send(&self, to: &str, text: &str) -> Result<u64, MessageError> {
         let book = self.book()?;
-        book.router.send(&book.run, &*book, &self.key, to, text, None).map_err(MessageError::Refused)
+        book.router.send(&book.run, &*book, &self.key, to, text, None).map_err(MessageError::from)
     }
 
     fn ask(
@@ -58,8 +58,7 @@ impl Messenger for AgentMessenger {
     ) -> BoxFuture<'static, Result<String, MessageError>> {
         let (tx, rx) = oneshot::channel();
         let sent = self.book().and_then(|book| {
-            let n =
-                book.router.send(&book.run, &*book, &self.key, to, text, Some(tx)).map_err(MessageError::Refused)?;
+            let n = book.router.send(&book.run, &*book, &self.key, to, text, Some(tx)).map_err(MessageError::from)?;
             Ok((n, book.run.root.clone()))
         });
         let to = to.to_string();
@@ -82,7 +81,7 @@ impl Messenger for AgentMessenger {
 
     fn reply(&self, n: u64, text: &str) -> Result<(), MessageError> {
         let book = self.book()?;
-        book.router.reply(&book.run, &self.key, n, text).map_err(MessageError::Refused)
+        book.router.reply(&book.run, &self.key, n, text).map_err(MessageError::from)
     }
 
     fn may_convene(&self) -> bool {

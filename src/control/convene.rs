@@ -156,12 +156,12 @@ pub(super) async fn dispatch(control: &Control, name: String, params: &str, json
     if background {
         return match m.convene_background(call).await {
             Ok(receipt) => Response::new(exit::OK, receipt.to_string()),
-            Err(MessageError::Refused(why)) => control.refuse(why, frame),
+            Err(e @ MessageError::Refused(_)) => control.refuse(e.to_string(), frame),
             Err(MessageError::Failed(why)) => Response::new(exit::REFUSED, why),
         };
     }
     match m.convene(call).await {
-        Err(MessageError::Refused(why)) => control.refuse(why, frame),
+        Err(e @ MessageError::Refused(_)) => control.refuse(e.to_string(), frame),
         Err(MessageError::Failed(why)) => Response::new(exit::REFUSED, why),
         Ok(c) => {
             let text = if json { serde_json::to_string_pretty(&c.result).unwrap_or_default() } else { c.output };
@@ -195,7 +195,7 @@ pub(super) async fn wait(control: &Control, ids: Vec<String>) -> Response {
             let text = serde_json::to_string_pretty(&outputs).unwrap_or_default();
             Response::new(if ok { exit::OK } else { exit::REFUSED }, text)
         }
-        Err(MessageError::Refused(why)) => Response { exit: exit::REJECTED, ..control.refuse(why, frame) },
+        Err(e @ MessageError::Refused(_)) => Response { exit: exit::REJECTED, ..control.refuse(e.to_string(), frame) },
         Err(MessageError::Failed(why)) => Response::new(exit::REFUSED, why),
     }
 }

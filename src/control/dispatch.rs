@@ -253,7 +253,7 @@ pub async fn dispatch(control: &Control, cmd: Command) -> Response {
             let deadline = control.current().and_then(|o| o.deadline);
             match m.ask(&to, &text, deadline).await {
                 Ok(reply) => Response::new(exit::OK, reply),
-                Err(MessageError::Refused(why)) => control.refuse(why, json!({ "cmd": "ask", "to": to })),
+                Err(e @ MessageError::Refused(_)) => control.refuse(e.to_string(), json!({ "cmd": "ask", "to": to })),
                 Err(MessageError::Failed(why)) => Response::new(exit::REFUSED, format!("ask failed: {why}")),
             }
         }

@@ -32,8 +32,9 @@ pub enum InboxStatus {
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum MessageError {
     /// Refused before anything was sent (no such route, the route spent, the recipient closed, a
-    /// reply to a message that did not ask): recorded as a `control-refused` event.
-    #[error("{0}")]
+    /// reply to a message that did not ask): recorded as a `control-refused` event. It holds the
+    /// reason alone; its text says `refused: ` before it.
+    #[error("refused: {0}")]
     Refused(String),
     /// Sent, but no reply came (the deadline passed, the run stopped or ended).
     #[error("{0}")]
@@ -64,7 +65,7 @@ pub trait Messenger: Send + Sync {
         &self,
         call: super::convene::Call,
     ) -> BoxFuture<'static, Result<super::convene::Convened, MessageError>> {
-        let why = format!("refused: agent {} cannot convene councils here", call.agent);
+        let why = format!("agent {} cannot convene councils here", call.agent);
         Box::pin(async move { Err(MessageError::Refused(why)) })
     }
     /// Whether this agent was granted asking the operator (agent spec `operator: true`).
@@ -76,7 +77,7 @@ pub trait Messenger: Send + Sync {
         &self,
         call: super::operator::OperatorCall,
     ) -> BoxFuture<'static, Result<serde_json::Value, MessageError>> {
-        let why = format!("refused: agent {} cannot ask the operator here", call.agent);
+        let why = format!("agent {} cannot ask the operator here", call.agent);
         Box::pin(async move { Err(MessageError::Refused(why)) })
     }
     /// Starts a council this agent was granted in the background: its receipt, at once.
@@ -84,7 +85,7 @@ pub trait Messenger: Send + Sync {
         &self,
         call: super::convene::Call,
     ) -> BoxFuture<'static, Result<serde_json::Value, MessageError>> {
-        let why = format!("refused: agent {} cannot convene councils here", call.agent);
+        let why = format!("agent {} cannot convene councils here", call.agent);
         Box::pin(async move { Err(MessageError::Refused(why)) })
     }
     /// Waits (until `deadline` at most) for background councils this agent started: their outputs.
@@ -94,6 +95,6 @@ pub trait Messenger: Send + Sync {
         deadline: Option<crate::run::deadline::Deadline>,
     ) -> BoxFuture<'static, Result<Vec<serde_json::Value>, MessageError>> {
         let _ = (ids, deadline);
-        Box::pin(async move { Err(MessageError::Refused("refused: this agent started no background councils".into())) })
+        Box::pin(async move { Err(MessageError::Refused("this agent started no background councils".into())) })
     }
 }

@@ -59,7 +59,7 @@ pub(super) async fn dispatch(control: &Control, question: String, schema: Option
     };
     match m.ask_operator(call).await {
         Ok(answer) => Response::new(exit::OK, answer.to_string()),
-        Err(MessageError::Refused(why)) => control.refuse(why, frame),
+        Err(e @ MessageError::Refused(_)) => control.refuse(e.to_string(), frame),
         Err(MessageError::Failed(why)) => Response::new(exit::REFUSED, why),
     }
 }

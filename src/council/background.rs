@@ -227,7 +227,7 @@ impl Councils {
         ids: Vec<String>,
         deadline: Option<Deadline>,
     ) -> Result<Vec<Value>, MessageError> {
-        let parent = parent.upgrade().ok_or_else(|| MessageError::Refused("refused: the run has ended".into()))?;
+        let parent = parent.upgrade().ok_or_else(|| MessageError::Refused("the run has ended".into()))?;
         let deadline = deadline.map(|d| {
             let left = d.remaining();
             Deadline::after(left - (left / 4).min(WAIT_MARGIN))
@@ -237,7 +237,7 @@ impl Councils {
             let foreign = ids.iter().find(|id| inner.get(*id).is_none_or(|e| e.agent != agent));
             if let Some(id) = foreign {
                 return Err(MessageError::Refused(format!(
-                    "refused: {id} is not a background council started by {agent} (wf council --background)"
+                    "{id} is not a background council started by {agent} (wf council --background)"
                 )));
             }
             let mut taken = Vec::new();

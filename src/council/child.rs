@@ -58,7 +58,7 @@ impl Convener for ChildConvener {
     }
 
     fn convene(&self, call: Call) -> BoxFuture<'static, Result<Convened, MessageError>> {
-        let started = self.parent.upgrade().ok_or_else(|| refused("refused: the run has ended".into())).and_then(|p| {
+        let started = self.parent.upgrade().ok_or_else(|| refused("the run has ended".into())).and_then(|p| {
             let child = start(&p, &call, None)?;
             Ok((p, child))
         });
@@ -106,7 +106,7 @@ impl Convener for ChildConvener {
     fn convene_background(&self, call: Call) -> BoxFuture<'static, Result<Value, MessageError>> {
         match self.parent.upgrade() {
             Some(parent) => super::background::launch(parent, self.background.clone(), call),
-            None => Box::pin(async { Err(refused("refused: the run has ended".into())) }),
+            None => Box::pin(async { Err(refused("the run has ended".into())) }),
         }
     }
 
@@ -206,21 +206,21 @@ pub(super) fn start(
     let depth = run.depth() + 1;
     if depth > limit {
         return Err(refused(format!(
-            "refused: council {name} would nest {depth} deep, past the limit of {limit} ([limits] council_depth)"
+            "council {name} would nest {depth} deep, past the limit of {limit} ([limits] council_depth)"
         )));
     }
-    let strategy = super::find(&run.cwd, name).map_err(|e| refused(format!("refused: {e}")))?;
+    let strategy = super::find(&run.cwd, name).map_err(|e| refused(e.to_string()))?;
     if let Some(e) = &strategy.error {
-        return Err(refused(format!("refused: {e}")));
+        return Err(refused(e.to_string()));
     }
     let (budget_tokens, budget_usd) = reserved.unwrap_or_else(|| left(run, &call.spent));
     if let Some(why) = exhausted(budget_tokens, budget_usd) {
         return Err(MessageError::Failed(format!("council {name} not started: {why}")));
     }
-    let mut input = input(parent, &strategy, &call.params).map_err(|e| refused(format!("refused: {e}")))?;
+    let mut input = input(parent, &strategy, &call.params).map_err(|e| refused(e.to_string()))?;
     // The strategy plans its rounds within what the parent has left, as `council run` does.
     input["limits"]["budget_tokens"] = json!(budget_tokens.unwrap_or(0));
-    let program = super::registry::compile(&run.cwd, name).map_err(|e| refused(format!("refused: {e}")))?;
+    let program = super::registry::compile(&run.cwd, name).map_err(|e| refused(e.to_string()))?;
     let deadline = Deadline::earliest(call.deadline, run.deadline).map(|d| d.remaining());
     let limits = Limits { budget_tokens, budget_usd, ..run.scheduler.limits.clone() };
     let runs_dir = run

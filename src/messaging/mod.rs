@@ -110,6 +110,30 @@ struct Inner {
     noticed: Vec<(String, u64)>,
 }
 
+/// Why the router refused a message or a reply, before anything was sent; its text is the reason
+/// alone (the agent sees it as `refused: ` and the reason, through `MessageError::Refused`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RouteRefusal {
+    #[error("no route from {from} to {to} (your routes go to: {have})")]
+    NoRoute { from: String, to: String, have: String },
+    #[error("the route from {from} to {to} allows {max} message{} and all were sent", if *max == 1 { "" } else { "s" })]
+    Spent { from: String, to: String, max: u32 },
+    #[error("{0} is not open (stopped or closed)")]
+    NotOpen(String),
+    #[error("message {0} did not ask you")]
+    NotAsked(u64),
+    #[error("message {0} is not waiting for a reply")]
+    NotWaiting(u64),
+    #[error("nobody waits for a reply to message {n} any more ({asker} stopped waiting: its operation ended or passed its deadline)")]
+    NobodyWaits { n: u64, asker: String },
+}
+
+impl From<RouteRefusal> for crate::control::messenger::MessageError {
+    fn from(r: RouteRefusal) -> Self {
+        crate::control::messenger::MessageError::Refused(r.to_string())
+    }
+}
+
 /// The run's message router.
 #[derive(Default)]
 pub struct Router {
@@ -307,23 +331,19 @@ impl Router {
         to: &str,
         text: &str,
         ask: Option<oneshot::Sender<Result<String, String>>>,
-    ) -> Result<u64, String> {
+    ) -> Result<u64, RouteRefusal> {
         let presence = agents.presence(to);
         let mut inner = lock(&self.inner);
         let Some(route) = inner.routes.iter_mut().find(|r| r.carries(from, to)) else {
             let mine: Vec<String> = inner.routes.iter().filter_map(|r| r.peer_of(from).map(String::from)).collect();
             let have = if mine.is_empty() { "none".to_string() } else { mine.join(", ") };
-            return Err(format!("refused: no route from {from} to {to} (your routes go to: {have})"));
+            return Err(RouteRefusal::NoRoute { from: from.into(), to: to.into(), have });
         };
         if route.remaining() == Some(0) {
-            let max = route.max.unwrap_or(0);
-            let plural = if max == 1 { "" } else { "s" };
-            return Err(format!(
-                "refused: the route from {from} to {to} allows {max} message{plural} and all were sent"
-            ));
+            return Err(RouteRefusal::Spent { from: from.into(), to: to.into(), max: route.max.unwrap_or(0) });
         }
         if presence == Presence::Gone {
-            return Err(format!("refused: {to} is not open (stopped or closed)"));
+            return Err(RouteRefusal::NotOpen(to.into()));
         }
         route.sent += 1;
         let (route_id, stage) = (route.id, route.stage.clone());
@@ -372,24 +392,21 @@ impl Router {
     }
 
     /// Answers message `n`, which must have asked `from`.
-    pub fn reply(&self, run: &Run, from: &str, n: u64, text: &str) -> Result<(), String> {
+    pub fn reply(&self, run: &Run, from: &str, n: u64, text: &str) -> Result<(), RouteRefusal> {
         let mut inner = lock(&self.inner);
         match inner.owed.get(&n) {
             Some(o) if o.to == from => {}
-            Some(_) => return Err(format!("refused: message {n} did not ask you")),
-            None => return Err(format!("refused: message {n} is not waiting for a reply")),
+            Some(_) => return Err(RouteRefusal::NotAsked(n)),
+            None => return Err(RouteRefusal::NotWaiting(n)),
         }
         let Some(owed) = inner.owed.remove(&n) else {
-            return Err(format!("refused: message {n} is not waiting for a reply"));
+            return Err(RouteRefusal::NotWaiting(n));
         };
         let delivered = owed.reply.send(Ok(text.to_string())).is_ok();
         drop(inner);
         self.quiet.notify_waiters();
         if !delivered {
-            return Err(format!(
-                "refused: nobody waits for a reply to message {n} any more ({} stopped waiting: its operation ended or passed its deadline)",
-                owed.asker
-            ));
+            return Err(RouteRefusal::NobodyWaits { n, asker: owed.asker });
         }
         run.records.event(&Event::MessageReplied { n, from, to: &owed.asker, bytes: text.len() });
         Ok(())
