@@ -34,7 +34,7 @@ pub struct Cluster {
 }
 
 /// Why a setup step failed: worth another try while the cluster elects, or final.
-enum Failed {
+pub(super) enum Failed {
     Again(String),
     Final(String),
 }
@@ -87,15 +87,8 @@ pub async fn connect(options: &Options) -> Result<Cluster, String> {
     let journal = journal.await?;
     let sessions = setup.step("the object store AWF_SESSIONS", move || async move {
         let sessions = super::sessions::make(js, replicas).await.map_err(Failed::Again)?;
-        // Its check says "made by another awf" for a store of another schema; anything else is
-        // the server not ready yet.
-        super::sessions::check(&sessions, url).await.map_err(|e| {
-            if e.contains("made by another awf") {
-                Failed::Final(e)
-            } else {
-                Failed::Again(e)
-            }
-        })?;
+        // A store of another schema is final; anything else is the server not ready yet.
+        super::sessions::check(&sessions, url).await?;
         Ok(sessions)
     });
     let sessions = sessions.await?;

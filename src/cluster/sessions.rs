@@ -34,21 +34,22 @@ pub async fn make(js: &jetstream::Context, replicas: usize) -> Result<object_sto
 }
 
 /// Refuses a store another schema of awf made (the first to come writes the schema).
-pub async fn check(store: &object_store::ObjectStore, url: &str) -> Result<(), String> {
+pub(super) async fn check(store: &object_store::ObjectStore, url: &str) -> Result<(), super::connect::Failed> {
+    use super::connect::Failed;
     if store.info(SCHEMA_OBJECT).await.is_err() {
         store
             .put(SCHEMA_OBJECT, &mut SCHEMA.as_bytes())
             .await
-            .map_err(|e| format!("cannot write to the object store {SESSIONS_BUCKET} on {url}: {e}"))?;
+            .map_err(|e| Failed::Again(format!("cannot write to the object store {SESSIONS_BUCKET} on {url}: {e}")))?;
     }
-    let found = read(store, SCHEMA_OBJECT, 64).await?;
+    let found = read(store, SCHEMA_OBJECT, 64).await.map_err(Failed::Again)?;
     if found != SCHEMA.as_bytes() {
-        return Err(format!(
+        return Err(Failed::Final(format!(
             "the object store {SESSIONS_BUCKET} on {url} was made by another awf (schema {}; this awf needs \
              {SCHEMA}): remove it (`nats object rm {SESSIONS_BUCKET}`, which drops stored sessions) or use a \
              fresh server",
             String::from_utf8_lossy(&found)
-        ));
+        )));
     }
     Ok(())
 }

@@ -20,6 +20,17 @@ pub struct Violation {
     pub message: String,
 }
 
+/// Why a script's schema value gave no schema.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SchemaError {
+    /// The value is not JSON (a function, a custom type).
+    #[error("{0}")]
+    NotJson(String),
+    /// JSON, but not a JSON Schema.
+    #[error("{0}")]
+    Invalid(String),
+}
+
 impl std::fmt::Display for Violation {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let at = if self.pointer.is_empty() { "/" } else { &self.pointer };
@@ -76,11 +87,12 @@ impl SchemaCache {
         &self,
         fingerprint: u128,
         make: impl FnOnce() -> Result<Value, String>,
-    ) -> Result<Schema, String> {
+    ) -> Result<Schema, SchemaError> {
         if let Some(s) = self.by_fingerprint.lock().unwrap_or_else(|p| p.into_inner()).get(&fingerprint) {
             return Ok(s.clone());
         }
-        let schema = self.compile(&make()?)?;
+        let value = make().map_err(SchemaError::NotJson)?;
+        let schema = self.compile(&value).map_err(SchemaError::Invalid)?;
         self.by_fingerprint.lock().unwrap_or_else(|p| p.into_inner()).insert(fingerprint, schema.clone());
         Ok(schema)
     }

@@ -9,6 +9,7 @@ use crate::agent::{OpenRequest, Outcome, RuntimeChoice};
 use crate::config::RuntimeConfig;
 use crate::control::convene::Grant;
 use crate::control::prompt::DEFAULT_NUDGE;
+use crate::run::schema::SchemaError;
 use crate::run::scope;
 use crate::script::convert::{to_dynamic, to_json};
 use rhai::{Dynamic, Engine, Map, NativeCallContext, INT};
@@ -239,11 +240,13 @@ fn parse_turn(h: &AgentHandle, turn: &Map) -> Result<Turn, String> {
     let prompt = f.string("prompt")?.ok_or("turn needs `prompt` (a string)")?;
     let schema = match f.get("schema") {
         None => h.host.run.schemas.compile(&serde_json::json!({ "type": "string" })),
-        Some(v) => h.host.run.schemas.by_fingerprint(crate::script::convert::fingerprint(v), || {
-            to_json(v).map_err(|e| format!("`schema`: {e}"))
-        }),
-    }
-    .map_err(|e| if e.starts_with("`schema`") { e } else { format!("`schema` is {e}") })?;
+        Some(v) => h.host.run.schemas.by_fingerprint(crate::script::convert::fingerprint(v), || to_json(v)).map_err(
+            |e| match e {
+                SchemaError::NotJson(e) => format!("`schema`: {e}"),
+                SchemaError::Invalid(e) => format!("`schema` is {e}"),
+            },
+        ),
+    }?;
     let (timeout_ms, deadline_ms) = f.timeout()?;
     let nudge = match f.get("nudge") {
         None => Nudge { text: DEFAULT_NUDGE.into(), max: h.host.run.scheduler.limits.nudges },
