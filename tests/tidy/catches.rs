@@ -124,3 +124,14 @@ fn a_boundary_crate_named_outside_its_owner_is_found_but_not_a_word_like_it() {
         ["src/run/r.rs:1: rhai", "src/run/r.rs:2: anyhow", "src/run/r.rs:2: anyhow", "src/run/r.rs:4: opentelemetry"]
     );
 }
+
+#[test]
+fn a_test_of_an_error_text_is_found_but_not_of_other_text() {
+    let sources = sources_of(&[(
+        "run/e.rs",
+        "fn f() {\n    if e.contains(\"x\") {}\n    if name.contains('/') {}\n    if err.to_string().starts_with(\"y\") {}\n}\n\
+         #[cfg(test)]\nmod tests {\n    fn t() { assert!(e.contains(\"ok\")); }\n}\n",
+    )]);
+    let found: Vec<String> = rules::calls(&sources, rules::ERROR_TEXT_TESTS).iter().map(|h| h.to_string()).collect();
+    assert_eq!(found, ["src/run/e.rs:2: e.contains", "src/run/e.rs:4: to_string().starts_with"]);
+}

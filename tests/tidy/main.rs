@@ -1,7 +1,7 @@
 //! Tidy checks of the repository itself, run by `cargo test` (as rust-analyzer's `tidy.rs`): the
 //! layering `src/lib.rs` writes, its code map, printing only in `cli/`, files written outside
-//! `record/` only where listed, no new process-wide static, and each boundary crate named only by
-//! the module that owns it.
+//! `record/` only where listed, no new process-wide static, each boundary crate named only by
+//! the module that owns it, and no error's text tested to decide what to do.
 
 mod catches;
 mod layers;
@@ -106,6 +106,13 @@ fn tidy_files_are_written_outside_record_only_where_listed() {
 fn tidy_no_new_process_wide_static() {
     let problems = rules::unallowed(&rules::statics(&source::load(&src())), STATICS_ALLOWED);
     assert_none("process-wide statics (list them in STATICS_ALLOWED with a reason)", &problems);
+}
+
+#[test]
+fn tidy_no_branching_on_error_text() {
+    let hits: Vec<String> =
+        rules::calls(&source::load(&src()), rules::ERROR_TEXT_TESTS).iter().map(|h| h.to_string()).collect();
+    assert_none("an error's text tested to decide what to do (give the error a variant and match it)", &hits);
 }
 
 /// The crates one module owns, as `src/lib.rs` says (`the only module that names rhai`).

@@ -25,6 +25,22 @@ pub const PRINTS: &[&str] = &["println!", "eprintln!", "print!", "eprint!", "dbg
 pub const WRITES: &[&str] =
     &["fs::write(", "File::create(", "File::options(", "OpenOptions::new(", "fs::rename(", "fs::copy("];
 
+/// Reading an error's text to decide what to do: callers branch on a variant instead. The names
+/// are those errors go by in this code base (`e`, `err`, `error`, `why`).
+pub const ERROR_TEXT_TESTS: &[&str] = &[
+    "e.contains(",
+    "e.starts_with(",
+    "e.ends_with(",
+    "err.contains(",
+    "err.starts_with(",
+    "error.contains(",
+    "error.starts_with(",
+    "why.contains(",
+    "why.starts_with(",
+    "to_string().contains(",
+    "to_string().starts_with(",
+];
+
 fn ident_char(c: char) -> bool {
     c.is_alphanumeric() || c == '_'
 }
