@@ -71,7 +71,10 @@
 //!   event stream; `auth.rs` the Host, Origin and bearer-token checks on
 //!   TCP, `answer.rs` `POST /runs/{id}/answer`, `private.rs` the 0600 socket and token file, `scripts.rs` which script a client may name,
 //!   `listen.rs` the two listeners, `options.rs` the limits a `POST /runs` sets, `strategies.rs`
-//!   the watched registry and `GET /strategies`), `init.rs`, `caller.rs` (`--caller`, `--caller-home`: the calling session, checked), `live.rs` (the terminal view), `wf.rs` (`awf wf`,
+//!   the watched registry and `GET /strategies`), `init.rs`, `caller.rs` (`--caller`, `--caller-home`: the calling session, checked), `live.rs` (the terminal view),
+//!   `board.rs` (a run's view drawn as lines for a terminal's width: the live view's agent rows,
+//!   `runs watch`; `board_tests.rs` its tests), `watch.rs` (`awf runs watch`: a run started elsewhere, followed to its end),
+//!   `wf.rs` (`awf wf`,
 //!   the agent side of the protocol), `doctor.rs` (`awf doctor`: a list of checks, each a name, an
 //!   ok flag and a detail), `mcp/` (`awf mcp`, the MCP server on stdio, and `http_service`, which
 //!   `serve` mounts at `/mcp`; `rmcp` is named only here: `mod.rs` the handler, every failure a
@@ -234,7 +237,9 @@
 //!   harnesses create their folders in a run folder through it), and the read side: `status.rs`
 //!   (`RunStatus`, `StageStatus`, `OutcomeKind`, and `Recorded`, a status kept as written when this
 //!   version does not know it), `docs.rs` (`run.json`, `result.json`), `lines.rs` (turns, journal,
-//!   stages), `events.rs` (events, an unknown type kept as `Other`): every reader of a run folder
+//!   stages), `events.rs` (events, an unknown type kept as `Other`), `view.rs` (events folded into
+//!   a run's view: each agent's state, operation, last activity and spend; stages, groups,
+//!   checkpoints; `Follow` reads a growing `events.jsonl`; `view_tests.rs` its tests): every reader of a run folder
 //!   reads awf's own records through them. The exceptions to "writes go through record", each listed
 //!   with its reason in `tests/tidy/main.rs`: a CLI agent's home (credentials seeded, sessions moved,
 //!   a carried home unpacked by `harness/cli`).

@@ -56,6 +56,7 @@ mod protocol_command;
 mod readme_examples;
 mod real_model;
 mod resume;
+mod run_view;
 mod runs_control;
 mod runs_show;
 mod sandbox;

@@ -1,7 +1,11 @@
-//! The live view on stderr: on a terminal, a redrawn block with stages, labelled parallel groups
-//! (done/total), agents by state and spend, the questions the run waits on the operator for, with
-//! log lines printed above it; elsewhere, log lines only. `NO_COLOR` is honoured.
+//! The live view on stderr: on a terminal, a redrawn block (cut to the terminal's width) with a
+//! row per agent from the run's own events (`board.rs`: state, operation, last activity, spend;
+//! working and troubled ones first), stages, labelled parallel groups (done/total), the questions
+//! the run waits on the operator for and the spend against the budget, with log lines printed
+//! above it; elsewhere, log lines only. `NO_COLOR` is honoured.
 
+use super::board::{self, Frame};
+use crate::record::view::{Follow, RunView};
 use crate::run::progress::Sink;
 use crate::run::Run;
 use std::io::Write;
@@ -16,14 +20,35 @@ pub struct Live {
     quiet: bool,
     drawn: Mutex<usize>,
     done: AtomicBool,
+    /// The run's events folded as they are written.
+    view: Mutex<(Follow, RunView)>,
+}
+
+/// Agent rows the live view shows before it counts the rest.
+const ROWS: usize = 12;
+
+/// The terminal's width in columns (stderr's), else `COLUMNS`, else 100.
+pub fn width() -> usize {
+    match terminal_size::terminal_size_of(std::io::stderr()) {
+        Some((terminal_size::Width(w), _)) if w > 0 => w as usize,
+        _ => std::env::var("COLUMNS").ok().and_then(|c| c.parse().ok()).unwrap_or(100),
+    }
 }
 
 impl Live {
     /// Attaches to `run` and, on a terminal, starts redrawing every 100 ms.
     pub fn start(run: Arc<Run>, tty: bool, quiet: bool) -> Arc<Live> {
         let color = tty && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
-        let live =
-            Arc::new(Live { run: run.clone(), tty, color, quiet, drawn: Mutex::new(0), done: AtomicBool::new(false) });
+        let view = Mutex::new((Follow::new(run.dir()), RunView::default()));
+        let live = Arc::new(Live {
+            run: run.clone(),
+            tty,
+            color,
+            quiet,
+            drawn: Mutex::new(0),
+            done: AtomicBool::new(false),
+            view,
+        });
         run.progress.set_sink(live.clone());
         if tty && !quiet {
             let l = live.clone();
@@ -74,6 +99,13 @@ impl Live {
             tokens,
             usd
         )];
+        let width = width();
+        let mut view = self.view.lock().unwrap_or_else(|p| p.into_inner());
+        let (follow, folded) = &mut *view;
+        // A read that fails leaves the rows as they were; the next redraw tries again.
+        let _ = follow.poll(folded);
+        let frame = Frame { width, color: self.color, rows: ROWS, now: std::time::SystemTime::now() };
+        lines.extend(board::agent_lines(folded, &frame));
         if !s.stages.is_empty() {
             lines.push(format!("  stage {}", s.stages.join(", ")));
         }
@@ -107,8 +139,10 @@ impl Live {
             return;
         }
         let block = self.block();
+        // Cut to the width, so that no line wraps and the next redraw clears what this one drew.
+        let width = width();
         for l in &block {
-            let _ = writeln!(err, "{l}");
+            let _ = writeln!(err, "{}", board::cut(l, width));
         }
         *drawn = block.len();
         let _ = err.flush();

@@ -12,6 +12,7 @@ macro_rules! out {
 
 mod answer;
 mod background;
+mod board;
 mod caller;
 mod council;
 mod doctor;
@@ -29,6 +30,7 @@ mod scripts;
 mod serve;
 mod show;
 mod stop;
+mod watch;
 mod wf;
 mod worker;
 

@@ -71,6 +71,15 @@ pub enum RunsCommand {
         #[arg(long, value_name = "DIR")]
         runs_dir: Option<PathBuf>,
     },
+    /// Follow a run started elsewhere: a row per agent (state, operation, last activity, spend),
+    /// stages, groups, checkpoints and spend, redrawn until it ends; then its summary
+    Watch {
+        /// The run's id (`awf runs list` shows them)
+        run_id: String,
+        /// The folder holding the runs (default: runs_dir from awf.toml, else .awf/runs)
+        #[arg(long, value_name = "DIR")]
+        runs_dir: Option<PathBuf>,
+    },
     /// A run's events as readable lines
     Logs {
         /// The run's id (`awf runs list` shows them)
@@ -193,6 +202,15 @@ pub fn exec(cmd: RunsCommand) -> Result<i32> {
                 }
                 Err(e) => refuse(e),
             }
+        }
+        RunsCommand::Watch { run_id, runs_dir: given } => {
+            let root = runs_dir(&cwd, given.as_ref())?;
+            let dir = match run_dir(&root, &run_id) {
+                Ok(d) => d,
+                Err(e) => return refuse(e),
+            };
+            super::watch::watch(&dir, &run_id).with_context(|| format!("cannot read the records of run {run_id}"))?;
+            Ok(EXIT_OK)
         }
         RunsCommand::Logs { run_id, follow, json, runs_dir: given } => {
             let root = runs_dir(&cwd, given.as_ref())?;

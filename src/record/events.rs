@@ -71,6 +71,9 @@ pub enum EventRecord {
         run_id: String,
         script: String,
         attempt: u32,
+        /// The run's limits as recorded (`run::Limits`: budgets, `stall_timeout_ms`).
+        #[serde(default)]
+        limits: Value,
     },
     RunStopping {
         #[serde(default)]
@@ -202,6 +205,12 @@ pub struct Message {
     pub n: u64,
     pub from: Option<String>,
     pub to: Option<String>,
+    /// A message that asks for a reply (`message-sent`).
+    #[serde(default)]
+    pub asks: bool,
+    /// Who waited for the reply (`message-ask-failed`).
+    #[serde(default)]
+    pub asker: Option<String>,
 }
 
 #[derive(Deserialize)]

@@ -11,6 +11,7 @@ pub mod lines;
 pub mod lock;
 pub mod private;
 pub mod status;
+pub mod view;
 mod writer;
 #[cfg(test)]
 mod writer_tests;
