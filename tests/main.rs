@@ -59,6 +59,7 @@ mod resume;
 mod runs_control;
 mod runs_show;
 mod sandbox;
+mod sandbox_net;
 mod script_api;
 mod secrets;
 mod serve;
