@@ -199,7 +199,8 @@ const SCHEMA: &str = r#"#{ type: "object", properties: #{ verdict: #{ type: "str
 
 /// A `claude` agent in a sandbox the workflow opened with `network = "model"` answers through the
 /// fake model server (its runtime's `base_url`, reached through awf's proxy); its shell tool's
-/// request to another loopback port is refused (403) and recorded, and never reaches it.
+/// request to another loopback port is refused (403) and recorded, and never reaches it. Its fork
+/// sits in the same sandbox with a home of its own, behind a proxy of its own.
 #[test]
 #[ignore = "needs the pinned agent CLIs and bubblewrap (.ci/setup installs them; the README's test command runs these)"]
 fn a_sandboxed_claude_reaches_its_model_server_and_nothing_else() {
@@ -211,7 +212,7 @@ fn a_sandboxed_claude_reaches_its_model_server_and_nothing_else() {
     let probe = format!(
         r#"c=$(curl -s -o /dev/null -w '%{{http_code}}' -x "$HTTP_PROXY" http://127.0.0.1:{other}/); printf '{{"verdict":"%s"}}' "$c" | {{launcher}} result {{op}}"#
     );
-    let server = FakeModel::start_cli(vec![Reply::shell(&probe)]);
+    let server = FakeModel::start_cli(vec![Reply::shell(&probe), Reply::shell(&probe)]);
     let env = Env::new();
     env.write(
         "awf.toml",
@@ -224,8 +225,10 @@ fn a_sandboxed_claude_reaches_its_model_server_and_nothing_else() {
         "wf.rhai",
         &format!(
             r#"let sb = ctx.sandboxes.open(#{{ name: "model-only", network: "model" }});
-let o = ctx.agents.open(#{{ key: "a", sandbox: sb }}).run(#{{ prompt: "Give a verdict.", schema: {SCHEMA} }});
-#{{ kind: o.kind, value: o.value, reason: o.reason }}"#
+let a = ctx.agents.open(#{{ key: "a", sandbox: sb }});
+let o = a.run(#{{ prompt: "Give a verdict.", schema: {SCHEMA} }});
+let f = a.fork(#{{ key: "f" }}).run(#{{ prompt: "Give another verdict.", schema: {SCHEMA} }});
+#{{ kind: o.kind, value: o.value, reason: o.reason, fork: f.value }}"#
         ),
     );
     // The operator's home lies outside the workspace and /tmp, so that the sandbox can hide it.
@@ -241,12 +244,24 @@ let o = ctx.agents.open(#{{ key: "a", sandbox: sb }}).run(#{{ prompt: "Give a ve
     let v: Value = out.json();
     assert_eq!(v["kind"], "answered", "{v}\n{}", out.stderr);
     assert_eq!(v["value"]["verdict"], "403", "the proxy refused the unlisted port: {v}");
+    assert_eq!(v["fork"]["verdict"], "403", "the fork is refused alike: {v}");
     assert!(!server.bodies().is_empty(), "claude reached the fake model server");
     assert_eq!(other_seen.load(Ordering::SeqCst), 0, "nothing reached the unlisted port");
     let denied = env.events_of("sandbox-net-denied");
-    assert_eq!(denied.len(), 1, "{denied:?}");
-    assert_eq!(denied[0]["data"]["port"].as_u64(), Some(other as u64), "{denied:?}");
+    let who: Vec<(&str, u64)> =
+        denied.iter().filter_map(|d| Some((d["data"]["agent"].as_str()?, d["data"]["port"].as_u64()?))).collect();
+    assert_eq!(who, [("a", other as u64), ("f", other as u64)], "{denied:?}");
     assert_eq!(denied[0]["data"]["host"], "127.0.0.1");
-    let s = &env.result()["sandboxes"][0];
+    let result = env.result();
+    let s = &result["sandboxes"][0];
+    assert_eq!(result["sandboxes"].as_array().map(Vec::len), Some(1), "{result:#}");
     assert_eq!((s["scope"].as_str(), s["policy"]["network"].as_str()), (Some("workflow"), Some("model")), "{s}");
+    let seats: Vec<(&str, &str)> = s["agents"]
+        .as_array()
+        .expect("agents")
+        .iter()
+        .filter_map(|a| Some((a["agent"].as_str()?, a["seat"]["home"].as_str()?)))
+        .collect();
+    let home = |k: &str| env.run_dir().join(format!("agents/{k}/home")).display().to_string();
+    assert_eq!(seats, [("a", home("a").as_str()), ("f", home("f").as_str())], "{s}");
 }
