@@ -197,15 +197,13 @@ errors"#,
 
 const SCHEMA: &str = r#"#{ type: "object", properties: #{ verdict: #{ type: "string" } }, required: ["verdict"] }"#;
 
-/// A `claude` agent in a sandbox the workflow opened with `network = "model"` answers through the
-/// fake model server (its runtime's `base_url`, reached through awf's proxy); its shell tool's
-/// request to another loopback port is refused (403) and recorded, and never reaches it. Its fork
-/// sits in the same sandbox with a home of its own, behind a proxy of its own.
-#[test]
-#[ignore = "needs the pinned agent CLIs and bubblewrap (.ci/setup installs them; the README's test command runs these)"]
-fn a_sandboxed_claude_reaches_its_model_server_and_nothing_else() {
-    let test = "a_sandboxed_claude_reaches_its_model_server_and_nothing_else";
-    if !installed("claude", test) || rerun_in_netns(test) {
+/// A CLI agent in a sandbox the workflow opened with `network = "model"` answers through the
+/// fake model server (its runtime's `base_url`, reached through awf's proxy or the forwarded
+/// port); its shell tool's request to another loopback port is refused (403) and recorded, and
+/// never reaches it. Its fork sits in the same sandbox with a home of its own, behind a proxy of
+/// its own.
+fn reaches_its_model_server_and_nothing_else(cli: &str, test: &str) {
+    if !installed(cli, test) || rerun_in_netns(test) {
         return;
     }
     let (other, other_seen) = http_server();
@@ -218,7 +216,7 @@ fn a_sandboxed_claude_reaches_its_model_server_and_nothing_else() {
         "awf.toml",
         &format!(
             "default_runtime = \"m\"\n[runtimes.m]\n{}\n[limits]\nstall_timeout = \"30s\"\n",
-            runtime("claude", &server.base())
+            runtime(cli, &server.base())
         ),
     );
     env.write(
@@ -233,6 +231,10 @@ let f = a.fork(#{{ key: "f" }}).run(#{{ prompt: "Give another verdict.", schema:
     );
     // The operator's home lies outside the workspace and /tmp, so that the sandbox can hide it.
     let operator = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("the operator's home");
+    if cli == "pi" {
+        std::fs::create_dir_all(operator.path().join(".pi/agent")).expect("mkdir");
+        std::fs::write(operator.path().join(".pi/agent/auth.json"), "{}").expect("credential");
+    }
     let mut cmd = common::command(env.path(), &["script", "run", "wf.rhai"]);
     cmd.env("HOME", operator.path());
     for var in OPERATOR_VARS {
@@ -264,4 +266,22 @@ let f = a.fork(#{{ key: "f" }}).run(#{{ prompt: "Give another verdict.", schema:
         .collect();
     let home = |k: &str| env.run_dir().join(format!("agents/{k}/home")).display().to_string();
     assert_eq!(seats, [("a", home("a").as_str()), ("f", home("f").as_str())], "{s}");
+}
+
+#[test]
+#[ignore = "needs the pinned agent CLIs and bubblewrap (.ci/setup installs them; the README's test command runs these)"]
+fn a_sandboxed_claude_reaches_its_model_server_and_nothing_else() {
+    reaches_its_model_server_and_nothing_else("claude", "a_sandboxed_claude_reaches_its_model_server_and_nothing_else");
+}
+
+#[test]
+#[ignore = "needs the pinned agent CLIs and bubblewrap (.ci/setup installs them; the README's test command runs these)"]
+fn a_sandboxed_codex_reaches_its_model_server_and_nothing_else() {
+    reaches_its_model_server_and_nothing_else("codex", "a_sandboxed_codex_reaches_its_model_server_and_nothing_else");
+}
+
+#[test]
+#[ignore = "needs the pinned agent CLIs and bubblewrap (.ci/setup installs them; the README's test command runs these)"]
+fn a_sandboxed_pi_reaches_its_model_server_and_nothing_else() {
+    reaches_its_model_server_and_nothing_else("pi", "a_sandboxed_pi_reaches_its_model_server_and_nothing_else");
 }
