@@ -197,20 +197,9 @@ errors"#,
 
 const SCHEMA: &str = r#"#{ type: "object", properties: #{ verdict: #{ type: "string" } }, required: ["verdict"] }"#;
 
-/// A CLI agent in a sandbox the workflow opened with `network = "model"` answers through the
-/// fake model server (its runtime's `base_url`, reached through awf's proxy or the forwarded
-/// port); its shell tool's request to another loopback port is refused (403) and recorded, and
-/// never reaches it. Its fork sits in the same sandbox with a home of its own, behind a proxy of
-/// its own.
-fn reaches_its_model_server_and_nothing_else(cli: &str, test: &str) {
-    if !installed(cli, test) || rerun_in_netns(test) {
-        return;
-    }
-    let (other, other_seen) = http_server();
-    let probe = format!(
-        r#"c=$(curl -s -o /dev/null -w '%{{http_code}}' -x "$HTTP_PROXY" http://127.0.0.1:{other}/); printf '{{"verdict":"%s"}}' "$c" | {{launcher}} result {{op}}"#
-    );
-    let server = FakeModel::start_cli(vec![Reply::shell(&probe), Reply::shell(&probe)]);
+/// Runs `script` in a folder whose default runtime is `cli` at `server`, with the operator's home
+/// outside the workspace and /tmp (so that the sandbox can hide it) and the operator's keys kept out.
+fn run_cli(cli: &str, server: &FakeModel, script: &str) -> (Env, common::Out) {
     let env = Env::new();
     env.write(
         "awf.toml",
@@ -219,17 +208,7 @@ fn reaches_its_model_server_and_nothing_else(cli: &str, test: &str) {
             runtime(cli, &server.base())
         ),
     );
-    env.write(
-        "wf.rhai",
-        &format!(
-            r#"let sb = ctx.sandboxes.open(#{{ name: "model-only", network: "model" }});
-let a = ctx.agents.open(#{{ key: "a", sandbox: sb }});
-let o = a.run(#{{ prompt: "Give a verdict.", schema: {SCHEMA} }});
-let f = a.fork(#{{ key: "f" }}).run(#{{ prompt: "Give another verdict.", schema: {SCHEMA} }});
-#{{ kind: o.kind, value: o.value, reason: o.reason, fork: f.value }}"#
-        ),
-    );
-    // The operator's home lies outside the workspace and /tmp, so that the sandbox can hide it.
+    env.write("wf.rhai", script);
     let operator = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("the operator's home");
     if cli == "pi" {
         std::fs::create_dir_all(operator.path().join(".pi/agent")).expect("mkdir");
@@ -242,17 +221,42 @@ let f = a.fork(#{{ key: "f" }}).run(#{{ prompt: "Give another verdict.", schema:
     }
     let child = cmd.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().expect("awf");
     let out = common::wait_within(child, std::time::Duration::from_secs(120));
+    (env, out)
+}
+
+/// A CLI agent in a sandbox the workflow opened with `network = "model"` answers through the
+/// fake model server (its runtime's `base_url`, reached through awf's proxy or the forwarded
+/// port); its shell tool's request to another loopback port is refused (403) and recorded, and
+/// never reaches it. Its fork sits in the same sandbox with a home of its own, behind a proxy of
+/// its own. With a list that leaves the model server out, the turn fails, saying what is listed.
+fn reaches_its_model_server_and_nothing_else(cli: &str, test: &str) {
+    if !installed(cli, test) || rerun_in_netns(test) {
+        return;
+    }
+    let (other, other_seen) = http_server();
+    let probe = format!(
+        r#"c=$(curl -s -o /dev/null -w '%{{http_code}}' -x "$HTTP_PROXY" http://127.0.0.1:{other}/); printf '{{"verdict":"%s"}}' "$c" | {{launcher}} result {{op}}"#
+    );
+    let server = FakeModel::start_cli(vec![Reply::shell(&probe), Reply::shell(&probe)]);
+    let script = format!(
+        r#"let sb = ctx.sandboxes.open(#{{ name: "model-only", network: "model" }});
+let a = ctx.agents.open(#{{ key: "a", sandbox: sb }});
+let o = a.run(#{{ prompt: "Give a verdict.", schema: {SCHEMA} }});
+let f = a.fork(#{{ key: "f" }}).run(#{{ prompt: "Give another verdict.", schema: {SCHEMA} }});
+#{{ kind: o.kind, value: o.value, reason: o.reason, fork: f.value }}"#
+    );
+    let (env, out) = run_cli(cli, &server, &script);
     out.expect_code(0);
     let v: Value = out.json();
-    assert_eq!(v["kind"], "answered", "{v}\n{}", out.stderr);
-    assert_eq!(v["value"]["verdict"], "403", "the proxy refused the unlisted port: {v}");
-    assert_eq!(v["fork"]["verdict"], "403", "the fork is refused alike: {v}");
-    assert!(!server.bodies().is_empty(), "claude reached the fake model server");
+    assert_eq!(v["kind"], "answered", "{cli}: {v}\n{}", out.stderr);
+    assert_eq!(v["value"]["verdict"], "403", "{cli}: the proxy refused the unlisted port: {v}");
+    assert_eq!(v["fork"]["verdict"], "403", "{cli}: the fork is refused alike: {v}");
+    assert!(!server.bodies().is_empty(), "{cli} reached the fake model server");
     assert_eq!(other_seen.load(Ordering::SeqCst), 0, "nothing reached the unlisted port");
     let denied = env.events_of("sandbox-net-denied");
     let who: Vec<(&str, u64)> =
         denied.iter().filter_map(|d| Some((d["data"]["agent"].as_str()?, d["data"]["port"].as_u64()?))).collect();
-    assert_eq!(who, [("a", other as u64), ("f", other as u64)], "{denied:?}");
+    assert_eq!(who, [("a", other as u64), ("f", other as u64)], "{cli}: {denied:?}");
     assert_eq!(denied[0]["data"]["host"], "127.0.0.1");
     let result = env.result();
     let s = &result["sandboxes"][0];
@@ -266,6 +270,20 @@ let f = a.fork(#{{ key: "f" }}).run(#{{ prompt: "Give another verdict.", schema:
         .collect();
     let home = |k: &str| env.run_dir().join(format!("agents/{k}/home")).display().to_string();
     assert_eq!(seats, [("a", home("a").as_str()), ("f", home("f").as_str())], "{s}");
+
+    // The model server left out of the list: the CLI cannot reach it, and the turn says why.
+    let server = FakeModel::start_cli(vec![Reply::shell(&probe)]);
+    let script = format!(
+        r#"let sb = ctx.sandboxes.open(#{{ name: "elsewhere", network: ["127.0.0.1:1"] }});
+let o = ctx.agents.open(#{{ key: "a", sandbox: sb }}).run(#{{ prompt: "Give a verdict.", schema: {SCHEMA} }});
+#{{ kind: o.kind, reason: o.reason }}"#
+    );
+    let (_env, out) = run_cli(cli, &server, &script);
+    out.expect_code(0);
+    let v: Value = out.json();
+    assert_eq!(v["kind"], "failed", "{cli}: {v}");
+    assert!(v["reason"].as_str().unwrap_or("").contains("sandbox `elsewhere` reaches only 127.0.0.1:1"), "{cli}: {v}");
+    assert!(server.bodies().is_empty(), "{cli}: nothing reached the fake");
 }
 
 #[test]

@@ -181,6 +181,46 @@ mod tests {
         );
     }
 
+    /// Sends `request` to the proxy and reads its whole answer.
+    async fn ask(socket: &std::path::Path, request: &str) -> String {
+        let mut c = UnixStream::connect(socket).await.expect("connect");
+        c.write_all(request.as_bytes()).await.expect("write");
+        let mut out = String::new();
+        c.read_to_string(&mut out).await.expect("read");
+        out
+    }
+
+    #[tokio::test]
+    async fn the_proxy_tunnels_to_what_is_listed_and_refuses_and_reports_the_rest() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let server = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let port = server.local_addr().expect("addr").port();
+        tokio::spawn(async move {
+            while let Ok((mut s, _)) = server.accept().await {
+                let _ = s.write_all(b"hello").await;
+            }
+        });
+        let socket = dir.path().join("net.sock");
+        let net = Net { allow: vec![t("127.0.0.1", port)], socket: socket.clone() };
+        let refused = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let seen = refused.clone();
+        let report: Report = Arc::new(move |h: &str, p: u16, why: &str| {
+            seen.lock().expect("lock").push(format!("{h}:{p} {why}"));
+        });
+        let proxy = Proxy::start(net, report).expect("start");
+        let got = ask(&socket, &format!("CONNECT 127.0.0.1:{port} HTTP/1.1\r\n\r\n")).await;
+        assert_eq!(got, "HTTP/1.1 200 Connection Established\r\n\r\nhello");
+        let got = ask(&socket, "CONNECT 127.0.0.1:1 HTTP/1.1\r\n\r\n").await;
+        assert!(got.starts_with("HTTP/1.1 403 Forbidden") && got.contains("127.0.0.1:1 is not in"), "{got}");
+        let got = ask(&socket, "BREW /pot HTCPCP/1.0\r\n\r\n").await;
+        assert!(got.starts_with("HTTP/1.1 400 Bad Request"), "{got}");
+        assert_eq!(*refused.lock().expect("lock"), ["127.0.0.1:1 not in the sandbox's network list"]);
+        drop(proxy);
+        assert!(!socket.exists(), "the socket goes with the proxy");
+        let nowhere = Net { allow: vec![], socket: dir.path().join("missing/net.sock") };
+        assert!(Proxy::start(nowhere, Arc::new(|_: &str, _: u16, _: &str| {})).is_err(), "no folder, no proxy");
+    }
+
     #[test]
     fn heads_this_proxy_does_not_serve_say_why() {
         assert!(parse_head(b"GET /local HTTP/1.1\r\n\r\n").expect_err("origin form").contains("neither CONNECT"));
