@@ -291,7 +291,10 @@
 //!   the end of a run waits a bounded time for them.
 //! - An agent that asked for a sandbox (or runs under `--sandbox`) never runs without it: when the
 //!   sandbox cannot be made the agent is refused as it opens, and a harness that cannot wrap its
-//!   program refuses sandboxed agents.
+//!   program refuses sandboxed agents. A sandbox with a listed network (`"model"` or
+//!   `["host:port", ...]`) has no network of its own: what leaves it goes through awf's proxy
+//!   (`harness/net/proxy.rs`), which lets through only the listed `host:port` and records each
+//!   refusal (`sandbox-net-denied`).
 //! - Records only grow: each line is written whole by one writer thread; `stages.jsonl` and the
 //!   rest are synced to disk at every stage end and at the run's end.
 //! - `awf serve` trusts no local user: on TCP every request carries the token (Host, then Origin,
