@@ -283,6 +283,15 @@ impl Config {
             message: e.to_string().trim_end().to_string(),
         })?;
         config.source = Some(path.to_path_buf());
+        // A listed network's entries are checked here, before anything runs.
+        for (name, policy) in &config.sandboxes {
+            if let crate::sandbox::Network::List(entries) = &policy.network {
+                for e in entries {
+                    crate::sandbox::net::Target::parse(e)
+                        .map_err(|m| config.bad(&format!("sandboxes.{name}.network"), m))?;
+                }
+            }
+        }
         Ok(config)
     }
 

@@ -75,7 +75,7 @@
 //!   `board.rs` (a run's view drawn as lines for a terminal's width: the live view's agent rows,
 //!   `runs watch`; `board_tests.rs` its tests), `watch.rs` (`awf runs watch`: a run started elsewhere, followed to its end),
 //!   `wf.rs` (`awf wf`,
-//!   the agent side of the protocol), `doctor.rs` (`awf doctor`: a list of checks, each a name, an
+//!   the agent side of the protocol), `bridge.rs` (the hidden `awf sandbox-bridge`), `doctor.rs` (`awf doctor`: a list of checks, each a name, an
 //!   ok flag and a detail), `mcp/` (`awf mcp`, the MCP server on stdio, and `http_service`, which
 //!   `serve` mounts at `/mcp`; `rmcp` is named only here: `mod.rs` the handler, every failure a
 //!   tool error with the command line's text; `tools.rs` the names, schemas and arguments;
@@ -100,7 +100,7 @@
 //!   threads; `doc.rs`: every host function registered with its parameter names and doc comment,
 //!   which `reference.rs` reads; one file per `ctx` namespace: `ctx.rs` (with
 //!   `messages.allow`), `agents.rs`, `caller.rs` (`caller()`, `fork_caller`), `parallel.rs`, `stage.rs`,
-//!   `checkpoint.rs` (`ctx.checkpoint`)).
+//!   `checkpoint.rs` (`ctx.checkpoint`), `sandboxes.rs` (`ctx.sandboxes.open`, the `Sandbox` handle)).
 //! - `host/`: `mod.rs` (`Host`: the run, its `AgentBook` and `Router`; `finish` settles the books,
 //!   then the run), `drive.rs` (a run from the script's start to `result.json`: wait, deadline,
 //!   stop grace, background councils still running, status, the run's trace), `control.rs` (the
@@ -163,7 +163,7 @@
 //!   settings change do inside it, and the calls that start them), `supervise.rs` (a turn's nudges,
 //!   and the routes and held messages shown with every turn), `session.rs` (starting a harness
 //!   session: folder, endpoint, HTTP settings, seat), `seating.rs` (an agent's sandbox chosen,
-//!   seated and recorded), `messenger.rs` (an agent's side of the router), `responders.rs` (fake
+//!   seated and recorded), `sandboxes.rs` (the sandboxes a workflow opens: handles, closing), `messenger.rs` (an agent's side of the router), `responders.rs` (fake
 //!   responder scripts, compiled once per run).
 //! - `messaging/`: routes (20 messages unless the workflow says), held messages (a working agent
 //!   is shown them with its next turn or check-in; going idle wakes it only for a question, whose
@@ -207,7 +207,9 @@
 //!   run through `process.rs` and its verdict, `home.rs` the home and credential seeding,
 //!   `events.rs` the event helpers, `doctor.rs` `doctor_checks`, `skills.rs` skill folders checked,
 //!   copied into the home and recorded, `caller.rs` a caller's transcript found and the probe of
-//!   an agent's live session).
+//!   an agent's live session); `net/` (a sandbox's listed network: `proxy.rs` awf's allow-list
+//!   proxy on the agent's socket, per turn; `bridge.rs` `awf sandbox-bridge`, loopback TCP inside
+//!   the sandbox relayed to it).
 //! - `control/`: the answer channel every harness shares: `slot.rs` (result slots, rejection
 //!   text), `prompt.rs` (the answer instructions, nudge and rejection hint
 //!   for the session's `AnswerMode`: launcher, `wf_result` tool, or the reply itself), `protocol.rs` (the control-plane
@@ -225,7 +227,8 @@
 //!   own home, control folder, hidden home folders and what the program needs from them),
 //!   `bwrap.rs` (**the one pure function** policy + seat → bwrap argv and the environment it is
 //!   spawned with: no variable's value on a command line; mount order explained), `provider.rs`
-//!   (bwrap on PATH, probed once).
+//!   (bwrap on PATH, probed once), `net.rs` (a listed network: `host:port` entries parsed and
+//!   matched, the bridge's argv and proxy variables).
 //! - `record/`: the run folder, **the only module that writes it**: the JSONL envelope (a
 //!   `RecordEvent` names its type), atomic JSON documents, readers tolerant of a torn last line;
 //!   `writer.rs` (per-file buffers behind one lock and the writer thread that writes them in
@@ -293,7 +296,10 @@
 //!   the end of a run waits a bounded time for them.
 //! - An agent that asked for a sandbox (or runs under `--sandbox`) never runs without it: when the
 //!   sandbox cannot be made the agent is refused as it opens, and a harness that cannot wrap its
-//!   program refuses sandboxed agents.
+//!   program refuses sandboxed agents. A sandbox with a listed network (`"model"` or
+//!   `["host:port", ...]`) has no network of its own: what leaves it goes through awf's proxy
+//!   (`harness/net/proxy.rs`), which lets through only the listed `host:port` and records each
+//!   refusal (`sandbox-net-denied`).
 //! - Records only grow: each line is written whole by one writer thread; `stages.jsonl` and the
 //!   rest are synced to disk at every stage end and at the run's end.
 //! - `awf serve` trusts no local user: on TCP every request carries the token (Host, then Origin,
@@ -338,7 +344,7 @@
 //!                  op-replayed, op-rerun, records-healed,
 //!                  op-submission, op-rejected, cluster-refused, op-waiting, op-settled, model-unpriced, control-refused, stage-started, stage-finished,
 //!                  parallel-started, parallel-finished, log, budget-exhausted, sandbox-opened,
-//!                  sandbox-seated, route-granted, route-closed, message-sent, message-delivered,
+//!                  sandbox-seated, sandbox-closed, sandbox-net-denied, route-granted, route-closed, message-sent, message-delivered,
 //!                  message-undelivered, message-replied, message-ask-failed, http-retry, http-waiting, child-run-started,
 //!                  child-run-ended, checkpoint-asked, checkpoint-answered, checkpoint-timed-out,
 //!                  checkpoint-replayed, council-settled.
@@ -368,7 +374,8 @@
 //!   serve.json, serve.lock   a run `awf serve` accepted, written before its 202 (`record::accepted`):
 //!                  id, accepted_at, request (the POST body), status (queued|cancelled|failed, until it
 //!                  starts), error; serve.lock is flocked by the serve holding it (queued or running)
-//!   agents/<slug>/ (mode 0700, command and CLI agents) wf.sock, wf (the launcher), state/, ops/<op-id>.jsonl
+//!   agents/<slug>/ (mode 0700, command and CLI agents) wf.sock, wf (the launcher), net.sock (a listed
+//!                  network's proxy, during a turn), state/, ops/<op-id>.jsonl
 //!                  (liveness), ops/<op-id>.stdout|.stderr (first MiB each); skills.json (the agent's skills:
 //!                  name, source, sha256); home/ (sandboxed agents' HOME;
 //!                  a CLI agent's CLAUDE_CONFIG_DIR, CODEX_HOME or PI_CODING_AGENT_DIR)
@@ -376,7 +383,8 @@
 //!                  children (child runs: councils its agents convened; present when there are any),
 //!                  accounting {by_agent, by_stage, by_model, by_attempt, totals} over every attempt,
 //!                  simulated, started_at, finished_at,
-//!                  sandboxes [{name, scope, provider, bwrap, policy, agents [{agent, harness, confined, seat}]}]
+//!                  sandboxes [{name, scope (run|config|inline|workflow), provider, bwrap, policy,
+//!                  agents [{agent, harness, confined, seat}]}]
 //! ```
 
 pub mod accounting;

@@ -60,6 +60,7 @@ mod run_view;
 mod runs_control;
 mod runs_show;
 mod sandbox;
+mod sandbox_net;
 mod script_api;
 mod secrets;
 mod serve;

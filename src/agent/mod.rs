@@ -11,6 +11,7 @@ pub mod messenger;
 pub mod op;
 pub mod remote;
 mod responders;
+pub mod sandboxes;
 pub mod seating;
 mod session;
 pub mod supervise;
@@ -62,7 +63,7 @@ pub struct OpenRequest {
     pub runtime: RuntimeChoice,
     pub instructions: Option<String>,
     pub cwd: Option<PathBuf>,
-    pub sandbox: Option<Value>,
+    pub sandbox: Option<sandboxes::Asked>,
     pub labels: Value,
     pub timeout_ms: Option<u64>,
     pub deadline_ms: Option<i64>,

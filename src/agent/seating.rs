@@ -1,10 +1,14 @@
-//! An agent's sandbox chosen, seated and recorded: a name from `[sandboxes]`, an inline policy, or
-//! the run-level `--sandbox`; bwrap probed once; the run's record of every sandbox opened with the
-//! agents seated in it (`sandbox-opened`, `sandbox-seated`, result.json `sandboxes`).
+//! An agent's sandbox chosen, seated and recorded: a name from `[sandboxes]`, an inline policy, a
+//! sandbox the workflow opened (`ctx.sandboxes.open`, `sandboxes.rs`), or the run-level `--sandbox`;
+//! bwrap probed once; a listed network resolved (`"model"`: the agent's model server); the run's
+//! record of every sandbox opened with the agents seated in it (`sandbox-opened`,
+//! `sandbox-seated`, result.json `sandboxes`).
 
-use crate::config::HarnessKind;
+use super::sandboxes::{Asked, Workflow};
+use crate::config::{HarnessKind, RuntimeConfig};
 use crate::run::{Event, Run};
-use crate::sandbox::{provider, seat, Chosen, Confinement, Named, Policy, Sandbox, Scope, Seat};
+use crate::sandbox::net::{Net, Target};
+use crate::sandbox::{provider, seat, Chosen, Confinement, Named, Network, Policy, Sandbox, Scope, Seat, NET_SOCKET};
 use serde::Serialize;
 use serde_json::Value;
 use std::path::PathBuf;
@@ -41,11 +45,17 @@ pub struct SandboxBook {
     run_level: Option<Named>,
     ready: OnceLock<Result<PathBuf, String>>,
     opened: Mutex<Vec<Opened>>,
+    /// The sandboxes the workflow opened, closed or not.
+    pub(super) workflow: Workflow,
 }
 
 impl SandboxBook {
     pub fn new(run_level: Option<Named>) -> SandboxBook {
         SandboxBook { run_level, ..Default::default() }
+    }
+
+    pub(super) fn run_level(&self) -> Option<&Named> {
+        self.run_level.as_ref()
     }
 
     /// The sandbox for agent `key` of `harness`, from its spec's `sandbox` and the run-level one;
@@ -55,16 +65,21 @@ impl SandboxBook {
         &self,
         run: &Run,
         key: &str,
-        spec: Option<&Value>,
+        spec: Option<&Asked>,
         harness: HarnessKind,
     ) -> Result<Option<Chosen>, String> {
         let asked = match spec {
             None => None,
-            Some(Value::String(name)) => {
+            Some(Asked::Named(name)) => {
                 Some((name.clone(), Scope::Config, run.config.sandbox(name).map_err(|e| e.to_string())?))
             }
-            Some(v @ Value::Object(_)) => Some((format!("inline:{key}"), Scope::Inline, Policy::from_json(v)?)),
-            Some(_) => return Err("`sandbox` must be a name from [sandboxes] in awf.toml or a policy map".into()),
+            Some(Asked::Inline(v @ Value::Object(_))) => {
+                Some((format!("inline:{key}"), Scope::Inline, Policy::from_json(v)?))
+            }
+            Some(Asked::Inline(_)) => {
+                return Err("`sandbox` must be a name from [sandboxes] in awf.toml, a policy map, or a handle from ctx.sandboxes.open".into())
+            }
+            Some(Asked::Opened(h)) => Some((h.name.clone(), Scope::Workflow, self.workflow.policy(&run.id, h)?)),
         };
         let (name, scope, policy) = match (&self.run_level, asked) {
             (None, None) => return Ok(None),
@@ -78,6 +93,11 @@ impl SandboxBook {
                 ))
             }
         };
+        if policy.network.is_listed() && harness.confinement() == Confinement::InProcess && scope != Scope::Run {
+            return Err(format!(
+                "sandbox `{name}` lists its network, which means nothing to the `{harness}` harness: it runs inside awf, where no sandbox applies; give it a sandbox without `network`, or none"
+            ));
+        }
         let fail = |why: String| format!("sandbox `{name}` cannot be made: {why}");
         // Checked once resolved, so that `..` cannot sneak `/` into `writable`.
         let home = std::env::var_os("HOME").filter(|h| !h.is_empty()).map(PathBuf::from);
@@ -98,13 +118,25 @@ impl SandboxBook {
     /// Seats a program agent: finds its concrete paths and checks that the policy can be enforced
     /// for it. `place.workspace` is replaced by the run's working folder under a run-level
     /// sandbox, so that its agents share one. Record the agent with `seated` once it opens.
-    pub fn seat(&self, run: &Run, chosen: &Chosen, place: seat::Placement<'_>) -> Result<Sandbox, String> {
+    pub fn seat(
+        &self,
+        run: &Run,
+        chosen: &Chosen,
+        place: seat::Placement<'_>,
+        runtime: &RuntimeConfig,
+    ) -> Result<Sandbox, String> {
         let fail = |why: String| format!("sandbox `{}` cannot be made: {why}", chosen.name);
         let bwrap = chosen.bwrap.clone().ok_or_else(|| fail("its harness does not wrap a program".into()))?;
-        let place =
-            seat::Placement { workspace: if chosen.scope == Scope::Run { &run.cwd } else { place.workspace }, ..place };
+        let shared = matches!(chosen.scope, Scope::Run | Scope::Workflow);
+        let place = seat::Placement { workspace: if shared { &run.cwd } else { place.workspace }, ..place };
+        let allow = match &chosen.policy.network {
+            Network::None | Network::Host => None,
+            Network::Model => Some(vec![model_server(runtime).map_err(fail)?]),
+            Network::List(l) => Some(l.iter().map(|e| Target::parse(e)).collect::<Result<_, _>>().map_err(fail)?),
+        };
+        let net = allow.map(|allow| Net { allow, socket: place.socket.with_file_name(NET_SOCKET) });
         let seat = seat::seat(&chosen.policy, &place, &seat::Operator::current()).map_err(fail)?;
-        Ok(Sandbox { name: chosen.name.clone(), scope: chosen.scope, bwrap, policy: chosen.policy.clone(), seat })
+        Ok(Sandbox { name: chosen.name.clone(), scope: chosen.scope, bwrap, policy: chosen.policy.clone(), seat, net })
     }
 
     /// Records a program agent seated in `sandbox` (a `sandbox-seated` event, and `sandbox-opened`
@@ -127,28 +159,7 @@ impl SandboxBook {
 
     fn record(&self, run: &Run, chosen: &Chosen, seated: SeatRecord) {
         let mut opened = lock(&self.opened);
-        let at = match opened.iter().position(|o| o.name == chosen.name) {
-            Some(i) => i,
-            None => {
-                let o = Opened {
-                    name: chosen.name.clone(),
-                    scope: chosen.scope,
-                    provider: chosen.policy.provider,
-                    bwrap: chosen.bwrap.clone(),
-                    policy: chosen.policy.clone(),
-                    agents: Vec::new(),
-                };
-                run.records.event(&Event::SandboxOpened {
-                    sandbox: &o.name,
-                    scope: o.scope,
-                    provider: o.provider,
-                    bwrap: o.bwrap.as_deref(),
-                    policy: &o.policy,
-                });
-                opened.push(o);
-                opened.len() - 1
-            }
-        };
+        let at = entry(&mut opened, run, chosen);
         let o = &mut opened[at];
         if o.bwrap.is_none() {
             o.bwrap = chosen.bwrap.clone();
@@ -163,8 +174,65 @@ impl SandboxBook {
         o.agents.push(seated);
     }
 
+    /// Records a sandbox opened before any agent sits in it (`ctx.sandboxes.open`).
+    pub(super) fn record_opened(&self, run: &Run, chosen: &Chosen) {
+        entry(&mut lock(&self.opened), run, chosen);
+    }
+
+    /// The agents seated so far in the sandbox `name` of `scope`.
+    pub(super) fn seated_in(&self, name: &str, scope: Scope) -> Vec<String> {
+        let opened = lock(&self.opened);
+        let o = opened.iter().find(|o| o.name == name && o.scope == scope);
+        o.map(|o| o.agents.iter().map(|a| a.agent.clone()).collect()).unwrap_or_default()
+    }
+
     /// Every sandbox opened, in order, with its policy and seated agents (result.json `sandboxes`).
     pub fn summary(&self) -> Value {
         serde_json::to_value(&*lock(&self.opened)).unwrap_or(Value::Null)
     }
+}
+
+/// The sandbox `chosen` among those opened (`sandbox-opened` recorded when it is new): its index.
+fn entry(opened: &mut Vec<Opened>, run: &Run, chosen: &Chosen) -> usize {
+    if let Some(i) = opened.iter().position(|o| o.name == chosen.name && o.scope == chosen.scope) {
+        return i;
+    }
+    let o = Opened {
+        name: chosen.name.clone(),
+        scope: chosen.scope,
+        provider: chosen.policy.provider,
+        bwrap: chosen.bwrap.clone(),
+        policy: chosen.policy.clone(),
+        agents: Vec::new(),
+    };
+    run.records.event(&Event::SandboxOpened {
+        sandbox: &o.name,
+        scope: o.scope,
+        provider: o.provider,
+        bwrap: o.bwrap.as_deref(),
+        policy: &o.policy,
+    });
+    opened.push(o);
+    opened.len() - 1
+}
+
+/// The one server `network = "model"` lets an agent reach: its runtime's `base_url`, else its
+/// harness's own API host.
+fn model_server(runtime: &RuntimeConfig) -> Result<Target, String> {
+    if let Some(url) = &runtime.base_url {
+        return Target::of_url(url).map_err(|e| format!("network = \"model\": the runtime's base_url {e}"));
+    }
+    let default = match runtime.harness {
+        HarnessKind::Claude => "api.anthropic.com:443",
+        HarnessKind::Codex => "api.openai.com:443",
+        HarnessKind::Pi => {
+            return Err("network = \"model\": pi picks its model server from its own settings; give the runtime a `base_url`, or list `host:port` in `network`".into())
+        }
+        other => {
+            return Err(format!(
+                "network = \"model\": a `{other}` agent has no model server awf knows of; list `host:port` in `network`"
+            ))
+        }
+    };
+    Target::parse(default)
 }

@@ -76,7 +76,7 @@ impl AgentBook {
                     run_dir: run.dir(),
                     awf: &awf,
                 };
-                Some(self.sandboxes.seat(run, chosen, place).map_err(|e| format!("agent {}: {e}", req.key))?)
+                Some(self.sandboxes.seat(run, chosen, place, runtime).map_err(|e| format!("agent {}: {e}", req.key))?)
             }
             None => None,
         };

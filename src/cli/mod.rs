@@ -13,6 +13,7 @@ macro_rules! out {
 mod answer;
 mod background;
 mod board;
+mod bridge;
 mod caller;
 mod council;
 mod doctor;
@@ -70,6 +71,9 @@ enum Command {
     Worker(worker::WorkerArgs),
     /// The agent side: what agents run (through their launcher) to answer and report
     Wf(wf::WfArgs),
+    /// Runs a program in a sandbox with a listed network (awf's sandbox argv calls it)
+    #[command(hide = true)]
+    SandboxBridge(bridge::BridgeArgs),
     /// Print a shell completion script: `awf completions bash > /etc/bash_completion.d/awf`
     Completions {
         /// The shell to complete in
@@ -127,6 +131,7 @@ pub fn main() -> i32 {
         Command::Mcp(args) => mcp::exec(args),
         Command::Worker(args) => worker::exec(args),
         Command::Wf(args) => return wf::exec(args),
+        Command::SandboxBridge(args) => bridge::exec(args),
         Command::Completions { shell } => {
             use clap::CommandFactory;
             clap_complete::generate(shell, &mut Cli::command(), "awf", &mut std::io::stdout());

@@ -130,7 +130,7 @@ impl crate::agent::remote::Remote for Owner {
             runtime: self.runtime_ref(req, runtime, info)?,
             instructions: req.instructions.clone(),
             cwd,
-            sandbox: req.sandbox.clone(),
+            sandbox: req.sandbox.as_ref().map(crate::agent::sandboxes::Asked::to_json).transpose()?,
             labels: req.labels.clone(),
             skills,
         };

@@ -123,7 +123,7 @@ impl Shadows {
                     runtime: RuntimeChoice::Inline(Box::new(admitted.runtime)),
                     instructions: req.agent.instructions.clone(),
                     cwd: Some(admitted.cwd),
-                    sandbox: admitted.sandbox,
+                    sandbox: admitted.sandbox.map(crate::agent::sandboxes::Asked::from_json),
                     labels: req.agent.labels.clone(),
                     timeout_ms: None,
                     deadline_ms: None,

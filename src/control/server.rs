@@ -123,6 +123,11 @@ impl Endpoint {
         &self.state.turns
     }
 
+    /// Records `event` where this agent's events go (the run's records).
+    pub fn event(&self, event: &crate::run::Event<'_>) {
+        self.state.control.event(event)
+    }
+
     /// Opens a turn's operation with its deadline, which `waiting` answers quote; it stays
     /// reachable until `settle_op`.
     pub fn open_turn(

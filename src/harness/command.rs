@@ -102,6 +102,12 @@ impl Session for CommandSession {
                 install: None,
                 shown: json!({ "nudge": input.nudge, "argv": self.argv, "sandbox": self.sandbox.as_ref().map(|s| &s.name) }),
             };
+            // A listed network's proxy serves this turn's program, and stops with it.
+            let _proxy = match super::net::for_turn(self.sandbox.as_ref(), &self.endpoint, &self.info.key, &input.op_id)
+            {
+                Ok(p) => p,
+                Err(why) => return report(TurnEnd::Failed(why), op.usage()),
+            };
             let exit = match process::run(cmd, spec, &mut log, process::Stdout::Captured).await {
                 Ok(exit) => exit,
                 Err(why) => return report(TurnEnd::Failed(why), op.usage()),

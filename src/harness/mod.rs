@@ -5,6 +5,7 @@ pub mod cli;
 pub mod command;
 pub mod fake;
 pub mod http;
+pub mod net;
 pub(crate) mod process;
 pub mod scrubbed;
 pub mod spawn;

@@ -97,6 +97,10 @@ events! {
     SandboxSeated = "sandbox-seated" {
         sandbox: &'a str, agent: &'a str, harness: &'a str, confined: bool, seat: Option<&'a crate::sandbox::Seat>,
     },
+    SandboxClosed = "sandbox-closed" { sandbox: &'a str, agents: &'a [String] },
+    SandboxNetDenied = "sandbox-net-denied" {
+        sandbox: &'a str, agent: &'a str, op_id: &'a str, host: &'a str, port: u16, why: &'a str,
+    },
     RouteGranted = "route-granted" {
         route: u64, from: &'a str, to: &'a str, both: bool, purpose: &'a str, max_messages: Option<u32>,
         stage: Option<&'a str>,

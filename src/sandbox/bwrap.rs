@@ -2,6 +2,7 @@
 //! argv that wraps its program and the environment bwrap is started with. No I/O: `seat.rs` found
 //! the paths, the harness spawns the argv with that environment and nothing else.
 
+use super::net::Net;
 use super::policy::{Network, Policy};
 use super::seat::Seat;
 use std::path::Path;
@@ -30,7 +31,17 @@ pub struct Wrapped {
 /// Runs `program` inside the sandbox: `bwrap`, its options, `--`, then `program`, with the
 /// allow-listed operator variables, the agent's own HOME, and the per-turn variables `vars`
 /// (AWF_*), later ones replacing earlier ones of the same name so that nothing shadows AWF_*.
-pub fn wrap(bwrap: &Path, policy: &Policy, seat: &Seat, vars: &[(String, String)], program: &[String]) -> Wrapped {
+/// With a listed network (`net`), the program runs under `awf sandbox-bridge` (the proxy port and
+/// forwarded loopback ports inside, relayed to awf's proxy on `net.socket`), with the proxy
+/// variables set last.
+pub fn wrap(
+    bwrap: &Path,
+    policy: &Policy,
+    seat: &Seat,
+    net: Option<&Net>,
+    vars: &[(String, String)],
+    program: &[String],
+) -> Wrapped {
     // Every namespace bwrap can make (user, ipc, pid, net, uts, cgroup); the host network comes
     // back only when the policy says so. The sandbox dies with awf and gets a session of its own,
     // so it cannot reach awf's terminal (TIOCSTI).
@@ -40,8 +51,9 @@ pub fn wrap(bwrap: &Path, policy: &Policy, seat: &Seat, vars: &[(String, String)
     }
     a.extend(["--die-with-parent", "--new-session"].map(String::from));
     let home = [("HOME".to_string(), text(&seat.home))];
+    let proxy = net.map(Net::proxy_env).unwrap_or_default();
     let mut env: Vec<(String, String)> = Vec::new();
-    for (k, v) in seat.env.iter().chain(home.iter()).chain(vars.iter()) {
+    for (k, v) in seat.env.iter().chain(home.iter()).chain(vars.iter()).chain(proxy.iter()) {
         match env.iter_mut().find(|(name, _)| name == k) {
             Some(slot) => slot.1 = v.clone(),
             None => env.push((k.clone(), v.clone())),
@@ -87,7 +99,10 @@ pub fn wrap(bwrap: &Path, policy: &Policy, seat: &Seat, vars: &[(String, String)
     bind(&mut a, "--bind", &seat.state);
     bind(&mut a, "--bind", &seat.home);
     a.extend(["--chdir".to_string(), text(&seat.cwd), "--".to_string()]);
-    a.extend(program.iter().cloned());
+    match net {
+        Some(n) => a.extend(n.bridge(&seat.awf, program)),
+        None => a.extend(program.iter().cloned()),
+    }
     Wrapped { argv: a, env }
 }
 
@@ -154,7 +169,8 @@ mod tests {
 
     #[test]
     fn the_default_policy_has_no_network_and_only_the_listed_environment() {
-        let got = wrap(Path::new("/usr/bin/bwrap"), &Policy::default(), &seat(), &vars(), &words("python3 agent.py"));
+        let got =
+            wrap(Path::new("/usr/bin/bwrap"), &Policy::default(), &seat(), None, &vars(), &words("python3 agent.py"));
         let want = words(
             "/usr/bin/bwrap --unshare-all --die-with-parent --new-session \
              --ro-bind / / --dev /dev --proc /proc --tmpfs /tmp \
@@ -195,7 +211,7 @@ mod tests {
         seat.hidden = vec!["/root".into()];
         seat.control.push("/tmp/awf-0123456789".into());
         seat.env.clear();
-        let got = wrap(Path::new("/usr/bin/bwrap"), &policy, &seat, &[], &words("./agent.sh --fast"));
+        let got = wrap(Path::new("/usr/bin/bwrap"), &policy, &seat, None, &[], &words("./agent.sh --fast"));
         let want = words(
             "/usr/bin/bwrap --unshare-all --share-net --die-with-parent --new-session \
              --ro-bind / / --dev /dev --proc /proc --tmpfs /tmp \
@@ -214,12 +230,57 @@ mod tests {
     }
 
     #[test]
+    fn a_listed_network_keeps_no_net_of_its_own_and_runs_the_program_under_the_bridge() {
+        use crate::sandbox::net::Target;
+        let policy = Policy { network: Network::List(vec!["127.0.0.1:8080".into()]), ..Default::default() };
+        let net = Net {
+            allow: vec![
+                Target { host: "api.anthropic.com".into(), port: 443 },
+                Target { host: "127.0.0.1".into(), port: 8080 },
+            ],
+            socket: "/work/.awf/runs/r1/agents/a/net.sock".into(),
+        };
+        let mut seat = seat();
+        seat.exposed.clear();
+        seat.records = None;
+        seat.hidden = vec!["/root".into()];
+        seat.env = vec![("HTTP_PROXY".into(), "http://operator-proxy:1".into())];
+        let got = wrap(Path::new("/usr/bin/bwrap"), &policy, &seat, Some(&net), &[], &words("claude -p hi"));
+        let want = words(
+            "/usr/bin/bwrap --unshare-all --die-with-parent --new-session \
+             --ro-bind / / --dev /dev --proc /proc --tmpfs /tmp \
+             --tmpfs /root \
+             --bind /work /work \
+             --ro-bind /work/.awf/runs/r1/agents/a /work/.awf/runs/r1/agents/a \
+             --ro-bind /opt/awf/bin/awf /opt/awf/bin/awf \
+             --bind /work/.awf/runs/r1/agents/a/state /work/.awf/runs/r1/agents/a/state \
+             --bind /work/.awf/runs/r1/agents/a/home /work/.awf/runs/r1/agents/a/home \
+             --chdir /work/sub -- \
+             /opt/awf/bin/awf sandbox-bridge --socket /work/.awf/runs/r1/agents/a/net.sock --proxy-port 3128 \
+             --forward 127.0.0.1:8080 -- claude -p hi",
+        );
+        assert_eq!(got.argv, want);
+        let proxy = "http://127.0.0.1:3128";
+        assert_eq!(
+            got.env,
+            pairs(&[
+                ("HTTP_PROXY", proxy),
+                ("HOME", "/work/.awf/runs/r1/agents/a/home"),
+                ("HTTPS_PROXY", proxy),
+                ("https_proxy", proxy),
+                ("http_proxy", proxy),
+            ]),
+            "the bridge's proxy replaces any the operator let in"
+        );
+    }
+
+    #[test]
     fn no_value_of_a_variable_is_on_the_command_line() {
         let mut seat = seat();
         seat.env.push(("OPENAI_API_KEY".into(), "sk-test-0123456789".into()));
         seat.env.push(("TZ".into(), "Europe/Paris now".into()));
         let vars = [("AWF_SCHEMA".to_string(), "{\"a\": 1}".to_string())];
-        let got = wrap(Path::new("/b"), &Policy::default(), &seat, &vars, &[]);
+        let got = wrap(Path::new("/b"), &Policy::default(), &seat, None, &vars, &[]);
         for (name, value) in &got.env {
             assert!(
                 !got.argv.iter().any(|w| w.contains(value.as_str()) && name != "HOME"),
@@ -237,7 +298,7 @@ mod tests {
     fn the_turn_variables_replace_any_of_the_same_name() {
         let mut seat = seat();
         seat.env = vec![("AWF_OP".into(), "forged".into()), ("HOME".into(), "/root".into())];
-        let got = wrap(Path::new("/b"), &Policy::default(), &seat, &vars(), &[]);
+        let got = wrap(Path::new("/b"), &Policy::default(), &seat, None, &vars(), &[]);
         assert_eq!(
             got.env,
             pairs(&[

@@ -6,6 +6,7 @@
 //! refused, never run without it.
 
 pub mod bwrap;
+pub mod net;
 pub mod policy;
 pub mod provider;
 pub mod seat;
@@ -37,6 +38,9 @@ pub enum Scope {
     Config,
     /// `sandbox: #{ ... }` in the agent spec; named `inline:<key>` in the records.
     Inline,
+    /// `sandbox: handle` from `ctx.sandboxes.open(#{ name, ... })`: one workspace (the run's
+    /// working folder) shared by the agents seated in it, each with its own home.
+    Workflow,
 }
 
 /// The sandbox chosen for an agent, before it is seated.
@@ -58,13 +62,19 @@ pub struct Sandbox {
     pub bwrap: PathBuf,
     pub policy: Policy,
     pub seat: Seat,
+    /// A listed network (`"model"` or `["host:port", ...]`), resolved: what awf's proxy lets
+    /// through, and its socket.
+    pub net: Option<net::Net>,
 }
+
+/// The name of a listed network's proxy socket, beside the agent's control socket.
+pub const NET_SOCKET: &str = "net.sock";
 
 impl Sandbox {
     /// What runs `program` in this sandbox with the turn's variables `vars`: bwrap's argv, and
     /// the only environment to start it with (values never go on the command line).
     pub fn wrap(&self, program: &[String], vars: &[(String, String)]) -> bwrap::Wrapped {
-        bwrap::wrap(&self.bwrap, &self.policy, &self.seat, vars, program)
+        bwrap::wrap(&self.bwrap, &self.policy, &self.seat, self.net.as_ref(), vars, program)
     }
 
     /// The same sandbox for an agent forked from this one, whose control folder (socket, launcher,
@@ -72,6 +82,7 @@ impl Sandbox {
     pub fn reseat(&self, control: &std::path::Path, socket: &std::path::Path) -> Result<Sandbox, String> {
         let seat =
             self.seat.moved(control, socket).map_err(|why| format!("sandbox `{}` cannot be made: {why}", self.name))?;
-        Ok(Sandbox { seat, ..self.clone() })
+        let net = self.net.as_ref().map(|n| net::Net { socket: socket.with_file_name(NET_SOCKET), ..n.clone() });
+        Ok(Sandbox { seat, net, ..self.clone() })
     }
 }

@@ -14,14 +14,66 @@ pub enum Provider {
 }
 
 /// What the agent's network namespace is.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub enum Network {
     /// A network namespace of its own with only loopback: nothing outside is reachable.
     #[default]
     None,
     /// The host's network, as awf itself sees it.
     Host,
+    /// `"model"`: only the agent's own model server (its runtime's `base_url`, or its harness's
+    /// API host), through awf's proxy.
+    Model,
+    /// `["host:port", ...]`: a namespace of its own, and awf's proxy letting through only these.
+    List(Vec<String>),
+}
+
+impl Network {
+    /// Whether the sandbox reaches out through awf's proxy (`"model"` or a list).
+    pub fn is_listed(&self) -> bool {
+        matches!(self, Network::Model | Network::List(_))
+    }
+}
+
+impl Serialize for Network {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Network::None => s.serialize_str("none"),
+            Network::Host => s.serialize_str("host"),
+            Network::Model => s.serialize_str("model"),
+            Network::List(l) => l.serialize(s),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Network {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Network, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Network;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("\"none\", \"host\", \"model\" or a list of \"host:port\"")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Network, E> {
+                match v {
+                    "none" => Ok(Network::None),
+                    "host" => Ok(Network::Host),
+                    "model" => Ok(Network::Model),
+                    other => Err(E::custom(format!(
+                        "unknown network `{other}`: expected \"none\", \"host\", \"model\" or a list of \"host:port\""
+                    ))),
+                }
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Network, A::Error> {
+                let mut out = Vec::new();
+                while let Some(entry) = seq.next_element::<String>()? {
+                    out.push(entry);
+                }
+                Ok(Network::List(out))
+            }
+        }
+        d.deserialize_any(V)
+    }
 }
 
 /// One sandbox policy. Every field has a default, so `#{}` (or an empty table) is the strictest one:
@@ -69,6 +121,11 @@ impl Policy {
             }
             if p.components().all(|c| matches!(c, Component::RootDir | Component::CurDir)) && p.has_root() {
                 return Err("`writable` names `/`: the root stays read-only; name the folders to write instead".into());
+            }
+        }
+        if let Network::List(entries) = &self.network {
+            for e in entries {
+                super::net::Target::parse(e)?;
             }
         }
         if self.read_only.iter().any(|p| p.as_os_str().is_empty()) {
@@ -125,8 +182,17 @@ impl Policy {
         if self.provider != floor.provider {
             return Err("it names another provider".into());
         }
-        if self.network == Network::Host && floor.network == Network::None {
-            return Err("it asks for network = \"host\", the floor has none".into());
+        match (&self.network, &floor.network) {
+            (Network::None, _) | (_, Network::Host) | (Network::Model, Network::Model) => {}
+            (Network::List(mine), Network::List(floor)) => {
+                if let Some(e) = mine.iter().find(|e| !floor.contains(e)) {
+                    return Err(format!("it lists {e} in `network`, the floor does not"));
+                }
+            }
+            (Network::Host, _) => return Err("it asks for network = \"host\", the floor does not allow it".into()),
+            (mine, _) => {
+                return Err(format!("it asks for network = {}, the floor does not allow it", json_of(mine)));
+            }
         }
         for w in &self.writable {
             if !floor.writable.iter().any(|f| w.starts_with(f)) {
@@ -149,6 +215,10 @@ impl Policy {
         }
         Ok(())
     }
+}
+
+fn json_of(n: &Network) -> String {
+    serde_json::to_string(n).unwrap_or_default()
 }
 
 /// Removes `.` and resolves `..` lexically, so that paths compare as the sandbox will mount them.
@@ -221,6 +291,36 @@ mod tests {
         assert!(e.contains("lan"), "{e}");
         let e = Policy::from_json(&json!({ "provider": "firejail" })).expect_err("bad provider");
         assert!(e.contains("firejail") && e.contains("bwrap"), "{e}");
+    }
+
+    #[test]
+    fn a_listed_network_parses_from_toml_and_json_and_each_entry_is_checked() {
+        let toml: Policy = toml::from_str("network = [\"api.anthropic.com:443\", \"127.0.0.1:8080\"]\n").expect("toml");
+        let list = Network::List(vec!["api.anthropic.com:443".into(), "127.0.0.1:8080".into()]);
+        assert_eq!(toml.network, list);
+        assert_eq!(
+            Policy::from_json(&json!({ "network": ["api.anthropic.com:443", "127.0.0.1:8080"] })),
+            Ok(toml.clone())
+        );
+        assert_eq!(Policy::from_json(&json!({ "network": "model" })).map(|p| p.network), Ok(Network::Model));
+        assert_eq!(
+            serde_json::to_value(&toml).expect("json")["network"],
+            json!(["api.anthropic.com:443", "127.0.0.1:8080"])
+        );
+        assert_eq!(serde_json::to_value(Policy::default()).expect("json")["network"], json!("none"));
+        toml.check().expect("a good list");
+        let e = Policy { network: Network::List(vec!["api.anthropic.com".into()]), ..Default::default() }
+            .check()
+            .expect_err("no port");
+        assert!(e.contains("`api.anthropic.com` is not host:port"), "{e}");
+        let e = Policy::from_json(&json!({ "network": 443 })).expect_err("a number");
+        assert!(e.contains("a list of \"host:port\""), "{e}");
+        let floor = Policy { network: Network::List(vec!["a:1".into()]), ..Default::default() };
+        let mine = |n: Network| Policy { network: n, ..Default::default() }.within(&floor);
+        assert_eq!(mine(Network::List(vec!["a:1".into()])), Ok(()));
+        assert!(mine(Network::List(vec!["b:1".into()])).expect_err("b").contains("b:1"));
+        assert!(mine(Network::Model).expect_err("model").contains("\"model\""));
+        assert!(mine(Network::Host).expect_err("host").contains("host"));
     }
 
     #[test]

@@ -25,6 +25,8 @@ const SECTIONS: &[(&str, &str, &str)] = &[
     ("messages", "ctx.messages", "`ctx.messages`"),
     ("agent", "a", "`Agent`: a handle `ctx.agents.open` returns"),
     ("caller", "c", "`Caller`: the run's calling session, as `ctx.agents.caller()` returns it"),
+    ("sandboxes", "ctx.sandboxes", "`ctx.sandboxes`"),
+    ("sandbox", "sb", "`Sandbox`: a handle `ctx.sandboxes.open` returns"),
 ];
 
 /// An engine holding only the host API (no standard library), for documentation.

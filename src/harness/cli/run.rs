@@ -91,6 +91,8 @@ impl CliSession {
         };
         let final_grace = if keep_open { Duration::ZERO } else { DONE_GRACE };
         let stdout = process::Stdout::Lines { handler: &mut handler, final_grace };
+        // A listed network's proxy serves this run of the CLI, and stops with it.
+        let _proxy = crate::harness::net::for_turn(self.sandbox.as_ref(), &self.endpoint, &self.info.key, capture)?;
         let exit = process::run(cmd, spec, log, stdout).await?;
         turn.lines = exit.lines;
         Ok(Ran { turn, status: exit.status, stalled: exit.stalled, stderr_tail: exit.stderr_tail, last_line })
@@ -103,6 +105,11 @@ impl CliSession {
             Some(s) if s.policy.network == crate::sandbox::Network::None && !ran.stalled => Some(format!(
                 "{why} (sandbox `{}` has network = \"none\", where not even 127.0.0.1 is the host's: a CLI reaches its model server only with network = \"host\")",
                 s.name
+            )),
+            Some(s) if s.net.is_some() && !ran.stalled => Some(format!(
+                "{why} (sandbox `{}` reaches only {}: a request elsewhere is refused, each a `sandbox-net-denied` event)",
+                s.name,
+                s.net.as_ref().map(|n| n.allow.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(", ")).unwrap_or_default()
             )),
             _ => Some(why),
         }

@@ -98,9 +98,9 @@ const OPEN: &str = "Opens an agent (or returns the one open under this key with 
 `spec`: `key` (required, unique in the run); `runtime`: an alias from `awf.toml` (`\"claude\"`),
 `#{ alias, effort }`, or an inline runtime `#{ harness, model, effort, ... }` (a program:
 `#{ harness: \"command\", command: [\"python3\", \"agent.py\"] }`), default: the configured default
-runtime; `instructions` (its system prompt); `cwd`; `sandbox` (a name from `[sandboxes]` or an inline
-policy); `labels` (a map shown in records); `timeout_ms` or `deadline` (Unix ms) for each of its
-operations; `councils` (`true`, or a list of strategy names: the councils it may convene from its
+runtime; `instructions` (its system prompt); `cwd`; `sandbox` (a name from `[sandboxes]`, an inline
+policy, or a handle from `ctx.sandboxes.open`); `labels` (a map shown in records); `timeout_ms` or
+`deadline` (Unix ms) for each of its operations; `councils` (`true`, or a list of strategy names: the councils it may convene from its
 turns, none by default); `skills` (a list of skill folders, each holding `SKILL.md`, relative to
 the script's folder: copied into a `claude` or `pi` agent's home, where its CLI loads them and no
 others; other harnesses refuse them); `operator` (`true`: it may ask the operator from its turns,
@@ -163,7 +163,7 @@ pub(super) fn parse_spec(spec: &Map) -> Result<OpenRequest, String> {
         None => serde_json::Value::Null,
         Some(v) => to_json(v).map_err(|e| format!("`labels`: {e}"))?,
     };
-    let sandbox = f.get("sandbox").map(to_json).transpose().map_err(|e| format!("`sandbox`: {e}"))?;
+    let sandbox = f.get("sandbox").map(super::sandboxes::asked).transpose()?;
     let (timeout_ms, deadline_ms) = f.timeout()?;
     Ok(OpenRequest {
         key,

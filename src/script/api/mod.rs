@@ -7,6 +7,7 @@ mod checkpoint;
 mod ctx;
 pub mod doc;
 mod parallel;
+mod sandboxes;
 
 pub use parallel::WORKER_STACK;
 mod stage;
@@ -77,6 +78,7 @@ pub fn register(engine: &mut Engine) {
     agents::register(engine);
     caller::register(engine);
     parallel::register(engine);
+    sandboxes::register(engine);
     stage::register(engine);
 }
 

@@ -1,0 +1,174 @@
+//! The sandboxes a workflow opens (`ctx.sandboxes.open`): what an agent spec's `sandbox` asks for
+//! (`Asked`), the handle a script holds, and the run's list of them, each open until `close`.
+//! A handle is good only in the run that opened it and only while its sandbox is open.
+
+use super::seating::SandboxBook;
+use crate::run::Run;
+use crate::sandbox::{Chosen, Policy, Scope};
+use serde_json::Value;
+use std::sync::Mutex;
+
+/// What an agent spec's `sandbox` asked for.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Asked {
+    /// A name from `[sandboxes]` in awf.toml.
+    Named(String),
+    /// An inline policy map (JSON), checked when the agent opens.
+    Inline(Value),
+    /// A sandbox the workflow opened.
+    Opened(Handle),
+}
+
+impl Asked {
+    /// From the JSON an agent spec travels in (a cluster message): a name or an inline policy.
+    pub fn from_json(v: Value) -> Asked {
+        match v {
+            Value::String(name) => Asked::Named(name),
+            other => Asked::Inline(other),
+        }
+    }
+
+    /// As JSON for another machine: a handle is this machine's, so it is refused.
+    pub fn to_json(&self) -> Result<Value, String> {
+        match self {
+            Asked::Named(name) => Ok(Value::String(name.clone())),
+            Asked::Inline(v) => Ok(v.clone()),
+            Asked::Opened(h) => Err(format!(
+                "sandbox `{}` was opened by this run's workflow on this machine; an agent on a cluster worker takes a sandbox name or an inline policy",
+                h.name
+            )),
+        }
+    }
+}
+
+/// A sandbox the workflow opened, as its script holds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Handle {
+    /// The run that opened it.
+    pub run: String,
+    pub name: String,
+}
+
+struct Entry {
+    name: String,
+    /// Resolved and checked.
+    policy: Policy,
+    /// Why it is closed, once it is.
+    closed: Option<String>,
+}
+
+/// The run's workflow sandboxes, in the order they were opened.
+#[derive(Default)]
+pub struct Workflow {
+    list: Mutex<Vec<Entry>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // Entries are only added or marked closed; a poisoned lock still holds a valid list.
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Workflow {
+    /// The policy of the sandbox `h` names, or why it cannot seat an agent of run `run`.
+    pub fn policy(&self, run: &str, h: &Handle) -> Result<Policy, String> {
+        if h.run != run {
+            return Err(format!(
+                "the sandbox handle `{}` belongs to run {}, not this one ({run}); open the sandbox in this run with ctx.sandboxes.open",
+                h.name, h.run
+            ));
+        }
+        let list = lock(&self.list);
+        let e = list
+            .iter()
+            .find(|e| e.name == h.name)
+            .ok_or_else(|| format!("no sandbox `{}` was opened in this run", h.name))?;
+        match &e.closed {
+            Some(why) => Err(format!("sandbox `{}` is closed ({why}); open another with ctx.sandboxes.open", h.name)),
+            None => Ok(e.policy.clone()),
+        }
+    }
+
+    fn add(&self, run: &str, name: &str, policy: Policy) -> Result<Handle, String> {
+        let mut list = lock(&self.list);
+        if list.iter().any(|e| e.name == name) {
+            return Err(format!("a sandbox named `{name}` was already opened in this run; give each its own name"));
+        }
+        list.push(Entry { name: name.into(), policy, closed: None });
+        Ok(Handle { run: run.into(), name: name.into() })
+    }
+
+    fn close(&self, run: &str, h: &Handle, why: &str) -> Result<(), String> {
+        self.policy(run, h)?;
+        let mut list = lock(&self.list);
+        if let Some(e) = list.iter_mut().find(|e| e.name == h.name) {
+            e.closed = Some(why.into());
+        }
+        Ok(())
+    }
+}
+
+impl SandboxBook {
+    /// Opens a workflow sandbox `name` with `policy` (checked now, before any agent sits in it) and
+    /// records it (`sandbox-opened`, scope `workflow`).
+    pub fn open_workflow(&self, run: &Run, name: &str, policy: &Policy) -> Result<Handle, String> {
+        if name.trim().is_empty() {
+            return Err("`name` must not be empty".into());
+        }
+        let fail = |why: String| format!("sandbox `{name}` cannot be made: {why}");
+        let home = std::env::var_os("HOME").filter(|h| !h.is_empty()).map(std::path::PathBuf::from);
+        let policy = policy.resolve(&run.cwd, home.as_deref()).map_err(fail)?;
+        policy.check().map_err(fail)?;
+        if let Some(r) = &self.run_level() {
+            return Err(format!(
+                "this run seats every agent in sandbox `{}` (--sandbox {}), so a workflow cannot open sandbox `{name}`",
+                r.name, r.name
+            ));
+        }
+        let handle = self.workflow.add(&run.id, name, policy.clone())?;
+        let chosen = Chosen { name: name.into(), scope: Scope::Workflow, policy, bwrap: None };
+        self.record_opened(run, &chosen);
+        Ok(handle)
+    }
+
+    /// Closes the sandbox `h` names: no agent is seated in it from now on. Returns the agents
+    /// seated in it (the caller stops them).
+    pub fn close_workflow(&self, run: &Run, h: &Handle) -> Result<Vec<String>, String> {
+        self.workflow.close(&run.id, h, "closed by the workflow")?;
+        let agents = self.seated_in(&h.name, Scope::Workflow);
+        run.records.event(&crate::run::Event::SandboxClosed { sandbox: &h.name, agents: &agents });
+        Ok(agents)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_handle_does_not_travel_to_another_machine() {
+        let named = Asked::from_json(Value::String("locked".into()));
+        assert_eq!(named, Asked::Named("locked".into()));
+        assert_eq!(named.to_json(), Ok(Value::String("locked".into())));
+        let inline = Asked::from_json(serde_json::json!({ "network": "host" }));
+        assert_eq!(inline.to_json(), Ok(serde_json::json!({ "network": "host" })));
+        let e = Asked::Opened(Handle { run: "r".into(), name: "team".into() }).to_json().expect_err("a handle");
+        assert!(e.contains("sandbox `team` was opened by this run's workflow on this machine"), "{e}");
+    }
+
+    #[test]
+    fn a_handle_seats_agents_only_in_its_own_run_and_only_while_open() {
+        let w = Workflow::default();
+        let h = w.add("run-1", "team", Policy::default()).expect("opened");
+        assert_eq!(w.policy("run-1", &h), Ok(Policy::default()));
+        let e = w.policy("run-2", &h).expect_err("another run's");
+        assert!(e.contains("belongs to run run-1, not this one (run-2)"), "{e}");
+        let e = w.add("run-1", "team", Policy::default()).expect_err("twice");
+        assert!(e.contains("already opened"), "{e}");
+        w.close("run-1", &h, "closed by the workflow").expect("closed");
+        let e = w.policy("run-1", &h).expect_err("closed");
+        assert!(e.contains("sandbox `team` is closed (closed by the workflow)"), "{e}");
+        assert!(w.close("run-1", &h, "again").expect_err("closed twice").contains("is closed"));
+        let ghost = Handle { run: "run-1".into(), name: "ghost".into() };
+        assert!(w.policy("run-1", &ghost).expect_err("never opened").contains("no sandbox `ghost`"));
+    }
+}
