@@ -71,7 +71,7 @@ impl Control {
         if path.as_os_str().len() > MAX_SOCKET_PATH {
             let short = std::env::temp_dir().join(format!("awf-{}", &uuid::Uuid::new_v4().simple().to_string()[..10]));
             let made = crate::record::private::ensure_dir(&short).and_then(|_| {
-                crate::record::private::write(&dir.join(TARGET), short.join(SOCKET).display().to_string())
+                crate::record::private::write_whole(&dir.join(TARGET), short.join(SOCKET).display().to_string())
             });
             if let Err(e) = made {
                 tracing::warn!("cannot open the run's control socket in {}: {e}", short.display());

@@ -33,6 +33,16 @@ pub fn write(path: &Path, bytes: impl AsRef<[u8]>) -> io::Result<()> {
     f.write_all(bytes.as_ref())
 }
 
+/// Writes `bytes` to `path` (0600) whole or not at all: through a temporary file beside it and a
+/// rename, so that a reader never sees it empty or half written.
+pub fn write_whole(path: &Path, bytes: impl AsRef<[u8]>) -> io::Result<()> {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let tmp = std::path::PathBuf::from(tmp);
+    write(&tmp, bytes)?;
+    std::fs::rename(&tmp, path)
+}
+
 /// Copies the contents of `from` to `to` (created 0600, whatever `from`'s mode).
 pub fn copy(from: &Path, to: &Path) -> io::Result<u64> {
     let mut source = File::open(from)?;
@@ -61,7 +71,11 @@ mod tests {
         std::fs::write(&open, "z").expect("write");
         std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o644)).expect("chmod");
         copy(&open, &dir.join("c")).expect("copy");
-        for f in ["w", "l", "c"] {
+        write_whole(&dir.join("t"), "old").expect("write");
+        write_whole(&dir.join("t"), "new").expect("rewrite");
+        assert_eq!(std::fs::read_to_string(dir.join("t")).expect("read"), "new");
+        assert!(!dir.join("t.tmp").exists(), "no temporary file is left");
+        for f in ["w", "l", "c", "t"] {
             assert_eq!(mode(&dir.join(f)), 0o600, "{f}");
         }
     }
