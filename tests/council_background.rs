@@ -210,6 +210,58 @@ fn wait_on_an_id_that_is_not_the_agents_is_refused_naming_it() {
 }
 
 #[test]
+fn an_agent_lists_its_councils_is_told_they_still_run_and_cancels_one_billed_what_it_spent() {
+    let env = setup(
+        "",
+        &[(
+            "boss",
+            json!({
+                "boss#1": [["council_bg", "gated", { "task": "Long?", "gate": "@DIR/never" }], ["answer_last"]],
+                "boss#2": [["council_list"], ["council_cancel_id", "no-such-run"], ["council_cancel_last"], ["answer_last"]],
+            }),
+        )],
+        "boss.ask(\"Start it.\");\nboss.ask(\"Check on it.\")",
+    );
+    let out = env.awf(&["script", "run", "wf.rhai"]);
+    out.expect_code(0);
+    let (parent, children) = parent_and_children(&env);
+    let id = children[0].file_name().and_then(|n| n.to_str()).expect("id").to_string();
+    let tried = steps(&parent, "boss");
+    let step = |name: &str| tried.iter().find(|s| s["step"][0] == name).cloned().unwrap_or_else(|| panic!("no {name}"));
+    let list = step("council_list");
+    assert_eq!(list["code"], 0, "{list}");
+    let listed: Value = serde_json::from_str(list["out"].as_str().expect("out")).expect("a JSON list");
+    assert_eq!(listed[0]["run_id"], id.as_str(), "{listed}");
+    assert_eq!(
+        (listed[0]["strategy"].as_str(), listed[0]["status"].as_str()),
+        (Some("gated"), Some("running")),
+        "{listed}"
+    );
+    assert!(listed[0]["spent"]["tokens"].is_u64(), "{listed}");
+    let prompt = std::fs::read_to_string(parent.join("agents/boss/state/boss#2.stdin")).expect("the second prompt");
+    assert!(prompt.contains(&format!("Still active: the background councils you started: gated ({id})")), "{prompt}");
+    assert!(prompt.contains("do not report them complete"), "{prompt}");
+    let foreign = step("council_cancel_id");
+    assert_eq!(foreign["code"], 2, "{foreign}");
+    assert!(foreign["out"].as_str().expect("out").contains("no-such-run is not a background council started by boss"));
+    let cancel = step("council_cancel_last");
+    assert_eq!(cancel["code"], 0, "{cancel}");
+    assert_eq!(
+        serde_json::from_str::<Value>(cancel["out"].as_str().expect("out")).expect("JSON")["status"],
+        "cancelling"
+    );
+    // It settled cancelled, woke the agent saying so, and was billed once.
+    let settled = events(&parent, "council-settled");
+    assert_eq!(settled.len(), 1, "{settled:?}");
+    assert_eq!(settled[0]["data"]["status"], "cancelled", "{settled:?}");
+    assert_eq!(settled[0]["data"]["delivery"], "message");
+    assert_eq!(read_json(&children[0].join("result.json"))["status"], "cancelled");
+    let billed: Vec<Value> =
+        read_jsonl(&parent.join("turns.jsonl")).into_iter().filter(|t| t["kind"] == "council").collect();
+    assert_eq!(billed.len(), 1, "{billed:?}");
+}
+
+#[test]
 fn a_stopped_run_stops_its_background_council() {
     let env = setup(
         "",
@@ -352,6 +404,7 @@ fn an_http_agent_starts_one_with_the_tools_background_flag_and_is_woken_with_its
             "wf_council",
             json!({ "name": "gated", "params": { "task": "Ship?", "gate": dir.path().display().to_string() }, "background": true }),
         ),
+        Reply::tool("wf_councils", json!({})),
         Reply::result(json!({ "verdict": "started" })),
         Reply::text("Noted."),
     ]);
@@ -368,9 +421,11 @@ boss.turn(#{ prompt: "Decide.", schema: #{ type: "object", properties: #{ verdic
     assert_eq!(out.json()["value"]["verdict"], "started");
     let bodies = server.bodies();
     assert!(bodies[0]["tools"].to_string().contains("background"), "the tool offers the flag: {}", bodies[0]);
+    assert!(bodies[0]["tools"].to_string().contains("wf_council_cancel"), "cancel is offered: {}", bodies[0]);
     assert!(bodies[1].to_string().contains("you will be woken once with its output"), "the receipt: {}", bodies[1]);
-    assert_eq!(bodies.len(), 3, "one message operation: {bodies:?}");
-    assert!(bodies[2].to_string().contains("ruled: yes"), "woken with the output: {}", bodies[2]);
+    assert!(bodies[2].to_string().contains(r#"\"strategy\": \"gated\""#), "the list: {}", bodies[2]);
+    assert_eq!(bodies.len(), 4, "one message operation: {bodies:?}");
+    assert!(bodies[3].to_string().contains("ruled: yes"), "woken with the output: {}", bodies[3]);
 }
 
 #[test]

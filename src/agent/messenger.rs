@@ -162,6 +162,14 @@ impl Messenger for AgentMessenger {
         }
     }
 
+    fn list_councils(&self) -> Vec<serde_json::Value> {
+        self.book().ok().and_then(|b| b.convener()).map(|c| c.list(&self.key)).unwrap_or_default()
+    }
+
+    fn cancel_council(&self, id: &str) -> Result<serde_json::Value, MessageError> {
+        self.book().and_then(|b| b.convener().ok_or_else(cannot))?.cancel(&self.key, id)
+    }
+
     fn inbox(&self, all: bool) -> Vec<Held> {
         match self.book.upgrade() {
             Some(book) => book.router.inbox(&book.run, &self.key, all),

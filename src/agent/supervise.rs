@@ -75,7 +75,7 @@ pub async fn supervise(session: &mut dyn Session, plan: OpPlan<'_>, book: &Agent
             say_routes_unusable(run, &book.router, key, &routes);
         }
         let mut context = crate::messaging::context_text(mode, plan.launcher, &routes, key, &held);
-        context.push_str(&councils_text(book, &plan.agent.request.councils, mode, plan.launcher));
+        context.push_str(&councils_text(book, &plan.agent.key, &plan.agent.request.councils, mode, plan.launcher));
         if plan.agent.request.operator {
             context.push_str(&crate::control::operator::operator_text(mode, plan.launcher));
         }
@@ -139,6 +139,7 @@ pub async fn supervise(session: &mut dyn Session, plan: OpPlan<'_>, book: &Agent
 /// What an agent granted councils is told about convening them; empty without a grant.
 fn councils_text(
     book: &super::AgentBook,
+    key: &str,
     grant: &crate::control::convene::Grant,
     mode: crate::control::prompt::AnswerMode,
     launcher: &str,
@@ -146,8 +147,11 @@ fn councils_text(
     if *grant == crate::control::convene::Grant::None {
         return String::new();
     }
-    let catalog = book.convener().map(|c| c.catalog(grant)).unwrap_or_default();
-    crate::control::convene::council_text(mode, launcher, &catalog)
+    let Some(convener) = book.convener() else { return String::new() };
+    let catalog = convener.catalog(grant);
+    let mut text = crate::control::convene::council_text(mode, launcher, &catalog);
+    text.push_str(&crate::control::convene::active_text(&convener.active(key)));
+    text
 }
 
 /// Logs, once per route, that agent `key` answers in structured mode and so cannot send on the

@@ -63,10 +63,11 @@ enum WfCommand {
     /// `roster`, and the strategy's params); prints its output
     ///
     /// With --background it prints a receipt at once ({run_id, status, note}) and the agent is
-    /// woken once with the council's output; --wait ID... waits for such councils instead.
+    /// woken once with the council's output; --wait ID... waits for such councils instead;
+    /// --list shows them (status, spend so far); --cancel ID stops one.
     Council {
         /// The strategy to convene (one the workflow granted this agent)
-        #[arg(required_unless_present = "wait")]
+        #[arg(required_unless_present_any = ["wait", "list", "cancel"])]
         name: Option<String>,
         /// Print the council's result.json instead of its output
         #[arg(long, conflicts_with_all = ["wait", "background"])]
@@ -77,6 +78,12 @@ enum WfCommand {
         /// Wait for background councils this agent started (their run ids); print their outputs
         #[arg(long, num_args = 1.., value_name = "ID", conflicts_with = "name")]
         wait: Vec<String>,
+        /// List the background councils this agent started: run_id, strategy, status, spent
+        #[arg(long, conflicts_with_all = ["name", "wait", "cancel"])]
+        list: bool,
+        /// Stop a background council this agent started; it wakes you with what it had
+        #[arg(long, value_name = "ID", conflicts_with_all = ["name", "wait"])]
+        cancel: Option<String>,
     },
     /// Ask the run's operator QUESTION and wait for the answer (printed as JSON); the run shows
     /// `waiting` until `awf runs answer` gives it
@@ -120,6 +127,8 @@ fn command(cmd: WfCommand) -> Result<Command, String> {
         WfCommand::Reply { n } => Command::Reply { n, text: stdin_text()? },
         WfCommand::Inbox { json, all } => Command::Inbox { json, all },
         WfCommand::AskOperator { question, schema } => Command::AskOperator { question, schema },
+        WfCommand::Council { list: true, .. } => Command::CouncilList,
+        WfCommand::Council { cancel: Some(id), .. } => Command::CouncilCancel { id },
         WfCommand::Council { name: None, wait, .. } => Command::CouncilWait { ids: wait },
         WfCommand::Council { name: Some(name), json, background, .. } => {
             Command::Council { name, params: stdin_text()?, json, background }

@@ -88,6 +88,12 @@ pub trait Convener: Send + Sync {
         ids: Vec<String>,
         deadline: Option<Deadline>,
     ) -> BoxFuture<'static, Result<Vec<Value>, MessageError>>;
+    /// The background councils `agent` started: `run_id`, `strategy`, `status`, `spent`.
+    fn list(&self, agent: &str) -> Vec<Value>;
+    /// Those still running, as (run id, strategy): each turn of the agent's says so.
+    fn active(&self, agent: &str) -> Vec<(String, String)>;
+    /// Stops a background council `agent` started; refused for any other id, or a settled one.
+    fn cancel(&self, agent: &str, id: &str) -> Result<Value, MessageError>;
 }
 
 /// What an agent with a grant is told about convening, as prompt text; empty without one.
@@ -114,6 +120,41 @@ pub fn council_text(mode: AnswerMode, launcher: &str, catalog: &[String]) -> Str
         ));
     }
     out
+}
+
+/// What a turn is told of the background councils its agent started that still run; empty when none.
+pub fn active_text(active: &[(String, String)]) -> String {
+    if active.is_empty() {
+        return String::new();
+    }
+    let list: Vec<String> = active.iter().map(|(id, name)| format!("{name} ({id})")).collect();
+    format!(
+        "Still active: the background councils you started: {}. They have not finished: do not report them complete; you will be woken with each one's output.\n\n",
+        list.join(", ")
+    )
+}
+
+/// `wf council --list`: the agent's background councils as a JSON list.
+pub(super) fn list(control: &Control) -> Response {
+    match control.messenger("council") {
+        Ok(m) => Response::new(exit::OK, serde_json::to_string_pretty(&m.list_councils()).unwrap_or_default()),
+        Err(r) => r,
+    }
+}
+
+/// `wf council --cancel ID`: stops one of the agent's background councils; another id is
+/// refused (exit `REJECTED`).
+pub(super) fn cancel(control: &Control, id: String) -> Response {
+    let frame = json!({ "cmd": "council-cancel", "id": id });
+    let m = match control.messenger("council") {
+        Ok(m) => m,
+        Err(r) => return r,
+    };
+    match m.cancel_council(&id) {
+        Ok(receipt) => Response::new(exit::OK, serde_json::to_string_pretty(&receipt).unwrap_or_default()),
+        Err(e @ MessageError::Refused(_)) => Response { exit: exit::REJECTED, ..control.refuse(e.to_string(), frame) },
+        Err(MessageError::Failed(why)) => Response::new(exit::REFUSED, why),
+    }
 }
 
 /// Convenes a council for the agent's running operation; its spend is billed (by the convener) on

@@ -267,6 +267,8 @@ pub async fn dispatch(control: &Control, cmd: Command) -> Response {
             super::convene::dispatch(control, name, &params, json, background).await
         }
         Command::CouncilWait { ids } => super::convene::wait(control, ids).await,
+        Command::CouncilList => super::convene::list(control),
+        Command::CouncilCancel { id } => super::convene::cancel(control, id),
         Command::Inbox { json, all } => match control.messenger("inbox") {
             Err(r) => r,
             Ok(m) => Response::new(exit::OK, inbox_text(&m.inbox(all), json)),

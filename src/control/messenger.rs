@@ -97,4 +97,12 @@ pub trait Messenger: Send + Sync {
         let _ = (ids, deadline);
         Box::pin(async move { Err(MessageError::Refused("this agent started no background councils".into())) })
     }
+    /// The background councils this agent started (`wf council --list`).
+    fn list_councils(&self) -> Vec<serde_json::Value> {
+        Vec::new()
+    }
+    /// Stops one of them (`wf council --cancel`).
+    fn cancel_council(&self, id: &str) -> Result<serde_json::Value, MessageError> {
+        Err(MessageError::Refused(format!("{id} is not a background council started by this agent")))
+    }
 }

@@ -53,6 +53,12 @@ pub enum Command {
     CouncilWait {
         ids: Vec<String>,
     },
+    /// Lists the background councils the agent started, with status and spend so far.
+    CouncilList,
+    /// Stops one of the background councils the agent started.
+    CouncilCancel {
+        id: String,
+    },
     /// Asks the run's operator and waits for the answer; `schema` is JSON Schema text (a string
     /// answer when none is given).
     AskOperator {

@@ -34,6 +34,10 @@ pub struct Councils {
 struct Entry {
     agent: String,
     strategy: String,
+    /// The child run, while it runs: its spend so far, and its stop.
+    child: Weak<Host>,
+    /// What it spent, once settled (tokens, USD).
+    spent: (u64, f64),
     /// Once settled: `run_id`, `strategy`, `status`, `ok`, `output`; and its status.
     output: Option<Value>,
     status: RunStatus,
@@ -80,8 +84,10 @@ pub(super) fn launch(
     let entry = Entry {
         agent: call.agent.clone(),
         strategy: call.name.clone(),
+        child: Arc::downgrade(&child),
+        spent: (0, 0.0),
         output: None,
-        status: RunStatus::Running,
+        status: RunStatus::Queued,
         joined: false,
         message: None,
         unrecorded: false,
@@ -94,7 +100,7 @@ pub(super) fn launch(
     let run_id = id.clone();
     run.rt.clone().spawn(async move {
         let child_run = child.run.clone();
-        let end = run_child(&parent, child, program, input, admitted).await;
+        let end = run_child(&parent, child, program, input, (admitted, &councils)).await;
         run.scheduler.release_reserved(reserved.0, reserved.1);
         let (convened, status) = match end {
             Ok(end) => {
@@ -121,7 +127,7 @@ async fn run_child(
     child: Arc<Host>,
     program: Arc<crate::script::Program>,
     input: Value,
-    admitted: tokio::sync::oneshot::Sender<&'static str>,
+    (admitted, councils): (tokio::sync::oneshot::Sender<&'static str>, &Councils),
 ) -> Result<crate::host::RunEnd, String> {
     let prun = &parent.run;
     let admission = match parent.caps.councils {
@@ -140,11 +146,16 @@ async fn run_child(
                     child.run.stop_with(StopCause::Cancelled(prun.stop_reason()));
                     Admission::AtOnce
                 }
+                // Cancelled while queued (`wf council --cancel`): it starts only to end at once.
+                _ = child.run.root.cancelled() => Admission::AtOnce,
             }
         }
         CouncilPool::AtOnce => Admission::AtOnce,
     };
     let _ = admitted.send("running");
+    if let Some(e) = lock(&councils.inner).get_mut(&child.run.id) {
+        e.status = RunStatus::Running;
+    }
     if let Err(e) = child.run.mark_attempt(RunStatus::Running) {
         tracing::warn!("cannot mark child run {} running: {e}", child.run.id);
     }
@@ -207,6 +218,7 @@ impl Councils {
         let Some(e) = inner.get_mut(&c.run_id) else { return };
         e.output = Some(output);
         e.status = status;
+        e.spent = (c.usage.tokens(), c.usage.cost_usd);
         if e.joined {
             e.unrecorded = true;
         } else {
@@ -294,6 +306,57 @@ impl Councils {
                 ))),
             }
         }
+    }
+}
+
+impl Councils {
+    /// `wf council --list`: the background councils `agent` started, oldest first: `run_id`,
+    /// `strategy`, `status` (`queued`, `running`, or how it settled), `spent` (`tokens`,
+    /// `cost_usd`, so far while it runs).
+    pub(super) fn list(&self, agent: &str) -> Vec<Value> {
+        let inner = lock(&self.inner);
+        let mut mine: Vec<(&String, &Entry)> = inner.iter().filter(|(_, e)| e.agent == agent).collect();
+        mine.sort_by(|a, b| a.0.cmp(b.0));
+        mine.into_iter()
+            .map(|(id, e)| {
+                let running = e.child.upgrade().filter(|_| e.output.is_none());
+                let (tokens, usd) = running.map_or(e.spent, |c| c.run.scheduler.spent());
+                let status = e.status.as_str();
+                json!({ "run_id": id, "strategy": e.strategy, "status": status,
+                        "spent": { "tokens": tokens, "cost_usd": usd } })
+            })
+            .collect()
+    }
+
+    /// The background councils of `agent` still running: what its turns' prompts say.
+    pub(super) fn active(&self, agent: &str) -> Vec<(String, String)> {
+        let inner = lock(&self.inner);
+        let mut mine: Vec<(String, String)> = inner
+            .iter()
+            .filter(|(_, e)| e.agent == agent && e.output.is_none())
+            .map(|(id, e)| (id.clone(), e.strategy.clone()))
+            .collect();
+        mine.sort();
+        mine
+    }
+
+    /// `wf council --cancel ID`: stops a background council `agent` started. It settles
+    /// `cancelled`, billed what it spent, and its output (saying so) wakes the agent as any would.
+    pub(super) fn cancel(&self, agent: &str, id: &str) -> Result<Value, MessageError> {
+        let inner = lock(&self.inner);
+        let Some(e) = inner.get(id).filter(|e| e.agent == agent) else {
+            return Err(MessageError::Refused(format!(
+                "{id} is not a background council started by {agent} (wf council --list shows yours)"
+            )));
+        };
+        if e.output.is_some() {
+            return Err(MessageError::Refused(format!("council {id} has already settled ({})", e.status.as_str())));
+        }
+        if let Some(child) = e.child.upgrade() {
+            child.run.stop_with(StopCause::Cancelled(format!("cancelled by agent {agent} (wf council --cancel)")));
+        }
+        Ok(json!({ "run_id": id, "status": "cancelling",
+                   "note": "it stops now; you will be woken once with what it had, status cancelled" }))
     }
 }
 

@@ -121,6 +121,18 @@ impl Convener for ChildConvener {
         let agent = agent.to_string();
         Box::pin(async move { councils.join(parent, &agent, ids, deadline).await })
     }
+
+    fn list(&self, agent: &str) -> Vec<Value> {
+        self.background.list(agent)
+    }
+
+    fn active(&self, agent: &str) -> Vec<(String, String)> {
+        self.background.active(agent)
+    }
+
+    fn cancel(&self, agent: &str, id: &str) -> Result<Value, MessageError> {
+        self.background.cancel(agent, id)
+    }
 }
 
 /// Stops a child run still running when the future waiting for it is dropped.

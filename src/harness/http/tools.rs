@@ -45,6 +45,16 @@ pub(super) fn tool_specs(schema: &Value, op_id: &str, councils: bool, operator: 
             description: "Convene a council you were granted and wait for its output. `params`: `task` (required), optionally `team` or `roster`, and the strategy's params. `background: true` answers at once with its run id; you are woken once with its output.".into(),
             parameters: json!({ "type": "object", "properties": { "name": { "type": "string" }, "params": { "type": "object" }, "background": { "type": "boolean" } }, "required": ["name", "params"] }),
         });
+        specs.push(ToolSpec {
+            name: "wf_councils",
+            description: "The background councils you started: run_id, strategy, status, spent so far.".into(),
+            parameters: json!({ "type": "object", "properties": {} }),
+        });
+        specs.push(ToolSpec {
+            name: "wf_council_cancel",
+            description: "Stop a background council you started (its run_id); you are woken with what it had.".into(),
+            parameters: json!({ "type": "object", "properties": { "run_id": { "type": "string" } }, "required": ["run_id"] }),
+        });
     }
     if operator {
         specs.push(ToolSpec {
@@ -111,6 +121,11 @@ fn command_of(call: &ToolCall, input: &TurnInput) -> Result<Command, String> {
                 None => Err("refused: wf_council needs `name` and `params`".into()),
             }
         }
+        "wf_councils" => Ok(Command::CouncilList),
+        "wf_council_cancel" => match field("run_id") {
+            Some(id) => Ok(Command::CouncilCancel { id }),
+            None => Err("refused: wf_council_cancel needs `run_id`".into()),
+        },
         "wf_ask_operator" => {
             let schema = args.as_ref().ok().and_then(|a| a.get("schema")).filter(|s| !s.is_null());
             // A schema given as JSON text is taken as that text; the dispatcher parses it.
@@ -121,7 +136,7 @@ fn command_of(call: &ToolCall, input: &TurnInput) -> Result<Command, String> {
             }
         }
         other => Err(format!(
-            "unknown tool {other}: the tools are wf_result, wf_send, wf_ask, wf_reply, wf_inbox (and wf_council, wf_ask_operator when granted)"
+            "unknown tool {other}: the tools are wf_result, wf_send, wf_ask, wf_reply, wf_inbox (and wf_council, wf_councils, wf_council_cancel, wf_ask_operator when granted)"
         )),
     }
 }
