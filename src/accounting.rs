@@ -153,6 +153,20 @@ pub fn builtin_price(model: &str) -> Option<Price> {
     Some(Price { input, output, cache_read, cache_write })
 }
 
+/// Input tokens a harness sends on a fresh session beyond awf's own prompt, as a (low, high)
+/// range for `awf script plan`: a CLI's system prompt and tool definitions, an HTTP agent's
+/// `wf_*` tool definitions. The CLI figures are the published sizes of those prompts, not measured
+/// by awf; a harness that is not a model (`fake`, `command`) sends none.
+pub fn harness_overhead(harness: &str) -> (u64, u64) {
+    match harness {
+        "claude" => (12_000, 25_000),
+        "codex" => (6_000, 14_000),
+        "pi" => (1_500, 4_000),
+        "openai" | "anthropic" => (600, 1_500),
+        _ => (0, 0),
+    }
+}
+
 /// Prices tokens; `None` when the model has no price.
 pub fn price_tokens(price: Option<Price>, u: &Usage) -> Option<f64> {
     let p = price?;

@@ -42,7 +42,7 @@
 //! 9. `host`: a run with its books, and `drive`. The script comes in through the `Script` trait.
 //! 10. `script`: the rhai host.
 //! 11. `council`: strategies, and councils convened from a turn.
-//! 12. `cluster`: NATS JetStream.
+//! 12. `cluster`, `plan`: NATS JetStream; a workflow's plan before spending.
 //! 13. `cli`: the commands.
 //!
 //! # Code map
@@ -53,7 +53,7 @@
 //!   flags and config, shared by every command that starts runs; `--detach`), `ending.rs` (how an
 //!   attempt of this process ends: the signals that stop it, what it prints, its exit code),
 //!   `council.rs` (`council
-//!   list|show|run`), `worker.rs` (`awf worker`, `runs submit`), `nats.rs` (the `--nats*` flags
+//!   list|show|run`), `plan.rs` (`script plan`: a plan printed as text or `--json`), `worker.rs` (`awf worker`, `runs submit`), `nats.rs` (the `--nats*` flags
 //!   of `worker`, `script run` and `runs submit`, put over `[cluster]` field by field), `runs.rs` (`runs
 //!   list|show|resume|stop|answer|logs|submit`; resuming a council run, `--values`), `answer.rs`
 //!   (`runs answer`, also for `serve` and `mcp`: an operator's answer through the run's control
@@ -137,6 +137,12 @@
 //!   (`awf runs submit`: whole runs in their own work-queue stream, run in-process by a worker as
 //!   their owner, taken over under the same id when it dies), `shadow.rs` (the worker's own run
 //!   per owner's run, `.awf/worker-runs/<run>-<worker>`, whose agent book and pipeline run the ops).
+//! - `plan/`: a plan before spending (`awf script plan`): `mod.rs` (the workflow run as a real run
+//!   in a throwaway runs folder, checkpoints answered with their schema's example, cut at a bound;
+//!   `Plan`, assembled from that run's records), `session.rs` (every agent's session fake through
+//!   the agent book's `Remote` hook, keeping its harness and model; each turn's sizes measured),
+//!   `estimate.rs` (an operation's tokens as a range, priced), `history.rs` (what earlier runs of
+//!   the script spent per operation), `render.rs` (the plan as text).
 //! - `telemetry/`: OpenTelemetry traces over OTLP/HTTP, **the only module that names the
 //!   opentelemetry crates**; `spans.rs` builds the spans from a run's records on a thread of its
 //!   own (the run core never calls it).
@@ -231,7 +237,8 @@
 //!   (`serve.json` and `serve.lock`: a run a serve accepted, and which serve holds it),
 //!   `agent_files.rs` (an agent's part of the folder: each operation's liveness log and captured
 //!   output, bounded and scrubbed), `private.rs` (folders 0700 and files 0600, created so: the
-//!   harnesses create their folders in a run folder through it), and the read side: `status.rs`
+//!   harnesses create their folders in a run folder through it), `scratch.rs` (a throwaway runs
+//!   folder, removed when dropped: a plan's), and the read side: `status.rs`
 //!   (`RunStatus`, `StageStatus`, `OutcomeKind`, and `Recorded`, a status kept as written when this
 //!   version does not know it), `docs.rs` (`run.json`, `result.json`), `lines.rs` (turns, journal,
 //!   stages), `events.rs` (events, an unknown type kept as `Other`): every reader of a run folder
@@ -384,6 +391,7 @@ pub mod council;
 pub mod harness;
 pub mod host;
 pub mod messaging;
+pub mod plan;
 pub mod record;
 pub mod redact;
 pub mod run;

@@ -51,6 +51,7 @@ mod nats_secure;
 mod nats_trust;
 mod older_records;
 mod operator_grant;
+mod plan;
 mod private_records;
 mod protocol_command;
 mod readme_examples;

@@ -18,6 +18,16 @@ pub enum CouncilCommand {
     },
     /// Run a strategy on a task
     Run(Box<CouncilRun>),
+    /// Plan a strategy on a task on the fake harness: its agents, operations and spend range
+    Plan(Box<CouncilPlan>),
+}
+
+#[derive(clap::Args)]
+pub struct CouncilPlan {
+    #[command(flatten)]
+    run: CouncilRun,
+    #[command(flatten)]
+    bound: super::plan::BoundFlag,
 }
 
 #[derive(clap::Args)]
@@ -80,26 +90,50 @@ pub fn exec(cmd: CouncilCommand) -> Result<i32> {
             Ok(EXIT_OK)
         }
         CouncilCommand::Run(args) => run(&cwd, *args),
+        CouncilCommand::Plan(args) => {
+            let CouncilPlan { run, bound } = *args;
+            if run.detach {
+                eprintln!("error: `awf council plan` does not take --detach: a plan runs once, here");
+                return Ok(EXIT_USAGE);
+            }
+            match checked(&cwd, &run)? {
+                Ok((program, input)) => super::plan::print(&program, input, &run.flags, Output::Strategy, &bound),
+                Err(code) => Ok(code),
+            }
+        }
     }
 }
 
 fn run(cwd: &std::path::Path, args: CouncilRun) -> Result<i32> {
+    let (program, input) = match checked(cwd, &args)? {
+        Ok(p) => p,
+        Err(code) => return Ok(code),
+    };
+    if args.detach {
+        return start_detached(&program, input, &args.flags);
+    }
+    execute(&program, input, &args.flags, Output::Strategy)
+}
+
+/// The strategy compiled and its call checked, refused (printed, `Err` the exit code) before any
+/// agent, record or progress row exists; the input its `fn run` is given.
+fn checked(cwd: &std::path::Path, args: &CouncilRun) -> Result<Result<(crate::script::Program, Value), i32>> {
     let strategy = match council::find(cwd, &args.name) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("error: {e}");
-            return Ok(EXIT_USAGE);
+            return Ok(Err(EXIT_USAGE));
         }
     };
     if let Some(error) = &strategy.error {
         eprintln!("{error}");
-        return Ok(EXIT_USAGE);
+        return Ok(Err(EXIT_USAGE));
     }
     let mut params = Map::new();
     for kv in &args.params {
         let Some((k, v)) = kv.split_once('=') else {
             eprintln!("error: --param {kv}: write it as KEY=VALUE");
-            return Ok(EXIT_USAGE);
+            return Ok(Err(EXIT_USAGE));
         };
         params.insert(k.to_string(), serde_json::from_str(v).unwrap_or_else(|_| Value::String(v.to_string())));
     }
@@ -109,7 +143,7 @@ fn run(cwd: &std::path::Path, args: CouncilRun) -> Result<i32> {
         Ok(p) => p,
         Err(e) => {
             eprintln!("error: {e}");
-            return Ok(EXIT_USAGE);
+            return Ok(Err(EXIT_USAGE));
         }
     };
     if let Some(team) = &args.team {
@@ -117,14 +151,14 @@ fn run(cwd: &std::path::Path, args: CouncilRun) -> Result<i32> {
         if !teams.contains_key(team) {
             let known: Vec<&String> = teams.keys().collect();
             eprintln!("error: unknown team \"{team}\" (known: {known:?})");
-            return Ok(EXIT_USAGE);
+            return Ok(Err(EXIT_USAGE));
         }
     }
     let program = match registry::compile(cwd, &strategy.name) {
         Ok(p) => p,
         Err(error) => {
             eprintln!("{error}");
-            return Ok(EXIT_USAGE);
+            return Ok(Err(EXIT_USAGE));
         }
     };
     let mut input = json!({
@@ -132,14 +166,11 @@ fn run(cwd: &std::path::Path, args: CouncilRun) -> Result<i32> {
         "params": params,
         "limits": { "budget_tokens": args.flags.budget_tokens.unwrap_or(0), "max_children": args.max_children },
     });
-    if let Some(team) = args.team {
+    if let Some(team) = &args.team {
         input["team"] = json!(team);
     }
     if !args.roster.is_empty() {
         input["roster"] = roster;
     }
-    if args.detach {
-        return start_detached(&program, input, &args.flags);
-    }
-    execute(&program, input, &args.flags, Output::Strategy)
+    Ok(Ok((program, input)))
 }

@@ -22,6 +22,7 @@ mod live;
 mod logs;
 mod mcp;
 mod nats;
+mod plan;
 mod records;
 mod runs;
 mod script;

@@ -18,6 +18,9 @@ use std::path::{Path, PathBuf};
 pub enum ScriptCommand {
     /// Run a workflow script
     Run(Box<RunArgs>),
+    /// Run a workflow on the fake harness and print its plan: stages, agents, operations and the
+    /// spend range by model, before spending anything
+    Plan(Box<super::plan::PlanArgs>),
     /// Compile scripts and check their META without running them
     Check {
         /// The scripts to check (workflows, strategies or modules)
@@ -40,21 +43,21 @@ pub enum ScriptCommand {
 #[derive(clap::Args)]
 pub struct RunArgs {
     /// The script to run
-    file: PathBuf,
+    pub(super) file: PathBuf,
     /// Arguments as JSON, or @FILE to read them from a file
     #[arg(long)]
-    args: Option<String>,
+    pub(super) args: Option<String>,
     /// One argument, KEY=VALUE (VALUE is read as JSON when it parses, else as a string); repeatable
     #[arg(long = "arg", value_name = "KEY=VALUE")]
-    arg: Vec<String>,
+    pub(super) arg: Vec<String>,
     /// Run again whenever the script or a module it can import changes (a run in flight finishes
     /// on the version it started with; Ctrl-C between runs exits)
     #[arg(long, conflicts_with = "detach")]
-    watch: bool,
+    pub(super) watch: bool,
     /// Print the run id and return; the run goes on in a process of its own (its output in
     /// output.log in the run folder), queued when `[limits] background` runs are in flight
     #[arg(long)]
-    detach: bool,
+    pub(super) detach: bool,
     /// Refuse a script file larger than N bytes, before compiling it
     #[arg(long, value_name = "N", default_value_t = script::MAX_SCRIPT_BYTES)]
     max_script_bytes: u64,
@@ -110,6 +113,7 @@ pub struct RunFlags {
 pub fn exec(cmd: ScriptCommand) -> Result<i32> {
     match cmd {
         ScriptCommand::Run(args) => run(*args),
+        ScriptCommand::Plan(args) => super::plan::exec(*args),
         ScriptCommand::Check { files, max_script_bytes } => check(&files, max_script_bytes),
         ScriptCommand::Api => {
             print!("{}", script::reference::markdown());
@@ -243,24 +247,34 @@ fn watch(args: &RunArgs) -> Result<i32> {
     }
 }
 
-fn run_once(args: &RunArgs) -> Result<i32> {
+/// The script loaded and its arguments checked, as every command that runs one refuses bad input
+/// before anything runs; `Err` is the exit code once the error is printed.
+pub(super) fn loaded(args: &RunArgs) -> Result<Result<(Program, Value), i32>> {
     let cwd = cwd()?;
     let program = match script::load_bounded(&args.file, &cwd, args.max_script_bytes) {
         Ok(p) => p,
         Err(rendered) => {
             eprintln!("{rendered}");
-            return Ok(EXIT_USAGE);
+            return Ok(Err(EXIT_USAGE));
         }
     };
     if let Err(e) = check_meta(&program) {
         eprintln!("{e}");
-        return Ok(EXIT_USAGE);
+        return Ok(Err(EXIT_USAGE));
     }
     let script_args = parse_args(args, &cwd)?;
     if let Err(e) = check_script_args(&program, &script_args) {
         eprintln!("{e}");
-        return Ok(EXIT_USAGE);
+        return Ok(Err(EXIT_USAGE));
     }
+    Ok(Ok((program, script_args)))
+}
+
+fn run_once(args: &RunArgs) -> Result<i32> {
+    let (program, script_args) = match loaded(args)? {
+        Ok(p) => p,
+        Err(code) => return Ok(code),
+    };
     if args.detach {
         return start_detached(&program, script_args, &args.flags);
     }
