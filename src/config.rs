@@ -254,6 +254,8 @@ pub struct LimitsConfig {
     /// Operations one script thread (or parallel branch) may make: the guard against runaway
     /// loops (default 50,000,000).
     pub script_operations: Option<u64>,
+    /// New runs are planned first; one whose plan's high end passes this many USD asks first.
+    pub confirm_usd: Option<f64>,
 }
 
 impl Config {

@@ -53,7 +53,7 @@
 //!   flags and config, shared by every command that starts runs; `--detach`), `ending.rs` (how an
 //!   attempt of this process ends: the signals that stop it, what it prints, its exit code),
 //!   `council.rs` (`council
-//!   list|show|run`), `plan.rs` (`script plan`: a plan printed as text or `--json`), `worker.rs` (`awf worker`, `runs submit`), `nats.rs` (the `--nats*` flags
+//!   list|show|run`), `plan.rs` (`script plan`, `council plan`: a plan printed as text or `--json`), `confirm.rs` (runs that ask first: planned before they start, refused past `confirm_usd` without a terminal unless `--yes`), `worker.rs` (`awf worker`, `runs submit`), `nats.rs` (the `--nats*` flags
 //!   of `worker`, `script run` and `runs submit`, put over `[cluster]` field by field), `runs.rs` (`runs
 //!   list|show|resume|stop|answer|logs|submit`; resuming a council run, `--values`), `answer.rs`
 //!   (`runs answer`, also for `serve` and `mcp`: an operator's answer through the run's control
@@ -374,6 +374,8 @@
 //!                  (liveness), ops/<op-id>.stdout|.stderr (first MiB each); skills.json (the agent's skills:
 //!                  name, source, sha256); home/ (sandboxed agents' HOME;
 //!                  a CLI agent's CLAUDE_CONFIG_DIR, CODEX_HOME or PI_CODING_AGENT_DIR)
+//!   plan.json      the plan made before the run started (`plan::Plan`), when it was planned first
+//!                  (`[limits] confirm_usd`, `--confirm-above`)
 //!   result.json    run_id, status (succeeded|failed|stopped|cancelled), value, error, ended_in, stages,
 //!                  children (child runs: councils its agents convened; present when there are any),
 //!                  accounting {by_agent, by_stage, by_model, by_attempt, totals} over every attempt,

@@ -52,6 +52,7 @@ mod nats_trust;
 mod older_records;
 mod operator_grant;
 mod plan;
+mod plan_confirm;
 mod private_records;
 mod protocol_command;
 mod readme_examples;

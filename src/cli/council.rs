@@ -109,10 +109,15 @@ fn run(cwd: &std::path::Path, args: CouncilRun) -> Result<i32> {
         Ok(p) => p,
         Err(code) => return Ok(code),
     };
+    let mut flags = args.flags.clone();
+    flags.plan = match super::confirm::ask_first(&program, &input, &flags, Output::Strategy)? {
+        Ok(p) => p,
+        Err(code) => return Ok(code),
+    };
     if args.detach {
-        return start_detached(&program, input, &args.flags);
+        return start_detached(&program, input, &flags);
     }
-    execute(&program, input, &args.flags, Output::Strategy)
+    execute(&program, input, &flags, Output::Strategy)
 }
 
 /// The strategy compiled and its call checked, refused (printed, `Err` the exit code) before any

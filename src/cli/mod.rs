@@ -13,6 +13,7 @@ macro_rules! out {
 mod answer;
 mod background;
 mod caller;
+mod confirm;
 mod council;
 mod doctor;
 mod ending;

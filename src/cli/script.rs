@@ -108,6 +108,16 @@ pub struct RunFlags {
     pub as_run: Option<String>,
     #[command(flatten)]
     pub caller: super::caller::CallerFlags,
+    /// Plan the run first and ask before it starts when the plan's high end passes this many USD
+    /// (over `[limits] confirm_usd`)
+    #[arg(long, value_name = "USD")]
+    pub confirm_above: Option<f64>,
+    /// Go ahead without asking, whatever the plan says
+    #[arg(long)]
+    pub yes: bool,
+    /// The plan made before the run (`confirm`), recorded in its folder as `plan.json`.
+    #[arg(skip)]
+    pub plan: Option<crate::plan::Plan>,
 }
 
 pub fn exec(cmd: ScriptCommand) -> Result<i32> {
@@ -275,10 +285,15 @@ fn run_once(args: &RunArgs) -> Result<i32> {
         Ok(p) => p,
         Err(code) => return Ok(code),
     };
+    let mut flags = args.flags.clone();
+    flags.plan = match super::confirm::ask_first(&program, &script_args, &flags, Output::Value)? {
+        Ok(p) => p,
+        Err(code) => return Ok(code),
+    };
     if args.detach {
-        return start_detached(&program, script_args, &args.flags);
+        return start_detached(&program, script_args, &flags);
     }
-    execute(&program, script_args, &args.flags, Output::Value)
+    execute(&program, script_args, &flags, Output::Value)
 }
 
 /// `--detach`: the run is checked as in the foreground (its flags, its config), then this
@@ -343,6 +358,11 @@ pub fn execute_attempt(
     let caps = crate::council::child::capabilities(CouncilPool::Machine).holding(&admission);
     let req = Request { spec, id: flags.as_run.clone(), caller, parent: None };
     let host = launch::start(req, rt.handle().clone(), caps)?;
+    if let Some(plan) = &flags.plan {
+        if let Err(e) = host.run.records.write_document(crate::plan::PLAN_FILE, plan) {
+            eprintln!("awf: warning: cannot record the plan in {}: {e}", host.run.dir().display());
+        }
+    }
     let owner = cluster.map(|(c, key)| crate::cluster::remote::Owner::new(c, key, &host.run));
     if let Some(o) = &owner {
         host.agents.set_remote(o.clone());

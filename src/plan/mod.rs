@@ -15,7 +15,7 @@ use crate::host::launch::{self, Admission, CouncilPool, Request};
 use crate::host::{Output, Script};
 use crate::record::events::EventRecord;
 use crate::run::{RunSpec, RunStatus, StopCause};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 pub const DEFAULT_BOUND: Duration = Duration::from_secs(30);
 
 /// How a range was made.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Basis {
     /// From the prompts' sizes, the harness's overhead and the output bound.
@@ -40,7 +40,7 @@ pub enum Basis {
 }
 
 /// One model's part of the plan.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ModelPlan {
     pub harness: String,
     pub agents: u64,
@@ -52,7 +52,7 @@ pub struct ModelPlan {
 }
 
 /// An agent the plan opened.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AgentPlan {
     pub key: String,
     pub harness: String,
@@ -61,7 +61,7 @@ pub struct AgentPlan {
 }
 
 /// Where a plan run stopped short of its end.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "kebab-case")]
 pub enum Cut {
     /// It was still running at the bound: it waits on something the fake never gives.
@@ -72,8 +72,9 @@ pub enum Cut {
     Stopped { reason: String },
 }
 
-/// The plan of one workflow run.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// The plan of one workflow run; a run made after one records it as `plan.json` (read back with
+/// `read`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Plan {
     pub script: String,
     /// Always true: control flow that depends on answers went the way the fake answers took.
@@ -99,6 +100,14 @@ pub struct Plan {
     /// How long planning took.
     pub plan_ms: u64,
 }
+
+/// The plan a run recorded before it started (`plan.json`), when it has one.
+pub fn read(run_dir: &std::path::Path) -> Option<Plan> {
+    crate::record::docs::read(&run_dir.join(PLAN_FILE)).ok().flatten()
+}
+
+/// Where a run keeps the plan made before it started.
+pub const PLAN_FILE: &str = "plan.json";
 
 /// Why there is no plan.
 #[derive(Debug, thiserror::Error)]

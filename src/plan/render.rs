@@ -99,3 +99,20 @@ fn runs(ids: &[String]) -> String {
         _ => format!("{} earlier runs", ids.len()),
     }
 }
+
+/// The plan beside what the run spent: `planned ...; spent ...: within the plan`.
+pub fn against(p: &Plan, tokens_spent: u64, usd_spent: f64) -> String {
+    let verdict = if usd_spent > p.usd[1] || tokens_spent > p.tokens[1] {
+        "above the plan's high end"
+    } else if usd_spent < p.usd[0] || tokens_spent < p.tokens[0] {
+        "below the plan's low end"
+    } else {
+        "within the plan"
+    };
+    format!(
+        "planned {}, {}; spent {} tokens, ${usd_spent:.4}: {verdict}",
+        range(p.tokens),
+        usd(p.usd),
+        tokens(tokens_spent)
+    )
+}
