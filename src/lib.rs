@@ -69,13 +69,13 @@
 //!   disk before its 202), `recover.rs` what a serve that died left (queued: run; interrupted:
 //!   resumed; in acceptance order; `--no-recover`), `job.rs` the checked body, `events.rs` the
 //!   event stream; `auth.rs` the Host, Origin and bearer-token checks on
-//!   TCP, `answer.rs` `POST /runs/{id}/answer`, `private.rs` the 0600 socket and token file, `scripts.rs` which script a client may name,
+//!   TCP, `answer.rs` `POST /runs/{id}/answer`, `plans.rs` `POST /plans` (the plan of a `POST /runs` body), `private.rs` the 0600 socket and token file, `scripts.rs` which script a client may name,
 //!   `listen.rs` the two listeners, `options.rs` the limits a `POST /runs` sets, `strategies.rs`
 //!   the watched registry and `GET /strategies`), `init.rs`, `caller.rs` (`--caller`, `--caller-home`: the calling session, checked), `live.rs` (the terminal view), `wf.rs` (`awf wf`,
 //!   the agent side of the protocol), `doctor.rs` (`awf doctor`: a list of checks, each a name, an
 //!   ok flag and a detail), `mcp/` (`awf mcp`, the MCP server on stdio, and `http_service`, which
 //!   `serve` mounts at `/mcp`; `rmcp` is named only here: `mod.rs` the handler, every failure a
-//!   tool error with the command line's text; `tools.rs` the names, schemas and arguments;
+//!   tool error with the command line's text; `tools.rs` the names, schemas and arguments (`plan_workflow`, `plan_council`: the plan `script|council plan --json` prints);
 //!   `launch.rs` runs started with `--detach` and stopped with `runs stop`, as processes of their
 //!   own; `runs.rs` a run read back from its folder through `listing.rs`; `wait.rs` waiting up to
 //!   `wait_s`, progress from `events.jsonl` after a cursor (`since`), the cursor reached returned), `scripts.rs` (which workflow a client of `serve` or

@@ -269,6 +269,7 @@ pub fn assemble(
             m.tokens = [n * h.tokens.0, n * h.tokens.1];
             m.usd = Some([n as f64 * h.usd.0, n as f64 * h.usd.1]);
         }
+        m.usd = m.usd.map(|[l, h]| [crate::accounting::micro(l), crate::accounting::micro(h)]);
         if m.usd.is_none() && m.basis != Basis::Nothing {
             unpriced.push(model.clone());
         }

@@ -57,6 +57,27 @@ pub fn all() -> Vec<Tool> {
             }),
             &["script"],
         ),
+        tool(
+            "plan_council",
+            "Plan a council strategy on a task without spending: it runs on the fake harness (no model is called) and returns its agents, operations, widest step and the spend range by model, as `awf council plan --json` does.",
+            json!({
+                "name": { "type": "string", "description": "The strategy, e.g. magi, pair, map (see list_strategies)" },
+                "task": { "type": "string", "description": "The task, question or goal" },
+                "params": { "type": "object", "description": "The strategy's params, checked against its META" },
+                "team": { "type": "string", "description": "A named team (default: the strategy's own)" },
+                "roster": { "type": "array", "items": { "type": "string" }, "description": "Members by name" },
+            }),
+            &["name", "task"],
+        ),
+        tool(
+            "plan_workflow",
+            "Plan a workflow script (relative to the project folder) without spending: it runs on the fake harness (no program or model is started) and returns its stages, agents, operations, widest step and the spend range by model, as `awf script plan --json` does.",
+            json!({
+                "script": { "type": "string", "description": "The script, relative to the project folder" },
+                "args": { "type": "object", "description": "The script's arguments (checked against META.args)" },
+            }),
+            &["script"],
+        ),
         tool("run_status", "A run's status: running, waiting (for the operator: `waiting` lists the questions), succeeded, failed, cancelled, interrupted...", json!({ "run_id": run_id() }), &["run_id"]),
         tool(
             "run_wait",
