@@ -178,6 +178,10 @@ pub struct TelemetryConfig {
     pub otlp_endpoint: Option<String>,
     /// Put answers into the spans (off by default: they may hold anything).
     pub capture_content: Option<bool>,
+    /// Set by awf, never read from a file: no traces at all, whatever the environment says (a
+    /// plan's throwaway run).
+    #[serde(skip)]
+    pub off: bool,
 }
 
 /// The `[cluster]` table: runs' agent operations on NATS JetStream (`src/cluster/`). The `--nats*`

@@ -203,3 +203,29 @@ fn a_council_is_planned_as_council_run_would_run_it() {
     assert_eq!(refusal(&planned), refusal(&ran));
     assert_eq!(planned.code, Some(2));
 }
+
+#[test]
+fn a_plan_exports_no_traces_where_a_run_does() {
+    let collector = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    collector.set_nonblocking(true).expect("nonblocking");
+    let endpoint = format!("http://{}", collector.local_addr().expect("addr"));
+    let env = Env::new();
+    env.write("wf.rhai", "ctx.agents.open(#{ key: \"a\" }).turn(#{ prompt: \"x\" }).kind");
+    let awf = |verb: &str| {
+        let child = common::command(env.path(), &["script", verb, "wf.rhai"])
+            .env("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn awf");
+        common::wait_with_timeout(child)
+    };
+    awf("plan").expect_code(0);
+    let accepted = collector.accept().map(|_| ());
+    assert!(
+        matches!(&accepted, Err(e) if e.kind() == std::io::ErrorKind::WouldBlock),
+        "the plan connected to the collector: {accepted:?}"
+    );
+    awf("run").expect_code(0);
+    common::poll("the run's traces", common::TIMEOUT, || collector.accept().ok().map(|_| ()));
+}

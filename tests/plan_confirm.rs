@@ -82,3 +82,36 @@ fn a_council_past_the_threshold_is_refused_too() {
         .stderr_has("awf: refused: the plan's high end $");
     assert_eq!(server.bodies().len(), 0);
 }
+
+/// `awf script run wf.rhai` on a terminal (`script(1)` gives it one), answering `answer`.
+fn on_a_terminal(env: &Env, answer: &str) -> common::Out {
+    use std::io::Write;
+    let line = format!("{} script run wf.rhai", common::bin());
+    let mut child = std::process::Command::new("script")
+        .args(["-qec", &line, "/dev/null"])
+        .current_dir(env.path())
+        .env("XDG_CONFIG_HOME", env.path().join(".xdg-config"))
+        .env("XDG_STATE_HOME", env.path().join(".xdg-state"))
+        .env("NO_COLOR", "1")
+        .env_remove("AWF_RUNTIME")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn script(1)");
+    child.stdin.take().expect("stdin").write_all(answer.as_bytes()).expect("answer");
+    common::wait_with_timeout(child)
+}
+
+#[test]
+fn on_a_terminal_the_run_asks_and_goes_on_only_when_told_yes() {
+    let server = FakeModel::start(vec![Reply::with_usage(1000, 100, Reply::result(json!({ "text": "one" })))]);
+    let env = setup(&server, "confirm_usd = 0.000001");
+    let no = on_a_terminal(&env, "n\n");
+    assert!(no.stdout.contains("run it? [y/N]") && no.stdout.contains("awf: not run"), "{no:#?}");
+    assert!(env.run_dirs().is_empty(), "declined: no run");
+    let yes = on_a_terminal(&env, "y\n");
+    assert!(yes.stdout.contains("run it? [y/N]"), "{yes:#?}");
+    assert_eq!(server.bodies().len(), 1, "told yes, the run went on: {yes:#?}");
+    assert!(env.run_dir().join("plan.json").exists());
+}

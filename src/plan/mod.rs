@@ -146,6 +146,8 @@ pub async fn make(
     // Nothing is seated: no sandbox is made for agents that start nothing.
     spec.sandbox = None;
     spec.resume = None;
+    // A throwaway run sends no traces.
+    spec.config.telemetry.off = true;
     let deadline = Some(spec.deadline.map_or(bound, |d| d.min(bound)));
     spec.deadline = deadline;
     let caps = crate::council::child::capabilities(CouncilPool::AtOnce);
