@@ -9,19 +9,24 @@ use common::Env;
 use serde_json::{json, Value};
 use std::process::Stdio;
 
+/// `awf ARGS` in `env` with the variable `var` set to `value`.
+fn awf_with(env: &Env, args: &[&str], (var, value): (&str, &str)) -> common::Out {
+    let child = common::command(env.path(), args)
+        .env(var, value)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn awf");
+    common::wait_with_timeout(child)
+}
+
 /// `awf script plan wf.rhai --json EXTRA` in `env`, its scratch folders under `env`'s `tmp/`.
 fn plan(env: &Env, extra: &[&str]) -> common::Out {
     let tmp = env.path().join("tmp");
     std::fs::create_dir_all(&tmp).expect("tmp");
     let mut args = vec!["script", "plan", "wf.rhai", "--json"];
     args.extend_from_slice(extra);
-    let child = common::command(env.path(), &args)
-        .env("TMPDIR", &tmp)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn awf");
-    common::wait_with_timeout(child)
+    awf_with(env, &args, ("TMPDIR", &tmp.display().to_string()))
 }
 
 /// A port on 127.0.0.1 nothing listens on.
@@ -211,15 +216,7 @@ fn a_plan_exports_no_traces_where_a_run_does() {
     let endpoint = format!("http://{}", collector.local_addr().expect("addr"));
     let env = Env::new();
     env.write("wf.rhai", "ctx.agents.open(#{ key: \"a\" }).turn(#{ prompt: \"x\" }).kind");
-    let awf = |verb: &str| {
-        let child = common::command(env.path(), &["script", verb, "wf.rhai"])
-            .env("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn awf");
-        common::wait_with_timeout(child)
-    };
+    let awf = |verb: &str| awf_with(&env, &["script", verb, "wf.rhai"], ("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint));
     awf("plan").expect_code(0);
     let accepted = collector.accept().map(|_| ());
     assert!(

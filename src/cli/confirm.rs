@@ -9,6 +9,7 @@ use crate::config::Config;
 use crate::host::Output;
 use crate::plan::Plan;
 use crate::script::Program;
+
 use anyhow::{bail, Context, Result};
 use serde_json::Value;
 use std::io::{BufRead, IsTerminal, Write};
@@ -91,4 +92,18 @@ fn unpriced(plan: &Plan) -> String {
     } else {
         format!(" and unpriced tokens of {}", plan.unpriced.join(", "))
     }
+}
+
+/// A new run of a checked program: planned and asked about first when a threshold is set, then
+/// detached or run here.
+pub(super) fn start(program: &Program, input: Value, flags: &RunFlags, output: Output, detach: bool) -> Result<i32> {
+    let mut flags = flags.clone();
+    flags.plan = match ask_first(program, &input, &flags, output)? {
+        Ok(p) => p,
+        Err(code) => return Ok(code),
+    };
+    if detach {
+        return super::script::start_detached(program, input, &flags);
+    }
+    super::script::execute(program, input, &flags, output)
 }

@@ -1,6 +1,6 @@
 //! `awf council list|show|run`: the strategy catalog and strategy calls.
 
-use super::script::{execute, start_detached, RunFlags};
+use super::script::RunFlags;
 use super::{EXIT_OK, EXIT_USAGE};
 use crate::council::{self, registry};
 use crate::host::Output;
@@ -109,15 +109,7 @@ fn run(cwd: &std::path::Path, args: CouncilRun) -> Result<i32> {
         Ok(p) => p,
         Err(code) => return Ok(code),
     };
-    let mut flags = args.flags.clone();
-    flags.plan = match super::confirm::ask_first(&program, &input, &flags, Output::Strategy)? {
-        Ok(p) => p,
-        Err(code) => return Ok(code),
-    };
-    if args.detach {
-        return start_detached(&program, input, &flags);
-    }
-    execute(&program, input, &flags, Output::Strategy)
+    super::confirm::start(&program, input, &args.flags, Output::Strategy, args.detach)
 }
 
 /// The strategy compiled and its call checked, refused (printed, `Err` the exit code) before any

@@ -285,15 +285,7 @@ fn run_once(args: &RunArgs) -> Result<i32> {
         Ok(p) => p,
         Err(code) => return Ok(code),
     };
-    let mut flags = args.flags.clone();
-    flags.plan = match super::confirm::ask_first(&program, &script_args, &flags, Output::Value)? {
-        Ok(p) => p,
-        Err(code) => return Ok(code),
-    };
-    if args.detach {
-        return start_detached(&program, script_args, &flags);
-    }
-    execute(&program, script_args, &flags, Output::Value)
+    super::confirm::start(&program, script_args, &args.flags, Output::Value, args.detach)
 }
 
 /// `--detach`: the run is checked as in the foreground (its flags, its config), then this

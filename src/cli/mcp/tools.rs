@@ -25,6 +25,33 @@ fn run_id() -> Value {
     json!({ "type": "string", "description": "The run's id, as run_council or run_workflow returned it" })
 }
 
+/// The arguments of `run_council` (with `wait_s`) and `plan_council`.
+fn council_call(waits: bool) -> Value {
+    let mut p = json!({
+        "name": { "type": "string", "description": "The strategy, e.g. magi, pair, map (see list_strategies)" },
+        "task": { "type": "string", "description": "The task, question or goal" },
+        "params": { "type": "object", "description": "The strategy's params, checked against its META" },
+        "team": { "type": "string", "description": "A named team (default: the strategy's own)" },
+        "roster": { "type": "array", "items": { "type": "string" }, "description": "Members by name" },
+    });
+    if waits {
+        p["wait_s"] = wait_s();
+    }
+    p
+}
+
+/// The arguments of `run_workflow` (with `wait_s`) and `plan_workflow`.
+fn workflow_call(waits: bool) -> Value {
+    let mut p = json!({
+        "script": { "type": "string", "description": "The script, relative to the project folder" },
+        "args": { "type": "object", "description": "The script's arguments (checked against META.args)" },
+    });
+    if waits {
+        p["wait_s"] = wait_s();
+    }
+    p
+}
+
 /// Every tool, in the order `tools/list` gives them.
 pub fn all() -> Vec<Tool> {
     vec![
@@ -37,45 +64,25 @@ pub fn all() -> Vec<Tool> {
         tool(
             "run_council",
             "Run a council strategy on a task, as `awf council run` does. Returns the council's output when the run ends within wait_s, else the run id to pass to run_wait.",
-            json!({
-                "name": { "type": "string", "description": "The strategy, e.g. magi, pair, map (see list_strategies)" },
-                "task": { "type": "string", "description": "The task, question or goal" },
-                "params": { "type": "object", "description": "The strategy's params, checked against its META" },
-                "team": { "type": "string", "description": "A named team (default: the strategy's own)" },
-                "roster": { "type": "array", "items": { "type": "string" }, "description": "Members by name" },
-                "wait_s": wait_s(),
-            }),
+            council_call(true),
             &["name", "task"],
         ),
         tool(
             "run_workflow",
             "Run a workflow script (a .rhai file inside the project folder, relative to it) with arguments, as `awf script run` does. Returns the run's value when it ends within wait_s, else the run id to pass to run_wait.",
-            json!({
-                "script": { "type": "string", "description": "The script, relative to the project folder" },
-                "args": { "type": "object", "description": "The script's arguments (checked against META.args)" },
-                "wait_s": wait_s(),
-            }),
+            workflow_call(true),
             &["script"],
         ),
         tool(
             "plan_council",
             "Plan a council strategy on a task without spending: it runs on the fake harness (no model is called) and returns its agents, operations, widest step and the spend range by model, as `awf council plan --json` does.",
-            json!({
-                "name": { "type": "string", "description": "The strategy, e.g. magi, pair, map (see list_strategies)" },
-                "task": { "type": "string", "description": "The task, question or goal" },
-                "params": { "type": "object", "description": "The strategy's params, checked against its META" },
-                "team": { "type": "string", "description": "A named team (default: the strategy's own)" },
-                "roster": { "type": "array", "items": { "type": "string" }, "description": "Members by name" },
-            }),
+            council_call(false),
             &["name", "task"],
         ),
         tool(
             "plan_workflow",
             "Plan a workflow script (relative to the project folder) without spending: it runs on the fake harness (no program or model is started) and returns its stages, agents, operations, widest step and the spend range by model, as `awf script plan --json` does.",
-            json!({
-                "script": { "type": "string", "description": "The script, relative to the project folder" },
-                "args": { "type": "object", "description": "The script's arguments (checked against META.args)" },
-            }),
+            workflow_call(false),
             &["script"],
         ),
         tool("run_status", "A run's status: running, waiting (for the operator: `waiting` lists the questions), succeeded, failed, cancelled, interrupted...", json!({ "run_id": run_id() }), &["run_id"]),
