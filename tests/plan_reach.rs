@@ -3,6 +3,7 @@
 //! refuse what it refuses.
 
 use crate::common;
+use crate::common::fake_model::{FakeModel, Reply};
 use crate::common::mcp::RawMcp;
 
 use common::Env;
@@ -68,6 +69,28 @@ fn mcp_plans_a_workflow_and_a_council_as_the_command_line_does() {
     assert_eq!(refused["isError"], true, "{refused}");
     let text = refused["content"][0]["text"].as_str().unwrap_or("");
     assert!(text.starts_with("error: unknown strategy \"nope\""), "{refused}");
+    drop(mcp.stdin);
+    let _ = common::wait_with_timeout(mcp.child);
+}
+
+#[test]
+fn an_mcp_run_past_confirm_usd_is_refused_unless_it_says_yes() {
+    let server = FakeModel::start(vec![Reply::result(json!({}))]);
+    let env = Env::new();
+    let runtime =
+        format!("[runtimes.s]\nharness = \"openai\"\nmodel = \"gpt-5-mini\"\nbase_url = \"{}/v1\"\n", server.base());
+    env.write("awf.toml", &format!("[limits]\nconfirm_usd = 0.0\n{runtime}"));
+    env.write("wf.rhai", "ctx.agents.open(#{ key: \"a\", runtime: \"s\" }).turn(#{ prompt: \"x\" }).kind");
+    let mut mcp = RawMcp::start(&env);
+    let (refused, _) = mcp.call("run_workflow", json!({ "script": "wf.rhai", "wait_s": 0 }));
+    assert_eq!(refused["isError"], true, "{refused}");
+    let text = refused["content"][0]["text"].as_str().unwrap_or("");
+    assert!(text.contains("run with --yes to go ahead"), "{refused}");
+    let (bad, _) = mcp.call("run_workflow", json!({ "script": "wf.rhai", "yes": "sure" }));
+    assert_eq!(bad["content"][0]["text"], "error: \"yes\" must be true or false, not \"sure\"", "{bad}");
+    let (ran, _) = mcp.call("run_workflow", json!({ "script": "wf.rhai", "yes": true, "wait_s": 15 }));
+    assert_eq!(ran["structuredContent"]["status"], "succeeded", "{ran}");
+    assert!(!server.bodies().is_empty(), "told yes, the run reached the model");
     drop(mcp.stdin);
     let _ = common::wait_with_timeout(mcp.child);
 }

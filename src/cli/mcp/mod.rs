@@ -129,15 +129,25 @@ impl Server {
         ])
     }
 
+    /// `--yes` when the call says `yes: true`.
+    fn yes(args: &Args<'_>, mut argv: Vec<String>) -> Result<Vec<String>, String> {
+        match args.0.get("yes") {
+            None | Some(serde_json::Value::Null) | Some(serde_json::Value::Bool(false)) => {}
+            Some(serde_json::Value::Bool(true)) => argv.push("--yes".to_string()),
+            Some(other) => return Err(format!("error: \"yes\" must be true or false, not {other}")),
+        }
+        Ok(argv)
+    }
+
     async fn run_council(&self, args: &Args<'_>, ctx: &RequestContext<RoleServer>) -> Result<CallToolResult, String> {
-        let argv = Self::council_argv(args, "run")?;
+        let argv = Self::yes(args, Self::council_argv(args, "run")?)?;
         let wait_s = args.wait_s()?;
         let run = launch::start(&self.cwd, &self.runs_dir, argv).await?;
         Ok(self.wait(&run, wait_s, 0, ctx).await)
     }
 
     async fn run_workflow(&self, args: &Args<'_>, ctx: &RequestContext<RoleServer>) -> Result<CallToolResult, String> {
-        let argv = self.workflow_argv(args, "run")?;
+        let argv = Self::yes(args, self.workflow_argv(args, "run")?)?;
         let wait_s = args.wait_s()?;
         let run = launch::start(&self.cwd, &self.runs_dir, argv).await?;
         Ok(self.wait(&run, wait_s, 0, ctx).await)

@@ -21,6 +21,11 @@ fn wait_s() -> Value {
             "description": "Seconds to wait for the run to end (default 30); 0 returns at once" })
 }
 
+fn yes() -> Value {
+    json!({ "type": "boolean",
+            "description": "Start the run even when its plan passes [limits] confirm_usd (without it such a run is refused, as on a command line with no terminal)" })
+}
+
 fn run_id() -> Value {
     json!({ "type": "string", "description": "The run's id, as run_council or run_workflow returned it" })
 }
@@ -36,6 +41,7 @@ fn council_call(waits: bool) -> Value {
     });
     if waits {
         p["wait_s"] = wait_s();
+        p["yes"] = yes();
     }
     p
 }
@@ -48,6 +54,7 @@ fn workflow_call(waits: bool) -> Value {
     });
     if waits {
         p["wait_s"] = wait_s();
+        p["yes"] = yes();
     }
     p
 }
