@@ -12,7 +12,9 @@ pub struct Scratch {
 impl Scratch {
     /// Makes a new, empty, private (0700) folder.
     pub fn new() -> io::Result<Scratch> {
-        let name = format!("awf-plan-{}-{}", std::process::id(), uuid::Uuid::new_v4().simple());
+        let suffix = uuid::Uuid::new_v4().simple().to_string();
+        // Short: the run folder inside holds a Unix socket, whose path has a length limit.
+        let name = format!("awf-plan-{}-{}", std::process::id(), &suffix[..12]);
         let dir = std::env::temp_dir().join(name);
         super::private::create_dir(&dir)?;
         Ok(Scratch { dir })
