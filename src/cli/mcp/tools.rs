@@ -30,33 +30,34 @@ fn run_id() -> Value {
     json!({ "type": "string", "description": "The run's id, as run_council or run_workflow returned it" })
 }
 
+/// A run tool's arguments also take `wait_s` and `yes`.
+fn with_wait(mut properties: Value, waits: bool) -> Value {
+    if let (true, Some(m)) = (waits, properties.as_object_mut()) {
+        m.insert("wait_s".into(), wait_s());
+        m.insert("yes".into(), yes());
+    }
+    properties
+}
+
 /// The arguments of `run_council` (with `wait_s`) and `plan_council`.
 fn council_call(waits: bool) -> Value {
-    let mut p = json!({
+    let p = json!({
         "name": { "type": "string", "description": "The strategy, e.g. magi, pair, map (see list_strategies)" },
         "task": { "type": "string", "description": "The task, question or goal" },
         "params": { "type": "object", "description": "The strategy's params, checked against its META" },
         "team": { "type": "string", "description": "A named team (default: the strategy's own)" },
         "roster": { "type": "array", "items": { "type": "string" }, "description": "Members by name" },
     });
-    if waits {
-        p["wait_s"] = wait_s();
-        p["yes"] = yes();
-    }
-    p
+    with_wait(p, waits)
 }
 
 /// The arguments of `run_workflow` (with `wait_s`) and `plan_workflow`.
 fn workflow_call(waits: bool) -> Value {
-    let mut p = json!({
+    let p = json!({
         "script": { "type": "string", "description": "The script, relative to the project folder" },
         "args": { "type": "object", "description": "The script's arguments (checked against META.args)" },
     });
-    if waits {
-        p["wait_s"] = wait_s();
-        p["yes"] = yes();
-    }
-    p
+    with_wait(p, waits)
 }
 
 /// Every tool, in the order `tools/list` gives them.
