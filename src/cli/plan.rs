@@ -1,8 +1,7 @@
 //! `awf script plan` and `awf council plan`: the workflow planned on the fake harness
 //! (`crate::plan`), printed as text or, with `--json`, as the plan's data.
 
-use super::script::{loaded, prepare, RunArgs, RunFlags};
-use super::EXIT_USAGE;
+use super::script::{loaded, prepare, RunFlags, ScriptArgs};
 use crate::config::parse_duration;
 use crate::host::Output;
 use crate::script::Program;
@@ -12,7 +11,7 @@ use serde_json::Value;
 #[derive(clap::Args)]
 pub struct PlanArgs {
     #[command(flatten)]
-    pub run: RunArgs,
+    pub script: ScriptArgs,
     #[command(flatten)]
     pub bound: BoundFlag,
 }
@@ -36,12 +35,8 @@ impl BoundFlag {
 }
 
 pub fn exec(args: PlanArgs) -> Result<i32> {
-    if args.run.watch || args.run.detach {
-        eprintln!("error: `awf script plan` takes neither --watch nor --detach: a plan runs once, here");
-        return Ok(EXIT_USAGE);
-    }
-    match loaded(&args.run)? {
-        Ok((program, script_args)) => print(&program, script_args, &args.run.flags, Output::Value, &args.bound),
+    match loaded(&args.script)? {
+        Ok((program, script_args)) => print(&program, script_args, &args.script.flags, Output::Value, &args.bound),
         Err(code) => Ok(code),
     }
 }

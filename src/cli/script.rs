@@ -42,22 +42,29 @@ pub enum ScriptCommand {
 
 #[derive(clap::Args)]
 pub struct RunArgs {
-    /// The script to run
-    pub(super) file: PathBuf,
-    /// Arguments as JSON, or @FILE to read them from a file
-    #[arg(long)]
-    pub(super) args: Option<String>,
-    /// One argument, KEY=VALUE (VALUE is read as JSON when it parses, else as a string); repeatable
-    #[arg(long = "arg", value_name = "KEY=VALUE")]
-    pub(super) arg: Vec<String>,
+    #[command(flatten)]
+    pub(super) script: ScriptArgs,
     /// Run again whenever the script or a module it can import changes (a run in flight finishes
     /// on the version it started with; Ctrl-C between runs exits)
     #[arg(long, conflicts_with = "detach")]
-    pub(super) watch: bool,
+    watch: bool,
     /// Print the run id and return; the run goes on in a process of its own (its output in
     /// output.log in the run folder), queued when `[limits] background` runs are in flight
     #[arg(long)]
-    pub(super) detach: bool,
+    detach: bool,
+}
+
+/// A script, its arguments and the run's flags: what `script run` and `script plan` share.
+#[derive(clap::Args)]
+pub struct ScriptArgs {
+    /// The script to run
+    file: PathBuf,
+    /// Arguments as JSON, or @FILE to read them from a file
+    #[arg(long)]
+    args: Option<String>,
+    /// One argument, KEY=VALUE (VALUE is read as JSON when it parses, else as a string); repeatable
+    #[arg(long = "arg", value_name = "KEY=VALUE")]
+    arg: Vec<String>,
     /// Refuse a script file larger than N bytes, before compiling it
     #[arg(long, value_name = "N", default_value_t = script::MAX_SCRIPT_BYTES)]
     max_script_bytes: u64,
@@ -169,7 +176,7 @@ fn check_meta(p: &Program) -> Result<(), String> {
     Ok(())
 }
 
-fn parse_args(args: &RunArgs, cwd: &Path) -> Result<Value> {
+fn parse_args(args: &ScriptArgs, cwd: &Path) -> Result<Value> {
     let mut value = match &args.args {
         None => Value::Object(Map::new()),
         Some(text) => {
@@ -223,7 +230,8 @@ fn run(args: RunArgs) -> Result<i32> {
 /// while a run is in flight start the next run as soon as it ends.
 fn watch(args: &RunArgs) -> Result<i32> {
     let cwd = cwd()?;
-    let script = if args.file.is_absolute() { args.file.clone() } else { cwd.join(&args.file) };
+    let file = &args.script.file;
+    let script = if file.is_absolute() { file.clone() } else { cwd.join(file) };
     let (tx, rx) = std::sync::mpsc::channel();
     let _watcher = crate::watch::watch(&crate::watch::script_dirs(&script, &cwd), tx)
         .context("cannot watch the script's folders")?;
@@ -259,7 +267,7 @@ fn watch(args: &RunArgs) -> Result<i32> {
 
 /// The script loaded and its arguments checked, as every command that runs one refuses bad input
 /// before anything runs; `Err` is the exit code once the error is printed.
-pub(super) fn loaded(args: &RunArgs) -> Result<Result<(Program, Value), i32>> {
+pub(super) fn loaded(args: &ScriptArgs) -> Result<Result<(Program, Value), i32>> {
     let cwd = cwd()?;
     let program = match script::load_bounded(&args.file, &cwd, args.max_script_bytes) {
         Ok(p) => p,
@@ -281,11 +289,11 @@ pub(super) fn loaded(args: &RunArgs) -> Result<Result<(Program, Value), i32>> {
 }
 
 fn run_once(args: &RunArgs) -> Result<i32> {
-    let (program, script_args) = match loaded(args)? {
+    let (program, script_args) = match loaded(&args.script)? {
         Ok(p) => p,
         Err(code) => return Ok(code),
     };
-    super::confirm::start(&program, script_args, &args.flags, Output::Value, args.detach)
+    super::confirm::start(&program, script_args, &args.script.flags, Output::Value, args.detach)
 }
 
 /// `--detach`: the run is checked as in the foreground (its flags, its config), then this
