@@ -25,13 +25,23 @@ pub enum CouncilCommand {
 #[derive(clap::Args)]
 pub struct CouncilPlan {
     #[command(flatten)]
-    run: CouncilRun,
+    call: CouncilCall,
     #[command(flatten)]
     bound: super::plan::BoundFlag,
 }
 
 #[derive(clap::Args)]
 pub struct CouncilRun {
+    #[command(flatten)]
+    call: CouncilCall,
+    /// Print the run id and return; the run goes on in a process of its own (see `script run`)
+    #[arg(long)]
+    detach: bool,
+}
+
+/// A strategy call and the run's flags: what `council run` and `council plan` share.
+#[derive(clap::Args)]
+pub struct CouncilCall {
     /// The strategy: magi, map, pair, pipeline, synthesize, or one of your own
     name: String,
     /// The task, question or goal
@@ -49,9 +59,6 @@ pub struct CouncilRun {
     /// Most agents the strategy may open (0: no limit beyond --max-agents)
     #[arg(long, default_value_t = 0)]
     max_children: u64,
-    /// Print the run id and return; the run goes on in a process of its own (see `script run`)
-    #[arg(long)]
-    detach: bool,
     #[command(flatten)]
     flags: RunFlags,
 }
@@ -91,13 +98,9 @@ pub fn exec(cmd: CouncilCommand) -> Result<i32> {
         }
         CouncilCommand::Run(args) => run(&cwd, *args),
         CouncilCommand::Plan(args) => {
-            let CouncilPlan { run, bound } = *args;
-            if run.detach {
-                eprintln!("error: `awf council plan` does not take --detach: a plan runs once, here");
-                return Ok(EXIT_USAGE);
-            }
-            match checked(&cwd, &run)? {
-                Ok((program, input)) => super::plan::print(&program, input, &run.flags, Output::Strategy, &bound),
+            let CouncilPlan { call, bound } = *args;
+            match checked(&cwd, &call)? {
+                Ok((program, input)) => super::plan::print(&program, input, &call.flags, Output::Strategy, &bound),
                 Err(code) => Ok(code),
             }
         }
@@ -105,16 +108,16 @@ pub fn exec(cmd: CouncilCommand) -> Result<i32> {
 }
 
 fn run(cwd: &std::path::Path, args: CouncilRun) -> Result<i32> {
-    let (program, input) = match checked(cwd, &args)? {
+    let (program, input) = match checked(cwd, &args.call)? {
         Ok(p) => p,
         Err(code) => return Ok(code),
     };
-    super::confirm::start(&program, input, &args.flags, Output::Strategy, args.detach)
+    super::confirm::start(&program, input, &args.call.flags, Output::Strategy, args.detach)
 }
 
 /// The strategy compiled and its call checked, refused (printed, `Err` the exit code) before any
 /// agent, record or progress row exists; the input its `fn run` is given.
-fn checked(cwd: &std::path::Path, args: &CouncilRun) -> Result<Result<(crate::script::Program, Value), i32>> {
+fn checked(cwd: &std::path::Path, args: &CouncilCall) -> Result<Result<(crate::script::Program, Value), i32>> {
     let strategy = match council::find(cwd, &args.name) {
         Ok(s) => s,
         Err(e) => {
