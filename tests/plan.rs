@@ -226,3 +226,23 @@ fn a_plan_exports_no_traces_where_a_run_does() {
     awf("run").expect_code(0);
     common::poll("the run's traces", common::TIMEOUT, || collector.accept().ok().map(|_| ()));
 }
+
+#[test]
+fn an_unpriced_models_earlier_runs_narrow_its_tokens() {
+    let server = FakeModel::start(vec![Reply::with_usage(500, 50, Reply::result(json!({ "text": "one" })))]);
+    let env = Env::new();
+    env.write(
+        "awf.toml",
+        &format!(
+            "default_runtime = \"m\"\n[runtimes.m]\nharness = \"openai\"\nmodel = \"local-x\"\nbase_url = \"{}/v1\"\n",
+            server.base()
+        ),
+    );
+    let script = format!("ctx.agents.open(#{{ key: \"a\" }}).turn(#{{ prompt: \"One.\", schema: {SAY} }}).kind\n");
+    env.run(&script, &[]).expect_code(0);
+    let p = plan(&env, &[]).expect_code(0).json();
+    assert_eq!(p["basis"], "history", "{p:#}");
+    assert_eq!(p["by_model"]["local-x"]["tokens"], json!([550, 550]));
+    assert_eq!(p["by_model"]["local-x"]["usd"], Value::Null);
+    assert_eq!(p["unpriced"], json!(["local-x"]));
+}

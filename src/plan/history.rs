@@ -1,6 +1,8 @@
 //! What earlier runs of the same script really spent, per operation and model: read from the runs
-//! folder's `run.json` and `turns.jsonl`, only operations that spent priced tokens (not simulated).
+//! folder's `run.json` and `turns.jsonl`, only operations a model really answered (not simulated):
+//! their tokens, and their USD when every one of them was priced.
 
+use crate::accounting::CostSource;
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -9,7 +11,8 @@ use std::path::Path;
 pub struct PerOperation {
     pub operations: u64,
     pub tokens: (u64, u64),
-    pub usd: (f64, f64),
+    /// `None` when one of them had no price (a local model).
+    pub usd: Option<(f64, f64)>,
 }
 
 /// What earlier runs of a script spent.
@@ -34,18 +37,26 @@ pub fn observed(runs_dir: &Path, script: &Path) -> Observed {
         }
         let Ok(turns) = crate::record::lines::turns(&dir) else { continue };
         let mut used = false;
-        for t in turns.iter().filter(|t| t.priced() && t.kind != crate::run::COUNCIL_KIND) {
+        let real = |t: &&crate::record::lines::TurnRecord| {
+            !t.simulated
+                && t.cost_source.is_some_and(|c| c != CostSource::Simulated)
+                && t.kind != crate::run::COUNCIL_KIND
+        };
+        for t in turns.iter().filter(real) {
             used = true;
             let tokens = t.usage.tokens().max(t.tokens);
-            let usd = t.cost_usd();
+            let usd = t.priced().then(|| t.cost_usd());
             let e = seen.by_model.entry(t.model.clone()).or_insert(PerOperation {
                 operations: 0,
                 tokens: (tokens, tokens),
-                usd: (usd, usd),
+                usd: usd.map(|u| (u, u)),
             });
             e.operations += 1;
             e.tokens = (e.tokens.0.min(tokens), e.tokens.1.max(tokens));
-            e.usd = (e.usd.0.min(usd), e.usd.1.max(usd));
+            e.usd = match (e.usd, usd) {
+                (Some((lo, hi)), Some(u)) => Some((lo.min(u), hi.max(u))),
+                _ => None,
+            };
         }
         if used {
             seen.runs.push(doc.id);

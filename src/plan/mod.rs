@@ -269,7 +269,8 @@ pub fn assemble(
             m.basis = Basis::History;
             let n = m.operations;
             m.tokens = [n * h.tokens.0, n * h.tokens.1];
-            m.usd = Some([n as f64 * h.usd.0, n as f64 * h.usd.1]);
+            // Spend that had no price (a price added since) is priced by the estimate instead.
+            m.usd = h.usd.map(|(lo, hi)| [n as f64 * lo, n as f64 * hi]).or(m.usd);
         }
         m.usd = m.usd.map(|[l, h]| [crate::accounting::micro(l), crate::accounting::micro(h)]);
         if m.usd.is_none() && m.basis != Basis::Nothing {
