@@ -291,6 +291,10 @@
 //! - A live run is reached from other processes only through its `control.sock` (0600, in its
 //!   0700 folder): `awf runs stop`, `awf runs answer` and `awf serve` send it `stop`, `kill` or `answer`; nothing signals a
 //!   run's process (a background run still queued is the exception: it has no run yet).
+//! - A plan starts nothing: every agent of a plan's run gets its session from `plan::session`
+//!   through the agent book's `Remote` hook (a fake session that keeps the agent's harness and
+//!   model), so no program, CLI or HTTP request is started, no sandbox is made and no trace is
+//!   sent; its run folder is a throwaway one (`record::scratch`), removed when the plan is made.
 //! - Telemetry never holds up a run: spans are made from the records after they are written, and
 //!   the end of a run waits a bounded time for them.
 //! - An agent that asked for a sandbox (or runs under `--sandbox`) never runs without it: when the
