@@ -246,3 +246,13 @@ fn an_unpriced_models_earlier_runs_narrow_its_tokens() {
     assert_eq!(p["by_model"]["local-x"]["usd"], Value::Null);
     assert_eq!(p["unpriced"], json!(["local-x"]));
 }
+
+#[test]
+fn operations_are_counted_by_kind() {
+    let env = Env::new();
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/cooperate.rhai");
+    let p = env.awf(&["script", "plan", &script.display().to_string(), "--json"]).expect_code(0).json();
+    assert_eq!(p["operation_kinds"], json!({ "message": 1, "turn": 2 }), "{p:#}");
+    let text = env.awf(&["script", "plan", &script.display().to_string()]).expect_code(0).stdout.clone();
+    assert!(text.contains("2 agents, 3 operations (message 1, turn 2); widest step: 1 at once"), "{text}");
+}

@@ -81,6 +81,9 @@ pub struct Plan {
     pub one_path: bool,
     pub agents: u64,
     pub operations: u64,
+    /// Operations by kind (`turn`, `message`, `compact`, ...).
+    #[serde(default)]
+    pub operation_kinds: BTreeMap<String, u64>,
     /// Stage names, in the order they started.
     pub stages: Vec<String>,
     /// The most operations a `ctx.parallel` step had in flight at once.
@@ -235,6 +238,10 @@ pub fn assemble(
             a.operations += 1;
         }
     }
+    let mut operation_kinds = BTreeMap::new();
+    for t in &ops {
+        *operation_kinds.entry(t.kind.clone()).or_insert(0) += 1;
+    }
     if widest == 0 && !ops.is_empty() {
         widest = 1;
     }
@@ -298,6 +305,7 @@ pub fn assemble(
         one_path: true,
         agents: agent_list.len() as u64,
         operations: ops.len() as u64,
+        operation_kinds,
         stages,
         widest,
         tokens,

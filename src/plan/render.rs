@@ -31,8 +31,15 @@ pub fn text(p: &Plan) -> String {
     );
     let stages = if p.stages.is_empty() { "(none)".to_string() } else { p.stages.join(" → ") };
     s.push_str(&format!("stages: {stages}\n"));
+    // Kinds are said when there is more than turns.
+    let kinds = if p.operation_kinds.keys().any(|k| k != "turn") {
+        let each: Vec<String> = p.operation_kinds.iter().map(|(k, n)| format!("{k} {n}")).collect();
+        format!(" ({})", each.join(", "))
+    } else {
+        String::new()
+    };
     s.push_str(&format!(
-        "{}, {}; widest step: {} at once\n",
+        "{}, {}{kinds}; widest step: {} at once\n",
         plural(p.agents, "agent"),
         plural(p.operations, "operation"),
         p.widest
