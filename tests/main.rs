@@ -53,6 +53,7 @@ mod older_records;
 mod operator_grant;
 mod plan;
 mod plan_confirm;
+mod plan_overhead;
 mod plan_reach;
 mod private_records;
 mod protocol_command;

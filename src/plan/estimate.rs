@@ -48,8 +48,11 @@ pub fn range(m: &Measured) -> (Usage, Usage) {
     }
     let (over_lo, over_hi) = harness_overhead(h);
     let sent = m.shown_bytes + m.history_bytes;
+    // The overhead is the same prefix for every session of a harness: at the low end it is read
+    // from the provider's prompt cache, as the CLIs' requests are.
     let low = Usage {
-        input_tokens: if m.fresh { over_lo } else { 0 } + tokens(sent, BYTES_PER_TOKEN_LOW_END),
+        input_tokens: tokens(sent, BYTES_PER_TOKEN_LOW_END),
+        cache_read_tokens: if m.fresh { over_lo } else { 0 },
         output_tokens: tokens(m.answer_bytes, BYTES_PER_TOKEN_LOW_END),
         ..Usage::default()
     };
@@ -86,14 +89,15 @@ mod tests {
     fn an_http_turn_is_its_text_plus_the_tools_and_at_most_max_tokens_out() {
         let (low, high) = range(&measured("openai", true, Some(500)));
         let (over_lo, over_hi) = harness_overhead("openai");
-        assert_eq!(low, Usage { input_tokens: over_lo + 300, output_tokens: 10, ..Usage::default() });
+        let cached = Usage { input_tokens: 300, cache_read_tokens: over_lo, output_tokens: 10, ..Usage::default() };
+        assert_eq!(low, cached);
         assert_eq!(high, Usage { input_tokens: 2 * (over_hi + 400), output_tokens: 500, ..Usage::default() });
     }
 
     #[test]
     fn a_later_turn_has_no_fresh_overhead_at_the_low_end() {
         let (low, _) = range(&measured("claude", false, None));
-        assert_eq!(low.input_tokens, 300);
+        assert_eq!((low.input_tokens, low.cache_read_tokens), (300, 0));
         let (_, high) = range(&measured("claude", false, None));
         assert_eq!(high.output_tokens, 8192);
     }
