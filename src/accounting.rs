@@ -153,6 +153,22 @@ pub fn builtin_price(model: &str) -> Option<Price> {
     Some(Price { input, output, cache_read, cache_write })
 }
 
+/// Input tokens a harness sends on a fresh session beyond awf's own prompt, as a (low, high)
+/// range for `awf script plan`: a CLI's system prompt and tool definitions, an HTTP agent's
+/// `wf_*` tool definitions. Measured once (`tests/plan_overhead.rs`, the CLIs pinned by `.ci/setup`
+/// against the fake model server): the first request's bytes at 4 and at 3 bytes a token, claude
+/// 115.8 kB, codex 40.7 kB, pi 5.8 kB, the `openai` tools 1.2 kB. A harness that is not a model
+/// (`fake`, `command`) sends none.
+pub fn harness_overhead(harness: &str) -> (u64, u64) {
+    match harness {
+        "claude" => (29_000, 39_000),
+        "codex" => (10_000, 14_000),
+        "pi" => (1_400, 2_000),
+        "openai" | "anthropic" => (300, 450),
+        _ => (0, 0),
+    }
+}
+
 /// Prices tokens; `None` when the model has no price.
 pub fn price_tokens(price: Option<Price>, u: &Usage) -> Option<f64> {
     let p = price?;

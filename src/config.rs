@@ -178,6 +178,10 @@ pub struct TelemetryConfig {
     pub otlp_endpoint: Option<String>,
     /// Put answers into the spans (off by default: they may hold anything).
     pub capture_content: Option<bool>,
+    /// Set by awf, never read from a file: no traces at all, whatever the environment says (a
+    /// plan's throwaway run).
+    #[serde(skip)]
+    pub off: bool,
 }
 
 /// The `[cluster]` table: runs' agent operations on NATS JetStream (`src/cluster/`). The `--nats*`
@@ -254,6 +258,8 @@ pub struct LimitsConfig {
     /// Operations one script thread (or parallel branch) may make: the guard against runaway
     /// loops (default 50,000,000).
     pub script_operations: Option<u64>,
+    /// New runs are planned first; one whose plan's high end passes this many USD asks first.
+    pub confirm_usd: Option<f64>,
 }
 
 impl Config {

@@ -42,7 +42,7 @@
 //! 9. `host`: a run with its books, and `drive`. The script comes in through the `Script` trait.
 //! 10. `script`: the rhai host.
 //! 11. `council`: strategies, and councils convened from a turn.
-//! 12. `cluster`: NATS JetStream.
+//! 12. `cluster`, `plan`: NATS JetStream; a workflow's plan before spending.
 //! 13. `cli`: the commands.
 //!
 //! # Code map
@@ -53,7 +53,7 @@
 //!   flags and config, shared by every command that starts runs; `--detach`), `ending.rs` (how an
 //!   attempt of this process ends: the signals that stop it, what it prints, its exit code),
 //!   `council.rs` (`council
-//!   list|show|run`), `worker.rs` (`awf worker`, `runs submit`), `nats.rs` (the `--nats*` flags
+//!   list|show|run`), `plan.rs` (`script plan`, `council plan`: a plan printed as text or `--json`), `confirm.rs` (runs that ask first: planned before they start, refused past `confirm_usd` without a terminal unless `--yes`), `worker.rs` (`awf worker`, `runs submit`), `nats.rs` (the `--nats*` flags
 //!   of `worker`, `script run` and `runs submit`, put over `[cluster]` field by field), `runs.rs` (`runs
 //!   list|show|resume|stop|answer|logs|submit`; resuming a council run, `--values`), `answer.rs`
 //!   (`runs answer`, also for `serve` and `mcp`: an operator's answer through the run's control
@@ -69,7 +69,7 @@
 //!   disk before its 202), `recover.rs` what a serve that died left (queued: run; interrupted:
 //!   resumed; in acceptance order; `--no-recover`), `job.rs` the checked body, `events.rs` the
 //!   event stream; `auth.rs` the Host, Origin and bearer-token checks on
-//!   TCP, `answer.rs` `POST /runs/{id}/answer`, `private.rs` the 0600 socket and token file, `scripts.rs` which script a client may name,
+//!   TCP, `answer.rs` `POST /runs/{id}/answer`, `plans.rs` `POST /plans` (the plan of a `POST /runs` body), `private.rs` the 0600 socket and token file, `scripts.rs` which script a client may name,
 //!   `listen.rs` the two listeners, `options.rs` the limits a `POST /runs` sets, `strategies.rs`
 //!   the watched registry and `GET /strategies`), `init.rs`, `caller.rs` (`--caller`, `--caller-home`: the calling session, checked), `live.rs` (the terminal view),
 //!   `board.rs` (a run's view drawn as lines for a terminal's width: the live view's agent rows,
@@ -78,7 +78,7 @@
 //!   the agent side of the protocol), `bridge.rs` (the hidden `awf sandbox-bridge`), `doctor.rs` (`awf doctor`: a list of checks, each a name, an
 //!   ok flag and a detail), `mcp/` (`awf mcp`, the MCP server on stdio, and `http_service`, which
 //!   `serve` mounts at `/mcp`; `rmcp` is named only here: `mod.rs` the handler, every failure a
-//!   tool error with the command line's text; `tools.rs` the names, schemas and arguments;
+//!   tool error with the command line's text; `tools.rs` the names, schemas and arguments (`plan_workflow`, `plan_council`: the plan `script|council plan --json` prints);
 //!   `launch.rs` runs started with `--detach` and stopped with `runs stop`, as processes of their
 //!   own; `runs.rs` a run read back from its folder through `listing.rs`; `wait.rs` waiting up to
 //!   `wait_s`, progress from `events.jsonl` after a cursor (`since`), the cursor reached returned), `scripts.rs` (which workflow a client of `serve` or
@@ -140,6 +140,12 @@
 //!   (`awf runs submit`: whole runs in their own work-queue stream, run in-process by a worker as
 //!   their owner, taken over under the same id when it dies), `shadow.rs` (the worker's own run
 //!   per owner's run, `.awf/worker-runs/<run>-<worker>`, whose agent book and pipeline run the ops).
+//! - `plan/`: a plan before spending (`awf script plan`): `mod.rs` (the workflow run as a real run
+//!   in a throwaway runs folder, checkpoints answered with their schema's example, cut at a bound;
+//!   `Plan`, assembled from that run's records), `session.rs` (every agent's session fake through
+//!   the agent book's `Remote` hook, keeping its harness and model; each turn's sizes measured),
+//!   `estimate.rs` (an operation's tokens as a range, priced), `history.rs` (what earlier runs of
+//!   the script spent per operation), `render.rs` (the plan as text).
 //! - `telemetry/`: OpenTelemetry traces over OTLP/HTTP, **the only module that names the
 //!   opentelemetry crates**; `spans.rs` builds the spans from a run's records on a thread of its
 //!   own (the run core never calls it).
@@ -237,7 +243,8 @@
 //!   (`serve.json` and `serve.lock`: a run a serve accepted, and which serve holds it),
 //!   `agent_files.rs` (an agent's part of the folder: each operation's liveness log and captured
 //!   output, bounded and scrubbed), `private.rs` (folders 0700 and files 0600, created so: the
-//!   harnesses create their folders in a run folder through it), and the read side: `status.rs`
+//!   harnesses create their folders in a run folder through it), `scratch.rs` (a throwaway runs
+//!   folder, removed when dropped: a plan's), and the read side: `status.rs`
 //!   (`RunStatus`, `StageStatus`, `OutcomeKind`, and `Recorded`, a status kept as written when this
 //!   version does not know it), `docs.rs` (`run.json`, `result.json`), `lines.rs` (turns, journal,
 //!   stages), `events.rs` (events, an unknown type kept as `Other`), `view.rs` (events folded into
@@ -292,6 +299,10 @@
 //! - A live run is reached from other processes only through its `control.sock` (0600, in its
 //!   0700 folder): `awf runs stop`, `awf runs answer` and `awf serve` send it `stop`, `kill` or `answer`; nothing signals a
 //!   run's process (a background run still queued is the exception: it has no run yet).
+//! - A plan starts nothing: every agent of a plan's run gets its session from `plan::session`
+//!   through the agent book's `Remote` hook (a fake session that keeps the agent's harness and
+//!   model), so no program, CLI or HTTP request is started, no sandbox is made and no trace is
+//!   sent; its run folder is a throwaway one (`record::scratch`), removed when the plan is made.
 //! - Telemetry never holds up a run: spans are made from the records after they are written, and
 //!   the end of a run waits a bounded time for them.
 //! - An agent that asked for a sandbox (or runs under `--sandbox`) never runs without it: when the
@@ -379,6 +390,8 @@
 //!                  (liveness), ops/<op-id>.stdout|.stderr (first MiB each); skills.json (the agent's skills:
 //!                  name, source, sha256); home/ (sandboxed agents' HOME;
 //!                  a CLI agent's CLAUDE_CONFIG_DIR, CODEX_HOME or PI_CODING_AGENT_DIR)
+//!   plan.json      the plan made before the run started (`plan::Plan`), when it was planned first
+//!                  (`[limits] confirm_usd`, `--confirm-above`)
 //!   result.json    run_id, status (succeeded|failed|stopped|cancelled), value, error, ended_in, stages,
 //!                  children (child runs: councils its agents convened; present when there are any),
 //!                  accounting {by_agent, by_stage, by_model, by_attempt, totals} over every attempt,
@@ -397,6 +410,7 @@ pub mod council;
 pub mod harness;
 pub mod host;
 pub mod messaging;
+pub mod plan;
 pub mod record;
 pub mod redact;
 pub mod run;

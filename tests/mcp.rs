@@ -69,6 +69,8 @@ fn sdk_lists_the_tools_and_runs_magi_on_the_fake_harness_with_progress() {
         "list_strategies",
         "run_council",
         "run_workflow",
+        "plan_council",
+        "plan_workflow",
         "run_status",
         "run_wait",
         "run_result",
@@ -246,7 +248,7 @@ fn a_raw_client_gets_the_tools_and_a_refusal_as_a_tool_error() {
     assert_eq!(reply(1)["result"]["serverInfo"]["name"], "awf");
     send(&mut stdin, json!({ "jsonrpc": "2.0", "method": "notifications/initialized" }));
     send(&mut stdin, json!({ "jsonrpc": "2.0", "id": 2, "method": "tools/list" }));
-    assert_eq!(reply(2)["result"]["tools"].as_array().map(Vec::len), Some(8));
+    assert_eq!(reply(2)["result"]["tools"].as_array().map(Vec::len), Some(10));
     send(
         &mut stdin,
         json!({ "jsonrpc": "2.0", "id": 3, "method": "tools/call",

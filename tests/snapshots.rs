@@ -80,3 +80,23 @@ fn the_script_api_reference() {
     out.expect_code(0);
     snapshot!("script_api", out.stdout);
 }
+
+#[test]
+fn a_plan_as_text() {
+    let env = Env::new();
+    env.write("awf.toml", "default_runtime = \"s\"\n[runtimes.s]\nharness = \"claude\"\nmodel = \"claude-sonnet-4-5\"\n[runtimes.local]\nharness = \"openai\"\nmodel = \"gemma3\"\nbase_url = \"http://127.0.0.1:9/v1\"\n");
+    env.write(
+        "wf.rhai",
+        r#"
+let notes = ctx.stage("read", #{ result: #{ type: "array" } }, || {
+    ctx.parallel(["a", "b", "c"], |part, i| { ctx.agents.open(#{ key: `reader-${i}` }).turn(#{ prompt: `Read part ${part}.` }).kind }, #{ concurrency: 2 })
+});
+let lead = ctx.agents.open(#{ key: "lead", runtime: "local" });
+lead.turn(#{ prompt: `Merge ${notes}.` });
+lead.turn(#{ prompt: "Now shorten it." });
+"#,
+    );
+    let out = env.awf(&["script", "plan", "wf.rhai"]);
+    out.expect_code(0);
+    snapshot!("plan_text", out.stdout);
+}

@@ -1,6 +1,6 @@
 //! `awf council list|show|run`: the strategy catalog and strategy calls.
 
-use super::script::{execute, start_detached, RunFlags};
+use super::script::RunFlags;
 use super::{EXIT_OK, EXIT_USAGE};
 use crate::council::{self, registry};
 use crate::host::Output;
@@ -18,10 +18,30 @@ pub enum CouncilCommand {
     },
     /// Run a strategy on a task
     Run(Box<CouncilRun>),
+    /// Plan a strategy on a task on the fake harness: its agents, operations and spend range
+    Plan(Box<CouncilPlan>),
+}
+
+#[derive(clap::Args)]
+pub struct CouncilPlan {
+    #[command(flatten)]
+    call: CouncilCall,
+    #[command(flatten)]
+    bound: super::plan::BoundFlag,
 }
 
 #[derive(clap::Args)]
 pub struct CouncilRun {
+    #[command(flatten)]
+    call: CouncilCall,
+    /// Print the run id and return; the run goes on in a process of its own (see `script run`)
+    #[arg(long)]
+    detach: bool,
+}
+
+/// A strategy call and the run's flags: what `council run` and `council plan` share.
+#[derive(clap::Args)]
+pub struct CouncilCall {
     /// The strategy: magi, map, pair, pipeline, synthesize, or one of your own
     name: String,
     /// The task, question or goal
@@ -39,9 +59,6 @@ pub struct CouncilRun {
     /// Most agents the strategy may open (0: no limit beyond --max-agents)
     #[arg(long, default_value_t = 0)]
     max_children: u64,
-    /// Print the run id and return; the run goes on in a process of its own (see `script run`)
-    #[arg(long)]
-    detach: bool,
     #[command(flatten)]
     flags: RunFlags,
 }
@@ -80,26 +97,43 @@ pub fn exec(cmd: CouncilCommand) -> Result<i32> {
             Ok(EXIT_OK)
         }
         CouncilCommand::Run(args) => run(&cwd, *args),
+        CouncilCommand::Plan(args) => {
+            let CouncilPlan { call, bound } = *args;
+            match checked(&cwd, &call)? {
+                Ok((program, input)) => super::plan::print(&program, input, &call.flags, Output::Strategy, &bound),
+                Err(code) => Ok(code),
+            }
+        }
     }
 }
 
 fn run(cwd: &std::path::Path, args: CouncilRun) -> Result<i32> {
+    let (program, input) = match checked(cwd, &args.call)? {
+        Ok(p) => p,
+        Err(code) => return Ok(code),
+    };
+    super::confirm::start(&program, input, &args.call.flags, Output::Strategy, args.detach)
+}
+
+/// The strategy compiled and its call checked, refused (printed, `Err` the exit code) before any
+/// agent, record or progress row exists; the input its `fn run` is given.
+fn checked(cwd: &std::path::Path, args: &CouncilCall) -> Result<Result<(crate::script::Program, Value), i32>> {
     let strategy = match council::find(cwd, &args.name) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("error: {e}");
-            return Ok(EXIT_USAGE);
+            return Ok(Err(EXIT_USAGE));
         }
     };
     if let Some(error) = &strategy.error {
         eprintln!("{error}");
-        return Ok(EXIT_USAGE);
+        return Ok(Err(EXIT_USAGE));
     }
     let mut params = Map::new();
     for kv in &args.params {
         let Some((k, v)) = kv.split_once('=') else {
             eprintln!("error: --param {kv}: write it as KEY=VALUE");
-            return Ok(EXIT_USAGE);
+            return Ok(Err(EXIT_USAGE));
         };
         params.insert(k.to_string(), serde_json::from_str(v).unwrap_or_else(|_| Value::String(v.to_string())));
     }
@@ -109,7 +143,7 @@ fn run(cwd: &std::path::Path, args: CouncilRun) -> Result<i32> {
         Ok(p) => p,
         Err(e) => {
             eprintln!("error: {e}");
-            return Ok(EXIT_USAGE);
+            return Ok(Err(EXIT_USAGE));
         }
     };
     if let Some(team) = &args.team {
@@ -117,14 +151,14 @@ fn run(cwd: &std::path::Path, args: CouncilRun) -> Result<i32> {
         if !teams.contains_key(team) {
             let known: Vec<&String> = teams.keys().collect();
             eprintln!("error: unknown team \"{team}\" (known: {known:?})");
-            return Ok(EXIT_USAGE);
+            return Ok(Err(EXIT_USAGE));
         }
     }
     let program = match registry::compile(cwd, &strategy.name) {
         Ok(p) => p,
         Err(error) => {
             eprintln!("{error}");
-            return Ok(EXIT_USAGE);
+            return Ok(Err(EXIT_USAGE));
         }
     };
     let mut input = json!({
@@ -132,14 +166,11 @@ fn run(cwd: &std::path::Path, args: CouncilRun) -> Result<i32> {
         "params": params,
         "limits": { "budget_tokens": args.flags.budget_tokens.unwrap_or(0), "max_children": args.max_children },
     });
-    if let Some(team) = args.team {
+    if let Some(team) = &args.team {
         input["team"] = json!(team);
     }
     if !args.roster.is_empty() {
         input["roster"] = roster;
     }
-    if args.detach {
-        return start_detached(&program, input, &args.flags);
-    }
-    execute(&program, input, &args.flags, Output::Strategy)
+    Ok(Ok((program, input)))
 }

@@ -101,6 +101,9 @@ fn summary(run: &Run, status: RunStatus, result: &crate::run::ResultDoc) -> Stri
             models.join(", ")
         ));
     }
+    if let Some(plan) = crate::plan::read(run.dir()) {
+        s.push_str(&format!("\nawf: {}", crate::plan::render::against(&plan, totals.tokens, totals.cost_usd)));
+    }
     if run.simulated() {
         s.push_str("\nawf: simulated: answers came from the fake harness; no model was called");
     }

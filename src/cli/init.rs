@@ -118,6 +118,7 @@ const REST: &str = r#"
 # background = 4              # background runs (--detach) at once on this machine
 # council_depth = 2           # how deep councils convened from agents' turns may nest
 # script_operations = 50000000 # operations a script thread may make (runaway-loop guard)
+# confirm_usd = 1.0           # plan new runs first; ask before one whose plan may pass this (--confirm-above)
 
 # USD per million tokens, for models the built-in table does not know (a model with no price is
 # recorded as unpriced, and awf warns once per model).

@@ -18,6 +18,9 @@ use std::path::{Path, PathBuf};
 pub enum ScriptCommand {
     /// Run a workflow script
     Run(Box<RunArgs>),
+    /// Run a workflow on the fake harness and print its plan: stages, agents, operations and the
+    /// spend range by model, before spending anything
+    Plan(Box<super::plan::PlanArgs>),
     /// Compile scripts and check their META without running them
     Check {
         /// The scripts to check (workflows, strategies or modules)
@@ -39,14 +42,8 @@ pub enum ScriptCommand {
 
 #[derive(clap::Args)]
 pub struct RunArgs {
-    /// The script to run
-    file: PathBuf,
-    /// Arguments as JSON, or @FILE to read them from a file
-    #[arg(long)]
-    args: Option<String>,
-    /// One argument, KEY=VALUE (VALUE is read as JSON when it parses, else as a string); repeatable
-    #[arg(long = "arg", value_name = "KEY=VALUE")]
-    arg: Vec<String>,
+    #[command(flatten)]
+    pub(super) script: ScriptArgs,
     /// Run again whenever the script or a module it can import changes (a run in flight finishes
     /// on the version it started with; Ctrl-C between runs exits)
     #[arg(long, conflicts_with = "detach")]
@@ -55,6 +52,19 @@ pub struct RunArgs {
     /// output.log in the run folder), queued when `[limits] background` runs are in flight
     #[arg(long)]
     detach: bool,
+}
+
+/// A script, its arguments and the run's flags: what `script run` and `script plan` share.
+#[derive(clap::Args)]
+pub struct ScriptArgs {
+    /// The script to run
+    file: PathBuf,
+    /// Arguments as JSON, or @FILE to read them from a file
+    #[arg(long)]
+    args: Option<String>,
+    /// One argument, KEY=VALUE (VALUE is read as JSON when it parses, else as a string); repeatable
+    #[arg(long = "arg", value_name = "KEY=VALUE")]
+    arg: Vec<String>,
     /// Refuse a script file larger than N bytes, before compiling it
     #[arg(long, value_name = "N", default_value_t = script::MAX_SCRIPT_BYTES)]
     max_script_bytes: u64,
@@ -105,11 +115,22 @@ pub struct RunFlags {
     pub as_run: Option<String>,
     #[command(flatten)]
     pub caller: super::caller::CallerFlags,
+    /// Plan the run first and ask before it starts when the plan's high end passes this many USD
+    /// (over `[limits] confirm_usd`)
+    #[arg(long, value_name = "USD")]
+    pub confirm_above: Option<f64>,
+    /// Go ahead without asking, whatever the plan says
+    #[arg(long)]
+    pub yes: bool,
+    /// The plan made before the run (`confirm`), recorded in its folder as `plan.json`.
+    #[arg(skip)]
+    pub plan: Option<crate::plan::Plan>,
 }
 
 pub fn exec(cmd: ScriptCommand) -> Result<i32> {
     match cmd {
         ScriptCommand::Run(args) => run(*args),
+        ScriptCommand::Plan(args) => super::plan::exec(*args),
         ScriptCommand::Check { files, max_script_bytes } => check(&files, max_script_bytes),
         ScriptCommand::Api => {
             print!("{}", script::reference::markdown());
@@ -155,7 +176,7 @@ fn check_meta(p: &Program) -> Result<(), String> {
     Ok(())
 }
 
-fn parse_args(args: &RunArgs, cwd: &Path) -> Result<Value> {
+fn parse_args(args: &ScriptArgs, cwd: &Path) -> Result<Value> {
     let mut value = match &args.args {
         None => Value::Object(Map::new()),
         Some(text) => {
@@ -209,7 +230,8 @@ fn run(args: RunArgs) -> Result<i32> {
 /// while a run is in flight start the next run as soon as it ends.
 fn watch(args: &RunArgs) -> Result<i32> {
     let cwd = cwd()?;
-    let script = if args.file.is_absolute() { args.file.clone() } else { cwd.join(&args.file) };
+    let file = &args.script.file;
+    let script = if file.is_absolute() { file.clone() } else { cwd.join(file) };
     let (tx, rx) = std::sync::mpsc::channel();
     let _watcher = crate::watch::watch(&crate::watch::script_dirs(&script, &cwd), tx)
         .context("cannot watch the script's folders")?;
@@ -243,28 +265,35 @@ fn watch(args: &RunArgs) -> Result<i32> {
     }
 }
 
-fn run_once(args: &RunArgs) -> Result<i32> {
+/// The script loaded and its arguments checked, as every command that runs one refuses bad input
+/// before anything runs; `Err` is the exit code once the error is printed.
+pub(super) fn loaded(args: &ScriptArgs) -> Result<Result<(Program, Value), i32>> {
     let cwd = cwd()?;
     let program = match script::load_bounded(&args.file, &cwd, args.max_script_bytes) {
         Ok(p) => p,
         Err(rendered) => {
             eprintln!("{rendered}");
-            return Ok(EXIT_USAGE);
+            return Ok(Err(EXIT_USAGE));
         }
     };
     if let Err(e) = check_meta(&program) {
         eprintln!("{e}");
-        return Ok(EXIT_USAGE);
+        return Ok(Err(EXIT_USAGE));
     }
     let script_args = parse_args(args, &cwd)?;
     if let Err(e) = check_script_args(&program, &script_args) {
         eprintln!("{e}");
-        return Ok(EXIT_USAGE);
+        return Ok(Err(EXIT_USAGE));
     }
-    if args.detach {
-        return start_detached(&program, script_args, &args.flags);
-    }
-    execute(&program, script_args, &args.flags, Output::Value)
+    Ok(Ok((program, script_args)))
+}
+
+fn run_once(args: &RunArgs) -> Result<i32> {
+    let (program, script_args) = match loaded(&args.script)? {
+        Ok(p) => p,
+        Err(code) => return Ok(code),
+    };
+    super::confirm::start(&program, script_args, &args.script.flags, Output::Value, args.detach)
 }
 
 /// `--detach`: the run is checked as in the foreground (its flags, its config), then this
@@ -329,6 +358,11 @@ pub fn execute_attempt(
     let caps = crate::council::child::capabilities(CouncilPool::Machine).holding(&admission);
     let req = Request { spec, id: flags.as_run.clone(), caller, parent: None };
     let host = launch::start(req, rt.handle().clone(), caps)?;
+    if let Some(plan) = &flags.plan {
+        if let Err(e) = host.run.records.write_document(crate::plan::PLAN_FILE, plan) {
+            eprintln!("awf: warning: cannot record the plan in {}: {e}", host.run.dir().display());
+        }
+    }
     let owner = cluster.map(|(c, key)| crate::cluster::remote::Owner::new(c, key, &host.run));
     if let Some(o) = &owner {
         host.agents.set_remote(o.clone());

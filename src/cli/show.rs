@@ -89,6 +89,9 @@ pub fn run(dir: &Path, run_id: &str) -> std::io::Result<()> {
     };
     let accounts = result.map(|r| r.accounting).unwrap_or_default();
     out!("spend (all attempts): {}", spend(&accounts.totals));
+    if let Some(plan) = crate::plan::read(dir) {
+        out!("plan: {}", crate::plan::render::against(&plan, accounts.totals.tokens, accounts.totals.cost_usd));
+    }
     for (n, t) in &accounts.by_attempt {
         out!("attempt {n} spent: {}", spend(t));
     }

@@ -159,6 +159,9 @@ pub enum EventRecord {
     ParallelStarted {
         label: Option<String>,
         items: usize,
+        /// 0 when the group set none (older records too).
+        #[serde(default)]
+        concurrency: usize,
         stage: Option<String>,
     },
     ParallelFinished {

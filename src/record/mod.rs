@@ -10,6 +10,7 @@ pub mod groups;
 pub mod lines;
 pub mod lock;
 pub mod private;
+pub mod scratch;
 pub mod status;
 pub mod view;
 mod writer;

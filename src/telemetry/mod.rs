@@ -44,6 +44,9 @@ fn report_once(text: &str) {
 /// whole URL), else `OTEL_EXPORTER_OTLP_ENDPOINT`; a base URL gets `/v1/traces`. `Ok(None)`: no
 /// traces. An endpoint that is no http(s) URL is refused, naming where it came from.
 pub fn traces_url(config: &Config) -> Result<Option<String>, String> {
+    if config.telemetry.off {
+        return Ok(None);
+    }
     let env = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
     let (url, from, whole) = match (&config.telemetry.otlp_endpoint, env("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")) {
         (Some(u), _) => (u.clone(), "[telemetry] otlp_endpoint", false),

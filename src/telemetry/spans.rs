@@ -205,7 +205,7 @@ impl Builder {
                     span.end_with_timestamp(at);
                 }
             }
-            EventRecord::ParallelStarted { label, items, stage } => {
+            EventRecord::ParallelStarted { label, items, stage, .. } => {
                 let cx = stage.as_ref().and_then(|s| self.stage_cx.get(s)).or(self.run_cx.as_ref()).cloned();
                 let mut attrs = vec![KeyValue::new("awf.parallel.items", items as i64)];
                 if let Some(l) = &label {

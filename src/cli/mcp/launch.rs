@@ -46,6 +46,18 @@ pub async fn start(cwd: &Path, runs_dir: &Path, mut args: Vec<String>) -> Result
     super::runs::find(runs_dir, id).map_err(|e| format!("{e} (awf printed {stdout:?})"))
 }
 
+/// `awf ARGS --json` of `script plan` or `council plan`: the plan it printed (also when the script
+/// failed on the fake answers, exit 1), else what it refused the call with.
+pub async fn plan(cwd: &Path, runs_dir: &Path, mut args: Vec<String>) -> Result<serde_json::Value, String> {
+    args.push("--json".to_string());
+    let (ok, stderr, stdout) = awf(cwd, runs_dir, args).await?;
+    match serde_json::from_str::<serde_json::Value>(&stdout) {
+        Ok(plan) if plan.get("operations").is_some() => Ok(plan),
+        _ if ok => Err(format!("error: awf printed no plan: {stdout}")),
+        _ => Err(if stderr.is_empty() { format!("error: awf refused the plan: {stdout}") } else { stderr }),
+    }
+}
+
 /// `awf runs stop ID`: its lines, and whether it failed.
 pub async fn stop(cwd: &Path, runs_dir: &Path, run: &RunDir) -> Result<String, String> {
     let (ok, stderr, stdout) = awf(cwd, runs_dir, vec!["runs".into(), "stop".into(), run.id.clone()]).await?;

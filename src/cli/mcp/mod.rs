@@ -96,9 +96,10 @@ impl Server {
         reply(text, json!({ "strategies": list }), false)
     }
 
-    async fn run_council(&self, args: &Args<'_>, ctx: &RequestContext<RoleServer>) -> Result<CallToolResult, String> {
+    /// `awf council VERB NAME --task ...` from a call's arguments.
+    fn council_argv(args: &Args<'_>, verb: &str) -> Result<Vec<String>, String> {
         let name = args.string("name")?;
-        let mut argv = vec!["council".to_string(), "run".to_string(), name, "--task".to_string(), args.string("task")?];
+        let mut argv = vec!["council".to_string(), verb.to_string(), name, "--task".to_string(), args.string("task")?];
         for (k, v) in args.object("params")? {
             argv.push("--param".into());
             argv.push(format!("{k}={v}"));
@@ -110,26 +111,52 @@ impl Server {
         if !roster.is_empty() {
             argv.extend(["--roster".to_string(), roster.join(",")]);
         }
+        Ok(argv)
+    }
+
+    /// `awf script VERB FILE --args JSON` from a call's arguments, the script inside the project.
+    fn workflow_argv(&self, args: &Args<'_>, verb: &str) -> Result<Vec<String>, String> {
+        let root = self.cwd.canonicalize().map_err(|e| format!("error: cannot read the project folder: {e}"))?;
+        let script = super::scripts::resolve(&root, &root, &args.string("script")?, "the project folder")?.path;
+        let script_args = Value::Object(args.object("args")?);
+        Ok(vec![
+            "script".to_string(),
+            verb.to_string(),
+            // Relative to the project folder (the process's working folder): errors show it so.
+            script.strip_prefix(&root).unwrap_or(&script).display().to_string(),
+            "--args".to_string(),
+            script_args.to_string(),
+        ])
+    }
+
+    /// `--yes` when the call says `yes: true`.
+    fn yes(args: &Args<'_>, mut argv: Vec<String>) -> Result<Vec<String>, String> {
+        match args.0.get("yes") {
+            None | Some(serde_json::Value::Null) | Some(serde_json::Value::Bool(false)) => {}
+            Some(serde_json::Value::Bool(true)) => argv.push("--yes".to_string()),
+            Some(other) => return Err(format!("error: \"yes\" must be true or false, not {other}")),
+        }
+        Ok(argv)
+    }
+
+    async fn run_council(&self, args: &Args<'_>, ctx: &RequestContext<RoleServer>) -> Result<CallToolResult, String> {
+        let argv = Self::yes(args, Self::council_argv(args, "run")?)?;
         let wait_s = args.wait_s()?;
         let run = launch::start(&self.cwd, &self.runs_dir, argv).await?;
         Ok(self.wait(&run, wait_s, 0, ctx).await)
     }
 
     async fn run_workflow(&self, args: &Args<'_>, ctx: &RequestContext<RoleServer>) -> Result<CallToolResult, String> {
-        let root = self.cwd.canonicalize().map_err(|e| format!("error: cannot read the project folder: {e}"))?;
-        let script = super::scripts::resolve(&root, &root, &args.string("script")?, "the project folder")?.path;
-        let script_args = Value::Object(args.object("args")?);
+        let argv = Self::yes(args, self.workflow_argv(args, "run")?)?;
         let wait_s = args.wait_s()?;
-        let argv = vec![
-            "script".to_string(),
-            "run".to_string(),
-            // Relative to the project folder (the process's working folder): errors show it so.
-            script.strip_prefix(&root).unwrap_or(&script).display().to_string(),
-            "--args".to_string(),
-            script_args.to_string(),
-        ];
         let run = launch::start(&self.cwd, &self.runs_dir, argv).await?;
         Ok(self.wait(&run, wait_s, 0, ctx).await)
+    }
+
+    /// `plan_council` / `plan_workflow`: the plan `awf council|script plan --json` prints.
+    async fn plan(&self, argv: Vec<String>) -> Result<CallToolResult, String> {
+        let plan = launch::plan(&self.cwd, &self.runs_dir, argv).await?;
+        Ok(reply(serde_json::to_string_pretty(&plan).unwrap_or_default(), plan, false))
     }
 
     /// Waits on `run`, reporting progress for its events from the cursor `since`; every answer
@@ -179,6 +206,8 @@ impl Server {
             "list_strategies" => Ok(self.list_strategies()),
             "run_council" => self.run_council(args, ctx).await,
             "run_workflow" => self.run_workflow(args, ctx).await,
+            "plan_council" => self.plan(Self::council_argv(args, "plan")?).await,
+            "plan_workflow" => self.plan(self.workflow_argv(args, "plan")?).await,
             "run_status" => {
                 let status = runs::status(&find()?);
                 Ok(reply(serde_json::to_string_pretty(&status).unwrap_or_default(), status, false))

@@ -21,8 +21,43 @@ fn wait_s() -> Value {
             "description": "Seconds to wait for the run to end (default 30); 0 returns at once" })
 }
 
+fn yes() -> Value {
+    json!({ "type": "boolean",
+            "description": "Start the run even when its plan passes [limits] confirm_usd (without it such a run is refused, as on a command line with no terminal)" })
+}
+
 fn run_id() -> Value {
     json!({ "type": "string", "description": "The run's id, as run_council or run_workflow returned it" })
+}
+
+/// A run tool's arguments also take `wait_s` and `yes`.
+fn with_wait(mut properties: Value, waits: bool) -> Value {
+    if let (true, Some(m)) = (waits, properties.as_object_mut()) {
+        m.insert("wait_s".into(), wait_s());
+        m.insert("yes".into(), yes());
+    }
+    properties
+}
+
+/// The arguments of `run_council` (with `wait_s`) and `plan_council`.
+fn council_call(waits: bool) -> Value {
+    let p = json!({
+        "name": { "type": "string", "description": "The strategy, e.g. magi, pair, map (see list_strategies)" },
+        "task": { "type": "string", "description": "The task, question or goal" },
+        "params": { "type": "object", "description": "The strategy's params, checked against its META" },
+        "team": { "type": "string", "description": "A named team (default: the strategy's own)" },
+        "roster": { "type": "array", "items": { "type": "string" }, "description": "Members by name" },
+    });
+    with_wait(p, waits)
+}
+
+/// The arguments of `run_workflow` (with `wait_s`) and `plan_workflow`.
+fn workflow_call(waits: bool) -> Value {
+    let p = json!({
+        "script": { "type": "string", "description": "The script, relative to the project folder" },
+        "args": { "type": "object", "description": "The script's arguments (checked against META.args)" },
+    });
+    with_wait(p, waits)
 }
 
 /// Every tool, in the order `tools/list` gives them.
@@ -37,24 +72,25 @@ pub fn all() -> Vec<Tool> {
         tool(
             "run_council",
             "Run a council strategy on a task, as `awf council run` does. Returns the council's output when the run ends within wait_s, else the run id to pass to run_wait.",
-            json!({
-                "name": { "type": "string", "description": "The strategy, e.g. magi, pair, map (see list_strategies)" },
-                "task": { "type": "string", "description": "The task, question or goal" },
-                "params": { "type": "object", "description": "The strategy's params, checked against its META" },
-                "team": { "type": "string", "description": "A named team (default: the strategy's own)" },
-                "roster": { "type": "array", "items": { "type": "string" }, "description": "Members by name" },
-                "wait_s": wait_s(),
-            }),
+            council_call(true),
             &["name", "task"],
         ),
         tool(
             "run_workflow",
             "Run a workflow script (a .rhai file inside the project folder, relative to it) with arguments, as `awf script run` does. Returns the run's value when it ends within wait_s, else the run id to pass to run_wait.",
-            json!({
-                "script": { "type": "string", "description": "The script, relative to the project folder" },
-                "args": { "type": "object", "description": "The script's arguments (checked against META.args)" },
-                "wait_s": wait_s(),
-            }),
+            workflow_call(true),
+            &["script"],
+        ),
+        tool(
+            "plan_council",
+            "Plan a council strategy on a task without spending: it runs on the fake harness (no model is called) and returns its agents, operations, widest step and the spend range by model, as `awf council plan --json` does.",
+            council_call(false),
+            &["name", "task"],
+        ),
+        tool(
+            "plan_workflow",
+            "Plan a workflow script (relative to the project folder) without spending: it runs on the fake harness (no program or model is started) and returns its stages, agents, operations, widest step and the spend range by model, as `awf script plan --json` does.",
+            workflow_call(false),
             &["script"],
         ),
         tool("run_status", "A run's status: running, waiting (for the operator: `waiting` lists the questions), succeeded, failed, cancelled, interrupted...", json!({ "run_id": run_id() }), &["run_id"]),

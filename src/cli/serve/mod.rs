@@ -16,6 +16,7 @@ mod events;
 mod job;
 mod listen;
 mod options;
+mod plans;
 mod private;
 mod queue;
 mod recover;
@@ -213,6 +214,7 @@ async fn serve(server: Shared, args: ServeArgs, cwd: PathBuf) -> Result<i32> {
         .route("/runs/{id}/stop", post(runs::stop_run))
         .route("/runs/{id}/answer", post(answer::answer_run))
         .route("/runs/{id}/events", get(events::events))
+        .route("/plans", post(plans::plan))
         .route("/strategies", get(strategies::list))
         .with_state(server.clone())
         // MCP over streamable HTTP: the tools of `awf mcp`, behind the same authentication.
