@@ -24,8 +24,9 @@
 //! --test tidy`, run by `.ci/run`), with the code map below and each "the only module that names"
 //! sentence in it.
 //!
-//! 1. `record`, `accounting`, `stdlib`, `sandbox`: the run folder's writer, usage and prices, the
-//!    embedded strategies, and sandbox policy, argv and seat (data and pure functions).
+//! 1. `record`, `accounting`, `stdlib`, `sandbox`, `worktree`: the run folder's writer, usage and
+//!    prices, the embedded strategies, sandbox policy, argv and seat (data and pure functions),
+//!    and git worktrees.
 //! 2. `config`: `awf.toml`.
 //! 3. `redact`, `watch`, `telemetry`: they read the config.
 //! 4. `run`: **the run core**. A run's identity and folder, config, tokio handle, root scope, the
@@ -238,6 +239,11 @@
 //!   reads awf's own records through them. The exceptions to "writes go through record", each listed
 //!   with its reason in `tests/tidy/main.rs`: a CLI agent's home (credentials seeded, sessions moved,
 //!   a carried home unpacked by `harness/cli`).
+//! - `worktree/`: git worktrees for agents, **the only module that runs git** (`git -C`, explicit
+//!   arguments, typed errors): `mod.rs` (the repository and base commit, an agent's worktree
+//!   added, found again, its leftovers committed on its branch, removed, what it changed),
+//!   `merge.rs` (branches merged in order without a working tree; conflicts as data, the checkout
+//!   moved once by a fast-forward).
 //! - `accounting.rs`: usage, prices (the built-in table; `[prices]` overrides), folds by agent,
 //!   stage and model; `Meter`, an operation's running spend (billed however the operation ends).
 //! - `redact.rs`: a run's secret values (key variables, secret-looking names) and the scrubbing of
@@ -392,3 +398,4 @@ pub mod script;
 pub mod stdlib;
 pub mod telemetry;
 pub mod watch;
+pub mod worktree;
