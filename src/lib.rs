@@ -98,7 +98,7 @@
 //!   threads; `doc.rs`: every host function registered with its parameter names and doc comment,
 //!   which `reference.rs` reads; one file per `ctx` namespace: `ctx.rs` (with
 //!   `messages.allow`), `agents.rs`, `caller.rs` (`caller()`, `fork_caller`), `parallel.rs`, `stage.rs`,
-//!   `checkpoint.rs` (`ctx.checkpoint`)).
+//!   `checkpoint.rs` (`ctx.checkpoint`), `worktrees.rs` (`ctx.worktrees.merge`, `a.worktree`)).
 //! - `host/`: `mod.rs` (`Host`: the run, its `AgentBook` and `Router`; `finish` settles the books,
 //!   then the run), `drive.rs` (a run from the script's start to `result.json`: wait, deadline,
 //!   stop grace, background councils still running, status, the run's trace), `control.rs` (the
@@ -161,7 +161,9 @@
 //!   settings change do inside it, and the calls that start them), `supervise.rs` (a turn's nudges,
 //!   and the routes and held messages shown with every turn), `session.rs` (starting a harness
 //!   session: folder, endpoint, HTTP settings, seat), `seating.rs` (an agent's sandbox chosen,
-//!   seated and recorded), `messenger.rs` (an agent's side of the router), `responders.rs` (fake
+//!   seated and recorded), `worktrees.rs` (a run's agent worktrees: added as an isolated agent
+//!   opens, found again on resume, what it left committed as it closes or the run ends, removed or
+//!   kept, `run.json` `worktrees`), `messenger.rs` (an agent's side of the router), `responders.rs` (fake
 //!   responder scripts, compiled once per run).
 //! - `messaging/`: routes (20 messages unless the workflow says), held messages (a working agent
 //!   is shown them with its next turn or check-in; going idle wakes it only for a question, whose
@@ -243,7 +245,8 @@
 //!   arguments, typed errors): `mod.rs` (the repository and base commit, an agent's worktree
 //!   added, found again, its leftovers committed on its branch, removed, what it changed),
 //!   `merge.rs` (branches merged in order without a working tree; conflicts as data, the checkout
-//!   moved once by a fast-forward).
+//!   moved once by a fast-forward), `recorded.rs` (`run.json` `worktrees` as a type, and `awf runs
+//!   clean`).
 //! - `accounting.rs`: usage, prices (the built-in table; `[prices]` overrides), folds by agent,
 //!   stage and model; `Meter`, an operation's running spend (billed however the operation ends).
 //! - `redact.rs`: a run's secret values (key variables, secret-looking names) and the scrubbing of
@@ -333,6 +336,9 @@
 //!                  waiting [{key, question, schema, asked_at, timeout_ms, agent}] while the last attempt is
 //!                  `waiting` on operator checkpoints (a background council's attempt is `queued`
 //!                  until it has a slot of the machine's pool)
+//!                  isolation (`worktree` under `--isolation worktree`), worktrees {repo, base (HEAD when the
+//!                  run started, in a git repository), agents {key: {path, branch, base, admin, keep, state
+//!                  (open|kept|removed)}}}
 //!   events.jsonl   {"v":1,"type":T,"at":ISO-8601,"attempt":N,"data":{...}}; one `run::Event` each; types:
 //!                  run-started, run-stopping, run-finished, leftovers-killed, agent-opened, agent-stopped,
 //!                  agent-closed, agent-set, agent-compacted, context-compacted, op-started, op-nudged,
@@ -378,6 +384,8 @@
 //!                  accounting {by_agent, by_stage, by_model, by_attempt, totals} over every attempt,
 //!                  simulated, started_at, finished_at,
 //!                  sandboxes [{name, scope, provider, bwrap, policy, agents [{agent, harness, confined, seat}]}]
+//! .awf/worktrees/<run-id>/<agent>/  an agent's git worktree (`isolation: "worktree"`), on branch
+//!                            `awf/<run-id>/<agent>`; removed when it closes unless `keep` (the branch stays)
 //! ```
 
 pub mod accounting;

@@ -71,3 +71,4 @@ mod snapshots;
 mod structured_messaging;
 mod telemetry;
 mod turn_isolation;
+mod worktrees;

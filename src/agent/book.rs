@@ -23,6 +23,7 @@ pub struct AgentBook {
     pub run: Arc<Run>,
     pub router: Arc<Router>,
     pub sandboxes: SandboxBook,
+    pub worktrees: super::worktrees::WorktreeBook,
     responders: super::Responders,
     /// This book, for the agents' messengers and the message operations it starts.
     pub(super) me: Weak<AgentBook>,
@@ -50,6 +51,7 @@ impl AgentBook {
             run,
             router,
             sandboxes,
+            worktrees: Default::default(),
             responders,
             me: me.clone(),
             open: Mutex::new(HashMap::new()),
@@ -151,6 +153,8 @@ impl AgentBook {
                 Some("sandbox")
             } else if existing.request.skills != req.skills {
                 Some("skills")
+            } else if existing.request.isolation != req.isolation || existing.request.keep != req.keep {
+                Some("isolation")
             } else {
                 None
             };
@@ -163,6 +167,10 @@ impl AgentBook {
             .sandboxes
             .choose(run, &req.key, req.sandbox.as_ref(), runtime.harness)
             .map_err(|e| format!("agent {}: {e}", req.key))?;
+        // Its worktree, which `session_for` makes its cwd and its sandbox's workspace.
+        if req.isolation.unwrap_or(self.worktrees.run_level()) == crate::worktree::Isolation::Worktree {
+            self.worktrees.open(run, &req.key, req.keep).map_err(|e| config(format!("agent {}: {e}", req.key)))?;
+        }
         run.scheduler.admit_agent()?;
         let info = AgentInfo {
             key: req.key.clone(),
@@ -279,10 +287,26 @@ impl AgentBook {
         lock(&self.stopped).insert(key.to_string(), reason.to_string());
         agent.close(&format!("stopped: {reason}"));
         agent.stopped.cancel();
+        self.worktrees.close(run, key, false);
         self.router.fail_asks_to(run, key, &format!("{key} stopped: {reason}"), true);
         run.progress.agents_closed.fetch_add(1, Ordering::Relaxed);
         run.records.event(&Event::AgentStopped { agent: key, reason });
         true
+    }
+}
+
+impl AgentBook {
+    /// At the run's end: what the agents left in their worktrees committed, the worktrees removed
+    /// or kept (an agent closed by a failed operation, or a run that did not succeed, counts as
+    /// failed for `keep: "on-failure"`). Runs git: call it off the async threads.
+    pub fn settle_worktrees(&self, run_failed: bool) {
+        let failed: Vec<String> = self
+            .all()
+            .into_iter()
+            .filter(|a| a.closed().is_some_and(|why| !why.starts_with("stopped:")))
+            .map(|a| a.key.clone())
+            .collect();
+        self.worktrees.finish(&self.run, run_failed, &failed);
     }
 }
 

@@ -2,9 +2,11 @@
 //! its base commit, adding an agent's worktree on a branch of its own (or finding it again),
 //! committing what an agent left, removing it, and what it changed. Every command is
 //! `git -C <folder>` with explicit arguments, never a shell; errors are typed. `merge.rs` brings
-//! branches back, without ever leaving a half-merged checkout.
+//! branches back, without ever leaving a half-merged checkout; `recorded.rs` is a run's record of
+//! its worktrees and `awf runs clean`.
 
 pub mod merge;
+pub mod recorded;
 
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};

@@ -150,6 +150,8 @@ pub(super) fn parse_spec(spec: &Map) -> Result<OpenRequest, String> {
         "councils",
         "skills",
         "operator",
+        "isolation",
+        "keep",
     ])?;
     let key = f.string("key")?.ok_or("agent spec needs `key` (a string unique in the run)")?;
     let runtime = match f.get("runtime") {
@@ -180,6 +182,8 @@ pub(super) fn parse_spec(spec: &Map) -> Result<OpenRequest, String> {
             None => false,
             Some(v) => v.as_bool().map_err(|t| format!("`operator` must be true or false, got {t}"))?,
         },
+        isolation: f.string("isolation")?.map(|s| crate::worktree::Isolation::parse(&s)).transpose()?,
+        keep: f.string("keep")?.map(|s| crate::worktree::Keep::parse(&s)).transpose()?.unwrap_or_default(),
     })
 }
 

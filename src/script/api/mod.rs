@@ -10,6 +10,7 @@ mod parallel;
 
 pub use parallel::WORKER_STACK;
 mod stage;
+mod worktrees;
 
 use crate::host::Host;
 use rhai::{Dynamic, Engine, EvalAltResult, Map, NativeCallContext};
@@ -75,6 +76,7 @@ pub fn register(engine: &mut Engine) {
     ctx::register(engine);
     checkpoint::register(engine);
     agents::register(engine);
+    worktrees::register(engine);
     caller::register(engine);
     parallel::register(engine);
     stage::register(engine);
