@@ -206,3 +206,43 @@ a.ask("probe", #{{ type: "object" }})
         env.path().join(format!(".awf/worktrees/{id}/a")).display().to_string()
     );
 }
+
+/// `map` with worktrees: a script calling the strategy with a program as splitter and workers.
+fn map_script(ownership: &str) -> String {
+    let program = format!("{}/tests/fixtures/agents/map_worktree.sh", env!("CARGO_MANIFEST_DIR"));
+    format!(
+        r#"
+import "council/map" as map;
+let member = #{{ name: "prog", runtime: #{{ harness: "command", command: ["sh", "{program}"] }} }};
+map::run(#{{ task: "Fix two issues.", roster: [member, member],
+    params: #{{ isolation: "worktree", ownership: "{ownership}" }} }})
+"#
+    )
+}
+
+#[test]
+fn map_checks_each_branchs_real_diff_against_its_write_set_and_merges_the_branches() {
+    let env = repo();
+    let out = env.run(&map_script("enforce"), &[]);
+    out.expect_code(0);
+    let v = out.json();
+    let id = env.run_id();
+    let items = v["structured"]["items"].as_array().expect("items").clone();
+    assert_eq!(items[0]["ok"], true, "{v}");
+    assert_eq!(items[1]["ok"], false, "{v}");
+    assert_eq!(items[1]["outsideWriteSet"], serde_json::json!(["stray.txt"]), "{v}");
+    assert!(items[1]["error"].as_str().unwrap_or_default().contains("wrote outside its write set: stray.txt"), "{v}");
+    let report = &v["structured"]["worktrees"];
+    assert_eq!(report["merged"][0]["branch"], format!("awf/{id}/map-worker-1"), "{v}");
+    assert_eq!(report["merged"].as_array().map(Vec::len), Some(1));
+    assert!(v["output"].as_str().unwrap_or_default().contains("worktrees: 1 merged into main"), "{v}");
+    assert_eq!(read(&env, "issues/parser.txt"), "parser issues:\ndone\n");
+    assert_eq!(read(&env, "issues/docs.txt"), "docs issues:\n", "the item that strayed is not merged");
+    assert!(!env.path().join("stray.txt").exists());
+    // With warn, the stray branch is merged and the stray write is logged.
+    let env = repo();
+    let out = env.run(&map_script("warn"), &[]);
+    out.expect_code(0).stderr_has("item 2 wrote outside its write set (stray.txt)");
+    assert_eq!(read(&env, "issues/docs.txt"), "docs issues:\ndone\n");
+    assert!(env.path().join("stray.txt").exists());
+}
