@@ -246,3 +246,65 @@ fn map_checks_each_branchs_real_diff_against_its_write_set_and_merges_the_branch
     assert_eq!(read(&env, "issues/docs.txt"), "docs issues:\ndone\n");
     assert!(env.path().join("stray.txt").exists());
 }
+
+/// A workflow whose first attempt fails after its agent worked in a worktree.
+const RESUMED: &str = r#"
+let a = ctx.agents.open(#{ key: "a", isolation: "worktree", keep: "KEEP",
+    runtime: #{ harness: "command", command: ["sh", `${ctx.cwd}/scripts/worktrees/fix_issue.sh`, "notes.txt", "first"] } });
+a.ask("go", #{ type: "object" });
+if ctx.attempt == 1 { throw "the first attempt fails"; }
+a.worktree
+"#;
+
+#[test]
+fn a_resumed_run_finds_its_worktree_again_or_adds_it_from_its_branch() {
+    for (keep, kept) in [("on-failure", true), ("never", false)] {
+        let env = repo();
+        env.run(&RESUMED.replace("KEEP", keep), &[]).expect_code(1);
+        let id = env.run_id();
+        let path = env.path().join(format!(".awf/worktrees/{id}/a"));
+        assert_eq!(path.is_dir(), kept, "keep {keep}");
+        assert_eq!(env.run_json()["worktrees"]["agents"]["a"]["state"], if kept { "kept" } else { "removed" });
+        let out = env.awf(&["runs", "resume", &id]);
+        out.expect_code(0);
+        let w = out.json();
+        assert_eq!(w["path"], path.display().to_string(), "keep {keep}");
+        assert_eq!(w["branch"], format!("awf/{id}/a"));
+        assert_eq!(w["changed"], serde_json::json!(["notes.txt"]), "the first attempt's work is there: {w}");
+        assert_eq!(w["state"], "open");
+        // Removed at the end of the attempt that succeeded; the branch holds the work.
+        assert!(!path.exists(), "keep {keep}");
+        assert_eq!(git(env.path(), &["show", &format!("awf/{id}/a:notes.txt")]), "first");
+    }
+}
+
+#[test]
+fn a_resumed_run_whose_base_commit_is_gone_is_refused() {
+    let env = repo();
+    env.run(&RESUMED.replace("KEEP", "never"), &[]).expect_code(1);
+    let id = env.run_id();
+    let file = env.run_dir().join("run.json");
+    let mut doc = env.run_json();
+    doc["worktrees"]["base"] = "0123456789abcdef0123456789abcdef01234567".into();
+    std::fs::write(&file, doc.to_string()).expect("write run.json");
+    let out = env.awf(&["runs", "resume", &id]);
+    out.expect_code(2).stderr_has("base commit 0123456789abcdef0123456789abcdef01234567 cannot be found");
+}
+
+#[test]
+fn isolation_for_a_whole_run_puts_every_agent_in_a_worktree_and_git_missing_is_named() {
+    let env = repo();
+    let script = r#"let a = ctx.agents.open(#{ key: "a", runtime: #{ harness: "command", command: ["true"] } }); a.worktree.branch"#;
+    let out = env.run(script, &["--isolation", "worktree"]);
+    out.expect_code(0);
+    assert_eq!(out.stdout.trim(), format!("awf/{}/a", env.run_id()));
+    assert_eq!(env.run_json()["isolation"], "worktree");
+    // Without git on PATH, the agent is refused as it opens, saying so.
+    let mut cmd = common::command(env.path(), &["script", "run", "wf.rhai"]);
+    cmd.env("PATH", env.path().join("no-bin"))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    env.write("wf.rhai", r#"ctx.agents.open(#{ key: "a", isolation: "worktree", runtime: #{ harness: "command", command: ["/bin/true"] } });"#);
+    let out = common::wait_with_timeout(cmd.spawn().expect("spawn awf"));
+    out.expect_code(2).stderr_has("git is missing").stderr_has("install git");
+}
