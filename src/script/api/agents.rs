@@ -103,8 +103,11 @@ operations; `councils` (`true`, or a list of strategy names: the councils it may
 turns, none by default); `skills` (a list of skill folders, each holding `SKILL.md`, relative to
 the script's folder: copied into a `claude` or `pi` agent's home, where its CLI loads them and no
 others; other harnesses refuse them); `operator` (`true`: it may ask the operator from its turns,
-with `wf ask-operator` or the `wf_ask_operator` tool; `false` by default). Opening a key again with
-a different runtime, cwd, instructions, sandbox or skills is an error.";
+with `wf ask-operator` or the `wf_ask_operator` tool; `false` by default); `isolation` (`\"worktree\"`:
+it works in a git worktree of its own, on branch `awf/<run>/<key>`, its `cwd` relative to it;
+default: the run's `--isolation`) and `keep` (`\"on-failure\"` or `\"always\"`: its worktree is kept
+when it closes; default: removed, its branch kept). Opening a key again with a different runtime,
+cwd, instructions, sandbox, skills or isolation is an error.";
 const STOP: &str = "Stops the agent with this key: its running operation settles `cancelled`, its process ends.
 Returns whether an agent was open under the key.";
 const AGENT_USAGE: &str =
