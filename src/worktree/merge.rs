@@ -116,20 +116,7 @@ pub fn merge(
         let tree = lines.next().unwrap_or_default().to_string();
         match out.code {
             Some(0) => {
-                let commit = repo.run(&[
-                    "-c",
-                    "user.name=awf",
-                    "-c",
-                    "user.email=awf@localhost",
-                    "commit-tree",
-                    &tree,
-                    "-p",
-                    &cur,
-                    "-p",
-                    &tip,
-                    "-m",
-                    &message(&branch),
-                ])?;
+                let commit = repo.commit_tree(&tree, &[&cur, &tip], &message(&branch))?;
                 cur = commit.clone();
                 report.merged.push(Merged { branch, commit, fast_forward: false });
             }

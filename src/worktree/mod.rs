@@ -306,22 +306,21 @@ impl Repo {
         if self.run(&["rev-parse", &format!("{tip}^{{tree}}")])? == tree {
             return Ok(None);
         }
-        let commit = self.run(&[
-            "-c",
-            "user.name=awf",
-            "-c",
-            "user.email=awf@localhost",
-            "commit-tree",
-            &tree,
-            "-p",
-            &tip,
-            "-m",
-            message,
-        ])?;
+        let commit = self.commit_tree(&tree, &[&tip], message)?;
         self.run(&["update-ref", "-m", "awf: leftovers", &format!("refs/heads/{}", wt.branch), &commit, &tip])?;
         // A kept worktree then shows its branch, clean.
         git(&["symbolic-ref", "HEAD", &format!("refs/heads/{}", wt.branch)])?;
         Ok(Some(commit))
+    }
+
+    /// A commit of `tree` on `parents`, with awf as its author and committer (no hooks run).
+    fn commit_tree(&self, tree: &str, parents: &[&str], message: &str) -> Result<String, Error> {
+        let mut args = vec!["-c", "user.name=awf", "-c", "user.email=awf@localhost", "commit-tree", tree];
+        for p in parents {
+            args.extend(["-p", p]);
+        }
+        args.extend(["-m", message]);
+        self.run(&args)
     }
 
     /// Removes the worktree (its branch stays).
