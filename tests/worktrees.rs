@@ -154,6 +154,8 @@ fn unknown_isolation_and_keep_values_are_refused() {
     out.expect_code(1).stderr_has("unknown isolation `container`");
     let out = env.run(r#"ctx.agents.open(#{ key: "a", isolation: "worktree", keep: "sometimes" });"#, &[]);
     out.expect_code(1).stderr_has("unknown keep `sometimes`");
+    let out = env.run(r#"ctx.agents.open(#{ key: "a", keep: "always" });"#, &[]);
+    out.expect_code(1).stderr_has("`keep` is for an agent with isolation: \"worktree\"");
     env.write("ok.rhai", "1");
     env.awf(&["script", "run", "ok.rhai", "--isolation", "box"]).expect_code(2).stderr_has("unknown isolation `box`");
 }

@@ -170,6 +170,11 @@ impl AgentBook {
         // Its worktree, which `session_for` makes its cwd and its sandbox's workspace.
         if req.isolation.unwrap_or(self.worktrees.run_level()) == crate::worktree::Isolation::Worktree {
             self.worktrees.open(run, &req.key, req.keep).map_err(|e| config(format!("agent {}: {e}", req.key)))?;
+        } else if req.keep != crate::worktree::Keep::Never {
+            return Err(format!(
+                "agent {}: `keep` is for an agent with isolation: \"worktree\", which it has not",
+                req.key
+            ));
         }
         run.scheduler.admit_agent()?;
         let info = AgentInfo {
