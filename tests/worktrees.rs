@@ -310,3 +310,11 @@ fn isolation_for_a_whole_run_puts_every_agent_in_a_worktree_and_git_missing_is_n
     let out = common::wait_with_timeout(cmd.spawn().expect("spawn awf"));
     out.expect_code(2).stderr_has("git is missing").stderr_has("install git");
 }
+
+#[test]
+fn a_worktree_agent_is_not_forked_into_its_own_worktree() {
+    let env = repo();
+    env.with_responder("fn respond(turn) { \"ok\" }");
+    let out = env.run(r#"let a = ctx.agents.open(#{ key: "a", isolation: "worktree" }); a.fork(#{ key: "b" });"#, &[]);
+    out.expect_code(1).stderr_has("cannot fork a: it works in a git worktree of its own");
+}

@@ -400,6 +400,12 @@ pub fn fork(
             "cannot fork into {key}: an agent with that key was already opened in this run"
         )));
     }
+    if book.worktrees.path_of(&parent.key).is_some() {
+        return Err(OpError::Invalid(format!(
+            "cannot fork {}: it works in a git worktree of its own, which a fork would share (not built); open another agent with isolation: \"worktree\" instead",
+            parent.key
+        )));
+    }
     book.run.scheduler.admit_agent().map_err(OpError::Invalid)?;
     let mut info = parent.info();
     info.key = key;
