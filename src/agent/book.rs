@@ -169,6 +169,12 @@ impl AgentBook {
             .map_err(|e| format!("agent {}: {e}", req.key))?;
         // Its worktree, which `session_for` makes its cwd and its sandbox's workspace.
         if req.isolation.unwrap_or(self.worktrees.run_level()) == crate::worktree::Isolation::Worktree {
+            if self.remote().is_some() {
+                return Err(config(format!(
+                    "agent {}: isolation \"worktree\" is not built for agents run by workers (--nats); run here, or drop it",
+                    req.key
+                )));
+            }
             self.worktrees.open(run, &req.key, req.keep).map_err(|e| config(format!("agent {}: {e}", req.key)))?;
         } else if req.keep != crate::worktree::Keep::Never {
             return Err(format!(
