@@ -22,6 +22,8 @@ pub struct WorktreeBook {
     run_level: OnceLock<Isolation>,
     repo: OnceLock<Result<Repo, worktree::Error>>,
     record: Mutex<Recorded>,
+    /// Worktree folder names being added now (without the record's lock).
+    pending: Mutex<std::collections::HashSet<String>>,
     warned: OnceLock<()>,
 }
 
@@ -97,10 +99,17 @@ impl WorktreeBook {
             self.write(run, &r);
             return Ok(path);
         }
-        let name = free_name(&r, key);
+        // git adds the worktree (checking its files out) without the lock, so that agents opening
+        // at once are not made to wait in line; the name is held meanwhile.
+        let name = free_name(&r, &lock(&self.pending), key);
+        lock(&self.pending).insert(name.clone());
+        drop(r);
         let path = run.cwd.join(".awf/worktrees").join(&run.id).join(&name);
         let branch = format!("awf/{}/{name}", run.id);
-        let wt = repo.add(&path, &branch, &base)?;
+        let added = repo.add(&path, &branch, &base);
+        let mut r = lock(&self.record);
+        lock(&self.pending).remove(&name);
+        let wt = added?;
         r.agents.insert(key.to_string(), Entry { worktree: wt, keep, state: State::Open });
         self.write(run, &r);
         Ok(path)
@@ -110,26 +119,32 @@ impl WorktreeBook {
     /// (`keep`, `failed`: the agent or the run failed). Nothing for an agent without one.
     pub fn close(&self, run: &Run, key: &str, failed: bool) {
         let Ok(repo) = self.repo(run) else { return };
-        let mut r = lock(&self.record);
-        let Some(e) = r.agents.get_mut(key).filter(|e| e.state == State::Open) else { return };
+        // Marked kept while git works without the lock (a second close finds nothing open).
+        let entry = {
+            let mut r = lock(&self.record);
+            let Some(e) = r.agents.get_mut(key).filter(|e| e.state == State::Open) else { return };
+            e.state = State::Kept;
+            e.clone()
+        };
         let message = format!("awf: what agent {key} left in run {}", run.id);
-        if let Err(err) = repo.commit_leftovers(&e.worktree, &message) {
-            run.log(
-                "warn",
-                &format!("agent {key}: cannot commit what it left on {}: {err}", e.worktree.branch),
-                &Value::Null,
-            );
-            e.state = State::Kept;
-        } else if e.keep.keeps(failed) {
-            e.state = State::Kept;
+        let state = if let Err(err) = repo.commit_leftovers(&entry.worktree, &message) {
+            let branch = &entry.worktree.branch;
+            run.log("warn", &format!("agent {key}: cannot commit what it left on {branch}: {err}"), &Value::Null);
+            State::Kept
+        } else if entry.keep.keeps(failed) {
+            State::Kept
         } else {
-            match repo.remove(&e.worktree) {
-                Ok(()) => e.state = State::Removed,
+            match repo.remove(&entry.worktree) {
+                Ok(()) => State::Removed,
                 Err(err) => {
                     run.log("warn", &format!("agent {key}: cannot remove its worktree: {err}"), &Value::Null);
-                    e.state = State::Kept;
+                    State::Kept
                 }
             }
+        };
+        let mut r = lock(&self.record);
+        if let Some(e) = r.agents.get_mut(key) {
+            e.state = state;
         }
         self.write(run, &r);
     }
@@ -179,9 +194,11 @@ impl WorktreeBook {
 }
 
 /// A worktree folder name for `key`, unused in the run (keys that slug alike get `-2`, `-3`).
-fn free_name(r: &Recorded, key: &str) -> String {
+fn free_name(r: &Recorded, pending: &std::collections::HashSet<String>, key: &str) -> String {
     let base = crate::record::agent_files::slug(key);
-    let taken = |n: &str| r.agents.values().any(|e| e.worktree.path.file_name() == Some(Path::new(n).as_os_str()));
+    let taken = |n: &str| {
+        pending.contains(n) || r.agents.values().any(|e| e.worktree.path.file_name() == Some(Path::new(n).as_os_str()))
+    };
     let mut name = base.clone();
     let mut k = 2;
     while taken(&name) {
