@@ -22,8 +22,6 @@ pub struct WorktreeBook {
     run_level: OnceLock<Isolation>,
     repo: OnceLock<Result<Repo, worktree::Error>>,
     record: Mutex<Recorded>,
-    /// Worktree folder names being added now (without the record's lock).
-    pending: Mutex<std::collections::HashSet<String>>,
     warned: OnceLock<()>,
 }
 
@@ -99,17 +97,11 @@ impl WorktreeBook {
             self.write(run, &r);
             return Ok(path);
         }
-        // git adds the worktree (checking its files out) without the lock, so that agents opening
-        // at once are not made to wait in line; the name is held meanwhile.
-        let name = free_name(&r, &lock(&self.pending), key);
-        lock(&self.pending).insert(name.clone());
-        drop(r);
+        // Under the lock: the agent book opens agents one at a time anyway.
+        let name = free_name(&r, key);
         let path = run.cwd.join(".awf/worktrees").join(&run.id).join(&name);
         let branch = format!("awf/{}/{name}", run.id);
-        let added = repo.add(&path, &branch, &base);
-        let mut r = lock(&self.record);
-        lock(&self.pending).remove(&name);
-        let wt = added?;
+        let wt = repo.add(&path, &branch, &base)?;
         r.agents.insert(key.to_string(), Entry { worktree: wt, keep, state: State::Open });
         self.write(run, &r);
         Ok(path)
@@ -194,11 +186,9 @@ impl WorktreeBook {
 }
 
 /// A worktree folder name for `key`, unused in the run (keys that slug alike get `-2`, `-3`).
-fn free_name(r: &Recorded, pending: &std::collections::HashSet<String>, key: &str) -> String {
+fn free_name(r: &Recorded, key: &str) -> String {
     let base = crate::record::agent_files::slug(key);
-    let taken = |n: &str| {
-        pending.contains(n) || r.agents.values().any(|e| e.worktree.path.file_name() == Some(Path::new(n).as_os_str()))
-    };
+    let taken = |n: &str| r.agents.values().any(|e| e.worktree.path.file_name() == Some(Path::new(n).as_os_str()));
     let mut name = base.clone();
     let mut k = 2;
     while taken(&name) {
