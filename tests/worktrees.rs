@@ -314,7 +314,7 @@ fn isolation_for_a_whole_run_puts_every_agent_in_a_worktree_and_git_missing_is_n
 #[test]
 fn a_worktree_agent_is_not_forked_into_its_own_worktree() {
     let env = repo();
-    env.with_responder("fn respond(turn) { \"ok\" }");
+    env.with_responder("fn respond(turn) { #{ answer: \"ok\" } }");
     let out = env.run(r#"let a = ctx.agents.open(#{ key: "a", isolation: "worktree" }); a.fork(#{ key: "b" });"#, &[]);
     out.expect_code(1).stderr_has("cannot fork a: it works in a git worktree of its own");
 }
@@ -327,4 +327,29 @@ fn a_worktree_agent_on_nats_workers_is_refused_as_it_opens() {
     let script = r#"ctx.agents.open(#{ key: "a", isolation: "worktree", runtime: #{ harness: "command", command: ["true"] } });"#;
     let out = env.run(script, &["--nats", &server.url()]);
     out.expect_code(2).stderr_has("isolation \"worktree\" is not built for agents run by workers (--nats)");
+}
+
+#[test]
+fn a_council_run_with_isolation_seats_every_member_in_a_worktree() {
+    let env = repo();
+    env.with_responder("fn respond(turn) { #{ answer: \"a considered answer from this member\" } }");
+    git(env.path(), &["add", "."]);
+    git(env.path(), &["commit", "-qm", "responder"]);
+    let out = env.awf(&[
+        "council",
+        "run",
+        "pipeline",
+        "--task",
+        "Say something.",
+        "--roster",
+        "a,b",
+        "--isolation",
+        "worktree",
+    ]);
+    out.expect_code(0);
+    let doc = env.run_json();
+    assert_eq!(doc["isolation"], "worktree");
+    let agents = doc["worktrees"]["agents"].as_object().expect("worktrees").clone();
+    assert_eq!(agents.len(), 2, "{doc}");
+    assert!(agents.values().all(|e| e["state"] == "removed"), "{doc}");
 }
