@@ -353,3 +353,24 @@ fn a_council_run_with_isolation_seats_every_member_in_a_worktree() {
     assert_eq!(agents.len(), 2, "{doc}");
     assert!(agents.values().all(|e| e["state"] == "removed"), "{doc}");
 }
+
+#[test]
+#[ignore = "needs bubblewrap (.ci/setup installs it; the README's test command runs these)"]
+fn under_a_run_level_sandbox_a_worktree_agent_still_writes_only_its_worktree() {
+    let env = Env { dir: tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir") };
+    git(env.path(), &["init", "-q"]);
+    env.write("awf.toml", "[sandboxes.shared]\n");
+    env.write(".gitignore", ".awf/\n");
+    git(env.path(), &["add", "."]);
+    git(env.path(), &["commit", "-qm", "init"]);
+    let probe = format!("{}/tests/fixtures/agents/worktree_probe.sh", env!("CARGO_MANIFEST_DIR"));
+    let script = format!(
+        r#"let a = ctx.agents.open(#{{ key: "a", runtime: #{{ harness: "command", command: ["sh", "{probe}", ctx.cwd, ctx.cwd] }} }});
+a.ask("probe", #{{ type: "object" }})"#
+    );
+    let out = env.run(&script, &["--sandbox", "shared", "--isolation", "worktree"]);
+    out.expect_code(0);
+    let v = out.json();
+    assert_eq!((v["own"].clone(), v["main"].clone()), (Value::Bool(true), Value::Bool(false)), "{v}");
+    assert!(!env.path().join("intrusion.txt").exists());
+}
