@@ -374,3 +374,19 @@ a.ask("probe", #{{ type: "object" }})"#
     assert_eq!((v["own"].clone(), v["main"].clone()), (Value::Bool(true), Value::Bool(false)), "{v}");
     assert!(!env.path().join("intrusion.txt").exists());
 }
+
+#[test]
+fn a_branch_name_already_taken_is_refused_never_reused() {
+    let env = repo();
+    // A plain agent makes the branch the next agent's worktree would take.
+    let script = r#"
+let maker = ctx.agents.open(#{ key: "maker", runtime: #{ harness: "command",
+    command: ["sh", "-c", "cat >/dev/null; git branch \"awf/$AWF_RUN_ID/b\" && echo '{}' | \"$AWF_LAUNCHER\" result \"$AWF_OP\""] } });
+maker.ask("make the branch", #{ type: "object" });
+ctx.agents.open(#{ key: "b", isolation: "worktree" });
+"#;
+    let out = env.run(script, &[]);
+    let id = env.run_id();
+    out.expect_code(2).stderr_has(&format!("branch awf/{id}/b already exists")).stderr_has("never reuses a branch");
+    assert!(!env.path().join(format!(".awf/worktrees/{id}/b")).exists());
+}
