@@ -390,3 +390,25 @@ ctx.agents.open(#{ key: "b", isolation: "worktree" });
     out.expect_code(2).stderr_has(&format!("branch awf/{id}/b already exists")).stderr_has("never reuses a branch");
     assert!(!env.path().join(format!(".awf/worktrees/{id}/b")).exists());
 }
+
+#[test]
+fn a_merge_into_a_named_branch_leaves_the_checkout_and_bad_options_are_named() {
+    let env = repo();
+    git(env.path(), &["branch", "integration"]);
+    let script = r#"
+let a = ctx.agents.open(#{ key: "a", isolation: "worktree",
+    runtime: #{ harness: "command", command: ["sh", `${ctx.cwd}/scripts/worktrees/fix_issue.sh`, "issues/docs.txt", "fixed"] } });
+a.ask("go", #{ type: "object" });
+a.stop("done");
+ctx.worktrees.merge([a], #{ into: "integration" })
+"#;
+    let out = env.run(script, &[]);
+    out.expect_code(0);
+    let v = out.json();
+    assert_eq!(v["into"], "integration");
+    assert_eq!(v["merged"][0]["fast_forward"], true, "{v}");
+    assert_eq!(git(env.path(), &["show", "integration:issues/docs.txt"]), "docs issues:\nfixed");
+    assert_eq!(read(&env, "issues/docs.txt"), "docs issues:\n", "the checkout is left alone");
+    env.run(r#"ctx.worktrees.merge([], #{ onto: "x" })"#, &[]).expect_code(1).stderr_has("unknown field `onto`");
+    env.run(r#"ctx.worktrees.merge([1])"#, &[]).expect_code(1).stderr_has("agent keys or branch names; got i64");
+}
