@@ -63,7 +63,7 @@ fn merge(nc: &NativeCallContext, w: &mut Worktrees, list: Array, options: Map) -
             book.branch_of(&s).unwrap_or(s)
         } else {
             return Err(fail(format!(
-                "the list holds agent handles, agent keys or branch names, not a {}",
+                "the list holds agent handles, agent keys or branch names; got {}",
                 item.type_name()
             )));
         };
