@@ -412,3 +412,25 @@ ctx.worktrees.merge([a], #{ into: "integration" })
     env.run(r#"ctx.worktrees.merge([], #{ onto: "x" })"#, &[]).expect_code(1).stderr_has("unknown field `onto`");
     env.run(r#"ctx.worktrees.merge([1])"#, &[]).expect_code(1).stderr_has("agent keys or branch names; got i64");
 }
+
+#[test]
+fn a_spec_cwd_is_relative_to_the_worktree_and_one_outside_it_is_refused() {
+    let env = repo();
+    let script = r#"
+let a = ctx.agents.open(#{ key: "a", isolation: "worktree", cwd: "issues",
+    runtime: #{ harness: "command", command: ["sh", `${ctx.cwd}/scripts/worktrees/fix_issue.sh`, "here.txt", "in issues"] } });
+a.ask("go", #{ type: "object" });
+let changed = a.worktree.changed;
+a.stop("done");
+#{ changed: changed, merged: ctx.worktrees.merge(["a"]).merged.len() }
+"#;
+    let out = env.run(script, &[]);
+    out.expect_code(0);
+    assert_eq!(out.json(), serde_json::json!({ "changed": ["issues/here.txt"], "merged": 1 }), "merged by its key");
+    assert_eq!(read(&env, "issues/here.txt"), "in issues\n");
+    let outside = format!(
+        r#"ctx.agents.open(#{{ key: "a", isolation: "worktree", cwd: "{}", runtime: #{{ harness: "command", command: ["true"] }} }});"#,
+        env.path().join("issues").display()
+    );
+    env.run(&outside, &[]).expect_code(2).stderr_has("its `cwd` is relative to its worktree");
+}
