@@ -72,3 +72,5 @@ mod structured_messaging;
 mod telemetry;
 mod turn_isolation;
 mod worktrees;
+mod worktrees_merge;
+mod worktrees_refused;

