@@ -185,3 +185,20 @@ fn a_resumed_run_whose_base_commit_is_gone_is_refused() {
     let out = env.awf(&["runs", "resume", &id]);
     out.expect_code(2).stderr_has("base commit 0123456789abcdef0123456789abcdef01234567 cannot be found");
 }
+
+#[test]
+fn a_turn_that_fails_commits_what_its_agent_left_and_keeps_the_worktree_on_failure() {
+    let env = repo();
+    let script = r#"
+let a = ctx.agents.open(#{ key: "a", isolation: "worktree", keep: "on-failure",
+    runtime: #{ harness: "command", command: ["sh", "-c", "cat >/dev/null; echo half > half.txt; exit 3"] } });
+let o = a.run(#{ prompt: "go" });
+#{ kind: o.kind, state: a.worktree.state, changed: a.worktree.changed }
+"#;
+    let out = env.run(script, &[]);
+    out.expect_code(0);
+    let id = env.run_id();
+    assert_eq!(out.json(), serde_json::json!({ "kind": "failed", "state": "kept", "changed": ["half.txt"] }));
+    assert_eq!(git(env.path(), &["show", &format!("awf/{id}/a:half.txt")]), "half");
+    assert!(env.path().join(format!(".awf/worktrees/{id}/a/half.txt")).is_file(), "kept");
+}

@@ -298,7 +298,10 @@ impl AgentBook {
         lock(&self.stopped).insert(key.to_string(), reason.to_string());
         agent.close(&format!("stopped: {reason}"));
         agent.stopped.cancel();
-        self.worktrees.close(run, key, false);
+        // A running turn's process may still write: the turn's end commits its worktree then.
+        if agent.busy() == 0 {
+            self.worktrees.close(run, key, false);
+        }
         self.router.fail_asks_to(run, key, &format!("{key} stopped: {reason}"), true);
         run.progress.agents_closed.fetch_add(1, Ordering::Relaxed);
         run.records.event(&Event::AgentStopped { agent: key, reason });

@@ -358,6 +358,11 @@ pub fn run(book: &Arc<AgentBook>, agent: &Arc<Agent>, turn: Turn, frame: &Frame)
         meter: Arc::default(),
     };
     let result = run.rt.block_on(execute(book, agent, op, Body::Turn(&turn), frame));
+    // A turn that closed its agent (it failed, or the agent was stopped while it ran) leaves
+    // what the agent left in its worktree committed on its branch.
+    if let Some(why) = agent.closed() {
+        book.worktrees.close(run, &agent.key, !why.starts_with("stopped:"));
+    }
     // Only explicit ids can recur within a run (default ids count up), so only they are kept for
     // the same-id-same-outcome rule.
     if let (Ok((outcome, _)), Some(_)) = (&result, &turn.id) {
