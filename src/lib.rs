@@ -56,11 +56,11 @@
 //!   `council.rs` (`council
 //!   list|show|run`), `worker.rs` (`awf worker`, `runs submit`), `nats.rs` (the `--nats*` flags
 //!   of `worker`, `script run` and `runs submit`, put over `[cluster]` field by field), `runs.rs` (`runs
-//!   list|show|resume|stop|answer|logs|submit`; resuming a council run, `--values`), `answer.rs`
+//!   list|show|resume|stop|answer|logs|submit|clean`; resuming a council run, `--values`), `answer.rs`
 //!   (`runs answer`, also for `serve` and `mcp`: an operator's answer through the run's control
 //!   socket), `listing.rs` (what a run folder says: status, `interrupted`, age, spend),
 //!   `records.rs` (turns, operation events, journal answers and an HTTP agent's history read back
-//!   as types), `show.rs` (`runs show`: each agent's operations; `--agent`: its turns one by one),
+//!   as types), `show.rs` (`runs show`: each agent's operations and worktrees; `--agent`: its turns one by one),
 //!   `logs.rs` (events as readable lines, followed; a rejection as its errors), `stop.rs` (`runs stop` through a run's control
 //!   socket), `background.rs` (`--detach`: the background process and the machine-wide queue),
 //!   `serve/` (`awf serve`: the axum HTTP JSON
