@@ -68,18 +68,22 @@ fn a_worktree_agent_on_nats_workers_is_refused_as_it_opens() {
     out.expect_code(2).stderr_has("isolation \"worktree\" is not built for agents run by workers (--nats)");
 }
 
-#[test]
-#[ignore = "needs bubblewrap (.ci/setup installs it; the README's test command runs these)"]
-fn a_sandboxed_worktree_agent_writes_its_worktree_only() {
-    // Under the target folder, not /tmp (which the sandbox replaces): the main checkout is then
-    // there inside the sandbox, read-only.
+/// A repository with one commit (and `awf_toml`), under the target folder, not /tmp (which the
+/// sandbox replaces): the main checkout is then there inside the sandbox, read-only; and the probe.
+fn sandbox_repo(awf_toml: &str) -> (Env, String) {
     let env = Env { dir: tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir") };
     git(env.path(), &["init", "-q"]);
-    env.write("README", "main\n");
+    env.write("awf.toml", awf_toml);
     env.write(".gitignore", ".awf/\n");
     git(env.path(), &["add", "."]);
     git(env.path(), &["commit", "-qm", "init"]);
-    let probe = format!("{}/tests/fixtures/agents/worktree_probe.sh", env!("CARGO_MANIFEST_DIR"));
+    (env, format!("{}/tests/fixtures/agents/worktree_probe.sh", env!("CARGO_MANIFEST_DIR")))
+}
+
+#[test]
+#[ignore = "needs bubblewrap (.ci/setup installs it; the README's test command runs these)"]
+fn a_sandboxed_worktree_agent_writes_its_worktree_only() {
+    let (env, probe) = sandbox_repo("");
     let script = format!(
         r#"
 let sibling = ctx.agents.open(#{{ key: "sibling", isolation: "worktree", runtime: #{{ harness: "command", command: ["true"] }} }});
@@ -109,13 +113,7 @@ a.ask("probe", #{{ type: "object" }})
 #[test]
 #[ignore = "needs bubblewrap (.ci/setup installs it; the README's test command runs these)"]
 fn under_a_run_level_sandbox_a_worktree_agent_still_writes_only_its_worktree() {
-    let env = Env { dir: tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir") };
-    git(env.path(), &["init", "-q"]);
-    env.write("awf.toml", "[sandboxes.shared]\n");
-    env.write(".gitignore", ".awf/\n");
-    git(env.path(), &["add", "."]);
-    git(env.path(), &["commit", "-qm", "init"]);
-    let probe = format!("{}/tests/fixtures/agents/worktree_probe.sh", env!("CARGO_MANIFEST_DIR"));
+    let (env, probe) = sandbox_repo("[sandboxes.shared]\n");
     let script = format!(
         r#"let a = ctx.agents.open(#{{ key: "a", runtime: #{{ harness: "command", command: ["sh", "{probe}", ctx.cwd, ctx.cwd] }} }});
 a.ask("probe", #{{ type: "object" }})"#
