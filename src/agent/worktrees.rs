@@ -110,14 +110,15 @@ impl WorktreeBook {
     /// Commits what agent `key` left on its branch and removes its worktree, or keeps it
     /// (`keep`, `failed`: the agent or the run failed). Nothing for an agent without one.
     pub fn close(&self, run: &Run, key: &str, failed: bool) {
-        let Ok(repo) = self.repo(run) else { return };
-        // Marked kept while git works without the lock (a second close finds nothing open).
+        // Marked kept while git works without the lock (a second close finds nothing open); an
+        // agent without a worktree runs no git.
         let entry = {
             let mut r = lock(&self.record);
             let Some(e) = r.agents.get_mut(key).filter(|e| e.state == State::Open) else { return };
             e.state = State::Kept;
             e.clone()
         };
+        let Ok(repo) = self.repo(run) else { return };
         let message = format!("awf: what agent {key} left in run {}", run.id);
         let state = if let Err(err) = repo.commit_leftovers(&entry.worktree, &message) {
             let branch = &entry.worktree.branch;
