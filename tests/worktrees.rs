@@ -72,6 +72,13 @@ a.ask("go", #{ type: "object" });
     assert_eq!(git(env.path(), &["show", &format!("awf/{id}/k:new.txt")]), "hello");
     let warn = env.events_of("log").into_iter().find(|e| e["data"]["level"] == "warn").expect("a warn line");
     assert_eq!(warn["data"]["fields"]["uncommitted"], serde_json::json!(["issues/docs.txt", "wf.rhai"]));
+    let logs = env.events_of("log");
+    let field = |text: &str, f: &str| {
+        let e = logs.iter().find(|e| e["data"]["text"].as_str().is_some_and(|t| t.contains(text))).expect(text);
+        e["data"]["fields"][f].clone()
+    };
+    assert_eq!(field("works in", "branch"), format!("awf/{id}/k"), "the worktree's add is in the log");
+    assert_eq!(field("is committed on", "commit"), git(env.path(), &["rev-parse", &format!("awf/{id}/k")]));
     env.awf(&["runs", "clean", &id]).expect_code(0).stdout_has("1 worktree removed");
     assert!(!path.exists());
     git(env.path(), &["rev-parse", "--verify", &format!("refs/heads/awf/{id}/k")]);

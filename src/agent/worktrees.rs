@@ -102,6 +102,8 @@ impl WorktreeBook {
         let path = run.cwd.join(".awf/worktrees").join(&run.id).join(&name);
         let branch = format!("awf/{}/{name}", run.id);
         let wt = repo.add(&path, &branch, &base)?;
+        let text = format!("agent {key} works in {} on branch {branch}", path.display());
+        run.log("info", &text, &json!({ "agent": key, "path": path, "branch": branch, "base": base }));
         r.agents.insert(key.to_string(), Entry { worktree: wt, keep, state: State::Open });
         self.write(run, &r);
         Ok(path)
@@ -120,8 +122,14 @@ impl WorktreeBook {
         };
         let Ok(repo) = self.repo(run) else { return };
         let message = format!("awf: what agent {key} left in run {}", run.id);
-        let state = if let Err(err) = repo.commit_leftovers(&entry.worktree, &message) {
-            let branch = &entry.worktree.branch;
+        let branch = &entry.worktree.branch;
+        let committed = repo.commit_leftovers(&entry.worktree, &message);
+        if let Ok(Some(commit)) = &committed {
+            let text =
+                format!("agent {key}: what it left is committed on {branch} ({})", &commit[..commit.len().min(12)]);
+            run.log("info", &text, &json!({ "agent": key, "branch": branch, "commit": commit }));
+        }
+        let state = if let Err(err) = committed {
             run.log("warn", &format!("agent {key}: cannot commit what it left on {branch}: {err}"), &Value::Null);
             State::Kept
         } else if entry.keep.keeps(failed) {
