@@ -76,6 +76,9 @@ fn outside_a_repository_git_missing_and_a_lost_base_are_named() {
     let missing = Git { program: dir.path().join("no-git-here") };
     let err = Repo::find(missing, dir.path()).expect_err("no git");
     assert!(matches!(err, Error::GitMissing { .. }) && err.to_string().contains("install git"), "{err}");
+    sh_git(dir.path(), &["init", "-q"]);
+    let empty = Repo::find(Git::default(), dir.path()).expect("a repository");
+    assert!(matches!(empty.head(), Err(Error::NoCommit { .. })), "a repository without a commit");
     let (_d, repo) = repo();
     let base = "0123456789012345678901234567890123456789";
     let err = repo.check_base(base).expect_err("lost");
