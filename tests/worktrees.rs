@@ -209,3 +209,20 @@ let o = a.run(#{ prompt: "go" });
     assert_eq!(git(env.path(), &["show", &format!("awf/{id}/a:half.txt")]), "half");
     assert!(env.path().join(format!(".awf/worktrees/{id}/a/half.txt")).is_file(), "kept");
 }
+
+#[test]
+fn runs_clean_refuses_a_live_run() {
+    let env = repo();
+    env.with_responder(r#"fn respond(turn) { #{ hang: true } }"#);
+    env.write("wf.rhai", r#"let a = ctx.agents.open(#{ key: "w", isolation: "worktree" }); a.ask("hang")"#);
+    let running = common::Running::start(env.path(), &["script", "run", "wf.rhai"]);
+    let dir = common::poll("a run folder", common::TIMEOUT, || env.run_dirs().first().cloned());
+    common::poll("the worktree's log line", common::TIMEOUT, || {
+        std::fs::read_to_string(dir.join("events.jsonl")).ok().filter(|e| e.contains("works in")).map(|_| ())
+    });
+    let id = env.run_id();
+    env.awf(&["runs", "clean", &id]).expect_code(2).stderr_has("is running; stop it first");
+    assert!(env.path().join(format!(".awf/worktrees/{id}/w")).is_dir(), "left alone");
+    env.awf(&["runs", "stop", &id, "--now"]);
+    running.finish();
+}
