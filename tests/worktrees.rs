@@ -226,3 +226,26 @@ fn runs_clean_refuses_a_live_run() {
     env.awf(&["runs", "stop", &id, "--now"]);
     running.finish();
 }
+
+#[test]
+fn eight_agents_opening_at_once_each_get_a_worktree_and_all_merge() {
+    let env = repo();
+    let script = r#"
+let program = `${ctx.cwd}/scripts/worktrees/fix_issue.sh`;
+let keys = ctx.parallel([0, 1, 2, 3, 4, 5, 6, 7], |i| {
+    let a = ctx.agents.open(#{ key: `a ${i}`, isolation: "worktree",
+        runtime: #{ harness: "command", command: ["sh", program, `out/${i}.txt`, "x"] } });
+    a.ask("go", #{ type: "object" });
+    a.stop("done");
+    a.key
+});
+ctx.worktrees.merge(keys).merged.len()
+"#;
+    let out = env.run(script, &[]);
+    out.expect_code(0);
+    assert_eq!(out.json(), 8);
+    for i in 0..8 {
+        assert_eq!(read(&env, &format!("out/{i}.txt")), "x\n");
+    }
+    assert_eq!(git(env.path(), &["worktree", "list", "--porcelain"]).matches("worktree ").count(), 1, "all removed");
+}

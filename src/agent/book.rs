@@ -141,6 +141,24 @@ impl AgentBook {
         }
         let runtime = self.runtime(&req.runtime).map_err(config)?;
         let skills = self.skills(&req, runtime.harness).map_err(|e| config(format!("agent {}: {e}", req.key)))?;
+        // Its worktree, which `session_for` makes its cwd and its sandbox's workspace: added before
+        // the book's lock, so that agents opening at once check their files out at once.
+        let isolated = req.isolation.unwrap_or(self.worktrees.run_level()) == crate::worktree::Isolation::Worktree;
+        // An agent open under the key already: the compatibility check below decides.
+        if isolated && self.get(&req.key).is_none() {
+            if self.remote().is_some() {
+                return Err(config(format!(
+                    "agent {}: isolation \"worktree\" is not built for agents run by workers (--nats); run here, or drop it",
+                    req.key
+                )));
+            }
+            self.worktrees.open(run, &req.key, req.keep).map_err(|e| config(format!("agent {}: {e}", req.key)))?;
+        } else if !isolated && req.keep != crate::worktree::Keep::Never {
+            return Err(format!(
+                "agent {}: `keep` is for an agent with isolation: \"worktree\", which it has not",
+                req.key
+            ));
+        }
         let mut open = lock(&self.open);
         if let Some(existing) = open.get(&req.key) {
             let differs = if *existing.runtime != *runtime {
@@ -167,21 +185,6 @@ impl AgentBook {
             .sandboxes
             .choose(run, &req.key, req.sandbox.as_ref(), runtime.harness)
             .map_err(|e| format!("agent {}: {e}", req.key))?;
-        // Its worktree, which `session_for` makes its cwd and its sandbox's workspace.
-        if req.isolation.unwrap_or(self.worktrees.run_level()) == crate::worktree::Isolation::Worktree {
-            if self.remote().is_some() {
-                return Err(config(format!(
-                    "agent {}: isolation \"worktree\" is not built for agents run by workers (--nats); run here, or drop it",
-                    req.key
-                )));
-            }
-            self.worktrees.open(run, &req.key, req.keep).map_err(|e| config(format!("agent {}: {e}", req.key)))?;
-        } else if req.keep != crate::worktree::Keep::Never {
-            return Err(format!(
-                "agent {}: `keep` is for an agent with isolation: \"worktree\", which it has not",
-                req.key
-            ));
-        }
         run.scheduler.admit_agent()?;
         let info = AgentInfo {
             key: req.key.clone(),

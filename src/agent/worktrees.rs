@@ -22,7 +22,17 @@ pub struct WorktreeBook {
     run_level: OnceLock<Isolation>,
     repo: OnceLock<Result<Repo, worktree::Error>>,
     record: Mutex<Recorded>,
+    /// Worktrees being added now, and the agents opened in this attempt; taken before `record`.
+    adding: Mutex<Adding>,
+    added: std::sync::Condvar,
     warned: OnceLock<()>,
+}
+
+/// The worktrees being added (agent key → folder name) and the agents opened in this attempt.
+#[derive(Default)]
+struct Adding {
+    names: std::collections::HashMap<String, String>,
+    opened: std::collections::HashSet<String>,
 }
 
 impl WorktreeBook {
@@ -62,8 +72,13 @@ impl WorktreeBook {
 
     /// The worktree agent `key` works in, added now (or found again when an earlier attempt
     /// added it). Refuses outside a repository, without git, on a lost base or a taken branch.
+    /// Agents opening at once add their worktrees at once; the same key waits for the first.
     pub fn open(&self, run: &Run, key: &str, keep: Keep) -> Result<PathBuf, worktree::Error> {
         let repo = self.repo(run)?;
+        let mut adding = lock(&self.adding);
+        while adding.names.contains_key(key) {
+            adding = self.added.wait(adding).unwrap_or_else(|p| p.into_inner());
+        }
         let mut r = lock(&self.record);
         let base = match r.base.clone() {
             Some(b) => b,
@@ -76,37 +91,51 @@ impl WorktreeBook {
         };
         repo.check_base(&base)?;
         if self.warned.set(()).is_ok() {
-            let dirty = repo.uncommitted(true).unwrap_or_default();
-            if !dirty.is_empty() {
-                run.log(
-                    "warn",
-                    &format!(
-                        "worktree agents do not see what is uncommitted in {}: {}",
-                        repo.root.display(),
-                        dirty.join(", ")
-                    ),
-                    &json!({ "uncommitted": dirty }),
-                );
-            }
+            self.warn_uncommitted(run, repo);
         }
         if let Some(e) = r.agents.get_mut(key) {
+            // Opened again in this attempt (the same spec): it is there.
+            if e.state == State::Open && adding.opened.contains(key) {
+                return Ok(e.worktree.path.clone());
+            }
             repo.reopen(&mut e.worktree)?;
             e.state = State::Open;
             e.keep = keep;
             let path = e.worktree.path.clone();
+            adding.opened.insert(key.to_string());
             self.write(run, &r);
             return Ok(path);
         }
-        // Under the lock: the agent book opens agents one at a time anyway.
-        let name = free_name(&r, key);
+        let name = free_name(&r, &adding.names, key);
+        adding.names.insert(key.to_string(), name.clone());
+        drop(r);
+        drop(adding);
         let path = run.cwd.join(".awf/worktrees").join(&run.id).join(&name);
         let branch = format!("awf/{}/{name}", run.id);
-        let wt = repo.add(&path, &branch, &base)?;
+        let added = repo.add(&path, &branch, &base);
+        let mut adding = lock(&self.adding);
+        adding.names.remove(key);
+        self.added.notify_all();
+        let wt = added?;
+        adding.opened.insert(key.to_string());
+        let mut r = lock(&self.record);
         let text = format!("agent {key} works in {} on branch {branch}", path.display());
         run.log("info", &text, &json!({ "agent": key, "path": path, "branch": branch, "base": base }));
         r.agents.insert(key.to_string(), Entry { worktree: wt, keep, state: State::Open });
         self.write(run, &r);
         Ok(path)
+    }
+
+    fn warn_uncommitted(&self, run: &Run, repo: &Repo) {
+        let dirty = repo.uncommitted(true).unwrap_or_default();
+        if !dirty.is_empty() {
+            let text = format!(
+                "worktree agents do not see what is uncommitted in {}: {}",
+                repo.root.display(),
+                dirty.join(", ")
+            );
+            run.log("warn", &text, &json!({ "uncommitted": dirty }));
+        }
     }
 
     /// Commits what agent `key` left on its branch and removes its worktree, or keeps it
@@ -194,10 +223,14 @@ impl WorktreeBook {
     }
 }
 
-/// A worktree folder name for `key`, unused in the run (keys that slug alike get `-2`, `-3`).
-fn free_name(r: &Recorded, key: &str) -> String {
+/// A worktree folder name for `key`, unused in the run and not being added (keys that slug alike
+/// get `-2`, `-3`).
+fn free_name(r: &Recorded, adding: &std::collections::HashMap<String, String>, key: &str) -> String {
     let base = crate::record::agent_files::slug(key);
-    let taken = |n: &str| r.agents.values().any(|e| e.worktree.path.file_name() == Some(Path::new(n).as_os_str()));
+    let taken = |n: &str| {
+        adding.values().any(|a| a == n)
+            || r.agents.values().any(|e| e.worktree.path.file_name() == Some(Path::new(n).as_os_str()))
+    };
     let mut name = base.clone();
     let mut k = 2;
     while taken(&name) {

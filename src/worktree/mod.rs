@@ -153,6 +153,9 @@ pub struct Repo {
     pub git: Git,
     pub root: PathBuf,
     pub common: PathBuf,
+    /// Held while git adds or removes a worktree: `git worktree add` reads the other worktrees'
+    /// admin folders and fails on one being made. Checkouts run outside it.
+    admin: std::sync::Arc<std::sync::Mutex<()>>,
 }
 
 /// An agent's worktree, as a run records it.
@@ -177,7 +180,9 @@ impl Repo {
         }
         let mut lines = out.stdout.lines();
         match (lines.next(), lines.next()) {
-            (Some(root), Some(common)) => Ok(Repo { git, root: root.into(), common: common.into() }),
+            (Some(root), Some(common)) => {
+                Ok(Repo { git, root: root.into(), common: common.into(), admin: Default::default() })
+            }
             _ => Err(Error::NotARepo { folder: folder.to_path_buf() }),
         }
     }
@@ -230,7 +235,10 @@ impl Repo {
         }
         self.check_base(base)?;
         let p = path.to_string_lossy();
-        self.run(&["worktree", "add", "--quiet", "-b", branch, "--end-of-options", &p, base])?;
+        {
+            let _one = self.admin_lock();
+            self.run(&["worktree", "add", "--quiet", "--no-checkout", "-b", branch, "--end-of-options", &p, base])?;
+        }
         let mut wt = Worktree {
             path: path.to_path_buf(),
             branch: branch.to_string(),
@@ -238,6 +246,8 @@ impl Repo {
             admin: PathBuf::new(),
         };
         wt.admin = self.admin_of(&wt.path);
+        // The checkout, outside the lock: each worktree has an index of its own.
+        self.git.run_in(&wt.path, &["reset", "--hard", "--quiet"], Some(&self.dirs(&wt)))?;
         Ok(wt)
     }
 
@@ -249,6 +259,7 @@ impl Repo {
             return Err(Error::UnknownBranch { name: wt.branch.clone(), repo: self.root.clone() });
         }
         if !(self.listed().iter().any(|(p, b)| p == &wt.path && b.as_deref() == Some(&wt.branch)) && wt.path.is_dir()) {
+            let _one = self.admin_lock();
             self.run(&["worktree", "prune"])?;
             let p = wt.path.to_string_lossy();
             self.run(&["worktree", "add", "--quiet", "--end-of-options", &p, &wt.branch])?;
@@ -274,6 +285,11 @@ impl Repo {
             list.extend(path.map(|p| (p, branch)));
         }
         list
+    }
+
+    fn admin_lock(&self) -> std::sync::MutexGuard<'_, ()> {
+        // It guards no value, so a poisoned lock is as good as a clean one.
+        self.admin.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// A fresh worktree's admin folder: git names it after the folder, a number added on a clash.
@@ -326,6 +342,7 @@ impl Repo {
     /// Removes the worktree (its branch stays).
     pub fn remove(&self, wt: &Worktree) -> Result<(), Error> {
         let p = wt.path.to_string_lossy();
+        let _one = self.admin_lock();
         self.run(&["worktree", "remove", "--force", "--force", &p])?;
         Ok(())
     }
