@@ -313,6 +313,10 @@
 //!   its own once it settles after that (or in the background), or, still running when the parent
 //!   closes (after waiting its stop grace and a margin), from its accounts so far. `by_model` files
 //!   it under the models the child's agents ran.
+//! - git runs only in `worktree`, as `git -C <folder>` with explicit arguments; its commands in an
+//!   agent's worktree name the worktree's git folders (found as it was added), never what the
+//!   agent wrote there. A merge (`worktree::merge`) never leaves a checkout half-merged: each
+//!   branch is merged without a working tree, and the checkout moves once, by a fast-forward.
 //! - No unwrap outside tests; locks recover from poisoning because their values are replaced whole.
 //! - No process-wide static but those `tests/tidy/main.rs` lists, each with its reason; a new one
 //!   fails `cargo test`.
