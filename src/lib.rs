@@ -24,8 +24,9 @@
 //! --test tidy`, run by `.ci/run`), with the code map below and each "the only module that names"
 //! sentence in it.
 //!
-//! 1. `record`, `accounting`, `stdlib`, `sandbox`: the run folder's writer, usage and prices, the
-//!    embedded strategies, and sandbox policy, argv and seat (data and pure functions).
+//! 1. `record`, `accounting`, `stdlib`, `sandbox`, `worktree`: the run folder's writer, usage and
+//!    prices, the embedded strategies, sandbox policy, argv and seat (data and pure functions),
+//!    and git worktrees.
 //! 2. `config`: `awf.toml`.
 //! 3. `redact`, `watch`, `telemetry`: they read the config.
 //! 4. `run`: **the run core**. A run's identity and folder, config, tokio handle, root scope, the
@@ -55,11 +56,11 @@
 //!   `council.rs` (`council
 //!   list|show|run`), `plan.rs` (`script plan`, `council plan`: a plan printed as text or `--json`), `confirm.rs` (runs that ask first: planned before they start, refused past `confirm_usd` without a terminal unless `--yes`), `worker.rs` (`awf worker`, `runs submit`), `nats.rs` (the `--nats*` flags
 //!   of `worker`, `script run` and `runs submit`, put over `[cluster]` field by field), `runs.rs` (`runs
-//!   list|show|resume|stop|answer|logs|submit`; resuming a council run, `--values`), `answer.rs`
+//!   list|show|resume|stop|answer|logs|submit|clean`; resuming a council run, `--values`), `answer.rs`
 //!   (`runs answer`, also for `serve` and `mcp`: an operator's answer through the run's control
 //!   socket), `listing.rs` (what a run folder says: status, `interrupted`, age, spend),
 //!   `records.rs` (turns, operation events, journal answers and an HTTP agent's history read back
-//!   as types), `show.rs` (`runs show`: each agent's operations; `--agent`: its turns one by one),
+//!   as types), `show.rs` (`runs show`: each agent's operations and worktrees; `--agent`: its turns one by one),
 //!   `logs.rs` (events as readable lines, followed; a rejection as its errors), `stop.rs` (`runs stop` through a run's control
 //!   socket), `background.rs` (`--detach`: the background process and the machine-wide queue),
 //!   `serve/` (`awf serve`: the axum HTTP JSON
@@ -100,7 +101,8 @@
 //!   threads; `doc.rs`: every host function registered with its parameter names and doc comment,
 //!   which `reference.rs` reads; one file per `ctx` namespace: `ctx.rs` (with
 //!   `messages.allow`), `agents.rs`, `caller.rs` (`caller()`, `fork_caller`), `parallel.rs`, `stage.rs`,
-//!   `checkpoint.rs` (`ctx.checkpoint`), `sandboxes.rs` (`ctx.sandboxes.open`, the `Sandbox` handle)).
+//!   `checkpoint.rs` (`ctx.checkpoint`), `sandboxes.rs` (`ctx.sandboxes.open`, the `Sandbox` handle),
+//!   `worktrees.rs` (`ctx.worktrees.merge`, `a.worktree`)).
 //! - `host/`: `mod.rs` (`Host`: the run, its `AgentBook` and `Router`; `finish` settles the books,
 //!   then the run), `drive.rs` (a run from the script's start to `result.json`: wait, deadline,
 //!   stop grace, background councils still running, status, the run's trace), `control.rs` (the
@@ -169,7 +171,10 @@
 //!   settings change do inside it, and the calls that start them), `supervise.rs` (a turn's nudges,
 //!   and the routes and held messages shown with every turn), `session.rs` (starting a harness
 //!   session: folder, endpoint, HTTP settings, seat), `seating.rs` (an agent's sandbox chosen,
-//!   seated and recorded), `sandboxes.rs` (the sandboxes a workflow opens: handles, closing), `messenger.rs` (an agent's side of the router), `responders.rs` (fake
+//!   seated and recorded), `sandboxes.rs` (the sandboxes a workflow opens: handles, closing),
+//!   `worktrees.rs` (a run's agent worktrees: added as an isolated agent
+//!   opens, found again on resume, what it left committed as it closes or the run ends, removed or
+//!   kept, `run.json` `worktrees`), `messenger.rs` (an agent's side of the router), `responders.rs` (fake
 //!   responder scripts, compiled once per run).
 //! - `messaging/`: routes (20 messages unless the workflow says), held messages (a working agent
 //!   is shown them with its next turn or check-in; going idle wakes it only for a question, whose
@@ -253,6 +258,12 @@
 //!   reads awf's own records through them. The exceptions to "writes go through record", each listed
 //!   with its reason in `tests/tidy/main.rs`: a CLI agent's home (credentials seeded, sessions moved,
 //!   a carried home unpacked by `harness/cli`).
+//! - `worktree/`: git worktrees for agents, **the only module that runs git** (`git -C`, explicit
+//!   arguments, typed errors): `mod.rs` (the repository and base commit, an agent's worktree
+//!   added, found again, its leftovers committed on its branch, removed, what it changed),
+//!   `merge.rs` (branches merged in order without a working tree; conflicts as data, the checkout
+//!   moved once by a fast-forward), `recorded.rs` (`run.json` `worktrees` as a type, and `awf runs
+//!   clean`).
 //! - `accounting.rs`: usage, prices (the built-in table; `[prices]` overrides), folds by agent,
 //!   stage and model; `Meter`, an operation's running spend (billed however the operation ends).
 //! - `redact.rs`: a run's secret values (key variables, secret-looking names) and the scrubbing of
@@ -326,6 +337,10 @@
 //!   its own once it settles after that (or in the background), or, still running when the parent
 //!   closes (after waiting its stop grace and a margin), from its accounts so far. `by_model` files
 //!   it under the models the child's agents ran.
+//! - git runs only in `worktree`, as `git -C <folder>` with explicit arguments; its commands in an
+//!   agent's worktree name the worktree's git folders (found as it was added), never what the
+//!   agent wrote there. A merge (`worktree::merge`) never leaves a checkout half-merged: each
+//!   branch is merged without a working tree, and the checkout moves once, by a fast-forward.
 //! - No unwrap outside tests; locks recover from poisoning because their values are replaced whole.
 //! - No process-wide static but those `tests/tidy/main.rs` lists, each with its reason; a new one
 //!   fails `cargo test`.
@@ -349,6 +364,9 @@
 //!                  waiting [{key, question, schema, asked_at, timeout_ms, agent}] while the last attempt is
 //!                  `waiting` on operator checkpoints (a background council's attempt is `queued`
 //!                  until it has a slot of the machine's pool)
+//!                  isolation (`worktree` under `--isolation worktree`), worktrees {repo, base (HEAD when the
+//!                  run started, in a git repository), agents {key: {path, branch, base, admin, keep, state
+//!                  (open|kept|removed)}}}
 //!   events.jsonl   {"v":1,"type":T,"at":ISO-8601,"attempt":N,"data":{...}}; one `run::Event` each; types:
 //!                  run-started, run-stopping, run-finished, leftovers-killed, agent-opened, agent-stopped,
 //!                  agent-closed, agent-set, agent-compacted, context-compacted, op-started, op-nudged,
@@ -398,6 +416,8 @@
 //!                  simulated, started_at, finished_at,
 //!                  sandboxes [{name, scope (run|config|inline|workflow), provider, bwrap, policy,
 //!                  agents [{agent, harness, confined, seat}]}]
+//! .awf/worktrees/<run-id>/<agent>/  an agent's git worktree (`isolation: "worktree"`), on branch
+//!                            `awf/<run-id>/<agent>`; removed when it closes unless `keep` (the branch stays)
 //! ```
 
 pub mod accounting;
@@ -419,3 +439,4 @@ pub mod script;
 pub mod stdlib;
 pub mod telemetry;
 pub mod watch;
+pub mod worktree;

@@ -22,7 +22,7 @@ use std::time::Instant;
 /// `awf council list` in a folder with no strategies of its own: the built-in catalog.
 const BUILT_IN: &str = "\
 - magi(aggregate, reflect, choices, fork_caller) — contested fork: voters pick on a closed-choice question (yes/no, A/B); majority plus dissent; roster: voters, each an independent core casting one ballot.
-- map(max_items, peers, ownership, reviewer, fork_caller) — N items found at runtime: splitter lists, worker handles each in parallel; roster: [splitter, worker]; default team swarm.
+- map(max_items, peers, ownership, reviewer, isolation, fork_caller) — N items found at runtime: splitter lists, worker handles each in parallel; roster: [splitter, worker]; default team swarm.
 - pair(rounds, fork_caller) — one member works, a navigator reviews live; roster: [driver, navigator]; default team pair.
 - pipeline(fork_caller) — ad-hoc ordered stages you name (no installed flow needed): each member refines the previous output; the last answer is the result; roster: stages, in order.
 - synthesize(synthesizer, peers, fork_caller) — many angles into ONE deliverable: gatherers in parallel, one synthesiser merges; roster: gatherers; default team review.
@@ -431,6 +431,7 @@ fn eval(dir: &Path, program: &Program) -> Value {
         default_runtime,
         sandbox: None,
         resume: None,
+        isolation: Default::default(),
     };
     let req = awf::host::launch::Request { spec, id: None, caller: None, parent: None };
     let caps = awf::council::child::capabilities(awf::host::launch::CouncilPool::AtOnce);

@@ -77,3 +77,6 @@ mod snapshots;
 mod structured_messaging;
 mod telemetry;
 mod turn_isolation;
+mod worktrees;
+mod worktrees_merge;
+mod worktrees_refused;

@@ -23,6 +23,7 @@ pub struct AgentBook {
     pub run: Arc<Run>,
     pub router: Arc<Router>,
     pub sandboxes: SandboxBook,
+    pub worktrees: super::worktrees::WorktreeBook,
     responders: super::Responders,
     /// This book, for the agents' messengers and the message operations it starts.
     pub(super) me: Weak<AgentBook>,
@@ -50,6 +51,7 @@ impl AgentBook {
             run,
             router,
             sandboxes,
+            worktrees: Default::default(),
             responders,
             me: me.clone(),
             open: Mutex::new(HashMap::new()),
@@ -138,6 +140,24 @@ impl AgentBook {
         }
         let runtime = self.runtime(&req.runtime).map_err(config)?;
         let skills = self.skills(&req, runtime.harness).map_err(|e| config(format!("agent {}: {e}", req.key)))?;
+        // Its worktree, which `session_for` makes its cwd and its sandbox's workspace: added before
+        // the book's lock, so that agents opening at once check their files out at once.
+        let isolated = req.isolation.unwrap_or(self.worktrees.run_level()) == crate::worktree::Isolation::Worktree;
+        // An agent open under the key already: the compatibility check below decides.
+        if isolated && self.get(&req.key).is_none() {
+            if self.remote().is_some() {
+                return Err(config(format!(
+                    "agent {}: isolation \"worktree\" is not built for agents run by workers (--nats); run here, or drop it",
+                    req.key
+                )));
+            }
+            self.worktrees.open(run, &req.key, req.keep).map_err(|e| config(format!("agent {}: {e}", req.key)))?;
+        } else if !isolated && req.keep != crate::worktree::Keep::Never {
+            return Err(OpenError::Refused(format!(
+                "agent {}: `keep` is for an agent with isolation: \"worktree\", which it has not",
+                req.key
+            )));
+        }
         let mut open = lock(&self.open);
         if let Some(existing) = open.get(&req.key) {
             let differs = if *existing.runtime != *runtime {
@@ -150,6 +170,8 @@ impl AgentBook {
                 Some("sandbox")
             } else if existing.request.skills != req.skills {
                 Some("skills")
+            } else if existing.request.isolation != req.isolation || existing.request.keep != req.keep {
+                Some("isolation")
             } else {
                 None
             };
@@ -278,10 +300,29 @@ impl AgentBook {
         lock(&self.stopped).insert(key.to_string(), reason.to_string());
         agent.close(&format!("stopped: {reason}"));
         agent.stopped.cancel();
+        // A running turn's process may still write: the turn's end commits its worktree then.
+        if agent.busy() == 0 {
+            self.worktrees.close(run, key, false);
+        }
         self.router.fail_asks_to(run, key, &format!("{key} stopped: {reason}"), true);
         run.progress.agents_closed.fetch_add(1, Ordering::Relaxed);
         run.records.event(&Event::AgentStopped { agent: key, reason });
         true
+    }
+}
+
+impl AgentBook {
+    /// At the run's end: what the agents left in their worktrees committed, the worktrees removed
+    /// or kept (an agent closed by a failed operation, or a run that did not succeed, counts as
+    /// failed for `keep: "on-failure"`). Runs git: call it off the async threads.
+    pub fn settle_worktrees(&self, run_failed: bool) {
+        let failed: Vec<String> = self
+            .all()
+            .into_iter()
+            .filter(|a| a.closed().is_some() && !a.stopped.is_cancelled())
+            .map(|a| a.key.clone())
+            .collect();
+        self.worktrees.finish(&self.run, run_failed, &failed);
     }
 }
 

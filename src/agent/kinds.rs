@@ -358,6 +358,11 @@ pub fn run(book: &Arc<AgentBook>, agent: &Arc<Agent>, turn: Turn, frame: &Frame)
         meter: Arc::default(),
     };
     let result = run.rt.block_on(execute(book, agent, op, Body::Turn(&turn), frame));
+    // A turn that closed its agent (it failed, or the agent was stopped while it ran) leaves
+    // what the agent left in its worktree committed on its branch.
+    if agent.closed().is_some() {
+        book.worktrees.close(run, &agent.key, !agent.stopped.is_cancelled());
+    }
     // Only explicit ids can recur within a run (default ids count up), so only they are kept for
     // the same-id-same-outcome rule.
     if let (Ok((outcome, _)), Some(_)) = (&result, &turn.id) {
@@ -398,6 +403,12 @@ pub fn fork(
     if !book.key_free(&key) {
         return Err(OpError::Invalid(format!(
             "cannot fork into {key}: an agent with that key was already opened in this run"
+        )));
+    }
+    if book.worktrees.path_of(&parent.key).is_some() {
+        return Err(OpError::Invalid(format!(
+            "cannot fork {}: it works in a git worktree of its own, which a fork would share (not built); open another agent with isolation: \"worktree\" instead",
+            parent.key
         )));
     }
     book.run.scheduler.admit_agent().map_err(OpError::Invalid)?;

@@ -2,7 +2,8 @@
 //! counters, whether it is closed) and the book of a run's agents (`book.rs`). `op` is the one
 //! operation pipeline every turn, message, compaction and fork goes through; `supervise` nudges a
 //! turn to an answer; `session` starts a harness session; `seating` its sandbox; `messenger` is
-//! an agent's side of the router; `remote` the hook for agents whose operations run elsewhere.
+//! an agent's side of the router; `remote` the hook for agents whose operations run elsewhere;
+//! `worktrees` the git worktrees of isolated agents.
 
 mod book;
 mod caller;
@@ -15,6 +16,7 @@ pub mod sandboxes;
 pub mod seating;
 mod session;
 pub mod supervise;
+pub mod worktrees;
 
 pub use crate::run::{Outcome, OutcomeKind};
 pub use book::AgentBook;
@@ -75,6 +77,10 @@ pub struct OpenRequest {
     pub fork_caller: Option<crate::harness::cli::caller::CallerFork>,
     /// Whether the agent may ask the operator from its turns (`wf ask-operator`, agent spec `operator`).
     pub operator: bool,
+    /// `isolation`: `None` takes the run's (`--isolation`).
+    pub isolation: Option<crate::worktree::Isolation>,
+    /// `keep`: what becomes of its worktree when it closes.
+    pub keep: crate::worktree::Keep,
 }
 
 pub struct Agent {

@@ -117,18 +117,25 @@ impl SandboxBook {
 
     /// Seats a program agent: finds its concrete paths and checks that the policy can be enforced
     /// for it. `place.workspace` is replaced by the run's working folder under a run-level
-    /// sandbox, so that its agents share one. Record the agent with `seated` once it opens.
+    /// sandbox, so that its agents share one, but for an agent in a `worktree` of its own, whose
+    /// workspace is its worktree. Record the agent with `seated` once it opens.
     pub fn seat(
         &self,
         run: &Run,
         chosen: &Chosen,
         place: seat::Placement<'_>,
         runtime: &RuntimeConfig,
+        worktree: Option<&std::path::Path>,
     ) -> Result<Sandbox, String> {
         let fail = |why: String| format!("sandbox `{}` cannot be made: {why}", chosen.name);
         let bwrap = chosen.bwrap.clone().ok_or_else(|| fail("its harness does not wrap a program".into()))?;
         let shared = matches!(chosen.scope, Scope::Run | Scope::Workflow);
-        let place = seat::Placement { workspace: if shared { &run.cwd } else { place.workspace }, ..place };
+        let workspace = match worktree {
+            Some(w) => w,
+            None if shared => &run.cwd,
+            None => place.workspace,
+        };
+        let place = seat::Placement { workspace, ..place };
         let allow = match &chosen.policy.network {
             Network::None | Network::Host => None,
             Network::Model => Some(vec![model_server(runtime).map_err(fail)?]),

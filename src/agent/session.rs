@@ -52,10 +52,21 @@ impl AgentBook {
                 .map_err(|e| format!("agent {}: cannot open its control socket in {}: {e}", req.key, dir.display()))?
         };
         let endpoint = Arc::new(endpoint);
+        // In a worktree, a spec's cwd is relative to it, and the worktree is the sandbox's workspace.
+        let worktree = self.worktrees.path_of(&req.key);
+        let worktree = worktree.as_deref();
+        let root = worktree.unwrap_or(&run.cwd);
         let cwd = match &req.cwd {
+            Some(c) if c.is_absolute() && worktree.is_some_and(|w| !c.starts_with(w)) => {
+                return Err(format!(
+                    "agent {}: with isolation \"worktree\" its `cwd` is relative to its worktree; {} lies outside it",
+                    req.key,
+                    c.display()
+                ))
+            }
             Some(c) if c.is_absolute() => c.clone(),
-            Some(c) => run.cwd.join(c),
-            None => run.cwd.clone(),
+            Some(c) => root.join(c),
+            None => root.to_path_buf(),
         };
         let cli = runtime.harness.is_cli();
         let cli_program = run.config.harnesses.get(runtime.harness.as_str()).and_then(|h| h.command.clone());
@@ -76,7 +87,8 @@ impl AgentBook {
                     run_dir: run.dir(),
                     awf: &awf,
                 };
-                Some(self.sandboxes.seat(run, chosen, place, runtime).map_err(|e| format!("agent {}: {e}", req.key))?)
+                let seated = self.sandboxes.seat(run, chosen, place, runtime, worktree);
+                Some(seated.map_err(|e| format!("agent {}: {e}", req.key))?)
             }
             None => None,
         };

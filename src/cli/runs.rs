@@ -1,4 +1,4 @@
-//! `awf runs list|show|resume|stop|answer|logs`: reading run folders, new attempts of a run (a script's
+//! `awf runs list|show|resume|stop|answer|logs|clean`: reading run folders, new attempts of a run (a script's
 //! or a strategy's) that reuse its recorded stages and replay its journal, and reaching a live
 //! run from any terminal.
 
@@ -76,6 +76,17 @@ pub enum RunsCommand {
     Watch {
         /// The run's id (`awf runs list` shows them)
         run_id: String,
+        /// The folder holding the runs (default: runs_dir from awf.toml, else .awf/runs)
+        #[arg(long, value_name = "DIR")]
+        runs_dir: Option<PathBuf>,
+    },
+    /// Remove what a run left: its agents' worktrees and, with --branches, their branches
+    Clean {
+        /// The run's id (`awf runs list` shows them)
+        run_id: String,
+        /// Delete its agents' branches too (`awf/<run>/<agent>`); unmerged work on them is lost
+        #[arg(long)]
+        branches: bool,
         /// The folder holding the runs (default: runs_dir from awf.toml, else .awf/runs)
         #[arg(long, value_name = "DIR")]
         runs_dir: Option<PathBuf>,
@@ -180,6 +191,29 @@ pub fn exec(cmd: RunsCommand) -> Result<i32> {
             Ok(EXIT_OK)
         }
         RunsCommand::Resume(args) => resume_run(&cwd, *args),
+        RunsCommand::Clean { run_id, branches, runs_dir: given } => {
+            let root = runs_dir(&cwd, given.as_ref())?;
+            let dir = match run_dir(&root, &run_id) {
+                Ok(d) => d,
+                Err(e) => return refuse(e),
+            };
+            if listing::live(&dir) {
+                return refuse(format!("run {run_id} is running; stop it first (awf runs stop {run_id})"));
+            }
+            let recorded = crate::record::docs::run(&dir).unwrap_or_default().worktrees.unwrap_or_default();
+            match recorded.clean(Default::default(), branches) {
+                Ok(done) => {
+                    let plural = |n: usize, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
+                    out!(
+                        "run {run_id}: {} removed, {} deleted",
+                        plural(done.worktrees, "worktree", "worktrees"),
+                        plural(done.branches, "branch", "branches")
+                    );
+                    Ok(EXIT_OK)
+                }
+                Err(e) => refuse(format!("run {run_id}: {e}")),
+            }
+        }
         RunsCommand::Stop { run_id, now, runs_dir: given } => {
             let root = runs_dir(&cwd, given.as_ref())?;
             match run_dir(&root, &run_id) {

@@ -105,6 +105,10 @@ pub struct RunFlags {
     /// Seat every agent in the sandbox [sandboxes.NAME] of awf.toml (one shared workspace)
     #[arg(long, value_name = "NAME")]
     pub sandbox: Option<String>,
+    /// `worktree`: every agent works in a git worktree of its own, on a branch of its own, as with
+    /// an agent spec's `isolation: "worktree"` (`none`: as the specs say)
+    #[arg(long, value_name = "MODE", value_parser = crate::worktree::Isolation::parse)]
+    pub isolation: Option<crate::worktree::Isolation>,
     /// Run the agents' operations on `awf worker`s through NATS (`--nats`, else `[cluster] nats` of
     /// awf.toml; without either, everything runs here)
     #[command(flatten)]
@@ -421,6 +425,11 @@ pub fn prepare(
         }
         None => None,
     };
+    if flags.isolation == Some(crate::worktree::Isolation::Worktree) {
+        let repo =
+            crate::worktree::Repo::find(Default::default(), &cwd).map_err(|e| anyhow!("--isolation worktree: {e}"))?;
+        repo.head().map_err(|e| anyhow!("--isolation worktree: {e}"))?;
+    }
     Ok(RunSpec {
         script: program.path.clone(),
         script_sha256: program.sha256.clone(),
@@ -434,6 +443,7 @@ pub fn prepare(
         default_runtime,
         sandbox,
         resume,
+        isolation: flags.isolation.unwrap_or_default(),
     })
 }
 

@@ -82,6 +82,7 @@ pub fn run(dir: &Path, run_id: &str) -> std::io::Result<()> {
             out!("  {}", operation(t, several));
         }
     }
+    worktrees(&run, run_id);
     // result.json accounts for every attempt (as of the last one that finished).
     let priced = turns.iter().any(TurnLine::priced);
     let spend = |t: &Tally| {
@@ -312,4 +313,19 @@ pub fn agent(dir: &Path, run_id: &str, key: &str) -> std::io::Result<bool> {
         }
     }
     Ok(true)
+}
+
+/// The run's agent worktrees: each agent's branch, folder and whether the folder is still there.
+fn worktrees(run: &docs::RunDoc, run_id: &str) {
+    let Some(w) = run.worktrees.as_ref().filter(|w| !w.agents.is_empty()) else { return };
+    out!("worktrees (base {}):", w.base.as_deref().unwrap_or("?"));
+    let mut left = false;
+    for (agent, e) in &w.agents {
+        let there = e.worktree.path.is_dir();
+        left |= there;
+        let state = if there { format!("{:?}", e.state).to_lowercase() } else { "removed".into() };
+        out!("  {agent}: {} {state} {}", e.worktree.branch, e.worktree.path.display());
+    }
+    let hint = if left { "its worktrees" } else { "nothing but branches" };
+    out!("  what it left ({hint}): awf runs clean {run_id} [--branches]");
 }

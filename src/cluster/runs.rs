@@ -200,6 +200,7 @@ impl Serving {
             deadline: None,
             sandbox: None,
             resume: None,
+            isolation: Default::default(),
         };
         let rt = tokio::runtime::Handle::current();
         let caps = crate::council::child::capabilities(CouncilPool::Machine);

@@ -88,6 +88,7 @@ impl Shadows {
             default_runtime: "fake".into(),
             sandbox: None,
             resume: None,
+            isolation: Default::default(),
         };
         let id = format!("{run}-{}", self.name);
         let caps = crate::council::child::capabilities(CouncilPool::Machine);
@@ -131,6 +132,9 @@ impl Shadows {
                     skills: admitted.skills,
                     fork_caller: None,
                     operator: false,
+                    // A worker runs an owner's agent in the folder it admitted, never a worktree.
+                    isolation: Some(crate::worktree::Isolation::None),
+                    keep: Default::default(),
                 };
                 match book.open(open) {
                     Ok(a) => {

@@ -253,6 +253,7 @@ pub(super) fn start(
         default_runtime: run.default_runtime.clone(),
         sandbox: None,
         resume: None,
+        isolation: Default::default(),
     };
     let link = json!({ "run": run.id, "op": call.op_id, "agent": call.agent, "strategy": name });
     let req = Request { spec, id: None, caller: None, parent: Some(Parent { link, depth }) };

@@ -88,6 +88,11 @@ pub async fn drive(
     if end.is_some() {
         wait_background(&host).await;
     }
+    // What agents left in their worktrees is committed on their branches (git, off the async
+    // threads) before result.json; a script that did not return a value counts as failed.
+    let failed = !matches!(end, Some(ScriptEnd::Value(_))) || host.run.stop_cause().is_some();
+    let settling = host.clone();
+    let _ = tokio::task::spawn_blocking(move || settling.agents.settle_worktrees(failed)).await;
     let end = settle(&host, end, output);
     // After result.json: the last spans go out within a bounded wait, off the async runtime.
     if let Some(trace) = trace {

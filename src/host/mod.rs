@@ -41,11 +41,14 @@ impl Host {
     ) -> std::io::Result<Arc<Host>> {
         let responders: ResponderLoader = Box::new(caps.responders);
         let run_level = spec.sandbox.take();
+        let isolation = spec.isolation;
         let id = new_id.unwrap_or_else(crate::record::new_run_id);
         let run = Run::start_with_id(spec, id, rt)?;
         let router = Arc::new(Router::default());
         let responders = crate::agent::Responders::new(responders);
         let agents = AgentBook::new(run.clone(), router.clone(), SandboxBook::new(run_level), responders);
+        let recorded = serde_json::from_value(run.doc_field("isolation")).unwrap_or_default();
+        agents.worktrees.start(&run, if isolation == Default::default() { recorded } else { isolation });
         let (control, listener) = control::Control::bind(run.dir());
         let host = Arc::new(Host { run, agents, router, control, caps });
         if let Some(listener) = listener {

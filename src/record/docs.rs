@@ -23,6 +23,8 @@ pub struct RunDoc {
     pub attempts: Vec<AttemptDoc>,
     /// The checkpoints it waits on while `waiting`.
     pub waiting: Vec<Waiting>,
+    /// Its agents' git worktrees (`isolation: "worktree"`).
+    pub worktrees: Option<crate::worktree::recorded::Recorded>,
 }
 
 /// One attempt of `run.json`.

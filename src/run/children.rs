@@ -215,6 +215,7 @@ mod tests {
             default_runtime: "fake".into(),
             sandbox: None,
             resume: None,
+            isolation: Default::default(),
         };
         Run::start_with_id(spec, id.into(), rt.handle().clone()).expect("a run")
     }

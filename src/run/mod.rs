@@ -106,6 +106,9 @@ pub struct RunSpec {
     pub sandbox: Option<crate::sandbox::Named>,
     /// A new attempt of an earlier run (`awf runs resume`).
     pub resume: Option<resume::Resume>,
+    /// `--isolation`: how agents whose spec says none work (`run.json` `isolation`, kept for
+    /// later attempts).
+    pub isolation: crate::worktree::Isolation,
 }
 
 pub struct Run {
@@ -180,12 +183,19 @@ impl Run {
                     "attempts": [{ "n": 1, "started_at": started_at, "finished_at": null, "status": RunStatus::Running,
                                    "from_stage": null, "script_sha256": spec.script_sha256 }],
                 });
+                let mut doc = doc;
+                if spec.isolation != crate::worktree::Isolation::None {
+                    doc["isolation"] = json!(spec.isolation);
+                }
                 (id.clone(), spec.runs_dir.join(&id), 1, doc)
             }
             Some(r) => {
                 let mut doc = r.run_doc.clone();
                 // The limits apply to every later attempt too, unless a resume sets new ones.
                 doc["limits"] = json!(spec.limits);
+                if spec.isolation != crate::worktree::Isolation::None {
+                    doc["isolation"] = json!(spec.isolation);
+                }
                 // What an earlier attempt was waiting for is asked again, if this one gets there.
                 if let Some(m) = doc.as_object_mut() {
                     m.remove("waiting");
@@ -289,6 +299,18 @@ impl Run {
         let mut doc = lock(&self.run_doc);
         doc["parent"] = parent;
         doc["depth"] = json!(depth);
+        self.records.write_document("run.json", &*doc)
+    }
+
+    /// A field of `run.json` as last written (`null` when absent).
+    pub fn doc_field(&self, field: &str) -> Value {
+        lock(&self.run_doc).get(field).cloned().unwrap_or(Value::Null)
+    }
+
+    /// Sets a field of `run.json` that a book above the run core keeps (`worktrees`).
+    pub fn set_doc_field(&self, field: &str, value: Value) -> std::io::Result<()> {
+        let mut doc = lock(&self.run_doc);
+        doc[field] = value;
         self.records.write_document("run.json", &*doc)
     }
 

@@ -23,6 +23,7 @@ const SECTIONS: &[(&str, &str, &str)] = &[
     ("ctx", "ctx", "`ctx`: the run"),
     ("agents", "ctx.agents", "`ctx.agents`"),
     ("messages", "ctx.messages", "`ctx.messages`"),
+    ("worktrees", "ctx.worktrees", "`ctx.worktrees`"),
     ("agent", "a", "`Agent`: a handle `ctx.agents.open` returns"),
     ("caller", "c", "`Caller`: the run's calling session, as `ctx.agents.caller()` returns it"),
     ("sandboxes", "ctx.sandboxes", "`ctx.sandboxes`"),

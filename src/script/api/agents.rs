@@ -104,8 +104,11 @@ policy, or a handle from `ctx.sandboxes.open`); `labels` (a map shown in records
 turns, none by default); `skills` (a list of skill folders, each holding `SKILL.md`, relative to
 the script's folder: copied into a `claude` or `pi` agent's home, where its CLI loads them and no
 others; other harnesses refuse them); `operator` (`true`: it may ask the operator from its turns,
-with `wf ask-operator` or the `wf_ask_operator` tool; `false` by default). Opening a key again with
-a different runtime, cwd, instructions, sandbox or skills is an error.";
+with `wf ask-operator` or the `wf_ask_operator` tool; `false` by default); `isolation` (`\"worktree\"`:
+it works in a git worktree of its own, on branch `awf/<run>/<key>`, its `cwd` relative to it;
+default: the run's `--isolation`) and `keep` (`\"on-failure\"` or `\"always\"`: its worktree is kept
+when it closes; default: removed, its branch kept). Opening a key again with a different runtime,
+cwd, instructions, sandbox, skills or isolation is an error.";
 const STOP: &str = "Stops the agent with this key: its running operation settles `cancelled`, its process ends.
 Returns whether an agent was open under the key.";
 const AGENT_USAGE: &str =
@@ -151,6 +154,8 @@ pub(super) fn parse_spec(spec: &Map) -> Result<OpenRequest, String> {
         "councils",
         "skills",
         "operator",
+        "isolation",
+        "keep",
     ])?;
     let key = f.string("key")?.ok_or("agent spec needs `key` (a string unique in the run)")?;
     let runtime = match f.get("runtime") {
@@ -181,6 +186,8 @@ pub(super) fn parse_spec(spec: &Map) -> Result<OpenRequest, String> {
             None => false,
             Some(v) => v.as_bool().map_err(|t| format!("`operator` must be true or false, got {t}"))?,
         },
+        isolation: f.string("isolation")?.map(|s| crate::worktree::Isolation::parse(&s)).transpose()?,
+        keep: f.string("keep")?.map(|s| crate::worktree::Keep::parse(&s)).transpose()?.unwrap_or_default(),
     })
 }
 

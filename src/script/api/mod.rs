@@ -11,6 +11,7 @@ mod sandboxes;
 
 pub use parallel::WORKER_STACK;
 mod stage;
+mod worktrees;
 
 use crate::host::Host;
 use rhai::{Dynamic, Engine, EvalAltResult, Map, NativeCallContext};
@@ -76,6 +77,7 @@ pub fn register(engine: &mut Engine) {
     ctx::register(engine);
     checkpoint::register(engine);
     agents::register(engine);
+    worktrees::register(engine);
     caller::register(engine);
     parallel::register(engine);
     sandboxes::register(engine);

@@ -1,0 +1,375 @@
+//! Git worktrees for agents, **the only module that runs git**: finding a run's repository and
+//! its base commit, adding an agent's worktree on a branch of its own (or finding it again),
+//! committing what an agent left, removing it, and what it changed. Every command is
+//! `git -C <folder>` with explicit arguments, never a shell; errors are typed. `merge.rs` brings
+//! branches back, without ever leaving a half-merged checkout; `recorded.rs` is a run's record of
+//! its worktrees and `awf runs clean`.
+
+pub mod merge;
+pub mod recorded;
+
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+/// Whether an agent works in the run's checkout or in a worktree of its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum Isolation {
+    #[default]
+    None,
+    Worktree,
+}
+
+impl Isolation {
+    pub fn parse(s: &str) -> Result<Isolation, String> {
+        match s {
+            "none" => Ok(Isolation::None),
+            "worktree" => Ok(Isolation::Worktree),
+            _ => Err(format!("unknown isolation `{s}`: use \"worktree\" (or \"none\")")),
+        }
+    }
+}
+
+/// What becomes of an agent's worktree when it closes (its branch always stays).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum Keep {
+    /// Removed.
+    #[default]
+    Never,
+    /// Kept when the agent failed (an operation failed or timed out) or the run did not succeed.
+    OnFailure,
+    Always,
+}
+
+impl Keep {
+    pub fn parse(s: &str) -> Result<Keep, String> {
+        match s {
+            "never" => Ok(Keep::Never),
+            "on-failure" => Ok(Keep::OnFailure),
+            "always" => Ok(Keep::Always),
+            _ => Err(format!("unknown keep `{s}`: use \"on-failure\" or \"always\" (default: removed)")),
+        }
+    }
+
+    pub fn keeps(self, failed: bool) -> bool {
+        match self {
+            Keep::Never => false,
+            Keep::OnFailure => failed,
+            Keep::Always => true,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error, Clone, PartialEq)]
+pub enum Error {
+    #[error("git is missing: cannot run `{program}` ({why}); install git, or drop `isolation: \"worktree\"`")]
+    GitMissing { program: String, why: String },
+    #[error("{} is not inside a git repository: run `git init` there (and commit once), or drop `isolation: \"worktree\"`", folder.display())]
+    NotARepo { folder: PathBuf },
+    #[error("the repository {} has no commit yet: commit once, or drop `isolation: \"worktree\"`", repo.display())]
+    NoCommit { repo: PathBuf },
+    #[error("branch {branch} already exists (made by another run or by hand); awf never reuses a branch: delete it (`git branch -D {branch}`) or start a new run")]
+    BranchTaken { branch: String },
+    #[error("this run's base commit {base} cannot be found in {}: the history was rewritten or the repository moved; start a new run", repo.display())]
+    BaseMissing { base: String, repo: PathBuf },
+    #[error("no branch or commit `{name}` in {}", repo.display())]
+    UnknownBranch { name: String, repo: PathBuf },
+    #[error("the checkout {} has uncommitted changes ({}); commit or stash them before merging into it", repo.display(), paths.join(", "))]
+    DirtyCheckout { repo: PathBuf, paths: Vec<String> },
+    #[error("`git {args}` failed in {}: {stderr}", dir.display())]
+    Failed { args: String, dir: PathBuf, stderr: String },
+}
+
+/// How git is run: the program (`git` on PATH unless a test names another).
+#[derive(Debug, Clone)]
+pub struct Git {
+    pub program: PathBuf,
+}
+
+impl Default for Git {
+    fn default() -> Git {
+        Git { program: "git".into() }
+    }
+}
+
+/// A worktree's own git folders, found when it was added: awf's commands in it name them
+/// explicitly, so that nothing an agent wrote in its worktree (its `.git` file) or in its
+/// admin folder (`commondir`, `HEAD`) redirects them.
+#[derive(Debug, Clone)]
+struct Dirs<'a> {
+    work_tree: &'a Path,
+    admin: PathBuf,
+    common: &'a Path,
+}
+
+/// What one git command printed.
+struct Output {
+    ok: bool,
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+}
+
+impl Git {
+    fn command(&self, dir: &Path, args: &[&str], wt: Option<&Dirs<'_>>) -> Result<Output, Error> {
+        let mut cmd = Command::new(&self.program);
+        cmd.arg("-C").arg(dir).args(args).stdin(Stdio::null());
+        for v in ["GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_COMMON_DIR", "GIT_OBJECT_DIRECTORY"] {
+            cmd.env_remove(v);
+        }
+        if let Some(d) = wt {
+            cmd.env("GIT_DIR", &d.admin).env("GIT_WORK_TREE", d.work_tree).env("GIT_COMMON_DIR", d.common);
+        }
+        let out = cmd
+            .output()
+            .map_err(|e| Error::GitMissing { program: self.program.display().to_string(), why: e.to_string() })?;
+        Ok(Output {
+            ok: out.status.success(),
+            code: out.status.code(),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        })
+    }
+
+    /// Runs git and returns its trimmed stdout, or `Failed`.
+    fn run(&self, dir: &Path, args: &[&str]) -> Result<String, Error> {
+        self.run_in(dir, args, None)
+    }
+
+    fn run_in(&self, dir: &Path, args: &[&str], wt: Option<&Dirs<'_>>) -> Result<String, Error> {
+        let out = self.command(dir, args, wt)?;
+        if !out.ok {
+            return Err(Error::Failed { args: args.join(" "), dir: dir.to_path_buf(), stderr: out.stderr });
+        }
+        Ok(out.stdout.trim_end().to_string())
+    }
+}
+
+/// A repository: its top folder and its common git folder.
+#[derive(Debug, Clone)]
+pub struct Repo {
+    pub git: Git,
+    pub root: PathBuf,
+    pub common: PathBuf,
+    /// Held while git adds or removes a worktree: `git worktree add` reads the other worktrees'
+    /// admin folders and fails on one being made. Checkouts run outside it.
+    admin: std::sync::Arc<std::sync::Mutex<()>>,
+}
+
+/// An agent's worktree, as a run records it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Worktree {
+    pub path: PathBuf,
+    pub branch: String,
+    pub base: String,
+    /// Its admin folder under the common git folder, found as it was added (before an agent ran
+    /// in it).
+    #[serde(default)]
+    pub admin: PathBuf,
+}
+
+impl Repo {
+    /// The repository `folder` is in.
+    pub fn find(git: Git, folder: &Path) -> Result<Repo, Error> {
+        let out =
+            git.command(folder, &["rev-parse", "--path-format=absolute", "--show-toplevel", "--git-common-dir"], None)?;
+        if !out.ok {
+            return Err(Error::NotARepo { folder: folder.to_path_buf() });
+        }
+        let mut lines = out.stdout.lines();
+        match (lines.next(), lines.next()) {
+            (Some(root), Some(common)) => {
+                Ok(Repo { git, root: root.into(), common: common.into(), admin: Default::default() })
+            }
+            _ => Err(Error::NotARepo { folder: folder.to_path_buf() }),
+        }
+    }
+
+    fn run(&self, args: &[&str]) -> Result<String, Error> {
+        self.git.run(&self.root, args)
+    }
+
+    /// The commit HEAD names now.
+    pub fn head(&self) -> Result<String, Error> {
+        self.commit("HEAD").ok_or_else(|| Error::NoCommit { repo: self.root.clone() })
+    }
+
+    /// The commit `rev` names, if any.
+    pub fn commit(&self, rev: &str) -> Option<String> {
+        let spec = format!("{rev}^{{commit}}");
+        self.run(&["rev-parse", "--verify", "--quiet", "--end-of-options", &spec]).ok().filter(|s| !s.is_empty())
+    }
+
+    /// The tip of branch `name`, if it exists.
+    pub fn branch_tip(&self, name: &str) -> Option<String> {
+        self.commit(&format!("refs/heads/{name}"))
+    }
+
+    /// Refuses a base commit that is no longer in the repository.
+    pub fn check_base(&self, base: &str) -> Result<(), Error> {
+        match self.commit(base) {
+            Some(_) => Ok(()),
+            None => Err(Error::BaseMissing { base: base.to_string(), repo: self.root.clone() }),
+        }
+    }
+
+    /// What is uncommitted in the checkout (tracked or not), but awf's own `.awf` folders.
+    pub fn uncommitted(&self, untracked: bool) -> Result<Vec<String>, Error> {
+        let mode = if untracked { "--untracked-files=normal" } else { "--untracked-files=no" };
+        let out = self.run(&["status", "--porcelain=v1", mode])?;
+        Ok(out
+            .lines()
+            .filter_map(|l| l.get(3..))
+            .filter(|p| !Path::new(p).components().any(|c| c.as_os_str() == ".awf"))
+            .map(str::to_string)
+            .collect())
+    }
+
+    /// Adds a new worktree at `path` on a new branch `branch` from `base`. A branch that exists
+    /// already is refused: awf never reuses one.
+    pub fn add(&self, path: &Path, branch: &str, base: &str) -> Result<Worktree, Error> {
+        if self.branch_tip(branch).is_some() {
+            return Err(Error::BranchTaken { branch: branch.to_string() });
+        }
+        self.check_base(base)?;
+        let p = path.to_string_lossy();
+        {
+            let _one = self.admin_lock();
+            self.run(&["worktree", "add", "--quiet", "--no-checkout", "-b", branch, "--end-of-options", &p, base])?;
+        }
+        let mut wt = Worktree {
+            path: path.to_path_buf(),
+            branch: branch.to_string(),
+            base: base.to_string(),
+            admin: PathBuf::new(),
+        };
+        wt.admin = self.admin_of(&wt.path);
+        // The checkout, outside the lock: each worktree has an index of its own.
+        self.git.run_in(&wt.path, &["reset", "--hard", "--quiet"], Some(&self.dirs(&wt)))?;
+        Ok(wt)
+    }
+
+    /// Finds a worktree a run recorded again: in place when git still knows it there, else added
+    /// again from its branch (the branch must exist and its base must still be found).
+    pub fn reopen(&self, wt: &mut Worktree) -> Result<(), Error> {
+        self.check_base(&wt.base)?;
+        if self.branch_tip(&wt.branch).is_none() {
+            return Err(Error::UnknownBranch { name: wt.branch.clone(), repo: self.root.clone() });
+        }
+        if !(self.listed().iter().any(|(p, b)| p == &wt.path && b.as_deref() == Some(&wt.branch)) && wt.path.is_dir()) {
+            let _one = self.admin_lock();
+            self.run(&["worktree", "prune"])?;
+            let p = wt.path.to_string_lossy();
+            self.run(&["worktree", "add", "--quiet", "--end-of-options", &p, &wt.branch])?;
+        }
+        wt.admin = self.admin_of(&wt.path);
+        Ok(())
+    }
+
+    /// Every worktree git knows: its path and branch.
+    pub fn listed(&self) -> Vec<(PathBuf, Option<String>)> {
+        let Ok(out) = self.run(&["worktree", "list", "--porcelain"]) else { return Vec::new() };
+        let mut list = Vec::new();
+        for block in out.split("\n\n") {
+            let mut path = None;
+            let mut branch = None;
+            for line in block.lines() {
+                if let Some(p) = line.strip_prefix("worktree ") {
+                    path = Some(PathBuf::from(p));
+                } else if let Some(b) = line.strip_prefix("branch refs/heads/") {
+                    branch = Some(b.to_string());
+                }
+            }
+            list.extend(path.map(|p| (p, branch)));
+        }
+        list
+    }
+
+    fn admin_lock(&self) -> std::sync::MutexGuard<'_, ()> {
+        // It guards no value, so a poisoned lock is as good as a clean one.
+        self.admin.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A fresh worktree's admin folder: git names it after the folder, a number added on a clash.
+    fn admin_of(&self, path: &Path) -> PathBuf {
+        let name = path.file_name().map(|n| n.to_os_string()).unwrap_or_default();
+        self.git
+            .run(path, &["rev-parse", "--path-format=absolute", "--git-dir"])
+            .map(PathBuf::from)
+            .ok()
+            .filter(|d| d.starts_with(self.common.join("worktrees")))
+            .unwrap_or_else(|| self.common.join("worktrees").join(name))
+    }
+
+    fn dirs<'a>(&'a self, wt: &'a Worktree) -> Dirs<'a> {
+        let admin = if wt.admin.as_os_str().is_empty() { self.admin_of(&wt.path) } else { wt.admin.clone() };
+        Dirs { work_tree: &wt.path, admin, common: &self.common }
+    }
+
+    /// Commits everything uncommitted in the worktree on its branch (on the branch's tip,
+    /// whatever the worktree's HEAD says) and returns the new commit, or `None` when there was
+    /// nothing to commit. awf is the committer; hooks do not run.
+    pub fn commit_leftovers(&self, wt: &Worktree, message: &str) -> Result<Option<String>, Error> {
+        let tip = self
+            .branch_tip(&wt.branch)
+            .ok_or_else(|| Error::UnknownBranch { name: wt.branch.clone(), repo: self.root.clone() })?;
+        let dirs = self.dirs(wt);
+        let git = |args: &[&str]| self.git.run_in(&wt.path, args, Some(&dirs));
+        git(&["add", "--all"])?;
+        let tree = git(&["write-tree"])?;
+        if self.run(&["rev-parse", &format!("{tip}^{{tree}}")])? == tree {
+            return Ok(None);
+        }
+        let commit = self.commit_tree(&tree, &[&tip], message)?;
+        self.run(&["update-ref", "-m", "awf: leftovers", &format!("refs/heads/{}", wt.branch), &commit, &tip])?;
+        // A kept worktree then shows its branch, clean.
+        git(&["symbolic-ref", "HEAD", &format!("refs/heads/{}", wt.branch)])?;
+        Ok(Some(commit))
+    }
+
+    /// A commit of `tree` on `parents`, with awf as its author and committer (no hooks run).
+    fn commit_tree(&self, tree: &str, parents: &[&str], message: &str) -> Result<String, Error> {
+        let mut args = vec!["-c", "user.name=awf", "-c", "user.email=awf@localhost", "commit-tree", tree];
+        for p in parents {
+            args.extend(["-p", p]);
+        }
+        args.extend(["-m", message]);
+        self.run(&args)
+    }
+
+    /// Removes the worktree (its branch stays).
+    pub fn remove(&self, wt: &Worktree) -> Result<(), Error> {
+        let p = wt.path.to_string_lossy();
+        let _one = self.admin_lock();
+        self.run(&["worktree", "remove", "--force", "--force", &p])?;
+        Ok(())
+    }
+
+    /// Deletes a branch.
+    pub fn delete_branch(&self, branch: &str) -> Result<(), Error> {
+        self.run(&["branch", "-D", "--end-of-options", branch]).map(|_| ())
+    }
+
+    /// The paths that differ from the base: in the worktree while it exists (uncommitted and
+    /// untracked files too), else on its branch.
+    pub fn changed(&self, wt: &Worktree) -> Result<Vec<String>, Error> {
+        let mut paths: Vec<String> = if wt.path.is_dir() {
+            let dirs = self.dirs(wt);
+            let git = |args: &[&str]| self.git.run_in(&wt.path, args, Some(&dirs));
+            let mut p: Vec<String> = git(&["diff", "--name-only", &wt.base])?.lines().map(str::to_string).collect();
+            p.extend(git(&["ls-files", "--others", "--exclude-standard"])?.lines().map(str::to_string));
+            p
+        } else {
+            let range = format!("{}...refs/heads/{}", wt.base, wt.branch);
+            self.run(&["diff", "--name-only", &range])?.lines().map(str::to_string).collect()
+        };
+        paths.sort();
+        paths.dedup();
+        Ok(paths)
+    }
+}
+
+#[cfg(test)]
+mod tests;
