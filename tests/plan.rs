@@ -256,3 +256,22 @@ fn operations_are_counted_by_kind() {
     let text = env.awf(&["script", "plan", &script.display().to_string()]).expect_code(0).stdout.clone();
     assert!(text.contains("2 agents, 3 operations (message 1, turn 2); widest step: 1 at once"), "{text}");
 }
+
+#[test]
+fn a_plan_of_agents_in_worktrees_adds_no_worktree_and_is_refused_outside_a_repository_as_run_is() {
+    let env = common::git::repo();
+    let head = common::git::git(env.path(), &["rev-parse", "HEAD"]);
+    let out = env.awf(&["script", "plan", "scripts/worktrees/fix_issues.rhai", "--json"]);
+    out.expect_code(0);
+    assert_eq!(common::git::git(env.path(), &["rev-parse", "HEAD"]), head, "the plan's merge merged nothing");
+    assert_eq!(out.json()["agents"], 3, "{}", out.stdout);
+    assert!(!env.path().join(".awf/worktrees").exists(), "a plan adds no worktree");
+    let branches = common::git::git(env.path(), &["branch", "--list", "awf/*"]);
+    assert!(branches.trim().is_empty(), "a plan makes no branch: {branches}");
+    let bare = Env::new();
+    bare.write("wf.rhai", r#"ctx.agents.open(#{ key: "a", isolation: "worktree" }).ask("hi")"#);
+    let planned = bare.awf(&["script", "plan", "wf.rhai"]);
+    let ran = bare.awf(&["script", "run", "wf.rhai"]);
+    assert_eq!(planned.code, ran.code, "{planned:?} {ran:?}");
+    planned.stderr_has("is not inside a git repository");
+}

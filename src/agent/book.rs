@@ -145,13 +145,17 @@ impl AgentBook {
         let isolated = req.isolation.unwrap_or(self.worktrees.run_level()) == crate::worktree::Isolation::Worktree;
         // An agent open under the key already: the compatibility check below decides.
         if isolated && self.get(&req.key).is_none() {
-            if self.remote().is_some() {
-                return Err(config(format!(
-                    "agent {}: isolation \"worktree\" is not built for agents run by workers (--nats); run here, or drop it",
-                    req.key
-                )));
+            match self.remote().map(|r| r.worktrees()) {
+                Some(super::remote::RemoteWorktrees::Refused) => {
+                    return Err(config(format!(
+                        "agent {}: isolation \"worktree\" is not built for agents run by workers (--nats); run here, or drop it",
+                        req.key
+                    )))
+                }
+                Some(super::remote::RemoteWorktrees::Planned) => self.worktrees.plan(run, &req.key),
+                None => self.worktrees.open(run, &req.key, req.keep).map(|_| ()),
             }
-            self.worktrees.open(run, &req.key, req.keep).map_err(|e| config(format!("agent {}: {e}", req.key)))?;
+            .map_err(|e| config(format!("agent {}: {e}", req.key)))?;
         } else if !isolated && req.keep != crate::worktree::Keep::Never {
             return Err(OpenError::Refused(format!(
                 "agent {}: `keep` is for an agent with isolation: \"worktree\", which it has not",

@@ -7,8 +7,23 @@ use super::OpenRequest;
 use crate::config::RuntimeConfig;
 use crate::harness::{AgentInfo, Session};
 
+/// What an agent with `isolation: "worktree"` gets when its session comes from a `Remote`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RemoteWorktrees {
+    /// Refused: its turns run on a worker, where no worktree of this checkout is.
+    Refused,
+    /// Checked (a repository with a commit is there) and named, never added: nothing runs in it
+    /// (a plan; its merges are reported, not made).
+    Planned,
+}
+
 /// Opens the session of an agent whose turns run on another machine.
 pub trait Remote: Send + Sync {
     fn session(&self, req: &OpenRequest, runtime: &RuntimeConfig, info: &AgentInfo)
         -> Result<Box<dyn Session>, String>;
+
+    /// What a worktree agent gets here.
+    fn worktrees(&self) -> RemoteWorktrees {
+        RemoteWorktrees::Refused
+    }
 }

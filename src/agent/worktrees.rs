@@ -26,6 +26,8 @@ pub struct WorktreeBook {
     adding: Mutex<Adding>,
     added: std::sync::Condvar,
     warned: OnceLock<()>,
+    /// A plan's run: worktrees are named and described, never added, committed or merged.
+    planned: OnceLock<()>,
 }
 
 /// The worktrees being added (agent key → folder name) and the agents opened in this attempt.
@@ -68,6 +70,31 @@ impl WorktreeBook {
         if let Err(e) = run.set_doc_field("worktrees", json!(r)) {
             tracing::warn!("cannot record the run's worktrees in run.json: {e}");
         }
+    }
+
+    /// A plan's agent: refused as `open` refuses (no repository, no git, no commit), then named
+    /// as it would be, on the base it would have, with nothing added: `a.worktree` describes it,
+    /// closing it runs no git and `merge` reports every branch merged without touching any.
+    pub fn plan(&self, run: &Run, key: &str) -> Result<(), worktree::Error> {
+        let head = self.repo(run)?.head()?;
+        let _ = self.planned.set(());
+        let mut r = lock(&self.record);
+        if r.agents.contains_key(key) {
+            return Ok(());
+        }
+        let name = free_name(&r, &Default::default(), key);
+        let worktree = worktree::Worktree {
+            path: run.cwd.join(".awf/worktrees").join(&run.id).join(&name),
+            branch: format!("awf/{}/{name}", run.id),
+            base: head,
+            admin: PathBuf::new(),
+        };
+        r.agents.insert(key.to_string(), Entry { worktree, keep: Keep::Never, state: State::Open });
+        Ok(())
+    }
+
+    fn planned(&self) -> bool {
+        self.planned.get().is_some()
     }
 
     /// The worktree agent `key` works in, added now (or found again when an earlier attempt
@@ -146,6 +173,10 @@ impl WorktreeBook {
         let entry = {
             let mut r = lock(&self.record);
             let Some(e) = r.agents.get_mut(key).filter(|e| e.state == State::Open) else { return };
+            if self.planned() {
+                e.state = State::Removed;
+                return;
+            }
             e.state = State::Kept;
             e.clone()
         };
@@ -192,8 +223,12 @@ impl WorktreeBook {
     /// `a.worktree`: `#{ path, branch, base, head, changed }`, or `None` for an agent without one.
     pub fn describe(&self, run: &Run, key: &str) -> Option<Value> {
         let e = lock(&self.record).agents.get(key).cloned()?;
-        let repo = self.repo(run).ok()?;
         let w = &e.worktree;
+        if self.planned() {
+            return Some(json!({ "path": w.path, "branch": w.branch, "base": w.base, "head": w.base,
+                                "changed": [], "state": e.state, "planned": true }));
+        }
+        let repo = self.repo(run).ok()?;
         Some(json!({
             "path": w.path, "branch": w.branch, "base": w.base,
             "head": repo.branch_tip(&w.branch), "changed": repo.changed(w).unwrap_or_default(),
@@ -214,6 +249,15 @@ impl WorktreeBook {
     /// `ctx.worktrees.merge`: `branches` into the run's checkout, or `into`.
     pub fn merge(&self, run: &Run, branches: &[String], into: Option<&str>) -> Result<merge::Report, worktree::Error> {
         let repo = self.repo(run)?;
+        if self.planned() {
+            let head = repo.head()?;
+            let merged = branches
+                .iter()
+                .map(|b| merge::Merged { branch: b.clone(), commit: head.clone(), fast_forward: false })
+                .collect();
+            let into = into.unwrap_or("HEAD").to_string();
+            return Ok(merge::Report { into, merged, skipped: vec![], conflicts: vec![], before: head.clone(), head });
+        }
         let target = match into {
             Some(b) => merge::Target::Branch(b.to_string()),
             None => merge::Target::Checkout,

@@ -67,6 +67,11 @@ impl PlanRemote {
 }
 
 impl Remote for PlanRemote {
+    /// A plan checks that a worktree could be made, and adds none.
+    fn worktrees(&self) -> crate::agent::remote::RemoteWorktrees {
+        crate::agent::remote::RemoteWorktrees::Planned
+    }
+
     fn session(
         &self,
         req: &OpenRequest,
