@@ -1,5 +1,6 @@
 //! Seeing a run: the live view's agent rows on a real terminal (tmux, read back with
-//! `capture-pane`), and `awf runs watch` following a run started elsewhere to its end.
+//! `capture-pane`), `awf runs watch` following a run started elsewhere to its end, and `runs show`
+//! of a live run listing its agents as they are now.
 
 use crate::common;
 
@@ -151,6 +152,9 @@ fn runs_watch_follows_a_detached_run_to_its_end_and_an_ended_run_gets_its_summar
     out.expect_code(0);
     let id = out.stdout.trim().to_string();
     wait_until("the gated turn", || state(&env).join("turn-1").exists());
+    let shown = env.awf(&["runs", "show", &id]);
+    shown.expect_code(0).stdout_has("agents now:");
+    assert!(shown.stdout.lines().any(|l| l.contains("gated") && l.contains("working  slow review")), "{shown:?}");
     let watch = command(env.path(), &["runs", "watch", &id]).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn();
     let watch = watch.expect("spawn runs watch");
     std::fs::write(state(&env).join("release"), "").expect("release");

@@ -59,6 +59,17 @@ pub fn run(dir: &Path, run_id: &str) -> std::io::Result<()> {
     if let Some(e) = result.as_ref().and_then(|r| r.error.as_deref()) {
         out!("error: {e}");
     }
+    if live {
+        // A live run: each agent as the live view and `runs watch` show it, now.
+        let mut view = crate::record::view::RunView::default();
+        crate::record::view::Follow::new(dir).poll(&mut view)?;
+        let frame =
+            super::board::Frame { width: 200, color: false, rows: usize::MAX, now: std::time::SystemTime::now() };
+        out!("agents now:");
+        for line in super::board::agent_lines(&view, &frame) {
+            out!("{line}");
+        }
+    }
     let turns = lines::turns(dir)?;
     let several = run.attempts.len() > 1;
     let mut agents: Vec<&str> = Vec::new();
