@@ -100,6 +100,7 @@ impl Remote for PlanRemote {
         };
         Ok(Box::new(PlanSession {
             inner: Box::new(fake),
+            mode: mode_of(runtime),
             seat,
             instructions: info.instructions.as_ref().map_or(0, |i| i.len() as u64),
             history: 0,
@@ -109,9 +110,25 @@ impl Remote for PlanRemote {
     }
 }
 
+/// The answer mode the runtime's own session would have: an HTTP agent's tools or structured
+/// reply (whose prompts carry no launcher text), else the launcher.
+fn mode_of(runtime: &RuntimeConfig) -> AnswerMode {
+    use crate::config::HarnessKind;
+    match runtime.harness {
+        HarnessKind::Openai if runtime.answer.as_deref() == Some("structured") => {
+            let url = crate::harness::http::Target::of(runtime).base_url;
+            AnswerMode::Reply { object_only: url.contains("api.openai.com") }
+        }
+        HarnessKind::Openai | HarnessKind::Anthropic => AnswerMode::Tool,
+        _ => AnswerMode::Launcher,
+    }
+}
+
 /// A fake session that measures each turn as the agent's real session would be sent it.
 struct PlanSession {
     inner: Box<dyn Session>,
+    /// How the agent's real session answers: its prompts are measured as they would be sent.
+    mode: AnswerMode,
     seat: Seat,
     instructions: u64,
     history: u64,
@@ -121,7 +138,7 @@ struct PlanSession {
 
 impl Session for PlanSession {
     fn answer_mode(&self) -> AnswerMode {
-        self.inner.answer_mode()
+        self.mode
     }
 
     fn turn(&mut self, input: TurnInput) -> BoxFuture<'_, TurnReport> {
@@ -148,6 +165,7 @@ impl Session for PlanSession {
         let seat = Seat { agent: info.key.clone(), ..self.seat.clone() };
         Ok(Box::new(PlanSession {
             inner,
+            mode: self.mode,
             seat,
             instructions: info.instructions.as_ref().map_or(0, |i| i.len() as u64),
             history: self.history,
