@@ -1,13 +1,17 @@
-//! The dashboard of `awf serve`: its sign-in link, cookie and Origin checks and its JSON, over
-//! plain HTTP.
+//! The dashboard of `awf serve` in a real browser: headless Chromium (Debian's `chromium`, which
+//! `.ci/setup` installs) driven over the DevTools protocol from this test signs in with the link
+//! serve prints, follows a slow fake run, answers its checkpoint and stops it through the page, and
+//! leaves a screenshot; and its sign-in and cookie checks over plain HTTP.
 
 use crate::common;
 
 use common::serve::{serve, wait_until, Serve};
 use common::Env;
 use serde_json::{json, Value};
-use std::io::{Read, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
 
 /// A writer parked behind a checkpoint, one turn once it is answered, then an agent that hangs
 /// until the run is stopped.
@@ -22,6 +26,204 @@ const RESPONDER: &str = r#"fn respond(turn) {
     if turn.agent == "stuck" { return #{ hang: true }; }
     #{ answer: "the drafted note", delay_ms: 200, usage: #{ input_tokens: 12, output_tokens: 7 } }
 }"#;
+
+/// Headless Chromium with one page, spoken to over its DevTools websocket; killed on drop.
+struct Chrome {
+    child: Child,
+    ws: tungstenite::WebSocket<TcpStream>,
+    next: u64,
+    _profile: tempfile::TempDir,
+}
+
+impl Drop for Chrome {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A plain HTTP GET to 127.0.0.1:`port`, the body (DevTools keeps the connection open: the body
+/// is read by its length).
+fn http_get(port: u16, path: &str) -> String {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect to chromium");
+    s.set_read_timeout(Some(common::TIMEOUT)).expect("a read timeout");
+    write!(s, "GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n").expect("send");
+    let mut reader = BufReader::new(s);
+    let mut length = 0;
+    loop {
+        let mut line = String::new();
+        reader.read_line(&mut line).expect("a response line");
+        let line = line.trim_end();
+        if line.is_empty() {
+            break;
+        }
+        if let Some((name, value)) = line.split_once(':') {
+            if name.eq_ignore_ascii_case("content-length") {
+                length = value.trim().parse().expect("a length");
+            }
+        }
+    }
+    let mut body = vec![0; length];
+    reader.read_exact(&mut body).expect("the body");
+    String::from_utf8_lossy(&body).into_owned()
+}
+
+impl Chrome {
+    fn launch() -> Chrome {
+        let profile = tempfile::tempdir().expect("a profile folder");
+        let mut cmd = Command::new("chromium");
+        cmd.args(["--headless=new", "--remote-debugging-port=0", "--no-first-run", "--disable-gpu"])
+            .arg("--no-default-browser-check")
+            .arg("--window-size=1200,1800")
+            .arg(format!("--user-data-dir={}", profile.path().display()));
+        // Chromium's own sandbox refuses to start as root: only then is it turned off.
+        if euid() == 0 {
+            cmd.arg("--no-sandbox");
+        }
+        cmd.arg("about:blank").stdout(Stdio::null()).stderr(Stdio::piped());
+        let mut child = cmd.spawn().expect("start chromium (Debian package `chromium`; .ci/setup installs it)");
+        let stderr = child.stderr.take().expect("chromium's stderr");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if let Some(url) = line.strip_prefix("DevTools listening on ") {
+                    let _ = tx.send(url.trim().to_string());
+                }
+            }
+        });
+        let browser = rx.recv_timeout(common::TIMEOUT).expect("chromium's `DevTools listening on ws://...` line");
+        let port: u16 = browser
+            .trim_start_matches("ws://")
+            .split(['/', ':'])
+            .nth(1)
+            .and_then(|p| p.parse().ok())
+            .expect("a DevTools port");
+        // The page's own websocket, from the list of targets.
+        let page = common::poll("chromium's page target", common::TIMEOUT, || {
+            let list: Value = serde_json::from_str(&http_get(port, "/json/list")).ok()?;
+            let page = list.as_array()?.iter().find(|t| t["type"] == "page")?;
+            page["webSocketDebuggerUrl"].as_str().map(String::from)
+        });
+        let stream = TcpStream::connect(("127.0.0.1", port)).expect("connect to DevTools");
+        stream.set_read_timeout(Some(common::TIMEOUT)).expect("a read timeout");
+        let (ws, _) = tungstenite::client(page.as_str(), stream).expect("the DevTools websocket");
+        Chrome { child, ws, next: 0, _profile: profile }
+    }
+
+    /// Sends one DevTools command and returns its result (events in between are skipped).
+    fn call(&mut self, method: &str, params: Value) -> Value {
+        self.next += 1;
+        let id = self.next;
+        let msg = json!({ "id": id, "method": method, "params": params }).to_string();
+        self.ws.send(tungstenite::Message::text(msg)).expect("send a DevTools command");
+        loop {
+            let reply = self.ws.read().expect("a DevTools message");
+            let Ok(text) = reply.to_text() else { continue };
+            let v: Value = serde_json::from_str(text).expect("DevTools JSON");
+            if v["id"] == id {
+                assert!(v.get("error").is_none(), "{method}: {v}");
+                return v["result"].clone();
+            }
+        }
+    }
+
+    /// Evaluates `js` in the page (promises awaited), its value.
+    fn eval(&mut self, js: &str) -> Value {
+        let r = self.call("Runtime.evaluate", json!({ "expression": js, "returnByValue": true, "awaitPromise": true }));
+        assert!(r.get("exceptionDetails").is_none(), "{js}: {r}");
+        r["result"]["value"].clone()
+    }
+
+    /// Polls (bounded) until `js` evaluates to true.
+    fn until(&mut self, what: &str, js: &str) {
+        common::poll(what, common::TIMEOUT, || {
+            if self.eval(js) == json!(true) {
+                return Some(());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+            None
+        });
+    }
+}
+
+fn euid() -> u32 {
+    // The owner of /proc/self is this process's effective user: no libc call needed.
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata("/proc/self").map(|m| m.uid()).unwrap_or(1)
+}
+
+/// The sign-in link serve printed on stderr.
+fn login_url(s: &Serve) -> String {
+    let mut url = String::new();
+    wait_until("the dashboard link on serve's stderr", || {
+        let err = s.stderr();
+        let found = err.lines().find_map(|l| l.strip_prefix("awf: dashboard: ")).map(String::from);
+        url = found.unwrap_or_default();
+        !url.is_empty()
+    });
+    url
+}
+
+#[test]
+#[ignore = "needs Debian's chromium (.ci/setup installs it; the README's test command runs this)"]
+fn the_dashboard_follows_a_run_answers_its_checkpoint_and_stops_it_in_chromium() {
+    let env = Env::new();
+    env.with_responder(RESPONDER);
+    env.write("wf.rhai", WORKFLOW);
+    let s = serve(&env, &[]);
+    let id = s.start(json!({ "script": "wf.rhai" }));
+    let url = login_url(&s);
+    assert!(url.contains(&s.token), "the link carries the token: {url}");
+
+    let mut chrome = Chrome::launch();
+    chrome.call("Page.navigate", json!({ "url": url }));
+    // Signed in: the token has left the address bar and the cookie is out of the page's reach.
+    chrome.until("the redirect to /", "location.pathname === '/' && location.search === ''");
+    assert_eq!(chrome.eval("document.cookie"), json!(""), "the session cookie is HttpOnly");
+    let row = format!("document.querySelector('[data-run=\"{id}\"]')");
+    chrome.until("the run listed", &format!("{row} !== null"));
+    chrome.eval(&format!("{row}.querySelector('a').click(); true"));
+
+    let agent = |key: &str| format!("(document.querySelector('#agents [data-agent=\"{key}\"]') || {{}}).dataset");
+    chrome.until(
+        "the writer idle, the checkpoint open",
+        &format!(
+            "({}||{{}}).state === 'idle' && document.querySelector('.checkpoint[data-key]') !== null",
+            agent("writer")
+        ),
+    );
+    assert_eq!(chrome.eval("document.getElementById('run-status').textContent"), json!("waiting"));
+    chrome.eval(
+        "document.querySelector('.checkpoint textarea').value = '{\"ship\": true}'; \
+         document.querySelector('.checkpoint button.answer').click(); true",
+    );
+    chrome.until("the writer answered", &format!("({}||{{}}).state === 'answered'", agent("writer")));
+    chrome.until("the stuck agent working", &format!("({}||{{}}).state === 'working'", agent("stuck")));
+    let turns = chrome.eval("document.getElementById('turns').textContent");
+    let turns = turns.as_str().unwrap_or_default();
+    assert!(turns.contains("Draft the release note") && turns.contains("the drafted note"), "{turns}");
+    let spend = chrome.eval("document.getElementById('spend-model').textContent");
+    assert!(spend.as_str().is_some_and(|t| t.contains("fake") && t.contains("19")), "{spend}");
+    chrome
+        .until("live events over SSE", "document.getElementById('events').textContent.includes('checkpoint-answered')");
+    // Without the cookie the page's own origin is refused too.
+    let bare = chrome.eval("fetch('/dashboard/runs', { credentials: 'omit' }).then(r => r.status)");
+    assert_eq!(bare, json!(401));
+
+    let shot = chrome.call("Page.captureScreenshot", json!({ "format": "png" }));
+    use base64::Engine;
+    let data = shot["data"].as_str().expect("screenshot data");
+    let png = base64::engine::general_purpose::STANDARD.decode(data).expect("base64");
+    let path = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("dashboard.png");
+    std::fs::write(&path, &png).expect("write the screenshot");
+    println!("dashboard screenshot: {}", path.display());
+    assert!(png.starts_with(b"\x89PNG"), "a PNG");
+
+    chrome.eval("document.getElementById('stop').click(); true");
+    chrome.until("the run cancelled on the page", "document.getElementById('run-status').textContent === 'cancelled'");
+    let result = s.until(&id, "cancelled");
+    assert_eq!(result["error"], "stopped over the API", "{result}");
+}
 
 /// One request with exactly `headers`; the status, the response head and the body.
 fn raw(s: &Serve, method: &str, path: &str, headers: &[(&str, &str)]) -> (u16, String, String) {
