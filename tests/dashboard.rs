@@ -331,3 +331,39 @@ fn a_token_from_the_environment_signs_in_but_is_never_printed() {
     let (status, head, _) = raw(&s, "GET", &format!("/login?token={token}"), &[("Host", host.as_str())]);
     assert_eq!(status, 303, "{head}");
 }
+
+#[test]
+fn a_runs_view_shows_each_turn_with_its_prompt_answer_rejections_nudges_and_spend() {
+    let env = Env::new();
+    env.with_responder(
+        r#"fn respond(turn) {
+            if turn.rejection == () && turn.nudge == 0 { return #{ answer: #{ n: "one" } }; }
+            if turn.nudge == 0 { return #{ silent: true }; }
+            #{ answer: #{ n: 1 }, usage: #{ input_tokens: 3, output_tokens: 4 } }
+        }"#,
+    );
+    env.write(
+        "wf.rhai",
+        r#"ctx.stage("count", || { ctx.agents.open(#{ key: "picky" }).ask("Count the files", #{ type: "object", properties: #{ n: #{ type: "integer" } }, required: ["n"] }); () })"#,
+    );
+    let s = serve(&env, &[]);
+    let id = s.start(json!({ "script": "wf.rhai" }));
+    s.until(&id, "succeeded");
+    let (status, v) = s.json("GET", &format!("/runs/{id}/view"), None);
+    assert_eq!(status, 200, "{v}");
+    assert_eq!((v["status"].as_str(), v["script"].as_str()), (Some("succeeded"), Some("wf.rhai")), "{v}");
+    assert!(v["duration_ms"].is_u64(), "{v}");
+    assert_eq!(v["stages"], json!([{ "name": "count", "status": "succeeded" }]), "{v}");
+    let agent = &v["agents"][0];
+    assert_eq!((agent["key"].as_str(), agent["state"].as_str()), (Some("picky"), Some("answered")), "{agent}");
+    let turn = &agent["turns"][0];
+    assert!(turn["prompt"].as_str().is_some_and(|p| p.contains("Count the files")), "{turn}");
+    assert_eq!(turn["answer"], json!({ "n": 1 }), "{turn}");
+    assert_eq!(turn["outcome"], "answered", "{turn}");
+    assert_eq!(turn["nudges"], 1, "{turn}");
+    let rejections = turn["rejections"].as_array().expect("rejections");
+    assert_eq!(rejections.len(), 1, "{turn}");
+    assert!(rejections[0]["errors"][0].as_str().is_some_and(|e| e.contains("/n")), "{turn}");
+    assert_eq!(v["spend_by_model"]["fake"]["tokens"], 7, "{v}");
+    assert_eq!(v["spend_by_agent"]["picky"]["operations"], 1, "{v}");
+}
