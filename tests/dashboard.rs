@@ -1,17 +1,17 @@
 //! The dashboard of `awf serve` in a real browser: headless Chromium (Debian's `chromium`, which
 //! `.ci/setup` installs) driven over the DevTools protocol from this test signs in with the link
-//! serve prints, follows a slow fake run, answers its checkpoint and stops it through the page, and
-//! leaves a screenshot; and its sign-in and cookie checks over plain HTTP.
+//! serve prints, follows a slow fake run, answers its checkpoint and stops it through the page
+//! (another site's page cannot), and leaves a screenshot; and its sign-in, cookie and Origin
+//! checks and its JSON over plain HTTP.
 
 use crate::common;
 
+use common::chrome::Chrome;
 use common::serve::{serve, wait_until, Serve};
 use common::Env;
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
-use std::time::Duration;
 
 /// A writer parked behind a checkpoint, one turn once it is answered, then an agent that hangs
 /// until the run is stopped.
@@ -27,129 +27,27 @@ const RESPONDER: &str = r#"fn respond(turn) {
     #{ answer: "the drafted note", delay_ms: 200, usage: #{ input_tokens: 12, output_tokens: 7 } }
 }"#;
 
-/// Headless Chromium with one page, spoken to over its DevTools websocket; killed on drop.
-struct Chrome {
-    child: Child,
-    ws: tungstenite::WebSocket<TcpStream>,
-    next: u64,
-    _profile: tempfile::TempDir,
-}
-
-impl Drop for Chrome {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// A plain HTTP GET to 127.0.0.1:`port`, the body (DevTools keeps the connection open: the body
-/// is read by its length).
-fn http_get(port: u16, path: &str) -> String {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect to chromium");
-    s.set_read_timeout(Some(common::TIMEOUT)).expect("a read timeout");
-    write!(s, "GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n").expect("send");
-    let mut reader = BufReader::new(s);
-    let mut length = 0;
-    loop {
-        let mut line = String::new();
-        reader.read_line(&mut line).expect("a response line");
-        let line = line.trim_end();
-        if line.is_empty() {
-            break;
-        }
-        if let Some((name, value)) = line.split_once(':') {
-            if name.eq_ignore_ascii_case("content-length") {
-                length = value.trim().parse().expect("a length");
+/// A web server of another origin on 127.0.0.1 (a thread, for the test's life) whose one page
+/// says `another site`; its port.
+fn another_site() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a port");
+    let port = listener.local_addr().expect("its address").port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().map_while(Result::ok) {
+            let mut reader = BufReader::new(&stream);
+            let mut line = String::new();
+            while reader.read_line(&mut line).is_ok_and(|n| n > 2) {
+                line.clear();
             }
+            let page = "<p>another site</p>";
+            let _ = write!(
+                &stream,
+                "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{page}",
+                page.len()
+            );
         }
-    }
-    let mut body = vec![0; length];
-    reader.read_exact(&mut body).expect("the body");
-    String::from_utf8_lossy(&body).into_owned()
-}
-
-impl Chrome {
-    fn launch() -> Chrome {
-        let profile = tempfile::tempdir().expect("a profile folder");
-        let mut cmd = Command::new("chromium");
-        cmd.args(["--headless=new", "--remote-debugging-port=0", "--no-first-run", "--disable-gpu"])
-            .arg("--no-default-browser-check")
-            .arg("--window-size=1200,1800")
-            .arg(format!("--user-data-dir={}", profile.path().display()));
-        // Chromium's own sandbox refuses to start as root: only then is it turned off.
-        if euid() == 0 {
-            cmd.arg("--no-sandbox");
-        }
-        cmd.arg("about:blank").stdout(Stdio::null()).stderr(Stdio::piped());
-        let mut child = cmd.spawn().expect("start chromium (Debian package `chromium`; .ci/setup installs it)");
-        let stderr = child.stderr.take().expect("chromium's stderr");
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if let Some(url) = line.strip_prefix("DevTools listening on ") {
-                    let _ = tx.send(url.trim().to_string());
-                }
-            }
-        });
-        let browser = rx.recv_timeout(common::TIMEOUT).expect("chromium's `DevTools listening on ws://...` line");
-        let port: u16 = browser
-            .trim_start_matches("ws://")
-            .split(['/', ':'])
-            .nth(1)
-            .and_then(|p| p.parse().ok())
-            .expect("a DevTools port");
-        // The page's own websocket, from the list of targets.
-        let page = common::poll("chromium's page target", common::TIMEOUT, || {
-            let list: Value = serde_json::from_str(&http_get(port, "/json/list")).ok()?;
-            let page = list.as_array()?.iter().find(|t| t["type"] == "page")?;
-            page["webSocketDebuggerUrl"].as_str().map(String::from)
-        });
-        let stream = TcpStream::connect(("127.0.0.1", port)).expect("connect to DevTools");
-        stream.set_read_timeout(Some(common::TIMEOUT)).expect("a read timeout");
-        let (ws, _) = tungstenite::client(page.as_str(), stream).expect("the DevTools websocket");
-        Chrome { child, ws, next: 0, _profile: profile }
-    }
-
-    /// Sends one DevTools command and returns its result (events in between are skipped).
-    fn call(&mut self, method: &str, params: Value) -> Value {
-        self.next += 1;
-        let id = self.next;
-        let msg = json!({ "id": id, "method": method, "params": params }).to_string();
-        self.ws.send(tungstenite::Message::text(msg)).expect("send a DevTools command");
-        loop {
-            let reply = self.ws.read().expect("a DevTools message");
-            let Ok(text) = reply.to_text() else { continue };
-            let v: Value = serde_json::from_str(text).expect("DevTools JSON");
-            if v["id"] == id {
-                assert!(v.get("error").is_none(), "{method}: {v}");
-                return v["result"].clone();
-            }
-        }
-    }
-
-    /// Evaluates `js` in the page (promises awaited), its value.
-    fn eval(&mut self, js: &str) -> Value {
-        let r = self.call("Runtime.evaluate", json!({ "expression": js, "returnByValue": true, "awaitPromise": true }));
-        assert!(r.get("exceptionDetails").is_none(), "{js}: {r}");
-        r["result"]["value"].clone()
-    }
-
-    /// Polls (bounded) until `js` evaluates to true.
-    fn until(&mut self, what: &str, js: &str) {
-        common::poll(what, common::TIMEOUT, || {
-            if self.eval(js) == json!(true) {
-                return Some(());
-            }
-            std::thread::sleep(Duration::from_millis(50));
-            None
-        });
-    }
-}
-
-fn euid() -> u32 {
-    // The owner of /proc/self is this process's effective user: no libc call needed.
-    use std::os::unix::fs::MetadataExt;
-    std::fs::metadata("/proc/self").map(|m| m.uid()).unwrap_or(1)
+    });
+    port
 }
 
 /// The sign-in link serve printed on stderr.
@@ -219,6 +117,21 @@ fn the_dashboard_follows_a_run_answers_its_checkpoint_and_stops_it_in_chromium()
     println!("dashboard screenshot: {}", path.display());
     assert!(png.starts_with(b"\x89PNG"), "a PNG");
 
+    // A page of another origin on this host (same site: the cookie goes along) makes the browser
+    // post a stop: refused for its Origin, and the run goes on.
+    let common::serve::Addr::Tcp(port) = s.addr else { panic!("a TCP serve") };
+    let other = another_site();
+    chrome.call("Page.navigate", json!({ "url": format!("http://127.0.0.1:{other}/") }));
+    chrome.until("the other site's page", "document.body !== null && document.body.textContent === 'another site'");
+    let sent = chrome.eval(&format!(
+        "fetch('http://127.0.0.1:{port}/runs/{id}/stop', {{ method: 'POST', mode: 'no-cors', credentials: 'include' }}).then(() => 'sent', e => String(e))"
+    ));
+    assert_eq!(sent, json!("sent"));
+    assert_eq!(s.listed_status(&id), "running", "another site's stop must not reach the run");
+
+    // Back on the dashboard (the cookie kept), the run opened from the address's #run=ID.
+    chrome.call("Page.navigate", json!({ "url": format!("http://127.0.0.1:{port}/#run={id}") }));
+    chrome.until("the run's page again", &format!("({}||{{}}).state === 'working'", agent("stuck")));
     chrome.eval("document.getElementById('stop').click(); true");
     chrome.until("the run cancelled on the page", "document.getElementById('run-status').textContent === 'cancelled'");
     let result = s.until(&id, "cancelled");
