@@ -114,8 +114,8 @@ pub async fn check(State(guard): State<Arc<Guard>>, req: Request, next: Next) ->
     if !guard.session.cookie_ok(req.headers()) {
         return (StatusCode::UNAUTHORIZED, [(WWW_AUTHENTICATE, "Bearer")]).into_response();
     }
-    // A browser sends the cookie with any request to this server, even one a page of another
-    // origin makes it send (SameSite aside): a change needs this server's own Origin.
+    // A browser sends the cookie with a request that a page of another origin on the same site
+    // (another port of 127.0.0.1) makes: a change needs this server's own Origin.
     let safe = matches!(*req.method(), Method::GET | Method::HEAD);
     if !safe && !req.headers().contains_key(ORIGIN) {
         let text = "a change signed in by the dashboard's cookie must carry this server's Origin";

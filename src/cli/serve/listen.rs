@@ -58,7 +58,7 @@ pub async fn tcp(app: Router, addr: &str, token_file: Option<&Path>, cwd: &Path)
     };
     eprintln!("awf: serving on http://{local}; {from}, sent as `Authorization: Bearer TOKEN` (Ctrl-C to stop)");
     // The dashboard's sign-in link carries a generated token (the operator can read its file
-    // anyway); one from the environment is not printed, which may be kept in logs.
+    // anyway), never one from the environment: stderr may be kept in logs.
     match &written {
         Some(_) => eprintln!("awf: dashboard: {}", super::login::url(local, &token)),
         None => eprintln!(
