@@ -69,8 +69,10 @@
 //!   (fresh, or resumed through `runs::reattempt`), `runs.rs` the `/runs` routes (a run is kept on
 //!   disk before its 202), `recover.rs` what a serve that died left (queued: run; interrupted:
 //!   resumed; in acceptance order; `--no-recover`), `job.rs` the checked body, `events.rs` the
-//!   event stream; `auth.rs` the Host, Origin and bearer-token checks on
-//!   TCP, `answer.rs` `POST /runs/{id}/answer`, `plans.rs` `POST /plans` (the plan of a `POST /runs` body), `private.rs` the 0600 socket and token file, `scripts.rs` which script a client may name,
+//!   event stream; `auth.rs` the Host, Origin and bearer-token (or cookie) checks on
+//!   TCP, `login.rs` the browser's sign-in link and session cookie, `dashboard.rs` the page at `/`
+//!   (`dashboard.html` and `dashboard.js`, embedded) and its runs table, `run_page.rs` one run as
+//!   the page draws it (`GET /runs/{id}/view`), `answer.rs` `POST /runs/{id}/answer`, `plans.rs` `POST /plans` (the plan of a `POST /runs` body), `private.rs` the 0600 socket and token file, `scripts.rs` which script a client may name,
 //!   `listen.rs` the two listeners, `options.rs` the limits a `POST /runs` sets, `strategies.rs`
 //!   the watched registry and `GET /strategies`), `init.rs`, `caller.rs` (`--caller`, `--caller-home`: the calling session, checked), `live.rs` (the terminal view),
 //!   `board.rs` (a run's view drawn as lines for a terminal's width: the live view's agent rows,
@@ -325,7 +327,8 @@
 //! - Records only grow: each line is written whole by one writer thread; `stages.jsonl` and the
 //!   rest are synced to disk at every stage end and at the run's end.
 //! - `awf serve` trusts no local user: on TCP every request carries the token (Host, then Origin,
-//!   then token), the socket is 0600, a client names only `.rhai` files inside the script folder,
+//!   then token; a browser the cookie `/login` gave for it, and a change it asks also this server's
+//!   Origin), the socket is 0600, a client names only `.rhai` files inside the script folder,
 //!   and an error it reads shows source lines only of those files and the embedded stdlib
 //!   (`script::show_lines_only_under`, set once at start; the CLI shows the operator everything).
 //! - Text from a harness (reasons, error bodies, stderr tails) enters the engine through

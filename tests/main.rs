@@ -28,6 +28,7 @@ mod ctx_facts;
 mod ctx_parallel;
 mod ctx_stage;
 mod ctx_stop;
+mod dashboard;
 mod error_render;
 mod examples;
 mod fake_responder;

@@ -1,11 +1,13 @@
 //! Who may talk to `awf serve` over TCP: the `Host` check (DNS rebinding), the `Origin` check
-//! (web pages), then the bearer token, in that order. The Unix socket needs none of it: its mode
-//! (0600) is its authentication.
+//! (web pages), then the bearer token or the dashboard's session cookie (`login.rs`), in that
+//! order; a state-changing request signed in by the cookie must also carry this server's
+//! `Origin`. The Unix socket needs none of it: its mode (0600) is its authentication.
 
+use super::login::{self, Session};
 use anyhow::{bail, Result};
 use axum::extract::{Request, State};
 use axum::http::header::{AUTHORIZATION, HOST, ORIGIN, WWW_AUTHENTICATE};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::{HeaderMap, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -45,13 +47,20 @@ pub struct Guard {
     origins: Vec<String>,
     /// The token's digest: requests are compared digest to digest, in constant time.
     token: [u8; 32],
+    /// The browser's session cookie.
+    session: Session,
 }
 
 impl Guard {
     pub fn new(local: SocketAddr, token: &str) -> Guard {
         let hosts = vec![local.to_string(), format!("localhost:{}", local.port())];
         let origins = hosts.iter().map(|h| format!("http://{h}")).collect();
-        Guard { hosts, origins, token: Sha256::digest(token.as_bytes()).into() }
+        Guard {
+            hosts,
+            origins,
+            token: Sha256::digest(token.as_bytes()).into(),
+            session: Session::new(local.port(), token),
+        }
     }
 
     fn names_this_server(&self, host: &str) -> bool {
@@ -74,18 +83,19 @@ impl Guard {
     fn token_ok(&self, headers: &HeaderMap) -> bool {
         let Some(value) = headers.get(AUTHORIZATION).and_then(|v| v.to_str().ok()) else { return false };
         let Some((scheme, token)) = value.split_once(' ') else { return false };
-        if !scheme.eq_ignore_ascii_case("bearer") {
-            return false;
-        }
-        let given: [u8; 32] = Sha256::digest(token.trim().as_bytes()).into();
-        // Every byte is compared whatever the earlier ones were: the time does not tell how
-        // much of a guess was right.
-        given.iter().zip(self.token.iter()).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0
+        scheme.eq_ignore_ascii_case("bearer") && self.is_token(token.trim())
+    }
+
+    fn is_token(&self, token: &str) -> bool {
+        // Compared digest to digest in constant time: the time does not tell how much of a
+        // guess was right.
+        login::same(&Sha256::digest(token.as_bytes()).into(), &self.token)
     }
 }
 
 /// The middleware: 421 for a foreign `Host`, 403 for a foreign `Origin` (none is fine: curl),
-/// 401 without a body for a missing or wrong token.
+/// 401 without a body for a missing or wrong token or cookie; `GET /login` signs a browser in;
+/// 403 for a state-changing request signed in by the cookie without this server's `Origin`.
 pub async fn check(State(guard): State<Arc<Guard>>, req: Request, next: Next) -> Response {
     if !guard.host_ok(&req) {
         let text = "the Host header does not name this server (use 127.0.0.1:PORT or localhost:PORT)";
@@ -95,8 +105,21 @@ pub async fn check(State(guard): State<Arc<Guard>>, req: Request, next: Next) ->
         let text = "requests from another origin are refused";
         return (StatusCode::FORBIDDEN, Json(json!({ "error": text }))).into_response();
     }
-    if !guard.token_ok(req.headers()) {
+    if req.uri().path() == login::PATH && req.method() == Method::GET {
+        return guard.session.login(&req, |t| guard.is_token(t));
+    }
+    if guard.token_ok(req.headers()) {
+        return next.run(req).await;
+    }
+    if !guard.session.cookie_ok(req.headers()) {
         return (StatusCode::UNAUTHORIZED, [(WWW_AUTHENTICATE, "Bearer")]).into_response();
+    }
+    // A browser sends the cookie with a request that a page of another origin on the same site
+    // (another port of 127.0.0.1) makes: a change needs this server's own Origin.
+    let safe = matches!(*req.method(), Method::GET | Method::HEAD);
+    if !safe && !req.headers().contains_key(ORIGIN) {
+        let text = "a change signed in by the dashboard's cookie must carry this server's Origin";
+        return (StatusCode::FORBIDDEN, Json(json!({ "error": text }))).into_response();
     }
     next.run(req).await
 }

@@ -12,14 +12,17 @@
 
 mod answer;
 mod auth;
+mod dashboard;
 mod events;
 mod job;
 mod listen;
+mod login;
 mod options;
 mod plans;
 mod private;
 mod queue;
 mod recover;
+mod run_page;
 mod runs;
 mod strategies;
 
@@ -216,6 +219,10 @@ async fn serve(server: Shared, args: ServeArgs, cwd: PathBuf) -> Result<i32> {
         .route("/runs/{id}/events", get(events::events))
         .route("/plans", post(plans::plan))
         .route("/strategies", get(strategies::list))
+        .route("/", get(dashboard::page))
+        .route("/dashboard.js", get(dashboard::script))
+        .route("/dashboard/runs", get(dashboard::runs))
+        .route("/runs/{id}/view", get(run_page::view))
         .with_state(server.clone())
         // MCP over streamable HTTP: the tools of `awf mcp`, behind the same authentication.
         .nest_service("/mcp", super::mcp::http_service(cwd.clone(), server.runs_dir()));
