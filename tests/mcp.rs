@@ -338,7 +338,7 @@ fn sdk_over_streamable_http_on_serve_runs_magi_behind_the_servers_token() {
         &[("MCP_HTTP_URL", &url), ("MCP_HTTP_TOKEN", &server.token)],
     );
     assert_eq!(report["server"], "awf");
-    assert_eq!(report["tools"].as_array().map(Vec::len), Some(8), "{report}");
+    assert_eq!(report["tools"].as_array().map(Vec::len), Some(10), "{report}");
     let council = &report["calls"][0];
     assert_eq!(council["is_error"], false, "{council}");
     assert!(council["text"].as_str().unwrap_or("").starts_with("Ruling: yes\n"), "{council}");
