@@ -94,3 +94,24 @@ fn an_mcp_run_past_confirm_usd_is_refused_unless_it_says_yes() {
     drop(mcp.stdin);
     let _ = common::wait_with_timeout(mcp.child);
 }
+
+#[test]
+fn a_serve_run_past_confirm_usd_is_refused_with_its_plan_unless_it_says_yes() {
+    let model = FakeModel::start(vec![Reply::result(json!({}))]);
+    let env = Env::new();
+    let runtime =
+        format!("[runtimes.s]\nharness = \"openai\"\nmodel = \"gpt-5-mini\"\nbase_url = \"{}/v1\"\n", model.base());
+    env.write("awf.toml", &format!("[limits]\nconfirm_usd = 0.0\n{runtime}"));
+    env.write("wf.rhai", "ctx.agents.open(#{ key: \"a\", runtime: \"s\" }).turn(#{ prompt: \"x\" }).kind");
+    let server = common::serve::serve(&env, &[]);
+    let (code, refused) = server.json("POST", "/runs", Some(&json!({ "script": "wf.rhai" })));
+    assert_eq!(code, 409, "{refused}");
+    assert!(refused["error"].as_str().unwrap_or("").contains("send \"yes\": true to go ahead"), "{refused}");
+    assert_eq!(refused["plan"]["operations"], 1, "{refused}");
+    assert!(model.bodies().is_empty(), "refused, nothing reached the model");
+    assert!(!env.runs_root().exists() || env.run_dirs().is_empty(), "refused, nothing was accepted");
+    let id = server.start(json!({ "script": "wf.rhai", "yes": true }));
+    common::serve::wait_until("the run's end", || env.runs_root().join(&id).join("result.json").exists());
+    assert_eq!(common::read_json(&env.runs_root().join(&id).join("result.json"))["status"], "succeeded");
+    assert!(!model.bodies().is_empty(), "told yes, the run reached the model");
+}

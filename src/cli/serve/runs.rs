@@ -23,6 +23,9 @@ pub(super) async fn start_run(State(server): State<Shared>, body: Option<Json<Va
         Ok(checked) => checked,
         Err(e) => return error(StatusCode::BAD_REQUEST, e),
     };
+    if let Some(refused) = confirm(&server, &body, spec.config.limits.confirm_usd).await {
+        return refused;
+    }
     if let Err(full) = server.queue().reserve() {
         return error(StatusCode::TOO_MANY_REQUESTS, full);
     }
@@ -49,6 +52,33 @@ pub(super) async fn start_run(State(server): State<Shared>, body: Option<Json<Va
     });
     queue::push(&server, Pending { id: id.clone(), work: Work::Fresh { job, spec: Box::new(spec) } }, true);
     (StatusCode::ACCEPTED, Json(json!({ "run_id": id, "status": RunStatus::Queued }))).into_response()
+}
+
+/// With `[limits] confirm_usd`, a run is planned before it is accepted, and refused (409, with its
+/// plan) when the plan's high end passes the threshold, unless the body says `"yes": true`, as
+/// `--yes` does on a command line with no terminal.
+async fn confirm(server: &Shared, body: &Value, limit: Option<f64>) -> Option<Response> {
+    let limit = limit?;
+    if body.get("yes") == Some(&Value::Bool(true)) {
+        return None;
+    }
+    // The spec is taken by the plan: check the body again for one of its own.
+    let (job, spec) = match job::checked(server, body) {
+        Ok(checked) => checked,
+        Err(e) => return Some(error(StatusCode::BAD_REQUEST, e)),
+    };
+    match crate::plan::make(spec, &*job.program, job.input, job.output, crate::plan::DEFAULT_BOUND).await {
+        Ok(plan) if plan.usd[1] > limit => {
+            let why = format!(
+                "refused: the plan's high end ${:.4} passes the confirm threshold ${limit:.4} ([limits] confirm_usd); send \"yes\": true to go ahead",
+                plan.usd[1]
+            );
+            Some((StatusCode::CONFLICT, Json(json!({ "error": why, "plan": plan }))).into_response())
+        }
+        Ok(_) => None,
+        Err(crate::plan::PlanError::Refused { rendered, .. }) => Some(error(StatusCode::BAD_REQUEST, rendered)),
+        Err(e) => Some(error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string())),
+    }
 }
 
 /// A run whose record could not be written is refused: nothing was accepted.
