@@ -7,6 +7,7 @@ use crate::common;
 use common::git::{git, repo};
 use common::Env;
 use serde_json::Value;
+use std::path::Path;
 
 #[test]
 fn worktree_isolation_outside_a_repository_is_refused_naming_the_folder() {
@@ -68,10 +69,15 @@ fn a_worktree_agent_on_nats_workers_is_refused_as_it_opens() {
     out.expect_code(2).stderr_has("isolation \"worktree\" is not built for agents run by workers (--nats)");
 }
 
-/// A repository with one commit (and `awf_toml`), under the target folder, not /tmp (which the
-/// sandbox replaces): the main checkout is then there inside the sandbox, read-only; and the probe.
+/// A repository with one commit (and `awf_toml`) outside the temp folder (which the sandbox
+/// replaces with its own, so that a write to a checkout there would land in that copy and prove
+/// nothing): under the target folder, or /var/tmp when the target folder is itself under /tmp.
+/// The main checkout is then there inside the sandbox, read-only; and the probe.
 fn sandbox_repo(awf_toml: &str) -> (Env, String) {
-    let env = Env { dir: tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir") };
+    let target = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let base = if target.starts_with(std::env::temp_dir()) { Path::new("/var/tmp") } else { target };
+    let env = Env { dir: tempfile::tempdir_in(base).expect("tempdir") };
+    assert!(!env.path().starts_with(std::env::temp_dir()), "{} is under the temp folder", env.path().display());
     git(env.path(), &["init", "-q"]);
     env.write("awf.toml", awf_toml);
     env.write(".gitignore", ".awf/\n");
