@@ -73,14 +73,21 @@ fn mcp_plans_a_workflow_and_a_council_as_the_command_line_does() {
     let _ = common::wait_with_timeout(mcp.child);
 }
 
-#[test]
-fn an_mcp_run_past_confirm_usd_is_refused_unless_it_says_yes() {
+/// A workflow of one priced openai turn on a fake model server, with `confirm_usd = 0`: every
+/// plan of it passes the threshold.
+fn past_the_threshold() -> (FakeModel, Env) {
     let server = FakeModel::start(vec![Reply::result(json!({}))]);
     let env = Env::new();
     let runtime =
         format!("[runtimes.s]\nharness = \"openai\"\nmodel = \"gpt-5-mini\"\nbase_url = \"{}/v1\"\n", server.base());
     env.write("awf.toml", &format!("[limits]\nconfirm_usd = 0.0\n{runtime}"));
     env.write("wf.rhai", "ctx.agents.open(#{ key: \"a\", runtime: \"s\" }).turn(#{ prompt: \"x\" }).kind");
+    (server, env)
+}
+
+#[test]
+fn an_mcp_run_past_confirm_usd_is_refused_unless_it_says_yes() {
+    let (server, env) = past_the_threshold();
     let mut mcp = RawMcp::start(&env);
     let (refused, _) = mcp.call("run_workflow", json!({ "script": "wf.rhai", "wait_s": 0 }));
     assert_eq!(refused["isError"], true, "{refused}");
@@ -97,12 +104,7 @@ fn an_mcp_run_past_confirm_usd_is_refused_unless_it_says_yes() {
 
 #[test]
 fn a_serve_run_past_confirm_usd_is_refused_with_its_plan_unless_it_says_yes() {
-    let model = FakeModel::start(vec![Reply::result(json!({}))]);
-    let env = Env::new();
-    let runtime =
-        format!("[runtimes.s]\nharness = \"openai\"\nmodel = \"gpt-5-mini\"\nbase_url = \"{}/v1\"\n", model.base());
-    env.write("awf.toml", &format!("[limits]\nconfirm_usd = 0.0\n{runtime}"));
-    env.write("wf.rhai", "ctx.agents.open(#{ key: \"a\", runtime: \"s\" }).turn(#{ prompt: \"x\" }).kind");
+    let (model, env) = past_the_threshold();
     let server = common::serve::serve(&env, &[]);
     let (code, refused) = server.json("POST", "/runs", Some(&json!({ "script": "wf.rhai" })));
     assert_eq!(code, 409, "{refused}");

@@ -81,7 +81,7 @@ impl Live {
         }
     }
 
-    fn block(&self) -> Vec<String> {
+    fn block(&self, width: usize) -> Vec<String> {
         let p = &self.run.progress;
         let s = p.snapshot();
         let (tokens, usd) = self.run.scheduler.spent();
@@ -99,7 +99,6 @@ impl Live {
             tokens,
             usd
         )];
-        let width = width();
         let mut view = self.view.lock().unwrap_or_else(|p| p.into_inner());
         let (follow, folded) = &mut *view;
         // A read that fails leaves the rows as they were; the next redraw tries again.
@@ -138,9 +137,9 @@ impl Live {
             *drawn = 0;
             return;
         }
-        let block = self.block();
         // Cut to the width, so that no line wraps and the next redraw clears what this one drew.
         let width = width();
+        let block = self.block(width);
         for l in &block {
             let _ = writeln!(err, "{}", board::cut(l, width));
         }
