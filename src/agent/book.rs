@@ -24,6 +24,7 @@ pub struct AgentBook {
     pub router: Arc<Router>,
     pub sandboxes: SandboxBook,
     pub worktrees: super::worktrees::WorktreeBook,
+    pub panes: super::panes::PaneBook,
     responders: super::Responders,
     /// This book, for the agents' messengers and the message operations it starts.
     pub(super) me: Weak<AgentBook>,
@@ -52,6 +53,7 @@ impl AgentBook {
             router,
             sandboxes,
             worktrees: Default::default(),
+            panes: Default::default(),
             responders,
             me: me.clone(),
             open: Mutex::new(HashMap::new()),
@@ -139,6 +141,9 @@ impl AgentBook {
             convener.check_grant(&req.councils).map_err(|e| config(format!("agent {}: {e}", req.key)))?;
         }
         let runtime = self.runtime(&req.runtime).map_err(config)?;
+        if req.pane.is_some() {
+            self.pane_allowed(&req, runtime.harness).map_err(|e| config(format!("agent {}: {e}", req.key)))?;
+        }
         let skills = self.skills(&req, runtime.harness).map_err(|e| config(format!("agent {}: {e}", req.key)))?;
         // Its worktree, which `session_for` makes its cwd and its sandbox's workspace: added before
         // the book's lock, so that agents opening at once check their files out at once.
@@ -162,6 +167,7 @@ impl AgentBook {
                 req.key
             )));
         }
+        let beside = req.pane.as_ref().and_then(|p| p.layout.beside.as_deref()).map(|k| self.beside(k));
         let mut open = lock(&self.open);
         if let Some(existing) = open.get(&req.key) {
             let differs = if *existing.runtime != *runtime {
@@ -176,6 +182,8 @@ impl AgentBook {
                 Some("skills")
             } else if existing.request.isolation != req.isolation || existing.request.keep != req.keep {
                 Some("isolation")
+            } else if existing.request.pane != req.pane {
+                Some("placement")
             } else {
                 None
             };
@@ -201,7 +209,7 @@ impl AgentBook {
             None => None,
         };
         let (session, endpoint) =
-            self.session_for(&req, &runtime, &info, responder, sandbox.as_ref(), &skills).map_err(config)?;
+            self.session_for(&req, &runtime, &info, responder, sandbox.as_ref(), &skills, beside).map_err(config)?;
         // Every harness reports through this wrapper: its texts reach the engine scrubbed of secrets.
         let session = harness::scrubbed::Scrubbed::wrap(session, run.secrets.clone());
         if let Some(s) = sandbox.filter(|_| runtime.harness.confinement() != Confinement::Wrapped) {
@@ -223,7 +231,43 @@ impl AgentBook {
             labels: &agent.request.labels,
             forked_from: None,
         });
+        if let Some(pane) = self.panes.record_of(&agent.key) {
+            run.records.event(&Event::PaneOpened { pane: &pane });
+        }
         Ok(agent)
+    }
+
+    /// Whether an agent may have a pane here: a CLI harness, on this machine.
+    fn pane_allowed(&self, req: &OpenRequest, harness: crate::config::HarnessKind) -> Result<(), String> {
+        if !harness.is_cli() {
+            return Err(format!(
+                "placement \"pane\" is for the CLI harnesses (claude, codex, pi): harness `{harness}` has no CLI to show in a pane; drop `placement` or give it a CLI runtime"
+            ));
+        }
+        if req.fork_caller.is_some() {
+            return Err("placement \"pane\" is not built for an agent forking the calling session (fork_caller): open it headless".into());
+        }
+        match self.remote() {
+            Some(r) if !r.panes() => Err("placement \"pane\" runs the agent's CLI in a tmux pane on this machine: it is not built for agents run by workers (--nats); run here, or drop it".into()),
+            _ => Ok(()),
+        }
+    }
+
+    /// What agent `key`, named by a `layout.beside`, is to place a pane beside.
+    fn beside(&self, key: &str) -> super::panes::Beside {
+        use super::panes::Beside;
+        use crate::pane::spec::Elsewhere;
+        let agent = key.to_string();
+        if lock(&self.stopped).contains_key(key) {
+            return Beside::Not(Elsewhere::Stopped { agent });
+        }
+        if self.get(key).is_none() {
+            return Beside::Not(Elsewhere::NotOpen { agent });
+        }
+        match self.panes.pane_of(key) {
+            Some(id) => Beside::Pane(agent, id),
+            None => Beside::Not(Elsewhere::Headless { agent }),
+        }
     }
 
     /// The agent's skill folders, checked: relative paths are under the script's folder, and
@@ -304,6 +348,9 @@ impl AgentBook {
         lock(&self.stopped).insert(key.to_string(), reason.to_string());
         agent.close(&format!("stopped: {reason}"));
         agent.stopped.cancel();
+        if let Some(p) = self.panes.stop(key) {
+            run.records.event(&Event::PaneClosed { agent: key, target: &p.target, state: p.state });
+        }
         // A running turn's process may still write: the turn's end commits its worktree then.
         if agent.busy() == 0 {
             self.worktrees.close(run, key, false);
@@ -327,6 +374,25 @@ impl AgentBook {
             .map(|a| a.key.clone())
             .collect();
         self.worktrees.finish(&self.run, run_failed, &failed);
+    }
+}
+
+impl AgentBook {
+    /// At the run's end: every open pane closed, or released as `keep_pane` says (an agent closed
+    /// by a failed operation counts as failed); `result.json` `panes` (null when there are none).
+    /// Runs tmux: quick, but not on the async threads' hot paths.
+    pub fn settle_panes(&self) -> serde_json::Value {
+        let failed: HashSet<String> = self
+            .all()
+            .into_iter()
+            .filter(|a| a.closed().is_some() && !a.stopped.is_cancelled())
+            .map(|a| a.key.clone())
+            .collect();
+        let (changed, summary) = self.panes.finish(&|k| failed.contains(k));
+        for p in &changed {
+            self.run.records.event(&Event::PaneClosed { agent: &p.agent, target: &p.target, state: p.state });
+        }
+        summary
     }
 }
 

@@ -14,7 +14,9 @@ use std::sync::Arc;
 type SessionParts = (Box<dyn Session>, Option<Arc<Endpoint>>);
 
 impl AgentBook {
-    /// Starts the harness session (and for `command`, the control socket and launcher).
+    /// Starts the harness session (and for `command`, the control socket and launcher; for a pane
+    /// agent, its pane, placed `beside` what the layout named when it can be).
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn session_for(
         &self,
         req: &OpenRequest,
@@ -23,6 +25,7 @@ impl AgentBook {
         responder: Option<Arc<dyn harness::Responder>>,
         sandbox: Option<&crate::sandbox::Chosen>,
         skills: &[harness::cli::skills::Skill],
+        beside: Option<super::panes::Beside>,
     ) -> Result<SessionParts, String> {
         let run = &self.run;
         if let Some(remote) = self.remote() {
@@ -94,16 +97,36 @@ impl AgentBook {
         };
         if cli {
             let cfg = harness::cli::CliConfig::from_runtime(runtime, cli_program, run.scheduler.limits.stall_timeout);
-            let opener = cli_endpoint_opener(self.me.clone(), awf);
-            let session =
-                harness::cli::CliSession::open(runtime.harness, info.clone(), cfg, cwd, dir, endpoint.clone(), opener)
-                    .and_then(|s| s.with_skills(skills))
-                    .and_then(|s| s.forking(req.fork_caller.as_ref()))
-                    .map_err(|e| format!("agent {}: {e}", req.key))?;
+            let opener = cli_endpoint_opener(self.me.clone(), awf.clone());
+            let session = harness::cli::CliSession::open(
+                runtime.harness,
+                info.clone(),
+                cfg,
+                cwd.clone(),
+                dir,
+                endpoint.clone(),
+                opener,
+            )
+            .and_then(|s| s.with_skills(skills))
+            .and_then(|s| s.forking(req.fork_caller.as_ref()))
+            .map_err(|e| format!("agent {}: {e}", req.key))?;
+            let session = session.sandboxed(sandbox.clone());
+            let session = match &req.pane {
+                Some(spec) => {
+                    let stage = crate::run::scope::current().and_then(|f| f.stage.clone());
+                    let (tmux, pane) = self
+                        .panes
+                        .open(run, &req.key, runtime.harness.as_str(), spec, beside, stage.as_deref(), &awf, &cwd)
+                        .map_err(|e| format!("agent {}: {e}", req.key))?;
+                    let seat = harness::cli::interactive::PaneSeat::new(tmux, pane.target, awf);
+                    session.in_pane(seat).map_err(|e| format!("agent {}: {e}", req.key))?
+                }
+                None => session,
+            };
             if let Some(s) = &sandbox {
                 self.sandboxes.seated(run, s, &req.key, runtime.harness);
             }
-            return Ok((Box::new(session.sandboxed(sandbox)), Some(endpoint)));
+            return Ok((Box::new(session), Some(endpoint)));
         }
         let session = harness::command::CommandSession::new(
             info.clone(),

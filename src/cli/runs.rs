@@ -1,4 +1,4 @@
-//! `awf runs list|show|resume|stop|answer|logs|clean`: reading run folders, new attempts of a run (a script's
+//! `awf runs list|show|resume|stop|answer|logs|attach|clean`: reading run folders, new attempts of a run (a script's
 //! or a strategy's) that reuse its recorded stages and replay its journal, and reaching a live
 //! run from any terminal.
 
@@ -76,6 +76,18 @@ pub enum RunsCommand {
     Watch {
         /// The run's id (`awf runs list` shows them)
         run_id: String,
+        /// The folder holding the runs (default: runs_dir from awf.toml, else .awf/runs)
+        #[arg(long, value_name = "DIR")]
+        runs_dir: Option<PathBuf>,
+    },
+    /// Attach this terminal to a run's tmux session, where its pane agents run (off a terminal:
+    /// print the command that attaches, and each pane agent)
+    Attach {
+        /// The run's id (`awf runs list` shows them)
+        run_id: String,
+        /// Watch only: keys typed are not passed to the panes
+        #[arg(long, short)]
+        read_only: bool,
         /// The folder holding the runs (default: runs_dir from awf.toml, else .awf/runs)
         #[arg(long, value_name = "DIR")]
         runs_dir: Option<PathBuf>,
@@ -234,6 +246,13 @@ pub fn exec(cmd: RunsCommand) -> Result<i32> {
                     out!("run {run_id}: checkpoint {key} answered; the run goes on");
                     Ok(EXIT_OK)
                 }
+                Err(e) => refuse(e),
+            }
+        }
+        RunsCommand::Attach { run_id, read_only, runs_dir: given } => {
+            let root = runs_dir(&cwd, given.as_ref())?;
+            match run_dir(&root, &run_id) {
+                Ok(dir) => super::attach::attach(&dir, &run_id, read_only),
                 Err(e) => refuse(e),
             }
         }

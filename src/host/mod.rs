@@ -71,6 +71,8 @@ impl Host {
     ) -> crate::run::ResultDoc {
         self.control.close();
         self.router.finish(&self.run);
-        self.run.finish(status, value, error, ended_in, self.agents.sandboxes.summary())
+        // Panes close (or are released) before result.json, which says what became of each.
+        let panes = self.agents.settle_panes();
+        self.run.finish(status, value, error, ended_in, self.agents.sandboxes.summary(), panes)
     }
 }
