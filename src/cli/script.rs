@@ -331,7 +331,7 @@ pub fn execute_attempt(
         Ok(s) => s,
         Err(e) => {
             if let Some(id) = &flags.as_run {
-                super::background::mark(&failed_runs_dir(flags).join(id), "failed", &format!("{e:#}"));
+                super::background::mark(&failed_runs_dir(flags).join(id), "failed", &super::shown(&e));
             }
             return Err(e);
         }

@@ -60,7 +60,7 @@ pub struct Resume {
 /// race, one reads the records and runs.
 pub fn load(dir: &Path, from_stage: Option<&str>) -> Result<Resume, String> {
     let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let lock = crate::record::lock::RunLock::acquire(dir, &name)?;
+    let lock = crate::record::lock::RunLock::acquire(dir, &name).map_err(|e| e.to_string())?;
     let run_json = dir.join("run.json");
     let missing = || format!("cannot read {}: it is missing", run_json.display());
     let run_doc: Value = docs::read(&run_json).map_err(|e| e.to_string())?.ok_or_else(missing)?;

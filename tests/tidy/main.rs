@@ -143,10 +143,11 @@ fn tidy_boundary_crates_are_named_only_by_their_owners() {
 /// How many `Result<_, String>` the code outside tests may hold: failures are typed (a
 /// `thiserror` enum with the variants callers tell apart, sources kept), text only at the edge.
 /// Lower it as they go; it never rises.
-const STRING_ERRORS_BUDGET: usize = 262;
+const STRING_ERRORS_BUDGET: usize = 240;
 
 /// The top-level modules that hold no `Result<_, String>` at all.
-const STRING_ERRORS_NONE: &[&str] = &[];
+const STRING_ERRORS_NONE: &[&str] =
+    &["record", "accounting", "stdlib", "sandbox", "worktree", "config", "redact", "watch"];
 
 #[test]
 fn tidy_failures_are_typed_outside_the_edge() {

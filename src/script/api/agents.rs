@@ -186,8 +186,17 @@ pub(super) fn parse_spec(spec: &Map) -> Result<OpenRequest, String> {
             None => false,
             Some(v) => v.as_bool().map_err(|t| format!("`operator` must be true or false, got {t}"))?,
         },
-        isolation: f.string("isolation")?.map(|s| crate::worktree::Isolation::parse(&s)).transpose()?,
-        keep: f.string("keep")?.map(|s| crate::worktree::Keep::parse(&s)).transpose()?.unwrap_or_default(),
+        isolation: f
+            .string("isolation")?
+            .map(|s| crate::worktree::Isolation::parse(&s))
+            .transpose()
+            .map_err(|e| e.to_string())?,
+        keep: f
+            .string("keep")?
+            .map(|s| crate::worktree::Keep::parse(&s))
+            .transpose()
+            .map_err(|e| e.to_string())?
+            .unwrap_or_default(),
     })
 }
 
