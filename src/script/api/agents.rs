@@ -255,7 +255,7 @@ fn parse_turn(h: &AgentHandle, turn: &Map) -> Result<Turn, String> {
     f.check_known(&["prompt", "schema", "id", "label", "timeout_ms", "deadline", "nudge"])?;
     let prompt = f.string("prompt")?.ok_or("turn needs `prompt` (a string)")?;
     let schema = match f.get("schema") {
-        None => h.host.run.schemas.compile(&serde_json::json!({ "type": "string" })),
+        None => h.host.run.schemas.compile(&serde_json::json!({ "type": "string" })).map_err(|e| e.to_string()),
         Some(v) => h.host.run.schemas.by_fingerprint(crate::script::convert::fingerprint(v), || to_json(v)).map_err(
             |e| match e {
                 SchemaError::NotJson(e) => format!("`schema`: {e}"),
