@@ -196,7 +196,7 @@ impl AgentBook {
             .sandboxes
             .choose(run, &req.key, req.sandbox.as_ref(), runtime.harness)
             .map_err(|e| format!("agent {}: {e}", req.key))?;
-        run.scheduler.admit_agent()?;
+        run.scheduler.admit_agent().map_err(|e| e.to_string())?;
         let info = AgentInfo {
             key: req.key.clone(),
             instructions: req.instructions.clone(),
@@ -238,17 +238,20 @@ impl AgentBook {
     }
 
     /// Whether an agent may have a pane here: a CLI harness, on this machine.
-    fn pane_allowed(&self, req: &OpenRequest, harness: crate::config::HarnessKind) -> Result<(), String> {
+    fn pane_allowed(
+        &self,
+        req: &OpenRequest,
+        harness: crate::config::HarnessKind,
+    ) -> Result<(), super::panes::Refused> {
+        use super::panes::Refused;
         if !harness.is_cli() {
-            return Err(format!(
-                "placement \"pane\" is for the CLI harnesses (claude, codex, pi): harness `{harness}` has no CLI to show in a pane; drop `placement` or give it a CLI runtime"
-            ));
+            return Err(Refused::NotCli(harness));
         }
         if req.fork_caller.is_some() {
-            return Err("placement \"pane\" is not built for an agent forking the calling session (fork_caller): open it headless".into());
+            return Err(Refused::ForksCaller);
         }
         match self.remote() {
-            Some(r) if !r.panes() => Err("placement \"pane\" runs the agent's CLI in a tmux pane on this machine: it is not built for agents run by workers (--nats); run here, or drop it".into()),
+            Some(r) if !r.panes() => Err(Refused::OnWorkers),
             _ => Ok(()),
         }
     }

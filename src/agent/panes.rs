@@ -22,6 +22,19 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// Why an agent cannot have a pane.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum Refused {
+    #[error("placement \"pane\" is for the CLI harnesses (claude, codex, pi): harness `{0}` has no CLI to show in a pane; drop `placement` or give it a CLI runtime")]
+    NotCli(crate::config::HarnessKind),
+    #[error(
+        "placement \"pane\" is not built for an agent forking the calling session (fork_caller): open it headless"
+    )]
+    ForksCaller,
+    #[error("placement \"pane\" runs the agent's CLI in a tmux pane on this machine: it is not built for agents run by workers (--nats); run here, or drop it")]
+    OnWorkers,
+}
+
 /// Where a `beside` points, as the agent book finds it.
 #[derive(Debug, Clone)]
 pub enum Beside {

@@ -65,6 +65,9 @@ pub enum PaneError {
     Tmux(#[from] crate::pane::Error),
     #[error("`{0}` cannot run in a pane")]
     NotInteractive(crate::config::HarnessKind),
+    /// The CLI's home or environment could not be prepared (as a headless run would say).
+    #[error("{0}")]
+    Prepare(String),
 }
 
 /// A CLI run interactively: what differs between the CLIs.

@@ -98,7 +98,7 @@ impl CliSession {
             seat.seen.busy = false;
             let launch = match self.pane_launch(ia, &input.shown) {
                 Ok(l) => l,
-                Err(why) => return TurnEnd::Failed(why),
+                Err(why) => return TurnEnd::Failed(why.to_string()),
             };
             let Some(seat) = self.pane.as_mut() else { return TurnEnd::Failed(CLOSED.into()) };
             let file = self.agent_dir.join("pane.launch");
@@ -201,14 +201,13 @@ impl CliSession {
     /// What runs the CLI in its pane for a first prompt: the interactive command line, wrapped in
     /// the sandbox when there is one, with the environment a headless run gets (no `AWF_OP`: the
     /// CLI outlives its first operation).
-    fn pane_launch(&self, ia: &dyn Interactive, prompt: &str) -> Result<Launch, String> {
-        let env = self.environment(None)?;
-        ia.settle(&self.home, &self.cwd, &self.cfg, &env).map_err(|e| e.to_string())?;
+    fn pane_launch(&self, ia: &dyn Interactive, prompt: &str) -> Result<Launch, PaneError> {
+        let env = self.environment(None).map_err(PaneError::Prepare)?;
+        ia.settle(&self.home, &self.cwd, &self.cfg, &env)?;
         let long;
         let prompt = if prompt.len() > ARG_MAX {
             let file = self.home.join("awf-prompt.md");
-            crate::record::private::write(&file, prompt)
-                .map_err(|why| PaneError::Home { path: file.clone(), why }.to_string())?;
+            crate::record::private::write(&file, prompt).map_err(|why| PaneError::Home { path: file.clone(), why })?;
             long = format!("Your task is in the file {}: read it whole, then do what it says.", file.display());
             long.as_str()
         } else {
