@@ -57,7 +57,13 @@ fn config(cfg: &CliConfig, info: &AgentInfo) -> String {
     root.insert("feedback".into(), table(&[("enabled", T::Boolean(false))]));
     root.insert(
         "features".into(),
-        table(&[("plugins", T::Boolean(false)), ("unbounded_connection_retries", T::Boolean(false))]),
+        // An interactive Codex (a pane agent) would start an app-server daemon per home that
+        // outlives it and holds the conversation, so that resuming it later is refused.
+        table(&[
+            ("plugins", T::Boolean(false)),
+            ("unbounded_connection_retries", T::Boolean(false)),
+            ("daemon_auto_start", T::Boolean(false)),
+        ]),
     );
     if let Some(url) = &cfg.base_url {
         root.insert("model_provider".into(), T::String("awf".into()));

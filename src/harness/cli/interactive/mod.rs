@@ -11,7 +11,11 @@
 //!   hasTrustDialogAccepted` skips all three. Codex 0.171.0 asks "Trust this folder?" in a git
 //!   repository: `[projects."<folder>"] trust_level = "trusted"` in `config.toml` (for the folder
 //!   and the repository's top, which Codex records) skips it; `--dangerously-bypass-approvals-and-
-//!   sandbox` shows no approval screen. pi 0.73.1 shows none. As root, Claude Code refuses
+//!   sandbox` shows no approval screen. Interactive Codex also starts an app-server daemon per
+//!   `CODEX_HOME` (`codex app-server --managed-daemon`) that outlives the CLI and holds the
+//!   conversation, so that a later `codex resume` is refused ("This conversation is open in
+//!   another app"): `[features] daemon_auto_start = false` keeps it inside the CLI's process.
+//!   pi 0.73.1 shows none. As root, Claude Code refuses
 //!   `--dangerously-skip-permissions` unless `IS_SANDBOX=1`; `--allowedTools Bash` (as headless)
 //!   lets its shell tool run the launcher without asking.
 //! - **The first turn** goes on the CLI's command line, as its initial prompt (`claude [prompt]`,
