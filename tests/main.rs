@@ -52,6 +52,8 @@ mod nats_secure;
 mod nats_trust;
 mod older_records;
 mod operator_grant;
+mod panes;
+mod panes_refused;
 mod plan;
 mod plan_confirm;
 mod plan_overhead;

@@ -10,6 +10,7 @@ pub mod git;
 pub mod mcp;
 pub mod nats;
 pub mod serve;
+pub mod tmux;
 
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
