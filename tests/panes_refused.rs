@@ -171,3 +171,42 @@ fn a_beside_that_cannot_be_honoured_places_the_pane_elsewhere_and_says_why() {
     let opened = env.events_of("pane-opened");
     assert_eq!(opened.len(), 9, "{opened:?}");
 }
+
+#[test]
+#[ignore = "needs tmux"]
+fn a_new_attempt_closes_the_panes_a_killed_one_left_but_the_released_ones() {
+    let env = Env::new();
+    claude_config(&env);
+    let tmux = Tmux::new(&env);
+    env.write(
+        "wf.rhai",
+        r#"ctx.agents.open(#{ key: "a", placement: "pane" });
+ctx.agents.open(#{ key: "k", placement: "pane", keep_pane: "always" });
+ctx.agents.stop("k");
+if ctx.attempt == 1 { ctx.sleep(60000); }
+"done""#,
+    );
+    let home = env.path().join("home");
+    std::fs::create_dir_all(&home).expect("home");
+    let mut child = awf_command(&env, &tmux, &home, &["script", "run", "wf.rhai"]).spawn().expect("spawn awf");
+    common::poll("k's pane released", common::TIMEOUT, || {
+        let dir = env.run_dirs().into_iter().next()?;
+        let events = common::read_jsonl(&dir.join("events.jsonl"));
+        events.iter().any(|e| e["type"] == "pane-closed").then_some(())
+    });
+    common::signal(child.id(), "-KILL");
+    let _ = child.wait();
+    let left: Vec<(String, bool)> = tmux.panes().into_iter().map(|p| (p.agent, p.kept)).collect();
+    assert_eq!(left, [("a".to_string(), false), ("k".to_string(), true)], "what the killed attempt left");
+    let run_id = env.run_id();
+    let out = common::wait_with_timeout(
+        awf_command(&env, &tmux, &home, &["runs", "resume", &run_id]).spawn().expect("spawn awf"),
+    );
+    out.expect_code(0);
+    let left: Vec<(String, bool)> = tmux.panes().into_iter().map(|p| (p.agent, p.kept)).collect();
+    assert_eq!(
+        left,
+        [("k".to_string(), true), ("k".to_string(), true)],
+        "a's old pane closed; both released ones stay"
+    );
+}
