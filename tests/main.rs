@@ -54,6 +54,7 @@ mod older_records;
 mod operator_grant;
 mod panes;
 mod panes_refused;
+mod panes_screenshot;
 mod plan;
 mod plan_confirm;
 mod plan_overhead;

@@ -159,7 +159,8 @@ impl Tmux {
     /// The options a run's session needs (the window options server-wide: every session of this
     /// server is a run's): a dead pane stays (its exit is seen and shown), each pane is titled
     /// with its agent, keys reach the CLIs as they expect (extended keys, focus events, an Escape
-    /// not held back).
+    /// not held back), 256 colours. A CLI starts after them (`respawn`: the first pane holds a
+    /// placeholder), so it gets them all.
     fn options(&self, session: &str) -> Result<(), Error> {
         // `set-option` takes no `=` (exact) session target; the name is awf's own, unique.
         let target = session.to_string();
@@ -167,6 +168,8 @@ impl Tmux {
             ["set-option", "-s", "extended-keys", "on"].as_slice(),
             &["set-option", "-s", "focus-events", "on"],
             &["set-option", "-s", "escape-time", "10"],
+            // 256 colours, as the CLIs draw (screen-256color's terminfo is in every ncurses).
+            &["set-option", "-g", "default-terminal", "screen-256color"],
             &["set-option", "-g", "-w", "remain-on-exit", "on"],
             &["set-option", "-g", "-w", "pane-border-status", "top"],
             &[

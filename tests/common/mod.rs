@@ -2,6 +2,7 @@
 //! binary in it with a timeout, and reading the run folder's records.
 #![allow(dead_code)]
 
+pub mod ansi;
 pub mod chrome;
 pub mod cli;
 pub mod council;
