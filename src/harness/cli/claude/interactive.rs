@@ -47,8 +47,7 @@ impl Interactive for Claude {
             project["hasCompletedProjectOnboarding"] = json!(true);
         }
         let text = serde_json::to_string_pretty(&doc).unwrap_or_default();
-        crate::harness::cli::write_config(&path, &text)
-            .map_err(|why| PaneError::Home { path, why: std::io::Error::other(why) })
+        Ok(crate::harness::cli::write_config(&path, &text)?)
     }
 
     fn start(&self, home: &Path, cfg: &CliConfig, info: &AgentInfo, prompt: &str) -> Vec<String> {

@@ -55,8 +55,7 @@ impl Interactive for Codex {
             }
         }
         let text = toml::to_string(&root).unwrap_or_default();
-        crate::harness::cli::write_config(&path, &text)
-            .map_err(|why| PaneError::Home { path, why: std::io::Error::other(why) })
+        Ok(crate::harness::cli::write_config(&path, &text)?)
     }
 
     fn start(&self, _home: &Path, cfg: &CliConfig, _info: &AgentInfo, prompt: &str) -> Vec<String> {

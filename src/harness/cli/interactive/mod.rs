@@ -70,8 +70,8 @@ pub enum PaneError {
     #[error("`{0}` cannot run in a pane")]
     NotInteractive(crate::config::HarnessKind),
     /// The CLI's home or environment could not be prepared (as a headless run would say).
-    #[error("{0}")]
-    Prepare(String),
+    #[error(transparent)]
+    Prepare(#[from] crate::harness::HarnessError),
 }
 
 /// A CLI run interactively: what differs between the CLIs.
