@@ -223,17 +223,23 @@ fn keep_on_failure_leaves_the_failed_agents_pane_running() {
     if !installed("codex", test) || rerun_in_netns(test) {
         return;
     }
+    // The failing agent's model server refuses every request (Codex also asks it for a title of
+    // the conversation, in any order with the turn's own request).
     let refusal =
         json!({ "type": "error", "error": { "type": "invalid_request_error", "message": "scripted refusal" } });
-    let server = FakeModel::start_cli(vec![Reply::Status { code: 400, retry_after: None, body: refusal.to_string() }]);
+    let refusing =
+        FakeModel::start_cli(vec![Reply::Status { code: 400, retry_after: None, body: refusal.to_string() }; 20]);
+    let server = FakeModel::start_cli(vec![]);
     let env = setup("codex", &server.base(), "");
     let tmux = Tmux::new(&env);
     let script = format!(
-        r#"let bad = ctx.agents.open(#{{ key: "bad", placement: "pane", keep_pane: "on-failure" }});
+        r#"let bad = ctx.agents.open(#{{ key: "bad", placement: "pane", keep_pane: "on-failure",
+    runtime: #{{ harness: "codex", model: "fake-model", base_url: "{}/v1" }} }});
 let good = ctx.agents.open(#{{ key: "good", placement: "pane", keep_pane: "on-failure", layout: #{{ beside: "bad" }} }});
 let x = bad.run(#{{ prompt: "Give a verdict.", schema: {SCHEMA} }});
 let y = good.run(#{{ prompt: args.good, schema: {SCHEMA} }});
-#{{ bad: x.kind, reason: x.reason, good: y.kind }}"#
+#{{ bad: x.kind, reason: x.reason, good: y.kind }}"#,
+        refusing.base()
     );
     let argv = workflow(&env, &script, &json!({ "good": answering("Give yours.", "good#1", "fine") }));
     let out = awf(&env, &tmux, &strs(&argv));

@@ -127,13 +127,20 @@ impl Seen {
         }
     }
 
-    /// Forgets the last delivery's turn, keeping what the CLI is doing and the counts that dedupe.
+    /// A turn was delivered: what the last one saw of turns starting and ending is forgotten.
     pub fn delivered(&mut self) {
         self.started = false;
         self.ended = false;
         self.failure = None;
+    }
+
+    /// The spend seen since the last call, taken (a turn reports it): what the operator had the
+    /// CLI do between awf's turns is billed on the next one.
+    pub fn take_usage(&mut self) -> (Usage, bool) {
+        let taken = (self.usage, self.cost_reported);
         self.usage = Usage::default();
         self.cost_reported = false;
+        taken
     }
 }
 
@@ -148,11 +155,15 @@ pub struct PaneSeat {
     pub(super) running: bool,
     pub(super) transcript: Transcript,
     pub(super) seen: Seen,
+    /// Whether the session file was read once: what it held before (an earlier attempt's turns,
+    /// billed then) is not billed again.
+    pub(super) primed: bool,
 }
 
 impl PaneSeat {
     pub fn new(tmux: Tmux, pane: PaneId, awf: PathBuf) -> PaneSeat {
-        PaneSeat { tmux, pane, awf, running: false, transcript: Transcript::default(), seen: Seen::default() }
+        let (transcript, seen) = (Transcript::default(), Seen::default());
+        PaneSeat { tmux, pane, awf, running: false, transcript, seen, primed: false }
     }
 
     /// The next turn starts the CLI again (its session resumed), to take new settings.

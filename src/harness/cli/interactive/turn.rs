@@ -53,8 +53,8 @@ impl CliSession {
         let end = self.pane_run(&input, &op, &mut log).await;
         self.write_back_credentials(&mut log);
         let launched = op.usage();
-        let (mut usage, reported) = match &self.pane {
-            Some(seat) => (seat.seen.usage, seat.seen.cost_reported),
+        let (mut usage, reported) = match &mut self.pane {
+            Some(seat) => seat.seen.take_usage(),
             None => (Default::default(), false),
         };
         usage.add(&launched);
@@ -80,6 +80,10 @@ impl CliSession {
             State::Alive { .. } => {}
         }
         seat.transcript.read(ia, &self.home, &mut seat.seen);
+        if !seat.primed {
+            let _ = seat.seen.take_usage();
+            seat.primed = true;
+        }
         // Until the pane's process is admitted, a call from it waits instead of being refused.
         let spawning = self.endpoint.turns().spawning();
         let pasted = seat.running;
