@@ -174,7 +174,7 @@ fn a_beside_that_cannot_be_honoured_places_the_pane_elsewhere_and_says_why() {
 
 #[test]
 #[ignore = "needs tmux"]
-fn a_new_attempt_closes_the_panes_a_killed_one_left_but_the_released_ones() {
+fn a_new_attempt_closes_the_panes_a_killed_one_left_but_the_released_ones_and_runs_clean_closes_those() {
     let env = Env::new();
     claude_config(&env);
     let tmux = Tmux::new(&env);
@@ -209,6 +209,11 @@ if ctx.attempt == 1 { ctx.sleep(60000); }
         [("k".to_string(), true), ("k".to_string(), true)],
         "a's old pane closed; both released ones stay"
     );
+    let clean = common::wait_with_timeout(
+        awf_command(&env, &tmux, &home, &["runs", "clean", &run_id]).spawn().expect("spawn awf"),
+    );
+    clean.expect_code(0).stdout_has(&format!("run {run_id}: 0 worktrees removed, 0 branches deleted, 2 panes closed"));
+    assert!(tmux.panes().is_empty(), "runs clean closes what the run left");
 }
 
 #[test]

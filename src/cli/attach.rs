@@ -2,7 +2,7 @@
 //! pane agents run (`tmux attach` replaces awf; leave with tmux's detach key, `C-b d`). Inside a
 //! tmux session of the operator's own, the run's session nests in the current pane. Off a
 //! terminal it attaches nothing: it prints the command that attaches and where each pane agent
-//! is, and exits 0.
+//! is, and exits 0. `awf runs clean` closes what of the session a run left.
 
 use super::{EXIT_OK, EXIT_USAGE};
 use crate::pane::{self, Tmux};
@@ -18,11 +18,14 @@ struct Seen {
     state: String,
 }
 
-pub fn attach(dir: &Path, run_id: &str, read_only: bool) -> anyhow::Result<i32> {
-    let events = crate::record::events::read(dir)?;
+/// The run's tmux session (its name and the socket the run recorded) and its pane agents, as its
+/// events tell them; `None` when it had no pane agent.
+type Session = (String, Option<PathBuf>, Vec<Seen>);
+
+fn session_of(dir: &Path) -> std::io::Result<Option<Session>> {
     let mut session: Option<(String, Option<PathBuf>)> = None;
     let mut panes: Vec<Seen> = Vec::new();
-    for line in events {
+    for line in crate::record::events::read(dir)? {
         match line.event {
             EventRecord::PaneOpened { agent, target, session: s, window, socket, .. } => {
                 session = Some((s, socket));
@@ -37,7 +40,23 @@ pub fn attach(dir: &Path, run_id: &str, read_only: bool) -> anyhow::Result<i32> 
             _ => {}
         }
     }
-    let Some((name, socket)) = session else {
+    Ok(session.map(|(name, socket)| (name, socket, panes)))
+}
+
+/// `awf runs clean`: closes the tmux session a run that is over left (released panes, and those a
+/// killed attempt left); how many panes it held. `None`: the run had no pane agents.
+pub fn close_session(dir: &Path) -> std::io::Result<Option<usize>> {
+    let Some((name, socket, _)) = session_of(dir)? else { return Ok(None) };
+    let tmux = socket.as_deref().map(Tmux::at).unwrap_or_default();
+    let panes = tmux.list(&name).len();
+    if panes > 0 {
+        let _ = tmux.kill_session(&name);
+    }
+    Ok(Some(panes))
+}
+
+pub fn attach(dir: &Path, run_id: &str, read_only: bool) -> anyhow::Result<i32> {
+    let Some((name, socket, panes)) = session_of(dir)? else {
         eprintln!("awf: run {run_id} has no pane agents (none was opened with placement: \"pane\")");
         return Ok(1);
     };

@@ -92,7 +92,8 @@ pub enum RunsCommand {
         #[arg(long, value_name = "DIR")]
         runs_dir: Option<PathBuf>,
     },
-    /// Remove what a run left: its agents' worktrees and, with --branches, their branches
+    /// Remove what a run left: its agents' worktrees and, with --branches, their branches; its
+    /// tmux session (released panes, or those of a killed run)
     Clean {
         /// The run's id (`awf runs list` shows them)
         run_id: String,
@@ -213,11 +214,14 @@ pub fn exec(cmd: RunsCommand) -> Result<i32> {
                 return refuse(format!("run {run_id} is running; stop it first (awf runs stop {run_id})"));
             }
             let recorded = crate::record::docs::run(&dir).unwrap_or_default().worktrees.unwrap_or_default();
+            let panes = super::attach::close_session(&dir)
+                .with_context(|| format!("cannot read the events of run {run_id}"))?;
             match recorded.clean(Default::default(), branches) {
                 Ok(done) => {
                     let plural = |n: usize, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
+                    let panes = panes.map(|n| format!(", {} closed", plural(n, "pane", "panes"))).unwrap_or_default();
                     out!(
-                        "run {run_id}: {} removed, {} deleted",
+                        "run {run_id}: {} removed, {} deleted{panes}",
                         plural(done.worktrees, "worktree", "worktrees"),
                         plural(done.branches, "branch", "branches")
                     );
