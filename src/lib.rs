@@ -166,6 +166,8 @@
 //!   left).
 //! - `agent/`: logical agents. `mod.rs` (the agent: runtime, session, counters, closing), `book.rs`
 //!   (`AgentBook`: open with the compatibility rules, skills checked, get, stop; the router's `Directory`),
+//!   `error.rs` (`OpenError`, whose `is_config` decides exit 2 against 1; why a sandbox, a
+//!   workflow's sandbox handle or a fork of the caller is refused),
 //!   `caller.rs` (a fork of the run's caller, or why not),
 //!   `remote.rs` (the hook through which `cluster` gives agents remote sessions),
 //!   `op.rs` (**the one operation pipeline**: ids, replay, queue, permit, budget, deadlines,

@@ -13,7 +13,7 @@ use super::seal::{self, Kind, Place};
 use super::wire::{forbidden_inline_fields, AgentSpec, Kept, OpRequest, Reply, RuntimeRef, OP_TTL};
 use super::{op_key, ops_subject, Cluster};
 use crate::accounting::{CostSource, Usage};
-use crate::agent::{OpenRequest, RuntimeChoice};
+use crate::agent::{OpenError, OpenRequest, RuntimeChoice};
 use crate::config::RuntimeConfig;
 use crate::control::slot::Submission;
 use crate::harness::{
@@ -72,7 +72,12 @@ impl Owner {
 
     /// The runtime as the workers are told it: by name, or inline when it carries nothing of this
     /// machine's (a program's argv, a model).
-    fn runtime_ref(&self, req: &OpenRequest, runtime: &RuntimeConfig, info: &AgentInfo) -> Result<RuntimeRef, String> {
+    fn runtime_ref(
+        &self,
+        req: &OpenRequest,
+        runtime: &RuntimeConfig,
+        info: &AgentInfo,
+    ) -> Result<RuntimeRef, OpenError> {
         let (model, effort) = (Some(info.model.clone()), info.effort.clone());
         let alias = match &req.runtime {
             RuntimeChoice::Default => self.default_runtime.clone(),
@@ -80,12 +85,12 @@ impl Owner {
             RuntimeChoice::Inline(_) => {
                 let forbidden = forbidden_inline_fields(runtime);
                 if !forbidden.is_empty() {
-                    return Err(format!(
+                    return Err(OpenError::Config(format!(
                         "agent {}: an inline runtime with {} cannot run on workers (--nats): name a runtime of \
                          awf.toml, which each worker resolves in its own",
                         req.key,
                         forbidden.join(", ")
-                    ));
+                    )));
                 }
                 let mut r = runtime.clone();
                 // A fake responder is found as a local run finds it (beside the script, then in
@@ -108,17 +113,20 @@ impl crate::agent::remote::Remote for Owner {
         req: &OpenRequest,
         runtime: &RuntimeConfig,
         info: &AgentInfo,
-    ) -> Result<Box<dyn Session>, String> {
+    ) -> Result<Box<dyn Session>, OpenError> {
         // Grants that reach back into this run cannot be honoured from a worker's run: refused
         // plainly rather than dropped.
+        let unsupported = |what: &str| {
+            OpenError::Config(format!("agent {}: {what} is not supported for agents on workers (--nats) yet", req.key))
+        };
         if req.councils != crate::control::convene::Grant::None {
-            return Err(format!("agent {}: `councils` is not supported for agents on workers (--nats) yet", req.key));
+            return Err(unsupported("`councils`"));
         }
         if req.operator {
-            return Err(format!("agent {}: `operator` is not supported for agents on workers (--nats) yet", req.key));
+            return Err(unsupported("`operator`"));
         }
         if req.fork_caller.is_some() {
-            return Err(format!("agent {}: fork_caller is not supported for agents on workers (--nats) yet", req.key));
+            return Err(unsupported("fork_caller"));
         }
         let cwd = match &req.cwd {
             Some(c) if c.is_absolute() => c.clone(),
@@ -132,7 +140,12 @@ impl crate::agent::remote::Remote for Owner {
             runtime: self.runtime_ref(req, runtime, info)?,
             instructions: req.instructions.clone(),
             cwd,
-            sandbox: req.sandbox.as_ref().map(crate::agent::sandboxes::Asked::to_json).transpose()?,
+            sandbox: req
+                .sandbox
+                .as_ref()
+                .map(crate::agent::sandboxes::Asked::to_json)
+                .transpose()
+                .map_err(|e| OpenError::Config(e.to_string()))?,
             labels: req.labels.clone(),
             skills,
         };
