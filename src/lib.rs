@@ -117,6 +117,8 @@
 //!   async-nats** (unused on one machine). `options.rs` (what a connection takes, from `[cluster]` and
 //!   the `--nats*` flags: a server list, one way to authenticate (URL, variables, nkey seed or
 //!   creds file, 0600), TLS and client certificates; URLs shown with credentials masked),
+//!   `error.rs` (`ClusterError`: the configuration, the servers silent or refusing, a store of
+//!   another schema, a NATS call, a message the worker's rules refuse, a run it cannot own),
 //!   `connect.rs` (a bounded connect, a clear error; the ops work-queue stream, the journal bucket
 //!   and the sessions' object store made or checked against the schema version, every step retried
 //!   with backoff while a cluster elects, a refused permission named at once),
