@@ -350,6 +350,14 @@
 //!   agent's worktree name the worktree's git folders (found as it was added), never what the
 //!   agent wrote there. A merge (`worktree::merge`) never leaves a checkout half-merged: each
 //!   branch is merged without a working tree, and the checkout moves once, by a fast-forward.
+//! - Failures are typed below `cli`: each layer's errors are `thiserror` enums with a variant for
+//!   what a caller, a test or the exit code tells apart, keeping their source (`io::Error`,
+//!   `serde_json::Error`, another layer's error) and saying its text whole (`cannot read x:
+//!   {source}`, so that records and scripts get the whole message). Callers match variants, never
+//!   the text; whether a failed run exits 2 (usage, configuration) or 1 is `agent::OpenError::
+//!   is_config`, carried to the script's end by its error's tag. `tests/tidy` fails on a
+//!   `Result<_, String>` outside `cli/` (and past its budget inside it) and on an error's text
+//!   tested; `cli::shown` prints a cause its message already says once.
 //! - No unwrap outside tests; locks recover from poisoning because their values are replaced whole.
 //! - No process-wide static but those `tests/tidy/main.rs` lists, each with its reason; a new one
 //!   fails `cargo test`.
