@@ -35,6 +35,19 @@ pub enum Refused {
     OnWorkers,
 }
 
+/// Why an agent's pane is refused or cannot be made.
+#[derive(Debug, thiserror::Error)]
+pub enum PaneOpenError {
+    #[error(transparent)]
+    Refused(#[from] Refused),
+    /// tmux is missing or its server cannot start.
+    #[error(transparent)]
+    Tmux(#[from] pane::Error),
+    /// The CLI cannot run in the pane.
+    #[error(transparent)]
+    Seat(#[from] crate::harness::cli::interactive::PaneError),
+}
+
 /// Where a `beside` points, as the agent book finds it.
 #[derive(Debug, Clone)]
 pub enum Beside {
