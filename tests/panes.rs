@@ -157,10 +157,12 @@ fn start(env: &Env, tmux: &Tmux, args: &[&str]) -> std::process::Child {
 /// Waits (bounded) until the run's events hold `n` events of type `ty`.
 fn events(env: &Env, ty: &str, n: usize) -> Vec<Value> {
     poll(&format!("{n} {ty} events"), LIMIT, || {
-        let dirs = env.run_dirs();
-        let dir = dirs.first()?;
-        let seen: Vec<Value> =
-            common::read_jsonl(&dir.join("events.jsonl")).into_iter().filter(|e| e["type"] == ty).collect();
+        let file = env.run_dirs().first()?.join("events.jsonl");
+        // The run's folder is made before its first event.
+        let seen: Vec<Value> = match file.exists() {
+            true => common::read_jsonl(&file).into_iter().filter(|e| e["type"] == ty).collect(),
+            false => Vec::new(),
+        };
         (seen.len() >= n).then_some(seen)
     })
 }
