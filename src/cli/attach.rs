@@ -76,8 +76,7 @@ pub fn attach(dir: &Path, run_id: &str, read_only: bool) -> anyhow::Result<i32> 
         }
         return Ok(EXIT_OK);
     }
-    use std::os::unix::process::CommandExt;
-    let e = std::process::Command::new(&argv[0]).args(&argv[1..]).env_remove("TMUX").env_remove("TMUX_PANE").exec();
+    let e = pane::exec_attach(&socket, &name, read_only);
     eprintln!("awf: cannot run `{}`: {e}", argv.join(" "));
     Ok(EXIT_USAGE)
 }

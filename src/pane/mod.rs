@@ -321,6 +321,14 @@ pub fn attach_argv(socket: &Path, session: &str, read_only: bool) -> Vec<String>
     argv
 }
 
+/// Replaces this process with a tmux client attached to `session` on the server at `socket`
+/// (`TMUX` unset: inside the operator's own tmux it nests); returns only when that fails.
+pub fn exec_attach(socket: &Path, session: &str, read_only: bool) -> std::io::Error {
+    use std::os::unix::process::CommandExt;
+    let argv = attach_argv(socket, session, read_only);
+    Command::new(&argv[0]).args(&argv[1..]).env_remove("TMUX").env_remove("TMUX_PANE").exec()
+}
+
 /// A run's session name.
 pub fn session_name(run_id: &str) -> String {
     format!("awf-{run_id}")
