@@ -8,7 +8,8 @@
 //! operator's keystrokes reach the CLI and its answer is validated; keep-on-failure leaves the
 //! failed agent's pane running; a pane the operator closes fails its operation and `runs stop`
 //! closes the rest but the kept one; a run killed with -9 whose tmux session is gone resumes in
-//! new panes with the CLI's session resumed.
+//! new panes with the CLI's session resumed; a turn ended without an answer is nudged in the
+//! pane; a sandboxed pane agent runs its CLI in its sandbox.
 
 use crate::common;
 use crate::common::fake_model;
@@ -389,4 +390,33 @@ fn a_sandboxed_pane_agent_runs_its_cli_in_the_sandbox_in_its_pane() {
     assert_eq!(started["data"]["sandbox"], "cli", "{started}");
     let seated = &env.result()["sandboxes"][0]["agents"][0];
     assert_eq!((seated["agent"].as_str(), &seated["confined"]), (Some("a"), &json!(true)), "{seated}");
+}
+
+#[test]
+#[ignore = "needs tmux and the pinned CLIs"]
+fn a_pane_agent_that_ends_its_turn_without_answering_is_nudged_in_its_pane() {
+    let test = "a_pane_agent_that_ends_its_turn_without_answering_is_nudged_in_its_pane";
+    if !installed("pi", test) || rerun_in_netns(test) {
+        return;
+    }
+    // The first reply says something and ends the turn; the nudge's reply runs the prompt's command.
+    let server = FakeModel::start_cli(vec![Reply::text("Thinking it over.")]);
+    let env = setup("pi", &server.base(), "");
+    let tmux = Tmux::new(&env);
+    let script = format!(
+        r#"let o = ctx.agents.open(#{{ key: "a", placement: "pane" }}).turn(#{{ prompt: args.p, schema: {SCHEMA} }});
+#{{ kind: o.kind, value: o.value }}"#
+    );
+    let argv = workflow(&env, &script, &json!({ "p": answering("Give a verdict.", "a#1", "nudged") }));
+    let out = awf(&env, &tmux, &strs(&argv));
+    out.expect_code(0);
+    let v = out.json();
+    assert_eq!((v["kind"].as_str(), v["value"]["verdict"].as_str()), (Some("answered"), Some("nudged")), "{v}");
+    assert_eq!(env.events_of("op-nudged").len(), 1);
+    let log = common::read_jsonl(&env.run_dir().join("agents/a/ops/a-1.jsonl"));
+    let kinds: Vec<&str> = log.iter().filter_map(|e| e["type"].as_str()).collect();
+    assert!(kinds.contains(&"turn-ended") && kinds.contains(&"pasted"), "the nudge was pasted: {kinds:?}");
+    let nudge =
+        server.bodies().into_iter().map(|b| b.to_string()).any(|b| b.contains("You finished without reporting"));
+    assert!(nudge, "the model saw the nudge");
 }
