@@ -29,6 +29,8 @@ mod ctx_parallel;
 mod ctx_stage;
 mod ctx_stop;
 mod dashboard;
+mod decisions;
+mod decisions_refused;
 mod error_render;
 mod examples;
 mod fake_responder;

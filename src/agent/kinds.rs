@@ -32,10 +32,15 @@ pub struct Turn {
 /// What an operation does inside the pipeline.
 pub(super) enum Body<'a> {
     Turn(&'a Turn),
+    /// A decision model's turn (`agent/decide.rs`): a turn whose reply's log-probabilities are kept.
+    Decision(&'a Turn),
     Message,
     Compact(&'a str),
     Fork(AgentInfo),
-    Set { model: Option<&'a str>, effort: Option<&'a str> },
+    Set {
+        model: Option<&'a str>,
+        effort: Option<&'a str>,
+    },
 }
 
 /// How an operation's body ended.
@@ -48,6 +53,8 @@ pub(super) struct Done {
     pub simulated: bool,
     /// A fork's new session.
     pub forked: Option<Box<dyn Session>>,
+    /// The token log-probabilities of the reply that answered (`ResultSlot::logprobs`).
+    pub logprobs: Option<Value>,
 }
 
 impl Done {
@@ -64,6 +71,7 @@ impl Done {
             cost_source: CostSource::Simulated,
             simulated: false,
             forked: None,
+            logprobs: None,
         }
     }
 }
@@ -73,6 +81,7 @@ impl Body<'_> {
     pub fn kind_name(&self) -> &'static str {
         match self {
             Body::Turn(_) => "turn",
+            Body::Decision(_) => "decision",
             Body::Message => "message",
             Body::Compact(_) => "compact",
             Body::Fork(_) => "fork",
@@ -84,7 +93,7 @@ impl Body<'_> {
     /// operation's takes anything (it asks for no result); the others have none.
     pub fn slot(&self, run: &Run, op: &Op<'_>) -> Option<Arc<ResultSlot>> {
         match self {
-            Body::Turn(t) => Some(Arc::new(ResultSlot::new(op.op_id.clone(), t.schema.clone()))),
+            Body::Turn(t) | Body::Decision(t) => Some(Arc::new(ResultSlot::new(op.op_id.clone(), t.schema.clone()))),
             Body::Message => open_slot(run, &op.op_id, &json!(true)),
             _ => None,
         }
@@ -93,7 +102,7 @@ impl Body<'_> {
     /// A turn's prompt, as the workflow wrote it.
     pub fn prompt(&self) -> Option<&str> {
         match self {
-            Body::Turn(t) => Some(&t.prompt),
+            Body::Turn(t) | Body::Decision(t) => Some(&t.prompt),
             _ => None,
         }
     }
@@ -108,7 +117,7 @@ impl Body<'_> {
     /// failed leaves the agent as it was.
     pub fn closes_on_failure(&self, budget: bool) -> bool {
         match self {
-            Body::Turn(_) => true,
+            Body::Turn(_) | Body::Decision(_) => true,
             Body::Message => !budget,
             _ => false,
         }
@@ -162,8 +171,9 @@ impl Body<'_> {
     ) -> Done {
         let meter = op.meter.clone();
         match self {
-            Body::Turn(turn) => {
+            Body::Turn(turn) | Body::Decision(turn) => {
                 let Some(slot) = slot else { return Done::of(OutcomeKind::Failed, None, Some("no slot".into())) };
+                let answered = slot.clone();
                 let launcher = agent.launcher();
                 let plan = OpPlan {
                     op_id: &op.op_id,
@@ -191,6 +201,7 @@ impl Body<'_> {
                     cost_source: s.cost_source,
                     simulated: s.simulated,
                     forked: None,
+                    logprobs: matches!(self, Body::Decision(_)).then(|| answered.logprobs()).flatten(),
                 }
             }
             Body::Message => {
@@ -271,7 +282,8 @@ async fn message(
         TurnEnd::Failed(why) => (OutcomeKind::Failed, Some(why)),
         TurnEnd::Blocked(why) => (OutcomeKind::Blocked, Some(why)),
     };
-    Done { kind, value: None, reason, usage: r.usage, cost_source: r.cost_source, simulated: r.simulated, forked: None }
+    let (usage, cost_source, simulated) = (r.usage, r.cost_source, r.simulated);
+    Done { kind, value: None, reason, usage, cost_source, simulated, forked: None, logprobs: None }
 }
 
 /// The next number of an operation that is not a turn or a message (compaction, fork, set).
@@ -357,7 +369,7 @@ pub fn run(book: &Arc<AgentBook>, agent: &Arc<Agent>, turn: Turn, frame: &Frame)
         answers_ask: false,
         meter: Arc::default(),
     };
-    let result = run.rt.block_on(execute(book, agent, op, Body::Turn(&turn), frame));
+    let result = run.rt.block_on(execute(book, agent, op, Body::Turn(&turn), frame)).map(|r| r.outcome);
     // A turn that closed its agent (it failed, or the agent was stopped while it ran) leaves
     // what the agent left in its worktree committed on its branch.
     if agent.closed().is_some() {
@@ -365,17 +377,17 @@ pub fn run(book: &Arc<AgentBook>, agent: &Arc<Agent>, turn: Turn, frame: &Frame)
     }
     // Only explicit ids can recur within a run (default ids count up), so only they are kept for
     // the same-id-same-outcome rule.
-    if let (Ok((outcome, _)), Some(_)) = (&result, &turn.id) {
+    if let (Ok(outcome), Some(_)) = (&result, &turn.id) {
         remember(agent, &op_id, &hash, outcome);
     }
-    result.map(|(o, _)| o)
+    result
 }
 
 /// Replaces the session's history with a summary (a compaction operation) and returns it.
 pub fn compact(book: &Arc<AgentBook>, agent: &Arc<Agent>, prompt: &str, frame: &Frame) -> Result<String, OpError> {
     closed(agent)?;
     let op = other_op(agent, "compact-");
-    let (outcome, _) = book.run.rt.block_on(execute(book, agent, op, Body::Compact(prompt), frame))?;
+    let outcome = book.run.rt.block_on(execute(book, agent, op, Body::Compact(prompt), frame))?.outcome;
     match (outcome.kind, outcome.value) {
         (OutcomeKind::Answered, Some(Value::String(summary))) => {
             book.run.records.event(&Event::AgentCompacted {
@@ -421,8 +433,9 @@ pub fn fork(
         info.effort = effort;
     }
     let op = other_op(parent, "fork-");
-    let (outcome, session) = book.run.rt.block_on(execute(book, parent, op, Body::Fork(info.clone()), frame))?;
-    match session {
+    let ran = book.run.rt.block_on(execute(book, parent, op, Body::Fork(info.clone()), frame))?;
+    let outcome = ran.outcome;
+    match ran.forked {
         Some(s) => book.add_fork(parent, info, s).map_err(OpError::Invalid),
         None => Err(OpError::Invalid(outcome.reason.unwrap_or_else(|| "the fork failed".into()))),
     }
@@ -439,7 +452,7 @@ pub fn set(
     closed(agent)?;
     let op = other_op(agent, "set-");
     let body = Body::Set { model: model.as_deref(), effort: effort.as_deref() };
-    let (outcome, _) = book.run.rt.block_on(execute(book, agent, op, body, frame))?;
+    let outcome = book.run.rt.block_on(execute(book, agent, op, body, frame))?.outcome;
     if outcome.kind != OutcomeKind::Answered {
         return Err(OpError::Invalid(outcome.reason.unwrap_or_else(|| "the settings change failed".into())));
     }
@@ -499,8 +512,8 @@ async fn message_round(book: &Arc<AgentBook>, agent: &Arc<Agent>, stage: &Option
             answers_ask: router.holds_ask(&agent.key),
             meter: Arc::default(),
         };
-        match execute(book, agent, op, Body::Message, &frame).await {
-            Ok((o, _)) if matches!(o.kind, OutcomeKind::Answered | OutcomeKind::Blocked) => {}
+        match execute(book, agent, op, Body::Message, &frame).await.map(|r| r.outcome) {
+            Ok(o) if matches!(o.kind, OutcomeKind::Answered | OutcomeKind::Blocked) => {}
             _ => return,
         }
         // What came while it ran waits for its next turn, unless someone waits for an answer.

@@ -7,6 +7,7 @@
 
 mod book;
 mod caller;
+pub mod decide;
 mod kinds;
 pub mod messenger;
 pub mod op;
