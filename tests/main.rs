@@ -30,6 +30,7 @@ mod ctx_stage;
 mod ctx_stop;
 mod dashboard;
 mod decisions;
+mod decisions_http;
 mod decisions_refused;
 mod error_render;
 mod examples;
