@@ -7,7 +7,7 @@ use super::spec::Spec;
 use serde_json::{json, Value};
 
 /// The longest reason a decision keeps (a model that writes on is cut off by the schema).
-const REASON_CHARS: u64 = 300;
+const REASON_CHARS: u64 = 160;
 
 /// The schema of a decision's answer.
 pub fn schema(spec: &Spec) -> Value {
@@ -16,7 +16,7 @@ pub fn schema(spec: &Spec) -> Value {
         "properties": {
             "choice": { "enum": spec.ids(), "description": "the id of the option you pick" },
             "confidence": { "type": "number", "minimum": 0, "maximum": 1,
-                            "description": "how likely your pick is right, from 0 to 1" },
+                            "description": "how likely your pick is right: a probability from 0.0 to 1.0" },
             "reason": { "type": "string", "maxLength": REASON_CHARS, "description": "why, in a sentence" },
         },
         "required": ["choice", "confidence"],
@@ -61,8 +61,8 @@ pub fn text(spec: &Spec) -> String {
         out.push('\n');
     }
     out.push_str(&format!(
-        "\nAnswer with `choice` (one of: {}), `confidence` (a number from 0 to 1: how likely your choice \
-         is right) and a one-sentence `reason`.",
+        "\nAnswer with `choice` (one of: {}), `confidence` (how likely your choice is right, as a \
+         probability between 0.0 and 1.0, such as 0.8; never more than 1) and a one-sentence `reason`.",
         spec.ids().join(", ")
     ));
     out
