@@ -188,7 +188,7 @@ impl AgentBook {
             .sandboxes
             .choose(run, &req.key, req.sandbox.as_ref(), runtime.harness)
             .map_err(|e| format!("agent {}: {e}", req.key))?;
-        run.scheduler.admit_agent()?;
+        run.scheduler.admit_agent().map_err(|e| e.to_string())?;
         let info = AgentInfo {
             key: req.key.clone(),
             instructions: req.instructions.clone(),

@@ -423,7 +423,7 @@ pub fn fork(
             parent.key
         )));
     }
-    book.run.scheduler.admit_agent().map_err(OpError::Invalid)?;
+    book.run.scheduler.admit_agent().map_err(|e| OpError::Invalid(e.to_string()))?;
     let mut info = parent.info();
     info.key = key;
     if instructions.is_some() {
@@ -490,8 +490,9 @@ async fn message_round(book: &Arc<AgentBook>, agent: &Arc<Agent>, stage: &Option
     frame.stage = stage.clone();
     let mut more = router.has_held(&agent.key);
     while more && agent.closed().is_none() && !run.root.is_cancelled() {
-        if let Some(why) = run.scheduler.budget_exhausted() {
-            run.budget_exhausted_once(&why);
+        if let Some(limit) = run.scheduler.budget_exhausted() {
+            run.budget_exhausted_once(&limit);
+            let why = limit.to_string();
             router.fail_asks_to(run, &agent.key, &why, true);
             // No operation can start again: the held messages would wake the agent forever.
             router.drop_held(run, &agent.key, &why);

@@ -236,12 +236,12 @@ fn context_check(name: &str, server: Option<(u64, &str)>, declared: Option<u64>)
 fn sandbox_checks() -> Vec<Check> {
     let bwrap = match provider::find(std::env::var_os("PATH").as_deref()) {
         Ok(b) => b,
-        Err(why) => return vec![Check::new("sandbox: bwrap", false, why)],
+        Err(why) => return vec![Check::new("sandbox: bwrap", false, why.to_string())],
     };
     let version = provider::version(&bwrap).unwrap_or_else(|| "version unknown".into());
     let probe = match provider::probe(&bwrap) {
         Ok(()) => Check::new("sandbox: namespaces", true, "bwrap --unshare-all works here: sandboxed agents can run"),
-        Err(why) => Check::new("sandbox: namespaces", false, why),
+        Err(why) => Check::new("sandbox: namespaces", false, why.to_string()),
     };
     vec![Check::new("sandbox: bwrap", true, format!("{} ({version})", bwrap.display())), probe]
 }

@@ -47,14 +47,14 @@ pub enum DecideError {
     #[error("the decision model failed: {0}")]
     Provider(String),
     #[error("the decision's schema does not compile: {0}")]
-    Schema(String),
+    Schema(#[from] crate::run::schema::Invalid),
     #[error("the model's confidence {confidence:.3} in `{choice}` is under min_confidence {floor} and the fallback is \"fail\"")]
     BelowFloor { choice: String, confidence: f64, floor: f64 },
     #[error("the model gave no valid answer ({why}) and the fallback is \"fail\"")]
     NoAnswer { why: String },
     /// The operator could not be asked (a checkpoint of that key is already open).
-    #[error("{0}")]
-    Operator(String),
+    #[error(transparent)]
+    Operator(#[from] crate::run::checkpoint::AlreadyWaiting),
     /// The scope was cancelled or passed its deadline: the script must unwind.
     #[error("{0}")]
     Terminated(String),

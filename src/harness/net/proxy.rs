@@ -89,12 +89,12 @@ pub fn parse_head(head: &[u8]) -> Result<Asked, String> {
         _ => return Err(format!("`{first}` is not an HTTP request line")),
     };
     if method.eq_ignore_ascii_case("CONNECT") {
-        return Target::parse(target).map(Asked::Connect);
+        return Target::parse(target).map(Asked::Connect).map_err(|e| e.to_string());
     }
     if !target.starts_with("http://") {
         return Err(format!("`{target}` is neither CONNECT host:port nor an http:// URL"));
     }
-    let server = Target::of_url(target)?;
+    let server = Target::of_url(target).map_err(|e| e.to_string())?;
     let after_scheme = &target["http://".len()..];
     let path = after_scheme.find('/').map_or("/", |i| &after_scheme[i..]);
     let mut out = format!("{method} {path} {version}\r\n");
