@@ -19,6 +19,7 @@ mod council_empty_work;
 mod council_findings;
 mod council_from_turn;
 mod council_magi;
+mod council_magi_decision;
 mod council_no_garbage;
 mod council_spend;
 mod council_strategies;
