@@ -227,12 +227,13 @@ impl AgentBook {
     }
 
     /// Opens a one-off agent the book does not keep: a decision model's (`agent/decide.rs`), a
-    /// fresh session for each decision. Its key names it in the records; it takes no agent slot
-    /// of the run and no worktree, and sits in the run's sandbox (`--sandbox`) if there is one.
-    pub(super) fn open_detached(&self, req: OpenRequest) -> Result<Arc<Agent>, OpenError> {
+    /// fresh session for each decision, on `runtime` (resolved from `req.runtime` by the caller,
+    /// which names it to workers). Its key names it in the records; it takes no agent slot of the
+    /// run and no worktree, and sits in the run's sandbox (`--sandbox`) if there is one.
+    pub(super) fn open_detached(&self, req: OpenRequest, runtime: RuntimeConfig) -> Result<Arc<Agent>, OpenError> {
         let run = &self.run;
         let config = OpenError::Config;
-        let runtime = self.runtime(&req.runtime).map_err(config)?;
+        let runtime = Arc::new(runtime);
         let sandbox = self
             .sandboxes
             .choose(run, &req.key, None, runtime.harness)

@@ -43,6 +43,9 @@ pub struct Ask<'a> {
     /// The operation's id (`decisions#<decision key>`).
     pub op_id: String,
     pub label: &'a str,
+    /// The runtime as chosen (a name is what workers are told, under `--nats`)...
+    pub choice: RuntimeChoice,
+    /// ...and as it runs here.
     pub runtime: RuntimeConfig,
     pub turn: Turn,
     /// Whether this is the attempt's first decision: its agent is announced (`agent-opened`)
@@ -56,7 +59,7 @@ pub fn ask(book: &Arc<AgentBook>, ask: Ask<'_>, frame: &Frame) -> Result<Answere
     let run = &book.run;
     let req = OpenRequest {
         key: ask.agent.to_string(),
-        runtime: RuntimeChoice::Inline(Box::new(ask.runtime)),
+        runtime: ask.choice,
         instructions: None,
         cwd: None,
         sandbox: None,
@@ -70,7 +73,7 @@ pub fn ask(book: &Arc<AgentBook>, ask: Ask<'_>, frame: &Frame) -> Result<Answere
         isolation: None,
         keep: Default::default(),
     };
-    let agent = book.open_detached(req)?;
+    let agent = book.open_detached(req, ask.runtime)?;
     if ask.first {
         run.records.event(&Event::AgentOpened {
             agent: &agent.key,

@@ -9,7 +9,7 @@ use super::spec::Spec;
 use super::{logprobs, prompt, DecideError};
 use crate::agent::decide::{Ask, AskError};
 use crate::agent::supervise::Nudge;
-use crate::agent::{AgentBook, OpenError};
+use crate::agent::{AgentBook, OpenError, RuntimeChoice};
 use crate::config::{Config, DecisionProvider, DecisionsConfig, HarnessKind, RuntimeConfig};
 use crate::control::prompt::DEFAULT_NUDGE;
 use crate::record::status::DecisionSource;
@@ -26,8 +26,9 @@ pub const AGENT: &str = "decisions";
 /// takes).
 const TOP_LOGPROBS: u32 = 20;
 
-/// The decision model's runtime as `[decisions]` gives it.
-pub fn provider(config: &Config, decisions: &DecisionsConfig) -> Result<RuntimeConfig, DecideError> {
+/// The decision model's runtime as `[decisions]` gives it: as chosen (by name, which workers
+/// resolve in their own awf.toml under `--nats`, or inline) and as it runs here.
+pub fn provider(config: &Config, decisions: &DecisionsConfig) -> Result<(RuntimeChoice, RuntimeConfig), DecideError> {
     let mut r = match &decisions.provider {
         DecisionProvider::Runtime(alias) => {
             config.runtime(alias).map_err(|e| DecideError::Config(format!("[decisions] runtime: {e}")))?
@@ -41,7 +42,11 @@ pub fn provider(config: &Config, decisions: &DecisionsConfig) -> Result<RuntimeC
             r.top_logprobs = Some(TOP_LOGPROBS);
         }
     }
-    Ok(r)
+    let choice = match &decisions.provider {
+        DecisionProvider::Runtime(alias) => RuntimeChoice::Alias { alias: alias.clone(), effort: None },
+        DecisionProvider::Inline(_) => RuntimeChoice::Inline(Box::new(r.clone())),
+    };
+    Ok((choice, r))
 }
 
 /// Asks the model `spec` under `frame`. An answer that is no option is rejected and re-asked
@@ -55,7 +60,7 @@ pub fn model(
     frame: &Frame,
 ) -> Result<ModelAnswer, DecideError> {
     let run = &agents.run;
-    let runtime = provider(&run.config, decisions)?;
+    let (choice, runtime) = provider(&run.config, decisions)?;
     let schema = run.schemas.compile(&prompt::schema(spec)).map_err(DecideError::Schema)?;
     let turn = crate::agent::op::Turn {
         prompt: prompt::text(spec),
@@ -67,7 +72,7 @@ pub fn model(
         nudge: Nudge { text: DEFAULT_NUDGE.into(), max: run.scheduler.limits.nudges },
     };
     let label = format!("decision {}", spec.key);
-    let ask = Ask { agent: AGENT, op_id: format!("{AGENT}#{}", spec.key), label: &label, runtime, turn, first };
+    let ask = Ask { agent: AGENT, op_id: format!("{AGENT}#{}", spec.key), label: &label, choice, runtime, turn, first };
     let answered = crate::agent::decide::ask(agents, ask, frame).map_err(|e| match e {
         AskError::Open(OpenError::Config(why)) => DecideError::Config(why),
         AskError::Open(OpenError::Refused(why)) => DecideError::Provider(why),
