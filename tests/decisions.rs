@@ -251,3 +251,35 @@ fn a_resumed_run_replays_a_decision_and_asks_again_only_a_changed_one() {
     let rerun = env.events_of("decision-rerun");
     assert!(rerun[0]["data"]["why"].as_str().is_some_and(|w| w.contains("question or options changed")), "{rerun:?}");
 }
+
+#[test]
+fn a_command_runtime_decides_through_its_launcher_and_a_fresh_session_each_time() {
+    let env = Env::new();
+    // The program answers `b` and counts the turns its state folder saw: a fresh session per
+    // decision sees one each.
+    env.write(
+        "decider.sh",
+        "cat > /dev/null\nn=$(cat \"$AWF_STATE_DIR/n\" 2>/dev/null || echo 0); n=$((n + 1)); echo $n > \"$AWF_STATE_DIR/n\"\n\
+         \"$AWF_LAUNCHER\" usage --input 30 --output 4 > /dev/null\n\
+         printf '{\"choice\":\"b\",\"confidence\":0.75,\"reason\":\"turn %s\"}' \"$n\" | \"$AWF_LAUNCHER\" result \"$AWF_OP\" > /dev/null\n",
+    );
+    env.write(
+        "awf.toml",
+        "[runtimes.program]\nharness = \"command\"\nmodel = \"program\"\ncommand = [\"sh\", \"decider.sh\"]\n\n[decisions]\nruntime = \"program\"\n",
+    );
+    let out = env.run(
+        r#"[ctx.decisions.decide(#{ key: "one", question: "Q?", options: ["a", "b"] }),
+            ctx.decisions.decide(#{ key: "two", question: "Q?", options: ["a", "b"] })]"#,
+        &["--json"],
+    );
+    out.expect_code(0);
+    let v = &out.json()["value"];
+    for d in v.as_array().cloned().unwrap_or_default() {
+        assert_eq!(
+            (d["choice"].as_str(), d["source"].as_str(), d["model"].as_str()),
+            (Some("b"), Some("claimed"), Some("program"))
+        );
+        assert_eq!(d["reason"], "turn 1", "each decision is a session of its own: {d}");
+    }
+    assert_eq!(env.result()["accounting"]["by_agent"]["decisions"]["tokens"], 68);
+}
