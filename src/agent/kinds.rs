@@ -212,7 +212,7 @@ impl Body<'_> {
                 let c = session.compact(prompt).await;
                 let done = match c.summary {
                     Ok(summary) => Done::answered(Some(Value::String(summary))),
-                    Err(why) => Done::of(OutcomeKind::Failed, None, Some(why)),
+                    Err(why) => Done::of(OutcomeKind::Failed, None, Some(why.to_string())),
                 };
                 Done { usage: c.usage, cost_source: c.cost_source, simulated: c.simulated, ..done }
             }
@@ -224,7 +224,7 @@ impl Body<'_> {
             },
             Body::Set { model, effort } => match session.set(*model, *effort) {
                 Ok(()) => Done::answered(None),
-                Err(why) => Done::of(OutcomeKind::Failed, None, Some(why)),
+                Err(why) => Done::of(OutcomeKind::Failed, None, Some(why.to_string())),
             },
         }
     }

@@ -155,7 +155,7 @@ fn server_checks(alias: &str, runtime: &crate::config::RuntimeConfig, deep: bool
     let cfg =
         match crate::harness::http::HttpConfig::of("doctor", runtime, std::time::Duration::from_secs(60), redactor) {
             Ok(c) => c,
-            Err(why) => return vec![Check::new(&format!("runtime: {alias}: settings"), false, why)],
+            Err(why) => return vec![Check::new(&format!("runtime: {alias}: settings"), false, why.to_string())],
         };
     let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,
@@ -188,7 +188,7 @@ fn tools_check(
     alias: &str,
     model: &str,
     structured: bool,
-    calls: Result<(bool, crate::accounting::Usage), String>,
+    calls: Result<(bool, crate::accounting::Usage), crate::harness::http::HttpError>,
 ) -> Check {
     let name = format!("runtime: {alias}: tools");
     match calls {

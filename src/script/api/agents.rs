@@ -244,7 +244,7 @@ fn parse_runtime_map(m: &Map) -> Result<RuntimeChoice, String> {
     if f.get("harness").is_none() {
         return Err("runtime map needs `alias` or `harness`".into());
     }
-    let json = to_json(&Dynamic::from_map(m.clone()))?;
+    let json = to_json(&Dynamic::from_map(m.clone())).map_err(|e| e.to_string())?;
     serde_json::from_value::<RuntimeConfig>(json)
         .map(|r| RuntimeChoice::Inline(Box::new(r)))
         .map_err(|e| format!("runtime: {e}"))
