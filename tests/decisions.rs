@@ -283,3 +283,21 @@ fn a_command_runtime_decides_through_its_launcher_and_a_fresh_session_each_time(
     }
     assert_eq!(env.result()["accounting"]["by_agent"]["decisions"]["tokens"], 68);
 }
+
+#[test]
+fn a_decision_runs_under_its_scope_deadline_like_an_operation() {
+    let env = env_with_decider(r#"fn respond(turn) { #{ hang: true } }"#);
+    let out = env.run(
+        r#"let said = "";
+        try {
+            ctx.parallel([1], |i| ctx.decisions.decide(#{ key: "slow", question: "Q?", options: ["a", "b"] }), #{ timeout_ms: 300 });
+        } catch (e) { said = `${e}`; }
+        said"#,
+        &[],
+    );
+    out.expect_code(0).stdout_has("parallel deadline exceeded");
+    assert_eq!(env.turn("decisions#slow")["outcome"], "timed-out");
+    let recorded = &env.result()["decisions"][0];
+    assert_eq!(recorded["choice"], Value::Null);
+    assert!(recorded["error"].as_str().is_some_and(|e| e.contains("deadline")), "{recorded}");
+}
