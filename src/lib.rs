@@ -173,8 +173,10 @@
 //!   through the pipeline, billed under its key, with its reply's log-probabilities),
 //!   `remote.rs` (the hook through which `cluster` gives agents remote sessions),
 //!   `op.rs` (**the one operation pipeline**: ids, replay, queue, permit, budget, deadlines,
-//!   cancellation, records), `kinds.rs` (what a turn, message operation, compaction, fork and
-//!   settings change do inside it, and the calls that start them), `supervise.rs` (a turn's nudges,
+//!   cancellation, records), `kinds.rs` (what a turn, a decision's turn, compaction, fork and
+//!   settings change do inside it, and the calls that start them), `message.rs` (message
+//!   operations: an idle agent woken for its held messages, and what one does inside the
+//!   pipeline), `supervise.rs` (a turn's nudges,
 //!   and the routes and held messages shown with every turn), `session.rs` (starting a harness
 //!   session: folder, endpoint, HTTP settings, seat), `seating.rs` (an agent's sandbox chosen,
 //!   seated and recorded), `sandboxes.rs` (the sandboxes a workflow opens: handles, closing),

@@ -1,14 +1,13 @@
 //! What each kind of operation does inside the pipeline (`op::execute`), and the calls that start
-//! them: a turn (`a.run`/`a.turn`/`a.ask`), a message operation (an idle agent woken for the
-//! messages held for it, owned by the route's stage), a compaction, a fork, a settings change.
+//! them: a turn (`a.run`/`a.turn`/`a.ask`), a decision model's turn (started in `decide.rs`), a
+//! compaction, a fork, a settings change. A message operation's are in `message.rs`.
 
 use super::op::{execute, open_slot, remember, turn_hash, turn_parts, Op, OpError};
 use super::supervise::{supervise, Nudge, OpPlan, Settle};
 use super::{lock, Agent, AgentBook};
 use crate::accounting::{CostSource, Usage};
-use crate::control::prompt::AnswerMode;
 use crate::control::slot::ResultSlot;
-use crate::harness::{AgentInfo, Session, TurnEnd, TurnInput, TurnKind};
+use crate::harness::{AgentInfo, Session};
 use crate::run::deadline::Deadline;
 use crate::run::schema::Schema;
 use crate::run::scope::Frame;
@@ -62,7 +61,7 @@ impl Done {
         Done::of(OutcomeKind::Answered, value, None)
     }
 
-    fn of(kind: OutcomeKind, value: Option<Value>, reason: Option<String>) -> Done {
+    pub(super) fn of(kind: OutcomeKind, value: Option<Value>, reason: Option<String>) -> Done {
         Done {
             kind,
             value,
@@ -206,7 +205,7 @@ impl Body<'_> {
             }
             Body::Message => {
                 let Some(slot) = slot else { return Done::of(OutcomeKind::Failed, None, Some("no slot".into())) };
-                message(session, book, agent, op, slot, deadline).await
+                super::message::message(session, book, agent, op, slot, deadline).await
             }
             Body::Compact(prompt) => {
                 let c = session.compact(prompt).await;
@@ -228,62 +227,6 @@ impl Body<'_> {
             },
         }
     }
-}
-
-/// One message operation: the agent is shown the messages held for it, with its routes.
-async fn message(
-    session: &mut dyn Session,
-    book: &Arc<AgentBook>,
-    agent: &Arc<Agent>,
-    op: &Op<'_>,
-    slot: Arc<ResultSlot>,
-    deadline: Option<Deadline>,
-) -> Done {
-    let run = &book.run;
-    let launcher = agent.launcher();
-    // A message operation offers a model its `wf_*` tools even in structured mode.
-    let mode = match session.answer_mode() {
-        AnswerMode::Launcher => AnswerMode::Launcher,
-        _ => AnswerMode::Tool,
-    };
-    let held = book.router.take_held(run, &agent.key);
-    if held.is_empty() {
-        // A turn that got the agent's session first showed them: nothing is left to pay for, and
-        // the record says why no harness was called.
-        let why = "nothing to show: a turn of the agent was shown the messages first";
-        return Done::of(OutcomeKind::Answered, None, Some(why.into()));
-    }
-    let routes = book.router.routes_of(&agent.key);
-    let shown = format!(
-        "You have new messages from other agents. Read them and act: reply where asked, message others if useful.\n\n{}",
-        crate::messaging::context_text(mode, &launcher, &routes, &agent.key, &held)
-    );
-    if let Some(e) = &agent.endpoint {
-        e.open_turn(&op.op_id, slot.clone(), deadline, op.meter.clone());
-    }
-    let input = TurnInput {
-        op_id: op.op_id.clone(),
-        prompt: shown.clone(),
-        shown,
-        nudge: 0,
-        nudge_text: String::new(),
-        max_nudges: 0,
-        meter: op.meter.clone(),
-        n: op.n,
-        slot,
-        deadline,
-        kind: TurnKind::Message,
-        messages: held,
-        messenger: Some(agent.messenger()),
-    };
-    let r = session.turn(input).await;
-    let (kind, reason) = match r.end {
-        TurnEnd::Ended => (OutcomeKind::Answered, None),
-        TurnEnd::Failed(why) => (OutcomeKind::Failed, Some(why)),
-        TurnEnd::Blocked(why) => (OutcomeKind::Blocked, Some(why)),
-    };
-    let (usage, cost_source, simulated) = (r.usage, r.cost_source, r.simulated);
-    Done { kind, value: None, reason, usage, cost_source, simulated, forked: None, logprobs: None }
 }
 
 /// The next number of an operation that is not a turn or a message (compaction, fork, set).
@@ -467,57 +410,4 @@ pub fn set(
     }
     book.run.records.event(&Event::AgentSet { agent: &agent.key, model: model.as_deref(), effort: effort.as_deref() });
     Ok(())
-}
-
-/// Starts message operations for `agent` in the background: one for the messages held for it,
-/// then more while a question is held (messages sent while an operation runs otherwise wait for
-/// the agent's next turn). The caller has counted it with the router (`waking`); it is uncounted
-/// when done.
-pub fn wake_for_messages(book: Arc<AgentBook>, agent: Arc<Agent>, stage: Option<Arc<str>>) {
-    let rt = book.run.rt.clone();
-    rt.spawn(async move {
-        // Counted busy for the whole round, so that messages arriving meanwhile are held for it.
-        agent.enter();
-        message_round(&book, &agent, &stage).await;
-        agent.leave(&book);
-        book.router.woke(&stage);
-    });
-}
-
-async fn message_round(book: &Arc<AgentBook>, agent: &Arc<Agent>, stage: &Option<Arc<str>>) {
-    let (run, router) = (&book.run, &book.router);
-    let mut frame = Frame::root(run.root.clone(), run.deadline);
-    frame.stage = stage.clone();
-    let mut more = router.has_held(&agent.key);
-    while more && agent.closed().is_none() && !run.root.is_cancelled() {
-        if let Some(limit) = run.scheduler.budget_exhausted() {
-            run.budget_exhausted_once(&limit);
-            let why = limit.to_string();
-            router.fail_asks_to(run, &agent.key, &why, true);
-            // No operation can start again: the held messages would wake the agent forever.
-            router.drop_held(run, &agent.key, &why);
-            return;
-        }
-        let k = agent.message_ops.fetch_add(1, Ordering::SeqCst) + 1;
-        let op = Op {
-            op_id: format!("{}#m{k}", agent.key),
-            n: k,
-            label: None,
-            hash: String::new(),
-            parts: String::new(),
-            own_deadline: None,
-            started: Instant::now(),
-            // An asker keeps its operation slot while it waits for the reply: a message operation
-            // that answers an ask runs on that slot, else with every slot held by askers (always,
-            // with --max-concurrency 1) no reply could ever come.
-            answers_ask: router.holds_ask(&agent.key),
-            meter: Arc::default(),
-        };
-        match execute(book, agent, op, Body::Message, &frame).await.map(|r| r.outcome) {
-            Ok(o) if matches!(o.kind, OutcomeKind::Answered | OutcomeKind::Blocked) => {}
-            _ => return,
-        }
-        // What came while it ran waits for its next turn, unless someone waits for an answer.
-        more = router.holds_ask(&agent.key);
-    }
 }

@@ -9,6 +9,7 @@ mod book;
 mod caller;
 pub mod decide;
 mod kinds;
+mod message;
 pub mod messenger;
 pub mod op;
 pub mod remote;

@@ -17,7 +17,8 @@ use crate::run::{Event, Outcome, OutcomeKind, Run, Settled};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-pub use super::kinds::{compact, fork, run, set, wake_for_messages, Turn};
+pub use super::kinds::{compact, fork, run, set, Turn};
+pub use super::message::wake_for_messages;
 
 /// Why an operation call did not return an outcome.
 #[derive(Debug, thiserror::Error)]
