@@ -60,6 +60,9 @@ pub struct ResultDoc {
     /// The child runs (councils its agents convened), by run id.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub children: Vec<String>,
+    /// Every decision the run asked (`ctx.decisions.decide`), in the order asked.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub decisions: Vec<Value>,
 }
 
 /// What a resumed attempt makes of an operation the journal may hold.
@@ -485,7 +488,7 @@ impl Run {
         record::read_jsonl(&self.dir().join("turns.jsonl")).unwrap_or_default()
     }
 
-    /// Writes `result.json` (with the books' own summaries, such as `sandboxes`), completes
+    /// Writes `result.json` (with the books' own summaries: `sandboxes`, `decisions`), completes
     /// `run.json`, closes the records and releases the run's lock.
     pub fn finish(
         &self,
@@ -493,7 +496,7 @@ impl Run {
         value: Option<&Value>,
         error: Option<&str>,
         ended_in: Option<&str>,
-        sandboxes: Value,
+        (sandboxes, decisions): (Value, Vec<Value>),
     ) -> ResultDoc {
         self.close_children(CHILD_GRACE);
         let finished_at = record::now_iso();
@@ -512,6 +515,7 @@ impl Run {
             finished_at: finished_at.clone(),
             duration_ms: self.started.elapsed().as_millis() as u64,
             children: self.children.ids(),
+            decisions,
         };
         self.records.event(&Event::RunFinished { status, error });
         self.records.flush(true);
