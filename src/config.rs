@@ -294,7 +294,7 @@ impl Config {
             if let crate::sandbox::Network::List(entries) = &policy.network {
                 for e in entries {
                     crate::sandbox::net::Target::parse(e)
-                        .map_err(|m| config.bad(&format!("sandboxes.{name}.network"), m))?;
+                        .map_err(|m| config.bad(&format!("sandboxes.{name}.network"), m.to_string()))?;
                 }
             }
         }
@@ -345,7 +345,7 @@ impl Config {
         self.limits
             .stall_timeout
             .as_deref()
-            .map(|s| parse_duration(s).map_err(|m| self.bad("limits.stall_timeout", m)))
+            .map(|s| parse_duration(s).map_err(|m| self.bad("limits.stall_timeout", m.to_string())))
             .transpose()
     }
 
@@ -353,7 +353,7 @@ impl Config {
         self.limits
             .deadline
             .as_deref()
-            .map(|s| parse_duration(s).map_err(|m| self.bad("limits.deadline", m)))
+            .map(|s| parse_duration(s).map_err(|m| self.bad("limits.deadline", m.to_string())))
             .transpose()
     }
 
@@ -362,10 +362,17 @@ impl Config {
     }
 }
 
+/// A duration that does not parse.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("`{text}` is not a duration ({source}); write it like 30s, 10m or 1h")]
+pub struct BadDuration {
+    pub text: String,
+    pub source: humantime::DurationError,
+}
+
 /// Parses `90s`, `10m`, `1h 30m`, `250ms`.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    humantime::parse_duration(text.trim())
-        .map_err(|e| format!("`{text}` is not a duration ({e}); write it like 30s, 10m or 1h"))
+pub fn parse_duration(text: &str) -> Result<Duration, BadDuration> {
+    humantime::parse_duration(text.trim()).map_err(|source| BadDuration { text: text.to_string(), source })
 }
 
 /// `$XDG_CONFIG_HOME`, else `~/.config`.

@@ -199,7 +199,9 @@
 //!   embedded at build time (`build.rs`).
 //! - `harness/`: the `Session` trait (with `export`/`import`: what another machine needs to take
 //!   an agent over: an HTTP agent's history, a CLI agent's home packed by `cli/carry.rs` and resumed
-//!   by `Cli::resume`) and one file per harness (`fake.rs`, `command.rs`);
+//!   by `Cli::resume`) and one file per harness (`fake.rs`, `command.rs`); `error.rs` (`HarnessError`:
+//!   what a harness cannot do, a bad setting, its own files' I/O, a program that does not start, a
+//!   stored session it cannot take, each with its source; `Scrubbed` when its text held a secret);
 //!   `spawn.rs` (starting a turn's process in a session of its own: death with awf, `AWF_RUN_ID`,
 //!   its group recorded, its session admitted to the socket); `process.rs` (the one lifecycle of
 //!   a turn's process, for `command` and the CLIs: `process/pipes.rs` stdin in the background, the

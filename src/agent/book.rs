@@ -188,7 +188,7 @@ impl AgentBook {
             .sandboxes
             .choose(run, &req.key, req.sandbox.as_ref(), runtime.harness)
             .map_err(|e| format!("agent {}: {e}", req.key))?;
-        run.scheduler.admit_agent()?;
+        run.scheduler.admit_agent().map_err(|e| e.to_string())?;
         let info = AgentInfo {
             key: req.key.clone(),
             instructions: req.instructions.clone(),
@@ -236,10 +236,10 @@ impl AgentBook {
         if req.skills.is_empty() {
             return Ok(Vec::new());
         }
-        harness::cli::skills::supported(harness)?;
+        harness::cli::skills::supported(harness).map_err(|e| e.to_string())?;
         let base = self.run.script.parent().map(|p| p.to_path_buf()).unwrap_or_else(|| self.run.cwd.clone());
         let paths: Vec<_> = req.skills.iter().map(|p| if p.is_absolute() { p.clone() } else { base.join(p) }).collect();
-        harness::cli::skills::check(&paths)
+        harness::cli::skills::check(&paths).map_err(|e| e.to_string())
     }
 
     /// The runtime `choice` resolves to, shared by every agent that made the same choice (one

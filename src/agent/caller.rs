@@ -28,7 +28,7 @@ impl AgentBook {
         }
         let fork = match crate::harness::cli::caller::locate(&caller) {
             Ok(f) => f,
-            Err(why) => return Ok(Err(why)),
+            Err(why) => return Ok(Err(why.to_string())),
         };
         req.fork_caller = Some(fork);
         self.open(req).map(Ok)

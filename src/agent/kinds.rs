@@ -201,7 +201,7 @@ impl Body<'_> {
                 let c = session.compact(prompt).await;
                 let done = match c.summary {
                     Ok(summary) => Done::answered(Some(Value::String(summary))),
-                    Err(why) => Done::of(OutcomeKind::Failed, None, Some(why)),
+                    Err(why) => Done::of(OutcomeKind::Failed, None, Some(why.to_string())),
                 };
                 Done { usage: c.usage, cost_source: c.cost_source, simulated: c.simulated, ..done }
             }
@@ -213,7 +213,7 @@ impl Body<'_> {
             },
             Body::Set { model, effort } => match session.set(*model, *effort) {
                 Ok(()) => Done::answered(None),
-                Err(why) => Done::of(OutcomeKind::Failed, None, Some(why)),
+                Err(why) => Done::of(OutcomeKind::Failed, None, Some(why.to_string())),
             },
         }
     }
@@ -411,7 +411,7 @@ pub fn fork(
             parent.key
         )));
     }
-    book.run.scheduler.admit_agent().map_err(OpError::Invalid)?;
+    book.run.scheduler.admit_agent().map_err(|e| OpError::Invalid(e.to_string()))?;
     let mut info = parent.info();
     info.key = key;
     if instructions.is_some() {
@@ -477,8 +477,9 @@ async fn message_round(book: &Arc<AgentBook>, agent: &Arc<Agent>, stage: &Option
     frame.stage = stage.clone();
     let mut more = router.has_held(&agent.key);
     while more && agent.closed().is_none() && !run.root.is_cancelled() {
-        if let Some(why) = run.scheduler.budget_exhausted() {
-            run.budget_exhausted_once(&why);
+        if let Some(limit) = run.scheduler.budget_exhausted() {
+            run.budget_exhausted_once(&limit);
+            let why = limit.to_string();
             router.fail_asks_to(run, &agent.key, &why, true);
             // No operation can start again: the held messages would wake the agent forever.
             router.drop_held(run, &agent.key, &why);

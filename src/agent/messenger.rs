@@ -123,7 +123,7 @@ impl Messenger for AgentMessenger {
                 timeout_ms: None,
                 agent: Some(&call.agent),
             };
-            let rx = match run.ask_operator(question).map_err(MessageError::Refused)? {
+            let rx = match run.ask_operator(question).map_err(|e| MessageError::Refused(e.to_string()))? {
                 Asked::Replayed(v) => return Ok(v),
                 Asked::Waiting(rx) => rx,
             };

@@ -199,7 +199,7 @@ impl Agent {
     /// Takes over a stored session before the agent's first turn (`Session::import`). Blocks like
     /// `export_session`.
     pub fn import_session(&self, session: crate::harness::SessionExport) -> Result<(), String> {
-        self.session.blocking_lock().import(session)
+        self.session.blocking_lock().import(session).map_err(|e| e.to_string())
     }
 
     pub fn harness(&self) -> crate::config::HarnessKind {

@@ -75,7 +75,7 @@ pub(super) struct Op<'a> {
 /// How the pipeline ended an operation, before it is recorded.
 enum End {
     Done(Done),
-    Budget(String),
+    Budget(crate::run::scheduler::LimitReached),
     TimedOut,
     ScopeDeadline,
     Cancelled,
@@ -170,7 +170,7 @@ pub(super) async fn execute(
         End::Budget(why) => {
             run.budget_exhausted_once(&why);
             budget = true;
-            (OutcomeKind::Failed, None, Some(why))
+            (OutcomeKind::Failed, None, Some(why.to_string()))
         }
         End::TimedOut => {
             let why = format!("the operation passed its deadline after {} ms", op.started.elapsed().as_millis());

@@ -33,7 +33,7 @@ impl Responders {
         if let Some(r) = self.lock().get(&resolved) {
             return Ok(r.clone());
         }
-        let r = (self.loader)(&resolved)?;
+        let r = (self.loader)(&resolved).map_err(|e| e.to_string())?;
         self.lock().insert(resolved, r.clone());
         Ok(r)
     }

@@ -114,7 +114,7 @@ impl SandboxBook {
         if name.trim().is_empty() {
             return Err("`name` must not be empty".into());
         }
-        let fail = |why: String| format!("sandbox `{name}` cannot be made: {why}");
+        let fail = |why: crate::sandbox::policy::PolicyError| crate::sandbox::SandboxError::new(name, why).to_string();
         let home = std::env::var_os("HOME").filter(|h| !h.is_empty()).map(std::path::PathBuf::from);
         let policy = policy.resolve(&run.cwd, home.as_deref()).map_err(fail)?;
         policy.check().map_err(fail)?;

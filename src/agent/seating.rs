@@ -7,12 +7,14 @@
 use super::sandboxes::{Asked, Workflow};
 use crate::config::{HarnessKind, RuntimeConfig};
 use crate::run::{Event, Run};
-use crate::sandbox::net::{Net, Target};
-use crate::sandbox::{provider, seat, Chosen, Confinement, Named, Network, Policy, Sandbox, Scope, Seat, NET_SOCKET};
+use crate::sandbox::net::{Net, NoModelServer, Target};
+use crate::sandbox::{
+    provider, seat, Chosen, Confinement, Named, Network, Policy, Sandbox, SandboxError, Scope, Seat, Unmade, NET_SOCKET,
+};
 use serde::Serialize;
 use serde_json::Value;
 use std::path::PathBuf;
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 #[derive(Debug, Clone, Serialize)]
 struct SeatRecord {
@@ -43,7 +45,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 #[derive(Default)]
 pub struct SandboxBook {
     run_level: Option<Named>,
-    ready: OnceLock<Result<PathBuf, String>>,
+    ready: OnceLock<Result<PathBuf, Arc<provider::Unavailable>>>,
     opened: Mutex<Vec<Opened>>,
     /// The sandboxes the workflow opened, closed or not.
     pub(super) workflow: Workflow,
@@ -74,7 +76,7 @@ impl SandboxBook {
                 Some((name.clone(), Scope::Config, run.config.sandbox(name).map_err(|e| e.to_string())?))
             }
             Some(Asked::Inline(v @ Value::Object(_))) => {
-                Some((format!("inline:{key}"), Scope::Inline, Policy::from_json(v)?))
+                Some((format!("inline:{key}"), Scope::Inline, Policy::from_json(v).map_err(|e| e.to_string())?))
             }
             Some(Asked::Inline(_)) => {
                 return Err("`sandbox` must be a name from [sandboxes] in awf.toml, a policy map, or a handle from ctx.sandboxes.open".into())
@@ -98,19 +100,19 @@ impl SandboxBook {
                 "sandbox `{name}` lists its network, which means nothing to the `{harness}` harness: it runs inside awf, where no sandbox applies; give it a sandbox without `network`, or none"
             ));
         }
-        let fail = |why: String| format!("sandbox `{name}` cannot be made: {why}");
+        let fail = |why: Unmade| SandboxError { name: name.clone(), why }.to_string();
         // Checked once resolved, so that `..` cannot sneak `/` into `writable`.
         let home = std::env::var_os("HOME").filter(|h| !h.is_empty()).map(PathBuf::from);
-        let policy = policy.resolve(&run.cwd, home.as_deref()).map_err(fail)?;
-        policy.check().map_err(fail)?;
+        let policy = policy.resolve(&run.cwd, home.as_deref()).map_err(|e| fail(e.into()))?;
+        policy.check().map_err(|e| fail(e.into()))?;
         let bwrap = match harness.confinement() {
             Confinement::InProcess => None,
-            Confinement::Wrapped => Some(self.ready.get_or_init(provider::ready).clone().map_err(|why| {
-                format!(
-                    "{}; the agent was not started (awf never runs a sandboxed agent without its sandbox)",
-                    fail(why)
-                )
-            })?),
+            Confinement::Wrapped => Some(
+                self.ready
+                    .get_or_init(|| provider::ready().map_err(Arc::new))
+                    .clone()
+                    .map_err(|why| fail(Unmade::Unavailable(why)))?,
+            ),
         };
         Ok(Some(Chosen { name, scope, policy, bwrap }))
     }
@@ -127,8 +129,8 @@ impl SandboxBook {
         runtime: &RuntimeConfig,
         worktree: Option<&std::path::Path>,
     ) -> Result<Sandbox, String> {
-        let fail = |why: String| format!("sandbox `{}` cannot be made: {why}", chosen.name);
-        let bwrap = chosen.bwrap.clone().ok_or_else(|| fail("its harness does not wrap a program".into()))?;
+        let fail = |why: Unmade| SandboxError { name: chosen.name.clone(), why }.to_string();
+        let bwrap = chosen.bwrap.clone().ok_or_else(|| fail(Unmade::NotWrapped))?;
         let shared = matches!(chosen.scope, Scope::Run | Scope::Workflow);
         let workspace = match worktree {
             Some(w) => w,
@@ -138,11 +140,13 @@ impl SandboxBook {
         let place = seat::Placement { workspace, ..place };
         let allow = match &chosen.policy.network {
             Network::None | Network::Host => None,
-            Network::Model => Some(vec![model_server(runtime).map_err(fail)?]),
-            Network::List(l) => Some(l.iter().map(|e| Target::parse(e)).collect::<Result<_, _>>().map_err(fail)?),
+            Network::Model => Some(vec![model_server(runtime).map_err(|e| fail(e.into()))?]),
+            Network::List(l) => {
+                Some(l.iter().map(|e| Target::parse(e)).collect::<Result<_, _>>().map_err(|e| fail(e.into()))?)
+            }
         };
         let net = allow.map(|allow| Net { allow, socket: place.socket.with_file_name(NET_SOCKET) });
-        let seat = seat::seat(&chosen.policy, &place, &seat::Operator::current()).map_err(fail)?;
+        let seat = seat::seat(&chosen.policy, &place, &seat::Operator::current()).map_err(|e| fail(e.into()))?;
         Ok(Sandbox { name: chosen.name.clone(), scope: chosen.scope, bwrap, policy: chosen.policy.clone(), seat, net })
     }
 
@@ -225,21 +229,15 @@ fn entry(opened: &mut Vec<Opened>, run: &Run, chosen: &Chosen) -> usize {
 
 /// The one server `network = "model"` lets an agent reach: its runtime's `base_url`, else its
 /// harness's own API host.
-fn model_server(runtime: &RuntimeConfig) -> Result<Target, String> {
+fn model_server(runtime: &RuntimeConfig) -> Result<Target, NoModelServer> {
     if let Some(url) = &runtime.base_url {
-        return Target::of_url(url).map_err(|e| format!("network = \"model\": the runtime's base_url {e}"));
+        return Target::of_url(url).map_err(NoModelServer::BaseUrl);
     }
     let default = match runtime.harness {
-        HarnessKind::Claude => "api.anthropic.com:443",
-        HarnessKind::Codex => "api.openai.com:443",
-        HarnessKind::Pi => {
-            return Err("network = \"model\": pi picks its model server from its own settings; give the runtime a `base_url`, or list `host:port` in `network`".into())
-        }
-        other => {
-            return Err(format!(
-                "network = \"model\": a `{other}` agent has no model server awf knows of; list `host:port` in `network`"
-            ))
-        }
+        HarnessKind::Claude => Target { host: "api.anthropic.com".into(), port: 443 },
+        HarnessKind::Codex => Target { host: "api.openai.com".into(), port: 443 },
+        HarnessKind::Pi => return Err(NoModelServer::Pi),
+        other => return Err(NoModelServer::Unknown(other.to_string())),
     };
-    Target::parse(default)
+    Ok(default)
 }

@@ -5,7 +5,7 @@ use super::AgentBook;
 use super::OpenRequest;
 use crate::config::{HarnessKind, RuntimeConfig};
 use crate::control::server::Endpoint;
-use crate::harness::{self, AgentInfo, Session};
+use crate::harness::{self, AgentInfo, HarnessError, Session};
 use crate::run::Run;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -39,7 +39,8 @@ impl AgentBook {
             std::env::current_exe().map_err(|e| format!("cannot find the awf executable for the launcher: {e}"))?;
         if runtime.harness.is_http() {
             let stall = run.scheduler.limits.stall_timeout;
-            let cfg = harness::http::HttpConfig::of(&req.key, runtime, stall, run.secrets.clone())?;
+            let cfg = harness::http::HttpConfig::of(&req.key, runtime, stall, run.secrets.clone())
+                .map_err(|e| e.to_string())?;
             let session = harness::http::HttpSession::new(info.clone(), cfg, Some(dir.join("history.json")), events)
                 .map_err(|e| format!("agent {}: {e}", req.key))?;
             return Ok((Box::new(session), None));
@@ -163,18 +164,19 @@ fn event_sink(run: &Arc<Run>) -> crate::control::server::EventSink {
 
 fn cli_endpoint_opener(book: std::sync::Weak<AgentBook>, awf: PathBuf) -> harness::cli::EndpointOpener {
     Arc::new(move |key: &str, parent: Option<(&crate::sandbox::Sandbox, HarnessKind)>| {
-        let book = book.upgrade().ok_or("the run has ended")?;
+        let book = book.upgrade().ok_or_else(|| HarnessError::Cannot("the run has ended".into()))?;
         let run = &book.run;
         let slug = book.claim_slug(key);
         let dir = crate::record::agent_files::agent_dir(run.dir(), &slug);
         let events = event_sink(run);
         let messenger: Arc<dyn crate::control::messenger::Messenger> = Arc::new(book.messenger(key));
         let _rt = run.rt.enter();
-        let endpoint = Endpoint::open(&dir, key, &awf, run_tag(run), events, messenger)
-            .map_err(|e| format!("agent {key}: cannot open its control socket in {}: {e}", dir.display()))?;
+        let endpoint = Endpoint::open(&dir, key, &awf, run_tag(run), events, messenger).map_err(|e| {
+            HarnessError::io(format!("cannot open its control socket in {}", dir.display()), e).of_agent(key)
+        })?;
         let sandbox = match parent {
             Some((p, harness)) => {
-                let s = p.reseat(&dir, &endpoint.socket).map_err(|e| format!("agent {key}: {e}"))?;
+                let s = p.reseat(&dir, &endpoint.socket).map_err(|e| HarnessError::from(e).of_agent(key))?;
                 book.sandboxes.seated(run, &s, key, harness);
                 Some(s)
             }

@@ -155,7 +155,7 @@ fn server_checks(alias: &str, runtime: &crate::config::RuntimeConfig, deep: bool
     let cfg =
         match crate::harness::http::HttpConfig::of("doctor", runtime, std::time::Duration::from_secs(60), redactor) {
             Ok(c) => c,
-            Err(why) => return vec![Check::new(&format!("runtime: {alias}: settings"), false, why)],
+            Err(why) => return vec![Check::new(&format!("runtime: {alias}: settings"), false, why.to_string())],
         };
     let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,
@@ -188,7 +188,7 @@ fn tools_check(
     alias: &str,
     model: &str,
     structured: bool,
-    calls: Result<(bool, crate::accounting::Usage), String>,
+    calls: Result<(bool, crate::accounting::Usage), crate::harness::http::HttpError>,
 ) -> Check {
     let name = format!("runtime: {alias}: tools");
     match calls {
@@ -236,12 +236,12 @@ fn context_check(name: &str, server: Option<(u64, &str)>, declared: Option<u64>)
 fn sandbox_checks() -> Vec<Check> {
     let bwrap = match provider::find(std::env::var_os("PATH").as_deref()) {
         Ok(b) => b,
-        Err(why) => return vec![Check::new("sandbox: bwrap", false, why)],
+        Err(why) => return vec![Check::new("sandbox: bwrap", false, why.to_string())],
     };
     let version = provider::version(&bwrap).unwrap_or_else(|| "version unknown".into());
     let probe = match provider::probe(&bwrap) {
         Ok(()) => Check::new("sandbox: namespaces", true, "bwrap --unshare-all works here: sandboxed agents can run"),
-        Err(why) => Check::new("sandbox: namespaces", false, why),
+        Err(why) => Check::new("sandbox: namespaces", false, why.to_string()),
     };
     vec![Check::new("sandbox: bwrap", true, format!("{} ({version})", bwrap.display())), probe]
 }

@@ -143,15 +143,40 @@ pub fn main() -> i32 {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", shown(&e));
             EXIT_USAGE
         }
     }
 }
 
+/// An error as the command line shows it: its message, then each cause in its chain that the text
+/// so far does not already end with. A typed error says its cause's text itself and keeps the
+/// cause as its `source` too (`cannot read x: {source}`), which `{:#}` would print twice.
+pub(crate) fn shown(e: &anyhow::Error) -> String {
+    let mut text = e.to_string();
+    for cause in e.chain().skip(1) {
+        let said = cause.to_string();
+        if !text.ends_with(&said) {
+            text.push_str(": ");
+            text.push_str(&said);
+        }
+    }
+    text
+}
+
 #[cfg(test)]
 mod tests {
     use clap::CommandFactory;
+
+    /// A typed error's cause is shown once, though its text says it and its chain holds it.
+    #[test]
+    fn a_cause_the_message_already_says_is_shown_once() {
+        let read = crate::record::docs::DocError::Read { path: "p".into(), source: std::io::Error::other("boom") };
+        let e = anyhow::Error::from(read).context("cannot list runs");
+        assert_eq!(super::shown(&e), "cannot list runs: cannot read p: boom");
+        let e = anyhow::anyhow!("outer").context("ctx");
+        assert_eq!(super::shown(&e), "ctx: outer");
+    }
 
     /// Every subcommand, argument and flag says what it is for.
     #[test]

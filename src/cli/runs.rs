@@ -319,7 +319,7 @@ pub struct Reattempt {
 
 /// Reads the run in `dir` for a new attempt, as `awf runs resume` and a restarted `awf serve` do.
 pub fn reattempt(cwd: &Path, dir: &Path, run_id: &str, options: ReattemptOptions) -> Result<Reattempt, Refused> {
-    let mut resume = resume::load(dir, options.from_stage.as_deref()).map_err(Refused::Records)?;
+    let mut resume = resume::load(dir, options.from_stage.as_deref()).map_err(|e| Refused::Records(e.to_string()))?;
     for (stage, value) in options.values {
         if resume.stages.contains_key(&stage) {
             return Err(Refused::Records(format!(

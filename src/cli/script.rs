@@ -331,7 +331,7 @@ pub fn execute_attempt(
         Ok(s) => s,
         Err(e) => {
             if let Some(id) = &flags.as_run {
-                super::background::mark(&failed_runs_dir(flags).join(id), "failed", &format!("{e:#}"));
+                super::background::mark(&failed_runs_dir(flags).join(id), "failed", &super::shown(&e));
             }
             return Err(e);
         }
@@ -410,7 +410,7 @@ pub fn prepare(
         Some(d) => Some(parse_duration(d).map_err(|e| anyhow!("--deadline: {e}"))?),
         None => config.deadline()?,
     };
-    crate::telemetry::traces_url(&config).map_err(|e| anyhow!("{e}"))?;
+    crate::telemetry::traces_url(&config)?;
     if config.limits.background == Some(0) {
         bail!("{}: [limits] background = 0: at least 1 background run must be allowed at once", config_name(&config));
     }
@@ -452,7 +452,7 @@ pub fn prepare(
 pub fn check_script_args(program: &Program, script_args: &Value) -> Result<(), String> {
     check_meta(program)?;
     if let Some(schema) = program.meta.get("args") {
-        let schema = SchemaCache::default().compile(schema)?;
+        let schema = SchemaCache::default().compile(schema).map_err(|e| e.to_string())?;
         let errors = schema.violations(script_args);
         if !errors.is_empty() {
             let mut text = format!("error: the arguments do not match META.args of {}:", program.display);

@@ -120,7 +120,10 @@ fn command(cmd: WfCommand) -> Result<Command, String> {
         WfCommand::Waiting { op, reason, timeout } => Command::Waiting {
             op,
             reason,
-            timeout_ms: timeout.map(|t| parse_duration(&t).map(|d| d.as_millis() as u64)).transpose()?,
+            timeout_ms: timeout
+                .map(|t| parse_duration(&t).map(|d| d.as_millis() as u64))
+                .transpose()
+                .map_err(|e| e.to_string())?,
         },
         WfCommand::Send { to } => Command::Send { to, text: stdin_text()? },
         WfCommand::Ask { to } => Command::Ask { to, text: stdin_text()? },

@@ -124,11 +124,11 @@ impl Rules {
             Value::String(name) => {
                 self.config.sandbox(name).map_err(|_| format!("the sandbox `{name}` is not in this worker's config"))?
             }
-            other => Policy::from_json(other)?,
+            other => Policy::from_json(other).map_err(|e| e.to_string())?,
         };
         let home = std::env::var_os("HOME").filter(|h| !h.is_empty()).map(PathBuf::from);
-        let resolved = policy.resolve(cwd, home.as_deref())?;
-        let base = floor.policy.resolve(cwd, home.as_deref())?;
+        let resolved = policy.resolve(cwd, home.as_deref()).map_err(|e| e.to_string())?;
+        let base = floor.policy.resolve(cwd, home.as_deref()).map_err(|e| e.to_string())?;
         resolved
             .within(&base)
             .map_err(|why| format!("the sandbox asked is looser than this worker's floor `{}`: {why}", floor.name))?;

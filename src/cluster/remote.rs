@@ -16,7 +16,9 @@ use crate::accounting::{CostSource, Usage};
 use crate::agent::{OpenRequest, RuntimeChoice};
 use crate::config::RuntimeConfig;
 use crate::control::slot::Submission;
-use crate::harness::{AgentInfo, BoxFuture, Compaction, Session, TurnEnd, TurnInput, TurnKind, TurnReport};
+use crate::harness::{
+    AgentInfo, BoxFuture, Compaction, HarnessError, Session, TurnEnd, TurnInput, TurnKind, TurnReport,
+};
 use crate::run::{Outcome, OutcomeKind};
 use futures_util::StreamExt;
 use std::path::PathBuf;
@@ -196,15 +198,16 @@ impl Session for RemoteSession {
         })
     }
 
-    fn fork(&self, _info: AgentInfo) -> Result<Box<dyn Session>, String> {
-        Err("agents on a cluster cannot fork yet".into())
+    fn fork(&self, _info: AgentInfo) -> Result<Box<dyn Session>, HarnessError> {
+        Err(HarnessError::Cannot("agents on a cluster cannot fork yet".into()))
     }
 
     fn compact(&mut self, _prompt: &str) -> BoxFuture<'_, Compaction> {
-        Box::pin(async { Compaction::free(Err("agents on a cluster cannot compact yet".into()), false) })
+        let why = HarnessError::Cannot("agents on a cluster cannot compact yet".into());
+        Box::pin(async { Compaction::free(Err(why), false) })
     }
 
-    fn set(&mut self, model: Option<&str>, effort: Option<&str>) -> Result<(), String> {
+    fn set(&mut self, model: Option<&str>, effort: Option<&str>) -> Result<(), HarnessError> {
         match &mut self.agent.runtime {
             RuntimeRef::Named { model: m, effort: e, .. } => {
                 if let Some(v) = model {

@@ -69,10 +69,19 @@ pub struct Convened {
     pub by_model: std::collections::BTreeMap<String, crate::accounting::Tally>,
 }
 
+/// A council grant naming a strategy the catalog does not have.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`councils` names \"{name}\", which is not in the catalog ({catalog})")]
+pub struct NotInCatalog {
+    pub name: String,
+    /// The catalog's strategies, listed.
+    pub catalog: String,
+}
+
 /// Runs councils for the agents of one run. Implemented by `council::child`.
 pub trait Convener: Send + Sync {
     /// Refuses a grant naming a strategy the catalog does not have, naming the catalog.
-    fn check_grant(&self, grant: &Grant) -> Result<(), String>;
+    fn check_grant(&self, grant: &Grant) -> Result<(), NotInCatalog>;
     /// The granted strategies' catalog lines, for the prompt.
     fn catalog(&self, grant: &Grant) -> Vec<String>;
     /// Runs a council as a child run of this run, to its end.

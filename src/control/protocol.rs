@@ -105,15 +105,26 @@ pub mod exit {
     pub const REFUSED: i32 = 3;
 }
 
+/// Why a request line is not a request this engine takes; the text is what the agent is told.
+#[derive(Debug, thiserror::Error)]
+pub enum BadFrame {
+    #[error("malformed frame: {0}")]
+    Malformed(#[source] serde_json::Error),
+    #[error("malformed frame: missing `v`")]
+    NoVersion,
+    #[error("protocol version {0} is not supported (this engine speaks {VERSION})")]
+    Version(u64),
+}
+
 /// Parses a request line, refusing other versions with a message the agent can act on.
-pub fn parse_request(line: &str) -> Result<Request, String> {
-    let value: serde_json::Value = serde_json::from_str(line).map_err(|e| format!("malformed frame: {e}"))?;
+pub fn parse_request(line: &str) -> Result<Request, BadFrame> {
+    let value: serde_json::Value = serde_json::from_str(line).map_err(BadFrame::Malformed)?;
     match value.get("v").and_then(|v| v.as_u64()) {
         Some(v) if v == VERSION as u64 => {}
-        Some(v) => return Err(format!("protocol version {v} is not supported (this engine speaks {VERSION})")),
-        None => return Err("malformed frame: missing `v`".into()),
+        Some(v) => return Err(BadFrame::Version(v)),
+        None => return Err(BadFrame::NoVersion),
     }
-    serde_json::from_value(value).map_err(|e| format!("malformed frame: {e}"))
+    serde_json::from_value(value).map_err(BadFrame::Malformed)
 }
 
 #[cfg(test)]
@@ -126,7 +137,9 @@ mod tests {
         let line = serde_json::to_string(&req).expect("serialise");
         assert_eq!(line, r#"{"v":1,"cmd":"result","op":"a#1","json":"{}"}"#);
         assert_eq!(parse_request(&line).expect("parse"), req);
-        assert!(parse_request(r#"{"v":2,"cmd":"inbox","json":false}"#).expect_err("v2").contains("version 2"));
-        assert!(parse_request(r#"{"cmd":"inbox"}"#).is_err());
+        assert!(matches!(parse_request(r#"{"v":2,"cmd":"inbox","json":false}"#), Err(BadFrame::Version(2))));
+        assert!(matches!(parse_request(r#"{"cmd":"inbox"}"#), Err(BadFrame::NoVersion)));
+        let e = parse_request("{").expect_err("not JSON");
+        assert!(matches!(e, BadFrame::Malformed(_)) && e.to_string().starts_with("malformed frame: "), "{e}");
     }
 }

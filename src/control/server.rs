@@ -172,7 +172,7 @@ async fn serve(stream: UnixStream, state: Arc<State>) {
                     response
                 }
                 Ok(req) => dispatch(&state.control, req.cmd).await,
-                Err(e) => Response::new(exit::ERROR, e),
+                Err(e) => Response::new(exit::ERROR, e.to_string()),
             },
             pid => stranger(&state.control, pid),
         },

@@ -6,7 +6,7 @@
 //! stopped when that operation ends. What it spent is returned to be billed to the caller.
 
 use crate::accounting::Usage;
-use crate::control::convene::{Call, Convened, Convener, Grant};
+use crate::control::convene::{Call, Convened, Convener, Grant, NotInCatalog};
 use crate::control::messenger::MessageError;
 use crate::host::launch::{self, Admission, Capabilities, CouncilPool, Parent, Request};
 use crate::host::{Host, Output, RunEnd};
@@ -42,12 +42,12 @@ fn refused(why: String) -> MessageError {
 }
 
 impl Convener for ChildConvener {
-    fn check_grant(&self, grant: &Grant) -> Result<(), String> {
+    fn check_grant(&self, grant: &Grant) -> Result<(), NotInCatalog> {
         let Grant::Named(names) = grant else { return Ok(()) };
         let Some(host) = self.parent.upgrade() else { return Ok(()) };
         let catalog: Vec<String> = super::discover(&host.run.cwd).into_iter().map(|s| s.name).collect();
         match names.iter().find(|n| !catalog.contains(n)) {
-            Some(n) => Err(format!("`councils` names \"{n}\", which is not in the catalog ({})", catalog.join(", "))),
+            Some(n) => Err(NotInCatalog { name: n.clone(), catalog: catalog.join(", ") }),
             None => Ok(()),
         }
     }

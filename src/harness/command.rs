@@ -3,7 +3,7 @@
 //! own, run through the lifecycle `process.rs` keeps: killed when the turn is cancelled, times out,
 //! stalls, or outlives its answer's grace.
 
-use super::{process, AgentInfo, BoxFuture, Session, TurnEnd, TurnInput, TurnReport};
+use super::{process, AgentInfo, BoxFuture, HarnessError, Session, TurnEnd, TurnInput, TurnReport};
 use crate::accounting::CostSource;
 use crate::control::server::Endpoint;
 use crate::record::agent_files::OpLog;
@@ -32,13 +32,14 @@ impl CommandSession {
         agent_dir: PathBuf,
         endpoint: Arc<Endpoint>,
         stall: Duration,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, HarnessError> {
         if argv.is_empty() || argv[0].is_empty() {
-            return Err("the `command` harness needs `command` (an array: program, then arguments)".into());
+            return Err(HarnessError::Config(
+                "the `command` harness needs `command` (an array: program, then arguments)".into(),
+            ));
         }
         let state_dir = agent_dir.join("state");
-        crate::record::private::create_dir(&state_dir)
-            .map_err(|e| format!("cannot create {}: {e}", state_dir.display()))?;
+        crate::record::private::create_dir(&state_dir).map_err(HarnessError::create(&state_dir))?;
         Ok(CommandSession { info, argv, cwd, agent_dir, state_dir, endpoint, stall, sandbox: None })
     }
 
@@ -106,11 +107,11 @@ impl Session for CommandSession {
             let _proxy = match super::net::for_turn(self.sandbox.as_ref(), &self.endpoint, &self.info.key, &input.op_id)
             {
                 Ok(p) => p,
-                Err(why) => return report(TurnEnd::Failed(why), op.usage()),
+                Err(why) => return report(TurnEnd::Failed(why.to_string()), op.usage()),
             };
             let exit = match process::run(cmd, spec, &mut log, process::Stdout::Captured).await {
                 Ok(exit) => exit,
-                Err(why) => return report(TurnEnd::Failed(why), op.usage()),
+                Err(why) => return report(TurnEnd::Failed(why.to_string()), op.usage()),
             };
             let end = match exit.status {
                 _ if exit.stalled => {
@@ -127,16 +128,17 @@ impl Session for CommandSession {
         })
     }
 
-    fn fork(&self, _info: AgentInfo) -> Result<Box<dyn Session>, String> {
-        Err("a `command` agent's session is its program's own state; awf cannot copy it".into())
+    fn fork(&self, _info: AgentInfo) -> Result<Box<dyn Session>, HarnessError> {
+        Err(HarnessError::Cannot("a `command` agent's session is its program's own state; awf cannot copy it".into()))
     }
 
     fn compact(&mut self, _prompt: &str) -> BoxFuture<'_, super::Compaction> {
-        let why = "the `command` harness cannot compact: its program keeps its own history".to_string();
+        let why =
+            HarnessError::Cannot("the `command` harness cannot compact: its program keeps its own history".into());
         Box::pin(async { super::Compaction::free(Err(why), false) })
     }
 
-    fn set(&mut self, model: Option<&str>, effort: Option<&str>) -> Result<(), String> {
+    fn set(&mut self, model: Option<&str>, effort: Option<&str>) -> Result<(), HarnessError> {
         if let Some(m) = model {
             self.info.model = m.to_string();
         }

@@ -17,6 +17,28 @@ use std::time::Duration;
 /// rejections use up the nudge limit first).
 const MAX_RESUBMITS: u32 = 5;
 
+/// What a responder's reply gets wrong (the turn fails with `fake responder: ` and this).
+#[derive(Debug, thiserror::Error)]
+enum BadReply {
+    #[error("respond() must return a map such as #{{ answer: value }}, #{{ json: text }}, #{{ silent: true }}, #{{ fail: reason }}, #{{ blocked: reason }}, #{{ hang: true }}, or () for the default answer; it returned {0}")]
+    NotAMap(Value),
+    #[error("respond() returned an unknown key `{key}` (known: {known})")]
+    UnknownKey { key: String, known: String },
+    #[error("`{key}` must be a map or an array of maps, got {got}")]
+    NotAList { key: &'static str, got: Value },
+    #[error("this turn cannot send messages")]
+    NoMessenger,
+    /// A `send`, `reply` or `ask` entry without what it needs (`needs`: its fields).
+    #[error("{kind} entries need {needs}, got {got}")]
+    Entry { kind: &'static str, needs: &'static str, got: Value },
+}
+
+/// What a fake agent submits: a value, or text as a harness would read it from a model.
+enum Submitted {
+    Value(Value),
+    Text(String),
+}
+
 pub struct FakeSession {
     info: AgentInfo,
     responder: Option<Arc<dyn Responder>>,
@@ -35,13 +57,13 @@ impl FakeSession {
     }
 
     /// Submits to the slot and records the submission with its verdict.
-    fn submit(&self, input: &TurnInput, answer: Result<Value, String>) -> Submission {
+    fn submit(&self, input: &TurnInput, answer: Submitted) -> Submission {
         let (submission, bytes) = match answer {
-            Ok(v) => {
+            Submitted::Value(v) => {
                 let bytes = json_len(&v);
                 (input.slot.submit(v), bytes)
             }
-            Err(text) => (input.slot.submit_text(&text), text.len()),
+            Submitted::Text(text) => (input.slot.submit_text(&text), text.len()),
         };
         let verdict = match &submission {
             Submission::Accepted => "accepted",
@@ -81,13 +103,13 @@ impl FakeSession {
 
     /// Carries out a reply's `send`, `reply` and `ask` lists, noting each result in `replies`.
     /// True when asks were made: the responder is then called again to see their replies.
-    async fn messages(&self, input: &TurnInput, reply: &Value, replies: &mut Vec<Value>) -> Result<bool, String> {
-        let list = |key: &str| -> Result<Vec<Value>, String> {
+    async fn messages(&self, input: &TurnInput, reply: &Value, replies: &mut Vec<Value>) -> Result<bool, BadReply> {
+        let list = |key: &'static str| -> Result<Vec<Value>, BadReply> {
             match reply.get(key) {
                 None | Some(Value::Null) => Ok(Vec::new()),
                 Some(Value::Array(a)) => Ok(a.clone()),
                 Some(v @ Value::Object(_)) => Ok(vec![v.clone()]),
-                Some(v) => Err(format!("`{key}` must be a map or an array of maps, got {v}")),
+                Some(v) => Err(BadReply::NotAList { key, got: v.clone() }),
             }
         };
         let (sends, asks, answers) = (list("send")?, list("ask")?, list("reply")?);
@@ -95,12 +117,12 @@ impl FakeSession {
             return Ok(false);
         }
         let Some(m) = &input.messenger else {
-            return Err("this turn cannot send messages".into());
+            return Err(BadReply::NoMessenger);
         };
         let text = |v: &Value, k: &str| v.get(k).map(|t| t.as_str().map(String::from).unwrap_or_else(|| t.to_string()));
         for s in &sends {
             let (Some(to), Some(body)) = (text(s, "to"), text(s, "text")) else {
-                return Err(format!("send entries need `to` and `text`, got {s}"));
+                return Err(BadReply::Entry { kind: "send", needs: "`to` and `text`", got: s.clone() });
             };
             let r = m.send(&to, &body);
             replies.push(
@@ -109,7 +131,7 @@ impl FakeSession {
         }
         for a in &answers {
             let (Some(n), Some(body)) = (a.get("n").and_then(Value::as_u64), text(a, "text")) else {
-                return Err(format!("reply entries need `n` and `text`, got {a}"));
+                return Err(BadReply::Entry { kind: "reply", needs: "`n` and `text`", got: a.clone() });
             };
             let r = m.reply(n, &body);
             replies.push(json!({ "reply": n, "ok": r.is_ok(), "error": r.err().map(|e| e.to_string()) }));
@@ -117,7 +139,7 @@ impl FakeSession {
         let deadline = input.deadline;
         for a in &asks {
             let (Some(to), Some(body)) = (text(a, "to"), text(a, "text")) else {
-                return Err(format!("ask entries need `to` and `text`, got {a}"));
+                return Err(BadReply::Entry { kind: "ask", needs: "`to` and `text`", got: a.clone() });
             };
             let r = m.ask(&to, &body, deadline).await;
             replies.push(
@@ -144,18 +166,16 @@ enum Action {
     Hang,
 }
 
-fn parse_reply(reply: &Value) -> Result<(Option<Action>, u64, Usage), String> {
+fn parse_reply(reply: &Value) -> Result<(Option<Action>, u64, Usage), BadReply> {
     let Some(map) = reply.as_object() else {
         if reply.is_null() {
             return Ok((None, 0, Usage::default()));
         }
-        return Err(format!(
-            "respond() must return a map such as #{{ answer: value }}, #{{ json: text }}, #{{ silent: true }}, #{{ fail: reason }}, #{{ blocked: reason }}, #{{ hang: true }}, or () for the default answer; it returned {reply}"
-        ));
+        return Err(BadReply::NotAMap(reply.clone()));
     };
     let known = ["answer", "json", "silent", "fail", "blocked", "hang", "delay_ms", "usage", "send", "ask", "reply"];
     if let Some(bad) = map.keys().find(|k| !known.contains(&k.as_str())) {
-        return Err(format!("respond() returned an unknown key `{bad}` (known: {})", known.join(", ")));
+        return Err(BadReply::UnknownKey { key: bad.clone(), known: known.join(", ") });
     }
     let text = |v: &Value| v.as_str().map(String::from).unwrap_or_else(|| v.to_string());
     let action = if let Some(v) = map.get("answer") {
@@ -257,10 +277,10 @@ impl Session for FakeSession {
                             usage.input_tokens += estimate_tokens(&input.shown);
                             usage.output_tokens += (json_len(&answer) as u64).div_ceil(4);
                         }
-                        self.submit(&input, Ok(answer))
+                        self.submit(&input, Submitted::Value(answer))
                     }
-                    Some(Action::Answer(v)) => self.submit(&input, Ok(v)),
-                    Some(Action::Raw(text)) => self.submit(&input, Err(text)),
+                    Some(Action::Answer(v)) => self.submit(&input, Submitted::Value(v)),
+                    Some(Action::Raw(text)) => self.submit(&input, Submitted::Text(text)),
                     Some(Action::Silent) => return report(TurnEnd::Ended, usage),
                     Some(Action::Fail(why)) => return report(TurnEnd::Failed(why), usage),
                     Some(Action::Blocked(why)) => return report(TurnEnd::Blocked(why), usage),
@@ -284,7 +304,7 @@ impl Session for FakeSession {
         })
     }
 
-    fn fork(&self, info: AgentInfo) -> Result<Box<dyn Session>, String> {
+    fn fork(&self, info: AgentInfo) -> Result<Box<dyn Session>, super::HarnessError> {
         Ok(Box::new(FakeSession {
             info,
             responder: self.responder.clone(),
@@ -305,7 +325,7 @@ impl Session for FakeSession {
         Box::pin(async move { super::Compaction::free(Ok(summary), true) })
     }
 
-    fn set(&mut self, model: Option<&str>, effort: Option<&str>) -> Result<(), String> {
+    fn set(&mut self, model: Option<&str>, effort: Option<&str>) -> Result<(), super::HarnessError> {
         if let Some(m) = model {
             self.info.model = m.to_string();
         }

@@ -3,6 +3,7 @@
 
 pub mod cli;
 pub mod command;
+pub mod error;
 pub mod fake;
 pub mod http;
 pub mod net;
@@ -17,6 +18,7 @@ use serde_json::Value;
 use std::sync::Arc;
 
 pub use crate::run::BoxFuture;
+pub use error::HarnessError;
 
 /// What a harness needs to know about the agent it serves.
 #[derive(Debug, Clone)]
@@ -82,9 +84,9 @@ pub enum TurnEnd {
 
 /// How a compaction went: the summary or why there is none, and what it spent (a model call is
 /// billed like a turn, even one that failed).
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Compaction {
-    pub summary: Result<String, String>,
+    pub summary: Result<String, HarnessError>,
     pub usage: Usage,
     pub cost_source: CostSource,
     pub simulated: bool,
@@ -92,7 +94,7 @@ pub struct Compaction {
 
 impl Compaction {
     /// A compaction that spent nothing: refused, or answered in process.
-    pub fn free(summary: Result<String, String>, simulated: bool) -> Compaction {
+    pub fn free(summary: Result<String, HarnessError>, simulated: bool) -> Compaction {
         let cost_source = if simulated { CostSource::Simulated } else { CostSource::Priced };
         Compaction { summary, usage: Usage::default(), cost_source, simulated }
     }
@@ -144,7 +146,7 @@ pub trait Session: Send {
     fn turn(&mut self, input: TurnInput) -> BoxFuture<'_, TurnReport>;
 
     /// A new session on a copy of this one's history, or why this harness cannot fork.
-    fn fork(&self, info: AgentInfo) -> Result<Box<dyn Session>, String>;
+    fn fork(&self, info: AgentInfo) -> Result<Box<dyn Session>, HarnessError>;
 
     /// Replaces the history with a summary: the summary (or why not), and what it spent.
     fn compact(&mut self, prompt: &str) -> BoxFuture<'_, Compaction>;
@@ -156,12 +158,12 @@ pub trait Session: Send {
     }
 
     /// Takes over a session `export` gave, before the first turn.
-    fn import(&mut self, _session: SessionExport) -> Result<(), String> {
-        Err("this harness cannot take over a stored session".into())
+    fn import(&mut self, _session: SessionExport) -> Result<(), HarnessError> {
+        Err(HarnessError::Cannot("this harness cannot take over a stored session".into()))
     }
 
     /// Changes the model or effort for later turns.
-    fn set(&mut self, model: Option<&str>, effort: Option<&str>) -> Result<(), String>;
+    fn set(&mut self, model: Option<&str>, effort: Option<&str>) -> Result<(), HarnessError>;
 
     /// The control endpoint this session answers through, when it has one of its own (a forked
     /// CLI session gets a new one).
@@ -170,11 +172,15 @@ pub trait Session: Send {
     }
 }
 
+/// Why a responder script gave no answer, or could not be loaded: the script host's own error,
+/// whose type this module does not know (it never names the scripting engine).
+pub type ResponderError = Box<dyn std::error::Error + Send + Sync>;
+
 /// Answers a fake agent's turns from a user script. Implemented by the script host, so that this
 /// module never names the scripting engine: it sees only JSON.
 pub trait Responder: Send + Sync {
-    fn respond(&self, turn: &Value) -> Result<Value, String>;
+    fn respond(&self, turn: &Value) -> Result<Value, ResponderError>;
 }
 
 /// Loads a fake responder script (the script host supplies it).
-pub type ResponderLoader = Box<dyn Fn(&std::path::Path) -> Result<Arc<dyn Responder>, String> + Send + Sync>;
+pub type ResponderLoader = Box<dyn Fn(&std::path::Path) -> Result<Arc<dyn Responder>, ResponderError> + Send + Sync>;

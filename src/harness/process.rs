@@ -80,19 +80,20 @@ pub(crate) struct Exit {
 /// Runs one turn's process from its start to the kill of its group; `Err` when it cannot start,
 /// saying why. Cancel safety: dropping the future kills the process group (and the process) and
 /// leaves nothing running.
-pub(crate) async fn run(mut cmd: Command, spec: Spec<'_>, log: &mut OpLog, stdout: Stdout<'_>) -> Result<Exit, String> {
+pub(crate) async fn run(
+    mut cmd: Command,
+    spec: Spec<'_>,
+    log: &mut OpLog,
+    stdout: Stdout<'_>,
+) -> Result<Exit, super::HarnessError> {
     let stdin_io = if spec.stdin.is_some() { Stdio::piped() } else { Stdio::null() };
     cmd.stdin(stdin_io).stdout(Stdio::piped()).stderr(Stdio::piped());
     let (mut child, group) = match spawn(cmd, spec.endpoint, spec.agent, spec.capture).await {
         Ok(started) => started,
-        Err(e) => {
-            let why = match (&spec.install, e.kind()) {
-                (Some(how), std::io::ErrorKind::NotFound) => {
-                    format!("cannot start `{}`: not found on PATH (install it: {how})", spec.program)
-                }
-                _ => format!("cannot start `{}`: {e}", spec.program),
-            };
-            log.event("spawn-failed", json!({ "error": why }));
+        Err(source) => {
+            let why =
+                super::HarnessError::Start { program: spec.program.to_string(), install: spec.install.clone(), source };
+            log.event("spawn-failed", json!({ "error": why.to_string() }));
             return Err(why);
         }
     };

@@ -2,7 +2,7 @@
 //! harness reports (a turn's failure or block reason, a compaction or fork error) has the run's
 //! secrets redacted before the engine records, returns or prints it.
 
-use super::{AgentInfo, BoxFuture, Session, TurnEnd, TurnInput, TurnReport};
+use super::{AgentInfo, BoxFuture, HarnessError, Session, TurnEnd, TurnInput, TurnReport};
 use crate::redact::Redactor;
 use std::sync::Arc;
 
@@ -34,8 +34,8 @@ impl Session for Scrubbed {
         self.inner.export()
     }
 
-    fn import(&mut self, session: super::SessionExport) -> Result<(), String> {
-        self.inner.import(session).map_err(|why| self.redactor.scrub(&why))
+    fn import(&mut self, session: super::SessionExport) -> Result<(), HarnessError> {
+        self.inner.import(session).map_err(|why| why.scrubbed(&self.redactor))
     }
 
     fn turn(&mut self, input: TurnInput) -> BoxFuture<'_, TurnReport> {
@@ -50,10 +50,10 @@ impl Session for Scrubbed {
         })
     }
 
-    fn fork(&self, info: AgentInfo) -> Result<Box<dyn Session>, String> {
+    fn fork(&self, info: AgentInfo) -> Result<Box<dyn Session>, HarnessError> {
         match self.inner.fork(info) {
             Ok(s) => Ok(Scrubbed::wrap(s, self.redactor.clone())),
-            Err(why) => Err(self.redactor.scrub(&why)),
+            Err(why) => Err(why.scrubbed(&self.redactor)),
         }
     }
 
@@ -61,13 +61,13 @@ impl Session for Scrubbed {
         let prompt = prompt.to_string();
         Box::pin(async move {
             let mut c = self.inner.compact(&prompt).await;
-            c.summary = c.summary.map_err(|why| self.redactor.scrub(&why));
+            c.summary = c.summary.map_err(|why| why.scrubbed(&self.redactor));
             c
         })
     }
 
-    fn set(&mut self, model: Option<&str>, effort: Option<&str>) -> Result<(), String> {
-        self.inner.set(model, effort).map_err(|why| self.redactor.scrub(&why))
+    fn set(&mut self, model: Option<&str>, effort: Option<&str>) -> Result<(), HarnessError> {
+        self.inner.set(model, effort).map_err(|why| why.scrubbed(&self.redactor))
     }
 
     fn endpoint(&self) -> Option<Arc<crate::control::server::Endpoint>> {

@@ -157,7 +157,7 @@ pub async fn handle(host: &Host, req: Request) -> Value {
         }
         Request::Answer { key, value } => match run.answer_checkpoint(key.as_deref(), value).await {
             Ok(key) => json!({ "ok": true, "run_id": run.id, "key": key, "state": "answered" }),
-            Err(e) => json!({ "ok": false, "error": e }),
+            Err(e) => json!({ "ok": false, "error": e.to_string() }),
         },
         Request::Stop { by } => {
             if run.stop_cause().is_some() {

@@ -21,7 +21,7 @@ pub type ConvenerFactory = fn(&Arc<Host>) -> Arc<dyn Convener>;
 #[derive(Clone, Copy)]
 pub struct Capabilities {
     /// Loads a fake runtime's responder script.
-    pub responders: fn(&Path) -> Result<Arc<dyn Responder>, String>,
+    pub responders: fn(&Path) -> Result<Arc<dyn Responder>, crate::harness::ResponderError>,
     /// Makes the convener its granted agents convene councils through; `None`: `wf council` is
     /// refused.
     pub convener: Option<ConvenerFactory>,

@@ -160,7 +160,7 @@ impl Session for PlanSession {
         })
     }
 
-    fn fork(&self, info: AgentInfo) -> Result<Box<dyn Session>, String> {
+    fn fork(&self, info: AgentInfo) -> Result<Box<dyn Session>, crate::harness::HarnessError> {
         let inner = self.inner.fork(info.clone())?;
         let seat = Seat { agent: info.key.clone(), ..self.seat.clone() };
         Ok(Box::new(PlanSession {
@@ -193,7 +193,7 @@ impl Session for PlanSession {
         })
     }
 
-    fn set(&mut self, model: Option<&str>, effort: Option<&str>) -> Result<(), String> {
+    fn set(&mut self, model: Option<&str>, effort: Option<&str>) -> Result<(), crate::harness::HarnessError> {
         self.inner.set(model, effort)?;
         if let Some(m) = model {
             self.seat.model = m.to_string();

@@ -7,7 +7,21 @@ use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, Write};
 use std::os::unix::fs::MetadataExt;
 use std::os::unix::fs::OpenOptionsExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+/// Why the lock of a run was not taken.
+#[derive(Debug, thiserror::Error)]
+pub enum LockError {
+    /// Another attempt of the run holds it: `who` is its process, as its pid file says.
+    #[error("run {run} is live: an attempt of it in {who} holds {}; stop it first (awf runs stop {run}) or wait for it to end", path.display())]
+    Live { run: String, who: String, path: PathBuf },
+    #[error("cannot open {}: {source}", path.display())]
+    Open { path: PathBuf, source: std::io::Error },
+    #[error("cannot lock {}: {source}", path.display())]
+    Lock { path: PathBuf, source: nix::errno::Errno },
+    #[error("cannot write {}: {source}", path.display())]
+    Write { path: PathBuf, source: std::io::Error },
+}
 
 /// The lock file's name in the run folder.
 pub const FILE: &str = "lock";
@@ -21,13 +35,13 @@ pub struct RunLock {
 impl RunLock {
     /// Takes the lock of run `run_id` in `dir`. When another attempt holds it, the error names its
     /// process and how to stop it.
-    pub fn acquire(dir: &Path, run_id: &str) -> Result<RunLock, String> {
+    pub fn acquire(dir: &Path, run_id: &str) -> Result<RunLock, LockError> {
         let path = dir.join(FILE);
         match take(&path)? {
             Ok(mut file) => {
                 let pid = format!("{}\n", std::process::id());
                 let written = file.set_len(0).and_then(|_| file.rewind()).and_then(|_| file.write_all(pid.as_bytes()));
-                written.map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+                written.map_err(|source| LockError::Write { path, source })?;
                 Ok(RunLock { _file: file })
             }
             Err(mut file) => {
@@ -37,10 +51,7 @@ impl RunLock {
                     "" => "another process".to_string(),
                     pid => format!("process {pid}"),
                 };
-                Err(format!(
-                    "run {run_id} is live: an attempt of it in {who} holds {}; stop it first (awf runs stop {run_id}) or wait for it to end",
-                    path.display()
-                ))
+                Err(LockError::Live { run: run_id.to_string(), who, path })
             }
         }
     }
@@ -48,7 +59,7 @@ impl RunLock {
 
 /// Opens the lock file at `path` (created 0600) and takes its exclusive `flock` if it is free:
 /// `Ok(Err(file))` when another holds it.
-pub fn take(path: &Path) -> Result<Result<Flock<File>, File>, String> {
+pub fn take(path: &Path) -> Result<Result<Flock<File>, File>, LockError> {
     let file = OpenOptions::new()
         .read(true)
         .write(true)
@@ -56,11 +67,11 @@ pub fn take(path: &Path) -> Result<Result<Flock<File>, File>, String> {
         .truncate(false)
         .mode(super::private::FILE_MODE)
         .open(path)
-        .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+        .map_err(|source| LockError::Open { path: path.to_path_buf(), source })?;
     match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
         Ok(file) => Ok(Ok(file)),
         Err((file, nix::errno::Errno::EWOULDBLOCK)) => Ok(Err(file)),
-        Err((_, e)) => Err(format!("cannot lock {}: {e}", path.display())),
+        Err((_, source)) => Err(LockError::Lock { path: path.to_path_buf(), source }),
     }
 }
 
@@ -96,6 +107,8 @@ mod tests {
         let first = RunLock::acquire(dir.path(), "r1").expect("first");
         assert_eq!(held(dir.path()), Some(true));
         let why = RunLock::acquire(dir.path(), "r1").expect_err("second refused");
+        assert!(matches!(why, LockError::Live { .. }), "{why}");
+        let why = why.to_string();
         assert!(why.contains(&format!("process {}", std::process::id())), "{why}");
         assert!(why.contains("awf runs stop r1"), "{why}");
         drop(first);

@@ -25,28 +25,35 @@ pub struct Caller {
     pub agent: Option<String>,
 }
 
+/// Why a `--caller` value names no calling session.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BadCaller {
+    #[error("`{0}` is not HARNESS:SESSION (e.g. claude:<session id>)")]
+    NotHarnessSession(String),
+    #[error("`{0}` is not an agent CLI harness: a caller's session is a claude, codex or pi session")]
+    NotCli(String),
+    #[error("`{text}` names no session: give the {harness} session id after the colon")]
+    NoSession { text: String, harness: HarnessKind },
+    #[error("`{0}` is not a session id")]
+    BadSession(String),
+}
+
 impl Caller {
     /// `HARNESS:SESSION` (`claude:<session id>`, `pi:<session id>`), as `--caller` takes it.
-    pub fn parse(text: &str) -> Result<Caller, String> {
-        let (harness, session) = text
-            .split_once(':')
-            .ok_or_else(|| format!("`{text}` is not HARNESS:SESSION (e.g. claude:<session id>)"))?;
+    pub fn parse(text: &str) -> Result<Caller, BadCaller> {
+        let (harness, session) = text.split_once(':').ok_or_else(|| BadCaller::NotHarnessSession(text.into()))?;
         let harness = match harness.trim() {
             "claude" => HarnessKind::Claude,
             "codex" => HarnessKind::Codex,
             "pi" => HarnessKind::Pi,
-            other => {
-                return Err(format!(
-                    "`{other}` is not an agent CLI harness: a caller's session is a claude, codex or pi session"
-                ))
-            }
+            other => return Err(BadCaller::NotCli(other.into())),
         };
         let session = session.trim();
         if session.is_empty() {
-            return Err(format!("`{text}` names no session: give the {harness} session id after the colon"));
+            return Err(BadCaller::NoSession { text: text.into(), harness });
         }
         if session.contains('/') || session.starts_with('.') {
-            return Err(format!("`{session}` is not a session id"));
+            return Err(BadCaller::BadSession(session.into()));
         }
         Ok(Caller { harness, session: Some(session.to_string()), home: None, run: None, agent: None })
     }
@@ -76,9 +83,10 @@ mod tests {
     fn the_flag_names_a_cli_and_a_session() {
         let c = Caller::parse("claude:abc-123").expect("parse");
         assert_eq!((c.harness, c.session.as_deref()), (HarnessKind::Claude, Some("abc-123")));
-        assert!(Caller::parse("claude").expect_err("no colon").contains("HARNESS:SESSION"));
-        assert!(Caller::parse("claude: ").expect_err("empty").contains("names no session"));
-        assert!(Caller::parse("openai:x").expect_err("http").contains("not an agent CLI harness"));
-        assert!(Caller::parse("pi:../x").expect_err("path").contains("not a session id"));
+        assert_eq!(Caller::parse("claude"), Err(BadCaller::NotHarnessSession("claude".into())));
+        let e = Caller::parse("claude: ").expect_err("empty");
+        assert_eq!(e.to_string(), "`claude: ` names no session: give the claude session id after the colon");
+        assert_eq!(Caller::parse("openai:x"), Err(BadCaller::NotCli("openai".into())));
+        assert_eq!(Caller::parse("pi:../x"), Err(BadCaller::BadSession("../x".into())));
     }
 }

@@ -63,6 +63,29 @@ pub fn question_hash(question: &str, schema: &Schema) -> String {
     format!("{:032x}", h.digest128())
 }
 
+/// A checkpoint asked while one of the same key still waits.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("checkpoint `{0}` is already waiting for an answer: give each one its own key")]
+pub struct AlreadyWaiting(pub String);
+
+/// Why an operator's answer was refused; the checkpoint, if any, stays open.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum AnswerRefused {
+    #[error("run {run} is not waiting for the operator: no checkpoint is open")]
+    NotWaiting { run: String },
+    /// `open`: the keys that are open, listed.
+    #[error("run {run} has no open checkpoint `{key}` (open: {open})")]
+    NoSuchKey { run: String, key: String, open: String },
+    #[error("run {run} has several open checkpoints ({open}): say which with --key")]
+    WhichKey { run: String, open: String },
+    #[error("the answer does not match checkpoint `{key}`'s schema; it is still waiting:\n{}", indented(violations))]
+    Mismatch { key: String, violations: Vec<super::schema::Violation> },
+}
+
+fn indented(violations: &[super::schema::Violation]) -> String {
+    violations.iter().map(|v| format!("  {v}")).collect::<Vec<_>>().join("\n")
+}
+
 impl Run {
     /// The key of the workflow's next checkpoint that names none: `checkpoint-N`, counted per attempt.
     pub fn next_checkpoint_key(&self) -> String {
@@ -71,7 +94,7 @@ impl Run {
 
     /// Asks the operator `q`: its journalled answer when an earlier attempt got one for the same
     /// question, else the run parks `waiting` until `answer_checkpoint` (or the asker gives up).
-    pub fn ask_operator(&self, q: Question<'_>) -> Result<Asked, String> {
+    pub fn ask_operator(&self, q: Question<'_>) -> Result<Asked, AlreadyWaiting> {
         let hash = question_hash(q.question, &q.schema);
         if let Some((h, answer)) = self.checkpoints.replay.get(&q.key) {
             if *h == hash {
@@ -83,10 +106,7 @@ impl Run {
         {
             let mut open = lock(&self.checkpoints.open);
             if open.iter().any(|o| o.key == q.key) {
-                return Err(format!(
-                    "checkpoint `{}` is already waiting for an answer: give each one its own key",
-                    q.key
-                ));
+                return Err(AlreadyWaiting(q.key.clone()));
             }
             self.records.event(&Event::CheckpointAsked {
                 key: &q.key,
@@ -127,34 +147,23 @@ impl Run {
     /// Answers the open checkpoint `key` (or the only one) with `value`: refused with the reasons
     /// when it fails the question's schema (the checkpoint stays open). The answer is in the
     /// journal before the asker gets it. Returns the key answered.
-    pub async fn answer_checkpoint(&self, key: Option<&str>, value: Value) -> Result<String, String> {
+    pub async fn answer_checkpoint(&self, key: Option<&str>, value: Value) -> Result<String, AnswerRefused> {
         let taken = {
             let mut open = lock(&self.checkpoints.open);
+            let run = self.id.clone();
             let i = match (key, open.len()) {
-                (_, 0) => {
-                    return Err(format!("run {} is not waiting for the operator: no checkpoint is open", self.id))
-                }
-                (Some(k), _) => open
-                    .iter()
-                    .position(|o| o.key == k)
-                    .ok_or_else(|| format!("run {} has no open checkpoint `{k}` (open: {})", self.id, keys(&open)))?,
+                (_, 0) => return Err(AnswerRefused::NotWaiting { run }),
+                (Some(k), _) => open.iter().position(|o| o.key == k).ok_or_else(|| AnswerRefused::NoSuchKey {
+                    run,
+                    key: k.to_string(),
+                    open: keys(&open),
+                })?,
                 (None, 1) => 0,
-                (None, _) => {
-                    return Err(format!(
-                        "run {} has several open checkpoints ({}): say which with --key",
-                        self.id,
-                        keys(&open)
-                    ))
-                }
+                (None, _) => return Err(AnswerRefused::WhichKey { run, open: keys(&open) }),
             };
             let violations = open[i].schema.violations(&value);
             if !violations.is_empty() {
-                let reasons: Vec<String> = violations.iter().map(|v| format!("  {v}")).collect();
-                return Err(format!(
-                    "the answer does not match checkpoint `{}`'s schema; it is still waiting:\n{}",
-                    open[i].key,
-                    reasons.join("\n")
-                ));
+                return Err(AnswerRefused::Mismatch { key: open[i].key.clone(), violations });
             }
             let o = open.remove(i);
             self.write_waiting(&open);

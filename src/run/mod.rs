@@ -420,13 +420,14 @@ impl Run {
     }
 
     /// Logs once that the budget is exhausted.
-    pub fn budget_exhausted_once(&self, why: &str) {
+    pub fn budget_exhausted_once(&self, why: &scheduler::LimitReached) {
+        let why = why.to_string();
         if !self.budget_warned.swap(true, Ordering::SeqCst) {
             self.log("warn", &format!("{why}; no new operation will start"), &Value::Null);
-            self.records.event(&Event::BudgetExhausted { reason: why });
+            self.records.event(&Event::BudgetExhausted { reason: &why });
         }
         if self.stop_on_budget.load(Ordering::SeqCst) {
-            self.stop_with(StopCause::Stopped(why.to_string()));
+            self.stop_with(StopCause::Stopped(why));
         }
     }
 

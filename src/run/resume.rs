@@ -54,25 +54,44 @@ pub struct Resume {
     pub simulated: bool,
 }
 
+/// Why a run's folder cannot be read for a new attempt.
+#[derive(Debug, thiserror::Error)]
+pub enum ResumeError {
+    /// Another attempt holds the run (`LockError::Live`), or its lock cannot be taken.
+    #[error(transparent)]
+    Lock(#[from] crate::record::lock::LockError),
+    #[error("cannot read {}: it is missing", .0.display())]
+    Missing(std::path::PathBuf),
+    #[error(transparent)]
+    Doc(#[from] docs::DocError),
+    #[error("{} is not a run.json this awf reads: {source}", path.display())]
+    NotRunJson { path: std::path::PathBuf, source: serde_json::Error },
+    /// A record file (`stages.jsonl`, ...) that cannot be read.
+    #[error("cannot read {name}: {source}")]
+    Read { name: &'static str, source: std::io::Error },
+    /// `--from-stage` names a stage the run never recorded; `recorded` lists those it did.
+    #[error("--from-stage {stage}: the run never recorded a stage of that name (recorded: {recorded})")]
+    NoSuchStage { stage: String, recorded: String },
+}
+
 /// Reads a run folder for a new attempt. With `from_stage`, only the stages recorded before it
 /// are reused; a stage the run never recorded is refused with the list of those it did.
 /// The run's lock is taken first: a run with a live attempt is refused, and of two resumes that
 /// race, one reads the records and runs.
-pub fn load(dir: &Path, from_stage: Option<&str>) -> Result<Resume, String> {
+pub fn load(dir: &Path, from_stage: Option<&str>) -> Result<Resume, ResumeError> {
     let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let lock = crate::record::lock::RunLock::acquire(dir, &name)?;
     let run_json = dir.join("run.json");
-    let missing = || format!("cannot read {}: it is missing", run_json.display());
-    let run_doc: Value = docs::read(&run_json).map_err(|e| e.to_string())?.ok_or_else(missing)?;
+    let run_doc: Value = docs::read(&run_json)?.ok_or_else(|| ResumeError::Missing(run_json.clone()))?;
     let run: RunDoc = serde_json::from_value(run_doc.clone())
-        .map_err(|e| format!("{} is not a run.json this awf reads: {e}", run_json.display()))?;
+        .map_err(|source| ResumeError::NotRunJson { path: run_json.clone(), source })?;
     let run_id = run.id.clone();
     let attempt = run.attempts.len() as u32 + 1;
-    let read = |name: &str, e: std::io::Error| format!("cannot read {name}: {e}");
+    let read = |name: &'static str| move |source| ResumeError::Read { name, source };
     let mut order: Vec<String> = Vec::new();
     let mut done: HashMap<String, (Value, Option<String>)> = HashMap::new();
     let mut stage_runs = HashMap::new();
-    for line in lines::stages(dir).map_err(|e| read("stages.jsonl", e))? {
+    for line in lines::stages(dir).map_err(read("stages.jsonl"))? {
         if !order.contains(&line.name) {
             order.push(line.name.clone());
         }
@@ -86,10 +105,8 @@ pub fn load(dir: &Path, from_stage: Option<&str>) -> Result<Resume, String> {
         Some(s) => match order.iter().position(|n| n == s) {
             Some(i) => order[..i].to_vec(),
             None => {
-                let list = if order.is_empty() { "none".to_string() } else { order.join(", ") };
-                return Err(format!(
-                    "--from-stage {s}: the run never recorded a stage of that name (recorded: {list})"
-                ));
+                let recorded = if order.is_empty() { "none".to_string() } else { order.join(", ") };
+                return Err(ResumeError::NoSuchStage { stage: s.to_string(), recorded });
             }
         },
     };
@@ -100,7 +117,7 @@ pub fn load(dir: &Path, from_stage: Option<&str>) -> Result<Resume, String> {
     let mut journalled = 0;
     let mut checkpoints = HashMap::new();
     let journal_lines =
-        if from_stage.is_some() { Vec::new() } else { lines::journal(dir).map_err(|e| read("journal.jsonl", e))? };
+        if from_stage.is_some() { Vec::new() } else { lines::journal(dir).map_err(read("journal.jsonl"))? };
     for line in journal_lines {
         match line {
             JournalRecord::Checkpoint(c) => {
@@ -116,7 +133,7 @@ pub fn load(dir: &Path, from_stage: Option<&str>) -> Result<Resume, String> {
     }
     let mut spent = crate::accounting::Accounts::default();
     let mut simulated = false;
-    for line in lines::turns(dir).map_err(|e| read("turns.jsonl", e))? {
+    for line in lines::turns(dir).map_err(read("turns.jsonl"))? {
         spent.add(&crate::accounting::Spent {
             agent: &line.agent,
             stage: line.stage.as_deref(),

@@ -124,6 +124,17 @@ impl Book {
     }
 }
 
+/// A limit of the run reached: no new agent, or no new operation, may start.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum LimitReached {
+    #[error("max agents reached: this run may open {0} agents (--max-agents)")]
+    Agents(usize),
+    #[error("budget exhausted: spent ${:.4} of ${usd:.4} (--budget-usd)", crate::accounting::micro(*spent))]
+    Usd { spent: f64, usd: f64 },
+    #[error("budget exhausted: spent {spent} of {tokens} tokens (--budget-tokens)")]
+    Tokens { spent: u64, tokens: u64 },
+}
+
 impl Scheduler {
     /// A scheduler for `limits`, counting on from `spent` (earlier attempts of the run).
     pub fn new(limits: Limits, spent: Accounts) -> Scheduler {
@@ -133,38 +144,29 @@ impl Scheduler {
     }
 
     /// Counts a new agent against `max_agents`.
-    pub fn admit_agent(&self) -> Result<(), String> {
+    pub fn admit_agent(&self) -> Result<(), LimitReached> {
         let n = self.agents.fetch_add(1, Ordering::SeqCst);
         if n >= self.limits.max_agents {
             self.agents.fetch_sub(1, Ordering::SeqCst);
-            return Err(format!(
-                "max agents reached: this run may open {} agents (--max-agents)",
-                self.limits.max_agents
-            ));
+            return Err(LimitReached::Agents(self.limits.max_agents));
         }
         Ok(())
     }
 
     /// `Some(why)` once spend has reached a budget: no new operation may start.
-    pub fn budget_exhausted(&self) -> Option<String> {
+    pub fn budget_exhausted(&self) -> Option<LimitReached> {
         self.exhausted(&self.lock().accounts)
     }
 
-    fn exhausted(&self, a: &Accounts) -> Option<String> {
+    fn exhausted(&self, a: &Accounts) -> Option<LimitReached> {
         if let Some(usd) = self.limits.budget_usd {
             if a.totals.cost_usd >= usd {
-                return Some(format!(
-                    "budget exhausted: spent ${:.4} of ${usd:.4} (--budget-usd)",
-                    crate::accounting::micro(a.totals.cost_usd)
-                ));
+                return Some(LimitReached::Usd { spent: a.totals.cost_usd, usd });
             }
         }
         if let Some(tokens) = self.limits.budget_tokens {
             if a.totals.tokens >= tokens {
-                return Some(format!(
-                    "budget exhausted: spent {} of {tokens} tokens (--budget-tokens)",
-                    a.totals.tokens
-                ));
+                return Some(LimitReached::Tokens { spent: a.totals.tokens, tokens });
             }
         }
         None
@@ -190,7 +192,7 @@ impl Scheduler {
     /// spend what is left; the reason when the budget is spent. `waits: false` (an answer an asker
     /// is waiting for) never waits on others: it starts unless the budget is reached.
     /// Cancel safety: dropping the future gives nothing up, since nothing was taken yet.
-    pub async fn admit(&self, waits: bool) -> Result<Admission<'_>, String> {
+    pub async fn admit(&self, waits: bool) -> Result<Admission<'_>, LimitReached> {
         let budgeted = self.limits.budget_usd.is_some() || self.limits.budget_tokens.is_some();
         loop {
             let changed = self.changed.notified();

@@ -23,12 +23,25 @@ pub struct Violation {
 /// Why a script's schema value gave no schema.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SchemaError {
-    /// The value is not JSON (a function, a custom type).
+    /// The value is not JSON (a function, a custom type): what the conversion said.
     #[error("{0}")]
     NotJson(String),
     /// JSON, but not a JSON Schema.
-    #[error("{0}")]
-    Invalid(String),
+    #[error(transparent)]
+    Invalid(#[from] Invalid),
+}
+
+/// JSON that is not a JSON Schema. The validator's own errors borrow the schema, so their text
+/// is kept.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Invalid {
+    #[error("a schema must be an object or a boolean, got {0}")]
+    NotASchema(String),
+    /// Against the meta-schema, at a JSON pointer into the schema (`/` for its root).
+    #[error("not a valid JSON Schema: at {at}: {message}")]
+    Meta { at: String, message: String },
+    #[error("not a valid JSON Schema: {0}")]
+    Unbuilt(String),
 }
 
 impl std::fmt::Display for Violation {
@@ -63,19 +76,19 @@ pub struct SchemaCache {
 
 impl SchemaCache {
     /// Compiles `value`, refusing anything that is not a valid JSON Schema.
-    pub fn compile(&self, value: &Value) -> Result<Schema, String> {
+    pub fn compile(&self, value: &Value) -> Result<Schema, Invalid> {
         let text = value.to_string();
         if let Some(s) = self.lock().get(&text) {
             return Ok(s.clone());
         }
         if !value.is_object() && !value.is_boolean() {
-            return Err(format!("a schema must be an object or a boolean, got {text}"));
+            return Err(Invalid::NotASchema(text));
         }
         jsonschema::meta::validate(value).map_err(|e| {
             let at = e.instance_path().to_string();
-            format!("not a valid JSON Schema: at {}: {e}", if at.is_empty() { "/" } else { &at })
+            Invalid::Meta { at: if at.is_empty() { "/".into() } else { at }, message: e.to_string() }
         })?;
-        let validator = jsonschema::validator_for(value).map_err(|e| format!("not a valid JSON Schema: {e}"))?;
+        let validator = jsonschema::validator_for(value).map_err(|e| Invalid::Unbuilt(e.to_string()))?;
         let schema =
             Schema { value: Arc::new(value.clone()), text: text.clone().into(), validator: Arc::new(validator) };
         self.lock().insert(text, schema.clone());
@@ -83,16 +96,16 @@ impl SchemaCache {
     }
 
     /// Looks a schema up by `fingerprint`, converting and compiling it (`make`) on a miss.
-    pub fn by_fingerprint(
+    pub fn by_fingerprint<E: std::fmt::Display>(
         &self,
         fingerprint: u128,
-        make: impl FnOnce() -> Result<Value, String>,
+        make: impl FnOnce() -> Result<Value, E>,
     ) -> Result<Schema, SchemaError> {
         if let Some(s) = self.by_fingerprint.lock().unwrap_or_else(|p| p.into_inner()).get(&fingerprint) {
             return Ok(s.clone());
         }
-        let value = make().map_err(SchemaError::NotJson)?;
-        let schema = self.compile(&value).map_err(SchemaError::Invalid)?;
+        let value = make().map_err(|e| SchemaError::NotJson(e.to_string()))?;
+        let schema = self.compile(&value)?;
         self.by_fingerprint.lock().unwrap_or_else(|p| p.into_inner()).insert(fingerprint, schema.clone());
         Ok(schema)
     }
@@ -207,7 +220,9 @@ mod tests {
     fn invalid_schema_is_refused_with_where() {
         let cache = SchemaCache::default();
         let err = cache.compile(&json!({"type": "strin"})).err().expect("must fail");
-        assert!(err.contains("not a valid JSON Schema"), "{err}");
+        assert!(matches!(&err, Invalid::Meta { at, .. } if at == "/type"), "{err:?}");
+        assert!(err.to_string().starts_with("not a valid JSON Schema: at /type: "), "{err}");
+        assert_eq!(cache.compile(&json!(1)).err(), Some(Invalid::NotASchema("1".into())));
         assert!(cache.compile(&json!({"type": "string"})).is_ok());
     }
 

@@ -46,12 +46,17 @@ struct StageLine<'a> {
     value: Option<&'a Value>,
 }
 
+/// A stage name used a second time in a run.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("stage `{0}` was already used in this run; stage names are used once")]
+pub struct NameTaken(pub String);
+
 impl StageBook {
     /// Claims a name; a name is used once per run.
-    pub fn claim(&self, name: &str) -> Result<(), String> {
+    pub fn claim(&self, name: &str) -> Result<(), NameTaken> {
         let mut inner = self.lock();
         if !inner.names.insert(name.to_string()) {
-            return Err(format!("stage `{name}` was already used in this run; stage names are used once"));
+            return Err(NameTaken(name.to_string()));
         }
         Ok(())
     }

@@ -14,6 +14,40 @@ pub mod seat;
 pub use policy::{Named, Network, Policy};
 pub use seat::Seat;
 
+/// Why a sandbox cannot be made for an agent: the agent is refused, never run without it.
+#[derive(Debug, thiserror::Error)]
+#[error("sandbox `{name}` cannot be made: {why}")]
+pub struct SandboxError {
+    pub name: String,
+    #[source]
+    pub why: Unmade,
+}
+
+/// What stood in a sandbox's way.
+#[derive(Debug, thiserror::Error)]
+pub enum Unmade {
+    #[error(transparent)]
+    Policy(#[from] policy::PolicyError),
+    #[error(transparent)]
+    Network(#[from] net::BadTarget),
+    #[error(transparent)]
+    Seat(#[from] seat::SeatError),
+    /// bubblewrap cannot build sandboxes on this machine (probed once per run, so shared).
+    #[error("{0}; the agent was not started (awf never runs a sandboxed agent without its sandbox)")]
+    Unavailable(std::sync::Arc<provider::Unavailable>),
+    /// The harness runs inside awf: there is no program to wrap.
+    #[error("its harness does not wrap a program")]
+    NotWrapped,
+    #[error("network = \"model\": {0}")]
+    ModelServer(#[from] net::NoModelServer),
+}
+
+impl SandboxError {
+    pub fn new(name: &str, why: impl Into<Unmade>) -> SandboxError {
+        SandboxError { name: name.to_string(), why: why.into() }
+    }
+}
+
 use serde::Serialize;
 use std::path::PathBuf;
 
@@ -79,9 +113,8 @@ impl Sandbox {
 
     /// The same sandbox for an agent forked from this one, whose control folder (socket, launcher,
     /// state, home) is `control`: the fork is confined as its parent was.
-    pub fn reseat(&self, control: &std::path::Path, socket: &std::path::Path) -> Result<Sandbox, String> {
-        let seat =
-            self.seat.moved(control, socket).map_err(|why| format!("sandbox `{}` cannot be made: {why}", self.name))?;
+    pub fn reseat(&self, control: &std::path::Path, socket: &std::path::Path) -> Result<Sandbox, SandboxError> {
+        let seat = self.seat.moved(control, socket).map_err(|why| SandboxError::new(&self.name, why))?;
         let net = self.net.as_ref().map(|n| net::Net { socket: socket.with_file_name(NET_SOCKET), ..n.clone() });
         Ok(Sandbox { seat, net, ..self.clone() })
     }

@@ -6,6 +6,33 @@
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
+/// Why a network entry or a URL names no server.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BadTarget {
+    /// An entry that is not `host:port`, and why (`no port`, `no host`, ...).
+    #[error("network entry `{entry}` is not host:port ({why}; e.g. \"api.anthropic.com:443\" or \"127.0.0.1:8080\")")]
+    Entry { entry: String, why: &'static str },
+    #[error("`{0}` is not a URL")]
+    NotUrl(String),
+    #[error("`{url}`: scheme `{scheme}` is neither http nor https")]
+    Scheme { url: String, scheme: String },
+    /// A URL whose server part is not `host:port`.
+    #[error("`{url}`: {entry}")]
+    InUrl { url: String, entry: Box<BadTarget> },
+}
+
+/// Why `network = "model"` finds no server to let through for an agent's runtime.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NoModelServer {
+    #[error("the runtime's base_url {0}")]
+    BaseUrl(BadTarget),
+    #[error("pi picks its model server from its own settings; give the runtime a `base_url`, or list `host:port` in `network`")]
+    Pi,
+    /// A harness (named) with no API host of its own.
+    #[error("a `{0}` agent has no model server awf knows of; list `host:port` in `network`")]
+    Unknown(String),
+}
+
 /// One allowed destination: a host name or address, and a port. Matched literally (a listed
 /// `127.0.0.1:8080` does not let `localhost:8080` through).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -26,10 +53,8 @@ impl std::fmt::Display for Target {
 
 impl Target {
     /// `host:port` (`[::1]:8080` for an IPv6 address), or why not.
-    pub fn parse(entry: &str) -> Result<Target, String> {
-        let bad = |why: &str| {
-            format!("network entry `{entry}` is not host:port ({why}; e.g. \"api.anthropic.com:443\" or \"127.0.0.1:8080\")")
-        };
+    pub fn parse(entry: &str) -> Result<Target, BadTarget> {
+        let bad = |why: &'static str| BadTarget::Entry { entry: entry.to_string(), why };
         let (host, port) = match entry.strip_prefix('[') {
             Some(rest) => {
                 let (h, p) = rest.split_once("]:").ok_or_else(|| bad("an IPv6 address is written [addr]:port"))?;
@@ -53,12 +78,12 @@ impl Target {
     }
 
     /// The server a URL names (`http://127.0.0.1:8080/v1` → `127.0.0.1:8080`; `https://h` → `h:443`).
-    pub fn of_url(url: &str) -> Result<Target, String> {
-        let (scheme, rest) = url.split_once("://").ok_or_else(|| format!("`{url}` is not a URL"))?;
+    pub fn of_url(url: &str) -> Result<Target, BadTarget> {
+        let (scheme, rest) = url.split_once("://").ok_or_else(|| BadTarget::NotUrl(url.to_string()))?;
         let default = match scheme.to_ascii_lowercase().as_str() {
             "http" => 80,
             "https" => 443,
-            other => return Err(format!("`{url}`: scheme `{other}` is neither http nor https")),
+            other => return Err(BadTarget::Scheme { url: url.to_string(), scheme: other.to_string() }),
         };
         let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
         let authority = authority.rsplit_once('@').map_or(authority, |(_, a)| a);
@@ -67,7 +92,7 @@ impl Target {
             None => authority.contains(':'),
         };
         let entry = if has_port { authority.to_string() } else { format!("{authority}:{default}") };
-        Target::parse(&entry).map_err(|e| format!("`{url}`: {e}"))
+        Target::parse(&entry).map_err(|e| BadTarget::InUrl { url: url.to_string(), entry: Box::new(e) })
     }
 
     /// Whether this is an address of the machine itself (the sandbox's own loopback, inside).
@@ -158,14 +183,18 @@ mod tests {
         assert_eq!(Target::parse("127.0.0.1:8080"), Ok(t("127.0.0.1", 8080)));
         assert_eq!(Target::parse("[::1]:8080"), Ok(t("::1", 8080)));
         assert_eq!(Target::parse("API.Example.COM:1").map(|t| t.to_string()), Ok("api.example.com:1".into()));
-        let bad = |e: &str| Target::parse(e).expect_err(e);
-        assert!(bad("api.anthropic.com").contains("no port"));
-        assert!(bad(":443").contains("no host"));
+        let bad = |e: &str| match Target::parse(e).expect_err(e) {
+            BadTarget::Entry { why, .. } => why,
+            other => panic!("{e}: {other:?}"),
+        };
+        assert_eq!(bad("api.anthropic.com"), "no port");
+        assert_eq!(bad(":443"), "no host");
         assert!(bad("h:0").contains("1 to 65535") && bad("h:http").contains("1 to 65535"));
         assert!(bad("http://h:443").contains("characters"));
         assert!(bad("::1:80").contains("characters"));
         assert!(bad("[nope]:80").contains("IPv6"));
-        assert!(bad("h:99999").contains("`h:99999` is not host:port"));
+        let e = Target::parse("h:99999").expect_err("h:99999").to_string();
+        assert!(e.starts_with("network entry `h:99999` is not host:port (the port is not a number"), "{e}");
     }
 
     #[test]
@@ -173,8 +202,11 @@ mod tests {
         assert_eq!(Target::of_url("http://127.0.0.1:8080/v1"), Ok(t("127.0.0.1", 8080)));
         assert_eq!(Target::of_url("https://api.openai.com/v1"), Ok(t("api.openai.com", 443)));
         assert_eq!(Target::of_url("http://user:pw@[::1]/x?y"), Ok(t("::1", 80)));
-        assert!(Target::of_url("ftp://h").expect_err("ftp").contains("neither http nor https"));
-        assert!(Target::of_url("h:80").expect_err("no scheme").contains("not a URL"));
+        let e = Target::of_url("ftp://h").expect_err("ftp");
+        assert_eq!(e.to_string(), "`ftp://h`: scheme `ftp` is neither http nor https");
+        assert_eq!(Target::of_url("h:80"), Err(BadTarget::NotUrl("h:80".into())));
+        let e = Target::of_url("http://a b").expect_err("a space");
+        assert!(matches!(&e, BadTarget::InUrl { entry, .. } if matches!(**entry, BadTarget::Entry { .. })), "{e:?}");
     }
 
     #[test]

@@ -100,6 +100,48 @@ pub struct Policy {
 /// Variables every sandboxed agent gets from the operator's environment (none of them secret).
 pub const BASE_ENV: &[&str] = &["PATH", "LANG", "LC_ALL", "LC_CTYPE", "TERM", "TZ"];
 
+/// Why a policy cannot be enforced as written.
+#[derive(Debug, thiserror::Error)]
+pub enum PolicyError {
+    /// An inline map that is not a policy (an unknown field, a bad value).
+    #[error("bad inline sandbox policy: {0}")]
+    Inline(#[source] serde_json::Error),
+    #[error("`writable` has an empty path")]
+    EmptyWritable,
+    #[error("`writable` names `/`: the root stays read-only; name the folders to write instead")]
+    WritableRoot,
+    #[error("`read_only` has an empty path")]
+    EmptyReadOnly,
+    #[error(transparent)]
+    Network(#[from] super::net::BadTarget),
+    #[error("`env` entry `{0}` is not a variable name (a trailing `*` matches a prefix)")]
+    NotAVariable(String),
+    #[error("`env` entry `{0}` is set by awf itself (HOME is the agent's own home; AWF_* are set per turn)")]
+    SetByAwf(String),
+    #[error("{} names `~` but HOME is not set", .0.display())]
+    NoHome(PathBuf),
+}
+
+/// Where a policy is looser than a floor it must stay within (`Policy::within`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Looser {
+    #[error("it names another provider")]
+    Provider,
+    #[error("it lists {0} in `network`, the floor does not")]
+    Listed(String),
+    #[error("it asks for network = \"host\", the floor does not allow it")]
+    Host,
+    /// Another network kind than the floor's (its JSON: `"model"`, a list).
+    #[error("it asks for network = {0}, the floor does not allow it")]
+    Network(String),
+    #[error("it makes {} writable", .0.display())]
+    Writable(PathBuf),
+    #[error("it binds {} read-only", .0.display())]
+    ReadOnly(PathBuf),
+    #[error("it lets the variable {0} in")]
+    Variable(String),
+}
+
 /// A sandbox with the name it is known by in the run's records.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Named {
@@ -109,18 +151,18 @@ pub struct Named {
 
 impl Policy {
     /// A policy from an agent spec's inline map (already JSON).
-    pub fn from_json(value: &serde_json::Value) -> Result<Policy, String> {
-        serde_json::from_value(value.clone()).map_err(|e| format!("bad inline sandbox policy: {e}"))
+    pub fn from_json(value: &serde_json::Value) -> Result<Policy, PolicyError> {
+        serde_json::from_value(value.clone()).map_err(PolicyError::Inline)
     }
 
     /// Refuses what a policy cannot mean; a policy that passes can be enforced as written.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), PolicyError> {
         for p in &self.writable {
             if p.as_os_str().is_empty() {
-                return Err("`writable` has an empty path".into());
+                return Err(PolicyError::EmptyWritable);
             }
             if p.components().all(|c| matches!(c, Component::RootDir | Component::CurDir)) && p.has_root() {
-                return Err("`writable` names `/`: the root stays read-only; name the folders to write instead".into());
+                return Err(PolicyError::WritableRoot);
             }
         }
         if let Network::List(entries) = &self.network {
@@ -129,28 +171,26 @@ impl Policy {
             }
         }
         if self.read_only.iter().any(|p| p.as_os_str().is_empty()) {
-            return Err("`read_only` has an empty path".into());
+            return Err(PolicyError::EmptyReadOnly);
         }
         for name in &self.env {
             let bare = name.strip_suffix('*').unwrap_or(name);
             if bare.is_empty() || bare.contains(['=', '*', '\0']) {
-                return Err(format!("`env` entry `{name}` is not a variable name (a trailing `*` matches a prefix)"));
+                return Err(PolicyError::NotAVariable(name.clone()));
             }
             if bare == "HOME" || bare.starts_with("AWF_") {
-                return Err(format!(
-                    "`env` entry `{name}` is set by awf itself (HOME is the agent's own home; AWF_* are set per turn)"
-                ));
+                return Err(PolicyError::SetByAwf(name.clone()));
             }
         }
         Ok(())
     }
 
     /// The same policy with `~/` expanded against `home` and relative paths against `base`.
-    pub fn resolve(&self, base: &Path, home: Option<&Path>) -> Result<Policy, String> {
-        let fix = |p: &PathBuf| -> Result<PathBuf, String> {
+    pub fn resolve(&self, base: &Path, home: Option<&Path>) -> Result<Policy, PolicyError> {
+        let fix = |p: &PathBuf| -> Result<PathBuf, PolicyError> {
             let p = match (p.strip_prefix("~"), home) {
                 (Ok(rest), Some(h)) => h.join(rest),
-                (Ok(_), None) => return Err(format!("{} names `~` but HOME is not set", p.display())),
+                (Ok(_), None) => return Err(PolicyError::NoHome(p.clone())),
                 (Err(_), _) => p.clone(),
             };
             Ok(normalize(&if p.is_absolute() { p } else { base.join(p) }))
@@ -178,30 +218,28 @@ impl Policy {
     /// Whether this policy confines at least as strictly as `floor` (both resolved): no network
     /// the floor lacks, nothing writable or bound read-only outside what the floor opens, no
     /// variable the floor keeps out. `Err` names the first looser point.
-    pub fn within(&self, floor: &Policy) -> Result<(), String> {
+    pub fn within(&self, floor: &Policy) -> Result<(), Looser> {
         if self.provider != floor.provider {
-            return Err("it names another provider".into());
+            return Err(Looser::Provider);
         }
         match (&self.network, &floor.network) {
             (Network::None, _) | (_, Network::Host) | (Network::Model, Network::Model) => {}
             (Network::List(mine), Network::List(floor)) => {
                 if let Some(e) = mine.iter().find(|e| !floor.contains(e)) {
-                    return Err(format!("it lists {e} in `network`, the floor does not"));
+                    return Err(Looser::Listed(e.clone()));
                 }
             }
-            (Network::Host, _) => return Err("it asks for network = \"host\", the floor does not allow it".into()),
-            (mine, _) => {
-                return Err(format!("it asks for network = {}, the floor does not allow it", json_of(mine)));
-            }
+            (Network::Host, _) => return Err(Looser::Host),
+            (mine, _) => return Err(Looser::Network(json_of(mine))),
         }
         for w in &self.writable {
             if !floor.writable.iter().any(|f| w.starts_with(f)) {
-                return Err(format!("it makes {} writable", w.display()));
+                return Err(Looser::Writable(w.clone()));
             }
         }
         for r in &self.read_only {
             if !floor.read_only.iter().chain(&floor.writable).any(|f| r.starts_with(f)) {
-                return Err(format!("it binds {} read-only", r.display()));
+                return Err(Looser::ReadOnly(r.clone()));
             }
         }
         for e in &self.env {
@@ -210,7 +248,7 @@ impl Policy {
                 None => floor.allows_env(e),
             };
             if !covered {
-                return Err(format!("it lets the variable {e} in"));
+                return Err(Looser::Variable(e.clone()));
             }
         }
         Ok(())
@@ -249,11 +287,18 @@ mod tests {
         assert_eq!(strict.within(&floor), Ok(()));
         assert_eq!(Policy::default().within(&floor), Ok(()), "the strictest policy is within any floor");
         let looser = |p: Policy| p.within(&floor).expect_err("looser");
-        assert!(looser(Policy { network: Network::Host, ..Policy::default() }).contains("network"));
-        assert!(looser(Policy { writable: vec!["/etc".into()], ..Policy::default() }).contains("/etc writable"));
-        assert!(looser(Policy { read_only: vec!["/root/.ssh".into()], ..Policy::default() }).contains("read-only"));
-        assert!(looser(Policy { env: vec!["SECRET".into()], ..Policy::default() }).contains("SECRET"));
-        assert!(looser(Policy { env: vec!["M*".into()], ..Policy::default() }).contains("M*"));
+        assert_eq!(looser(Policy { network: Network::Host, ..Policy::default() }), Looser::Host);
+        let etc = looser(Policy { writable: vec!["/etc".into()], ..Policy::default() });
+        assert_eq!(etc.to_string(), "it makes /etc writable");
+        assert_eq!(
+            looser(Policy { read_only: vec!["/root/.ssh".into()], ..Policy::default() }),
+            Looser::ReadOnly("/root/.ssh".into())
+        );
+        assert_eq!(
+            looser(Policy { env: vec!["SECRET".into()], ..Policy::default() }),
+            Looser::Variable("SECRET".into())
+        );
+        assert_eq!(looser(Policy { env: vec!["M*".into()], ..Policy::default() }), Looser::Variable("M*".into()));
     }
     use serde_json::json;
 
@@ -285,11 +330,11 @@ mod tests {
 
     #[test]
     fn unknown_fields_and_values_are_refused() {
-        let e = Policy::from_json(&json!({ "netwrok": "host" })).expect_err("typo");
-        assert!(e.contains("netwrok"), "{e}");
-        let e = Policy::from_json(&json!({ "network": "lan" })).expect_err("bad network");
+        let e = Policy::from_json(&json!({ "netwrok": "host" })).expect_err("typo").to_string();
+        assert!(e.starts_with("bad inline sandbox policy: ") && e.contains("netwrok"), "{e}");
+        let e = Policy::from_json(&json!({ "network": "lan" })).expect_err("bad network").to_string();
         assert!(e.contains("lan"), "{e}");
-        let e = Policy::from_json(&json!({ "provider": "firejail" })).expect_err("bad provider");
+        let e = Policy::from_json(&json!({ "provider": "firejail" })).expect_err("bad provider").to_string();
         assert!(e.contains("firejail") && e.contains("bwrap"), "{e}");
     }
 
@@ -299,10 +344,10 @@ mod tests {
         let list = Network::List(vec!["api.anthropic.com:443".into(), "127.0.0.1:8080".into()]);
         assert_eq!(toml.network, list);
         assert_eq!(
-            Policy::from_json(&json!({ "network": ["api.anthropic.com:443", "127.0.0.1:8080"] })),
-            Ok(toml.clone())
+            Policy::from_json(&json!({ "network": ["api.anthropic.com:443", "127.0.0.1:8080"] })).expect("a list"),
+            toml
         );
-        assert_eq!(Policy::from_json(&json!({ "network": "model" })).map(|p| p.network), Ok(Network::Model));
+        assert_eq!(Policy::from_json(&json!({ "network": "model" })).expect("model").network, Network::Model);
         assert_eq!(
             serde_json::to_value(&toml).expect("json")["network"],
             json!(["api.anthropic.com:443", "127.0.0.1:8080"])
@@ -312,25 +357,27 @@ mod tests {
         let e = Policy { network: Network::List(vec!["api.anthropic.com".into()]), ..Default::default() }
             .check()
             .expect_err("no port");
-        assert!(e.contains("`api.anthropic.com` is not host:port"), "{e}");
-        let e = Policy::from_json(&json!({ "network": 443 })).expect_err("a number");
+        assert!(matches!(e, PolicyError::Network(_)), "{e:?}");
+        assert!(e.to_string().contains("`api.anthropic.com` is not host:port"), "{e}");
+        let e = Policy::from_json(&json!({ "network": 443 })).expect_err("a number").to_string();
         assert!(e.contains("a list of \"host:port\""), "{e}");
         let floor = Policy { network: Network::List(vec!["a:1".into()]), ..Default::default() };
         let mine = |n: Network| Policy { network: n, ..Default::default() }.within(&floor);
         assert_eq!(mine(Network::List(vec!["a:1".into()])), Ok(()));
-        assert!(mine(Network::List(vec!["b:1".into()])).expect_err("b").contains("b:1"));
-        assert!(mine(Network::Model).expect_err("model").contains("\"model\""));
-        assert!(mine(Network::Host).expect_err("host").contains("host"));
+        assert_eq!(mine(Network::List(vec!["b:1".into()])), Err(Looser::Listed("b:1".into())));
+        assert_eq!(mine(Network::Model), Err(Looser::Network("\"model\"".into())));
+        assert_eq!(mine(Network::Host), Err(Looser::Host));
     }
 
     #[test]
     fn check_refuses_what_cannot_be_enforced() {
         let bad = |p: Policy| p.check().expect_err("must be refused");
-        assert!(bad(Policy { writable: vec!["/".into()], ..Default::default() }).contains("read-only"));
-        assert!(bad(Policy { env: vec!["HOME".into()], ..Default::default() }).contains("HOME"));
-        assert!(bad(Policy { env: vec!["AWF_OP".into()], ..Default::default() }).contains("AWF_"));
-        assert!(bad(Policy { env: vec!["A=B".into()], ..Default::default() }).contains("not a variable"));
-        assert!(bad(Policy { env: vec!["*".into()], ..Default::default() }).contains("not a variable"));
+        assert!(matches!(bad(Policy { writable: vec!["/".into()], ..Default::default() }), PolicyError::WritableRoot));
+        let env = |e: &str| bad(Policy { env: vec![e.into()], ..Default::default() });
+        assert!(matches!(env("HOME"), PolicyError::SetByAwf(n) if n == "HOME"));
+        assert!(matches!(env("AWF_OP"), PolicyError::SetByAwf(n) if n == "AWF_OP"));
+        assert!(matches!(env("A=B"), PolicyError::NotAVariable(n) if n == "A=B"));
+        assert!(matches!(env("*"), PolicyError::NotAVariable(n) if n == "*"));
         Policy { writable: vec!["out".into()], env: vec!["LC_*".into()], ..Default::default() }.check().expect("fine");
     }
 
@@ -344,6 +391,6 @@ mod tests {
         let r = p.resolve(Path::new("/work/proj"), Some(Path::new("/home/me"))).expect("resolve");
         assert_eq!(r.writable, vec![PathBuf::from("/work/proj/build"), PathBuf::from("/abs")]);
         assert_eq!(r.read_only, vec![PathBuf::from("/home/me/.config/tool")]);
-        assert!(p.resolve(Path::new("/w"), None).expect_err("no home").contains("HOME"));
+        assert!(matches!(p.resolve(Path::new("/w"), None).expect_err("no home"), PolicyError::NoHome(_)));
     }
 }

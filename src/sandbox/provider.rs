@@ -12,37 +12,49 @@ use std::process::{Command, Stdio};
 pub const INSTALL: &str =
     "install bubblewrap (apt-get install bubblewrap; dnf install bubblewrap; pacman -S bubblewrap)";
 
+/// Why bubblewrap cannot build sandboxes here.
+#[derive(Debug, thiserror::Error)]
+pub enum Unavailable {
+    #[error("bubblewrap is missing: no `bwrap` on PATH; {INSTALL}")]
+    Missing,
+    #[error("cannot run {}: {source}", bwrap.display())]
+    CannotRun { bwrap: PathBuf, source: std::io::Error },
+    /// The probe ran and failed: `why` is its stderr, or its exit status.
+    #[error(
+        "{} cannot create namespaces here ({why}): user namespaces look unavailable; allow them \
+         (sysctl -w kernel.unprivileged_userns_clone=1, and on Ubuntu 24.04 \
+         kernel.apparmor_restrict_unprivileged_userns=0), or in a container allow unshare \
+         (e.g. docker run --security-opt seccomp=unconfined --cap-add SYS_ADMIN)",
+        bwrap.display()
+    )]
+    NoNamespaces { bwrap: PathBuf, why: String },
+}
+
 /// `bwrap` on `path` (a PATH value), or why it is not there.
-pub fn find(path: Option<&OsStr>) -> Result<PathBuf, String> {
+pub fn find(path: Option<&OsStr>) -> Result<PathBuf, Unavailable> {
     path.into_iter()
         .flat_map(std::env::split_paths)
         .filter(|d| d.is_absolute())
         .map(|d| d.join("bwrap"))
         .find(|p| std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0))
-        .ok_or_else(|| format!("bubblewrap is missing: no `bwrap` on PATH; {INSTALL}"))
+        .ok_or(Unavailable::Missing)
 }
 
 /// Runs the probe (`bwrap --unshare-all ... bwrap --version`); an error says what failed and how
 /// to allow it.
-pub fn probe(bwrap: &Path) -> Result<(), String> {
+pub fn probe(bwrap: &Path) -> Result<(), Unavailable> {
     let argv = bwrap::probe_argv(bwrap);
     let out = Command::new(&argv[0])
         .args(&argv[1..])
         .stdin(Stdio::null())
         .output()
-        .map_err(|e| format!("cannot run {}: {e}", bwrap.display()))?;
+        .map_err(|source| Unavailable::CannotRun { bwrap: bwrap.to_path_buf(), source })?;
     if out.status.success() {
         return Ok(());
     }
     let why = String::from_utf8_lossy(&out.stderr).trim().to_string();
-    Err(format!(
-        "{} cannot create namespaces here ({}): user namespaces look unavailable; allow them \
-         (sysctl -w kernel.unprivileged_userns_clone=1, and on Ubuntu 24.04 \
-         kernel.apparmor_restrict_unprivileged_userns=0), or in a container allow unshare \
-         (e.g. docker run --security-opt seccomp=unconfined --cap-add SYS_ADMIN)",
-        bwrap.display(),
-        if why.is_empty() { out.status.to_string() } else { why }
-    ))
+    let why = if why.is_empty() { out.status.to_string() } else { why };
+    Err(Unavailable::NoNamespaces { bwrap: bwrap.to_path_buf(), why })
 }
 
 /// `bwrap --version`, e.g. `bubblewrap 0.8.0`.
@@ -52,7 +64,7 @@ pub fn version(bwrap: &Path) -> Option<String> {
 }
 
 /// bwrap found on this process's PATH and probed: the path to run, or why sandboxes cannot be made.
-pub fn ready() -> Result<PathBuf, String> {
+pub fn ready() -> Result<PathBuf, Unavailable> {
     let bwrap = find(std::env::var_os("PATH").as_deref())?;
     probe(&bwrap)?;
     Ok(bwrap)
@@ -66,7 +78,8 @@ mod tests {
     fn a_path_without_bwrap_says_how_to_install_it() {
         let dir = tempfile::tempdir().expect("tempdir");
         let e = find(Some(dir.path().as_os_str())).expect_err("no bwrap there");
-        assert!(e.contains("apt-get install bubblewrap"), "{e}");
+        assert!(matches!(e, Unavailable::Missing));
+        assert!(e.to_string().contains("apt-get install bubblewrap"), "{e}");
         assert!(find(None).is_err());
     }
 }

@@ -8,6 +8,34 @@ use std::ffi::OsString;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
+/// Why an agent cannot be seated: what the sandbox could not enforce for it.
+#[derive(Debug, thiserror::Error)]
+pub enum SeatError {
+    #[error("HOME is `{}`, which the sandbox cannot hide; set HOME to a home folder", .0.display())]
+    Home(PathBuf),
+    #[error(
+        "the workspace {} holds the operator's home folder {}, which the sandbox must hide; run from a project folder or give the agent a `cwd` inside one",
+        workspace.display(),
+        home.display()
+    )]
+    HomeInWorkspace { workspace: PathBuf, home: PathBuf },
+    #[error(
+        "its cwd {} lies outside the sandbox's shared workspace {}; give it a `cwd` inside the workspace",
+        cwd.display(),
+        workspace.display()
+    )]
+    CwdOutside { cwd: PathBuf, workspace: PathBuf },
+    #[error("its cwd {} is not a folder", .0.display())]
+    CwdNotAFolder(PathBuf),
+    /// A policy path that is not there (`what`: `writable path`, `read-only path`).
+    #[error("{what} {} does not exist; create it or take it out of the policy", path.display())]
+    Missing { what: &'static str, path: PathBuf },
+    #[error("{what} {} is not a UTF-8 path, which the sandbox cannot bind", path.display())]
+    NotUtf8 { what: &'static str, path: PathBuf },
+    #[error("cannot create {}: {source}", path.display())]
+    Create { path: PathBuf, source: std::io::Error },
+}
+
 /// A folder or file under a hidden home folder that the agent's program needs, bound read-only.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Exposure {
@@ -45,7 +73,7 @@ pub struct Seat {
 impl Seat {
     /// The same seat for an agent whose control folder is `control` (a fork): its own control
     /// folder, state and home, created; everything else as it was.
-    pub fn moved(&self, control: &Path, socket: &Path) -> Result<Seat, String> {
+    pub fn moved(&self, control: &Path, socket: &Path) -> Result<Seat, SeatError> {
         let (home, state) = own_dirs(control)?;
         utf8("the path", control)?;
         Ok(Seat { control: control_dirs(control, socket), home, state, ..self.clone() })
@@ -53,11 +81,11 @@ impl Seat {
 }
 
 /// `control/home` and `control/state`, created private.
-fn own_dirs(control: &Path) -> Result<(PathBuf, PathBuf), String> {
+fn own_dirs(control: &Path) -> Result<(PathBuf, PathBuf), SeatError> {
     let home = control.join("home");
     let state = control.join("state");
     for d in [&home, &state] {
-        crate::record::private::ensure_dir(d).map_err(|e| format!("cannot create {}: {e}", d.display()))?;
+        crate::record::private::ensure_dir(d).map_err(|source| SeatError::Create { path: d.clone(), source })?;
     }
     Ok((home, state))
 }
@@ -192,19 +220,19 @@ fn exposures(program: &[String], cwd: &Path, op: &Operator, roots: &[(PathBuf, u
     out
 }
 
-fn utf8(what: &str, p: &Path) -> Result<(), String> {
+fn utf8(what: &'static str, p: &Path) -> Result<(), SeatError> {
     match p.to_str() {
         Some(_) => Ok(()),
-        None => Err(format!("{what} {} is not a UTF-8 path, which the sandbox cannot bind", p.display())),
+        None => Err(SeatError::NotUtf8 { what, path: p.to_path_buf() }),
     }
 }
 
 /// Seats an agent: checks that `policy` (already resolved) can be enforced for it, creates its
 /// home, and finds its concrete paths.
-pub fn seat(policy: &Policy, place: &Placement<'_>, op: &Operator) -> Result<Seat, String> {
+pub fn seat(policy: &Policy, place: &Placement<'_>, op: &Operator) -> Result<Seat, SeatError> {
     if let Some(h) = &op.home {
         if !h.is_absolute() || normalize(h) == Path::new("/") {
-            return Err(format!("HOME is `{}`, which the sandbox cannot hide; set HOME to a home folder", h.display()));
+            return Err(SeatError::Home(h.clone()));
         }
     }
     let roots = home_roots(op.home.as_deref());
@@ -218,26 +246,18 @@ pub fn seat(policy: &Policy, place: &Placement<'_>, op: &Operator) -> Result<Sea
     let workspace = normalize(place.workspace);
     let cwd = normalize(place.cwd);
     if let Some((r, _)) = roots.iter().find(|(r, _)| r.starts_with(&workspace)) {
-        return Err(format!(
-            "the workspace {} holds the operator's home folder {}, which the sandbox must hide; run from a project folder or give the agent a `cwd` inside one",
-            workspace.display(),
-            r.display()
-        ));
+        return Err(SeatError::HomeInWorkspace { workspace, home: r.clone() });
     }
     if !cwd.starts_with(&workspace) {
-        return Err(format!(
-            "its cwd {} lies outside the sandbox's shared workspace {}; give it a `cwd` inside the workspace",
-            cwd.display(),
-            workspace.display()
-        ));
+        return Err(SeatError::CwdOutside { cwd, workspace });
     }
     if !cwd.is_dir() {
-        return Err(format!("its cwd {} is not a folder", cwd.display()));
+        return Err(SeatError::CwdNotAFolder(cwd));
     }
     for (what, list) in [("writable path", &policy.writable), ("read-only path", &policy.read_only)] {
         for p in list.iter() {
             if !p.exists() {
-                return Err(format!("{what} {} does not exist; create it or take it out of the policy", p.display()));
+                return Err(SeatError::Missing { what, path: p.clone() });
             }
             utf8(what, p)?;
         }

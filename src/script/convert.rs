@@ -4,12 +4,23 @@
 use rhai::{Dynamic, Map};
 use serde_json::Value;
 
+/// Why a script value is not JSON.
+#[derive(Debug, thiserror::Error)]
+pub enum NotJson {
+    /// A function pointer or a host handle, named by its type.
+    #[error("a {0} is not JSON and cannot be returned, recorded or sent to an agent")]
+    Kind(String),
+    /// What rhai's serializer refused.
+    #[error("{0}")]
+    Unserialised(Box<rhai::EvalAltResult>),
+}
+
 /// Converts a script value to JSON, refusing functions and host objects.
-pub fn to_json(value: &Dynamic) -> Result<Value, String> {
+pub fn to_json(value: &Dynamic) -> Result<Value, NotJson> {
     if let Some(bad) = non_json(value) {
-        return Err(format!("a {bad} is not JSON and cannot be returned, recorded or sent to an agent"));
+        return Err(NotJson::Kind(bad));
     }
-    rhai::serde::from_dynamic::<Value>(value).map_err(|e| e.to_string())
+    rhai::serde::from_dynamic::<Value>(value).map_err(NotJson::Unserialised)
 }
 
 fn non_json(value: &Dynamic) -> Option<String> {
@@ -110,7 +121,7 @@ mod tests {
         let mut m = Map::new();
         m.insert("f".into(), Dynamic::from(rhai::FnPtr::new("x").expect("fnptr")));
         let err = to_json(&Dynamic::from_map(m)).expect_err("closure refused");
-        assert!(err.contains("function pointer"), "{err}");
+        assert!(matches!(&err, NotJson::Kind(k) if k == "function pointer (closure)"), "{err}");
     }
 
 }

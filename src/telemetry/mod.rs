@@ -40,10 +40,19 @@ fn report_once(text: &str) {
     }
 }
 
+/// An OTLP endpoint that is no http(s) URL, and where it was named (`[telemetry] otlp_endpoint`
+/// or the variable).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{from} = {url:?}: write an http:// or https:// URL, such as http://127.0.0.1:4318")]
+pub struct BadEndpoint {
+    pub from: &'static str,
+    pub url: String,
+}
+
 /// The OTLP/HTTP traces URL: the config's endpoint, else `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` (a
 /// whole URL), else `OTEL_EXPORTER_OTLP_ENDPOINT`; a base URL gets `/v1/traces`. `Ok(None)`: no
 /// traces. An endpoint that is no http(s) URL is refused, naming where it came from.
-pub fn traces_url(config: &Config) -> Result<Option<String>, String> {
+pub fn traces_url(config: &Config) -> Result<Option<String>, BadEndpoint> {
     if config.telemetry.off {
         return Ok(None);
     }
@@ -59,7 +68,7 @@ pub fn traces_url(config: &Config) -> Result<Option<String>, String> {
     let url = url.trim().to_string();
     let rest = url.strip_prefix("http://").or_else(|| url.strip_prefix("https://"));
     if rest.is_none_or(|r| r.is_empty() || r.starts_with('/')) {
-        return Err(format!("{from} = {url:?}: write an http:// or https:// URL, such as http://127.0.0.1:4318"));
+        return Err(BadEndpoint { from, url });
     }
     if whole || url.trim_end_matches('/').ends_with("/v1/traces") {
         return Ok(Some(url));
@@ -191,6 +200,10 @@ mod tests {
         assert_eq!(traces_url(&config).expect("ok").as_deref(), Some("http://127.0.0.1:4318/v1/traces"));
         config.telemetry.otlp_endpoint = Some("127.0.0.1:4318".into());
         let err = traces_url(&config).expect_err("no scheme");
-        assert!(err.contains("[telemetry] otlp_endpoint") && err.contains("http://"), "{err}");
+        assert_eq!(err, BadEndpoint { from: "[telemetry] otlp_endpoint", url: "127.0.0.1:4318".into() });
+        assert!(
+            err.to_string().starts_with("[telemetry] otlp_endpoint = \"127.0.0.1:4318\": write an http://"),
+            "{err}"
+        );
     }
 }

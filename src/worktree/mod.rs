@@ -12,6 +12,15 @@ use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+/// A value `isolation` or `keep` does not take.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BadChoice {
+    #[error("unknown isolation `{0}`: use \"worktree\" (or \"none\")")]
+    Isolation(String),
+    #[error("unknown keep `{0}`: use \"on-failure\" or \"always\" (default: removed)")]
+    Keep(String),
+}
+
 /// Whether an agent works in the run's checkout or in a worktree of its own.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "kebab-case")]
@@ -22,11 +31,11 @@ pub enum Isolation {
 }
 
 impl Isolation {
-    pub fn parse(s: &str) -> Result<Isolation, String> {
+    pub fn parse(s: &str) -> Result<Isolation, BadChoice> {
         match s {
             "none" => Ok(Isolation::None),
             "worktree" => Ok(Isolation::Worktree),
-            _ => Err(format!("unknown isolation `{s}`: use \"worktree\" (or \"none\")")),
+            _ => Err(BadChoice::Isolation(s.to_string())),
         }
     }
 }
@@ -44,12 +53,12 @@ pub enum Keep {
 }
 
 impl Keep {
-    pub fn parse(s: &str) -> Result<Keep, String> {
+    pub fn parse(s: &str) -> Result<Keep, BadChoice> {
         match s {
             "never" => Ok(Keep::Never),
             "on-failure" => Ok(Keep::OnFailure),
             "always" => Ok(Keep::Always),
-            _ => Err(format!("unknown keep `{s}`: use \"on-failure\" or \"always\" (default: removed)")),
+            _ => Err(BadChoice::Keep(s.to_string())),
         }
     }
 

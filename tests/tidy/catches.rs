@@ -135,3 +135,23 @@ fn a_test_of_an_error_text_is_found_but_not_of_other_text() {
     let found: Vec<String> = rules::calls(&sources, rules::ERROR_TEXT_TESTS).iter().map(|h| h.to_string()).collect();
     assert_eq!(found, ["src/run/e.rs:2: e.contains", "src/run/e.rs:4: to_string().starts_with"]);
 }
+
+#[test]
+fn a_failure_carried_as_text_is_found_once_but_not_another_error_or_in_tests() {
+    let sources = sources_of(&[(
+        "run/t.rs",
+        "fn a() -> Result<(), String> {}\nfn b() -> Result<Vec<String>, String> {}\nfn c() -> io::Result<String> {}\n\
+         fn d() -> Result<String, Error> {}\ntype F = Box<dyn Fn(&str) -> Result<u8, String>>;\nfn e() -> Result<\n    Box<dyn Fn() -> u8>,\n    String,\n> {}\n\
+         fn f() -> MyResult<(), String> {}\n// Result<(), String>\n#[cfg(test)]\nfn t() -> Result<(), String> {}\n",
+    )]);
+    let found: Vec<String> = rules::string_errors(&sources).iter().map(|h| h.to_string()).collect();
+    assert_eq!(
+        found,
+        [
+            "src/run/t.rs:1: Result<_, String>",
+            "src/run/t.rs:2: Result<_, String>",
+            "src/run/t.rs:5: Result<_, String>",
+            "src/run/t.rs:6: Result<_, String>",
+        ]
+    );
+}

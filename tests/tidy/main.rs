@@ -1,7 +1,8 @@
 //! Tidy checks of the repository itself, run by `cargo test` (as rust-analyzer's `tidy.rs`): the
 //! layering `src/lib.rs` writes, its code map, printing only in `cli/`, files written outside
 //! `record/` only where listed, no new process-wide static, each boundary crate named only by
-//! the module that owns it, and no error's text tested to decide what to do.
+//! the module that owns it, no error's text tested to decide what to do, and failures carried as
+//! bare text (`Result<_, String>`) only where listed.
 
 mod catches;
 mod layers;
@@ -138,4 +139,45 @@ fn tidy_boundary_crates_are_named_only_by_their_owners() {
         problems.extend(rules::crate_paths(&others, krate).iter().map(|h| format!("{h}: only {owner} names it")));
     }
     assert_none("boundary crates named outside their owners", &problems);
+}
+
+/// How many `Result<_, String>` the code outside tests may hold: failures are typed (a
+/// `thiserror` enum with the variants callers tell apart, sources kept), text only at the edge.
+/// Lower it as they go; it never rises.
+const STRING_ERRORS_BUDGET: usize = 136;
+
+/// The top-level modules that hold no `Result<_, String>` at all.
+const STRING_ERRORS_NONE: &[&str] = &[
+    "record",
+    "accounting",
+    "stdlib",
+    "sandbox",
+    "worktree",
+    "config",
+    "redact",
+    "watch",
+    "telemetry",
+    "run",
+    "control",
+];
+
+#[test]
+fn tidy_failures_are_typed_outside_the_edge() {
+    let hits = rules::string_errors(&source::load(&src()));
+    let mut problems: Vec<String> = hits
+        .iter()
+        .filter(|h| STRING_ERRORS_NONE.contains(&h.path.split('/').next().unwrap_or_default().trim_end_matches(".rs")))
+        .map(|h| format!("{h} in a module whose failures are all typed"))
+        .collect();
+    if hits.len() > STRING_ERRORS_BUDGET {
+        let mut by_module = std::collections::BTreeMap::<&str, usize>::new();
+        for h in &hits {
+            *by_module.entry(h.path.split('/').next().unwrap_or_default()).or_default() += 1;
+        }
+        problems.push(format!(
+            "{} found, {STRING_ERRORS_BUDGET} allowed (by module: {by_module:?}); give the new ones a typed error",
+            hits.len()
+        ));
+    }
+    assert_none("failures carried as text (`Result<_, String>`)", &problems);
 }

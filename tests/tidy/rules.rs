@@ -133,3 +133,50 @@ pub fn crate_paths(sources: &[Source], krate: &str) -> Vec<Hit> {
     }
     out
 }
+
+/// Every `Result<T, String>` (a failure carried as bare text), each found where `Result<` starts
+/// a path segment (`io::Result<` is another type): the generic arguments are read to the matching
+/// `>`, so `Result<Vec<String>, String>` counts once and `Result<String, E>` not at all.
+pub fn string_errors(sources: &[Source]) -> Vec<Hit> {
+    let mut out = Vec::new();
+    for s in sources {
+        for (k, _) in s.code.match_indices("Result<") {
+            if s.code[..k].chars().next_back().is_some_and(ident_char) {
+                continue;
+            }
+            if last_argument(&s.code[k + "Result<".len()..]).is_some_and(|a| a == "String") {
+                out.push(Hit { path: s.path.clone(), line: s.line_of(k), what: "Result<_, String>".into() });
+            }
+        }
+    }
+    out
+}
+
+/// The last top-level generic argument of the list starting after a `<` (trimmed; a trailing
+/// comma allowed), or `None` when the list has a single argument (`io::Result<String>`) or does
+/// not close.
+fn last_argument(code: &str) -> Option<&str> {
+    let (mut depth, mut start) = (0usize, 0usize);
+    let mut args = Vec::new();
+    let mut prev = ' ';
+    for (j, ch) in code.char_indices() {
+        match ch {
+            '<' | '(' | '[' => depth += 1,
+            // `->` in a `Fn(..) -> T` bound closes nothing.
+            '>' if prev == '-' => {}
+            '>' | ')' | ']' if depth > 0 => depth -= 1,
+            '>' | ',' if depth == 0 => {
+                args.push(code[start..j].trim());
+                start = j + 1;
+                if ch == '>' {
+                    args.retain(|a| !a.is_empty());
+                    return (args.len() > 1).then(|| args[args.len() - 1]);
+                }
+            }
+            ';' | '{' | '}' => return None,
+            _ => {}
+        }
+        prev = ch;
+    }
+    None
+}

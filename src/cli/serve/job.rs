@@ -70,7 +70,7 @@ pub(super) fn checked(server: &Server, body: &Value) -> Result<(Job, crate::run:
         Err(e) => {
             // The first line only: a config file's parse error goes on with the file's offending
             // line, which may hold a key (the operator reads it whole from `awf script run`).
-            let text = format!("error: {e:#}");
+            let text = format!("error: {}", crate::cli::shown(&e));
             Err(text.lines().next().unwrap_or_default().to_string())
         }
     }

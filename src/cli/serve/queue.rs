@@ -167,7 +167,7 @@ async fn resumed(server: &Server, id: &str, request: &Value) -> RunStatus {
     let spec = match prepare(&attempt.program, attempt.args.clone(), &flags, Some(attempt.resume)) {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("awf: run {id} is left interrupted: {e:#}");
+            eprintln!("awf: run {id} is left interrupted: {}", crate::cli::shown(&e));
             return RunStatus::Interrupted;
         }
     };

@@ -29,19 +29,32 @@ pub fn home_of(caller: &Caller) -> Option<PathBuf> {
     })
 }
 
+/// Why a caller's session cannot be forked.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ForkError {
+    #[error("the caller's {0} session has none yet: there is no conversation to fork")]
+    NoSession(HarnessKind),
+    #[error("the caller's {0} home is unknown (no HOME)")]
+    NoHome(HarnessKind),
+    #[error("a caller's {0} session cannot be forked (claude and pi sessions can)")]
+    Unforkable(HarnessKind),
+    #[error("no {harness} session `{id}` in {}", home.display())]
+    NotFound { harness: HarnessKind, id: String, home: PathBuf },
+}
+
 /// The caller's session, ready to fork, or why it cannot be.
-pub fn locate(caller: &Caller) -> Result<CallerFork, String> {
+pub fn locate(caller: &Caller) -> Result<CallerFork, ForkError> {
     let harness = caller.harness;
     let Some(id) = caller.session.clone() else {
-        return Err(format!("the caller's {harness} session has none yet: there is no conversation to fork"));
+        return Err(ForkError::NoSession(harness));
     };
-    let home = home_of(caller).ok_or_else(|| format!("the caller's {harness} home is unknown (no HOME)"))?;
+    let home = home_of(caller).ok_or(ForkError::NoHome(harness))?;
     let found = match harness {
         HarnessKind::Claude => claude_transcript(&home, &id),
         HarnessKind::Pi => pi_transcript(&home, &id, 3),
-        other => return Err(format!("a caller's {other} session cannot be forked (claude and pi sessions can)")),
+        other => return Err(ForkError::Unforkable(other)),
     };
-    let transcript = found.ok_or_else(|| format!("no {harness} session `{id}` in {}", home.display()))?;
+    let transcript = found.ok_or_else(|| ForkError::NotFound { harness, id: id.clone(), home: home.clone() })?;
     Ok(CallerFork { harness, id, transcript })
 }
 
@@ -114,11 +127,11 @@ mod tests {
         let f = locate(&caller(HarnessKind::Claude, Some("abc"))).expect("found");
         assert!(f.transcript.ends_with("projects/-w/abc.jsonl"));
         let e = locate(&caller(HarnessKind::Claude, Some("zzz"))).expect_err("missing");
-        assert!(e.contains("no claude session `zzz`"), "{e}");
+        assert!(e.to_string().starts_with("no claude session `zzz` in "), "{e}");
         let e = locate(&caller(HarnessKind::Claude, None)).expect_err("none");
-        assert!(e.contains("has none yet"), "{e}");
+        assert_eq!(e, ForkError::NoSession(HarnessKind::Claude));
         let e = locate(&caller(HarnessKind::Codex, Some("t"))).expect_err("codex");
-        assert!(e.contains("cannot be forked"), "{e}");
+        assert_eq!(e, ForkError::Unforkable(HarnessKind::Codex));
 
         std::fs::create_dir_all(home.join("sessions/--w--")).expect("mkdir");
         std::fs::write(home.join("sessions/--w--/2026_p1.jsonl"), "{}\n").expect("write");

@@ -2,7 +2,7 @@
 //! what a fork's home leaves out excepted) packed into a session export, at most `MAX_HOME` bytes,
 //! and unpacked into the home of the agent that takes it over.
 
-use crate::harness::SessionExport;
+use crate::harness::{HarnessError, SessionExport};
 use base64::Engine;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
@@ -16,7 +16,7 @@ pub fn pack(home: &Path, session: &str, keep: &dyn Fn(&str) -> bool, skip: &[Pat
     let mut total = 0u64;
     match walk(home, home, keep, skip, &mut files, &mut total) {
         Ok(()) => SessionExport::Home { session: session.to_string(), files: Value::Array(files) },
-        Err(why) => SessionExport::Unstorable { why },
+        Err(why) => SessionExport::Unstorable { why: why.to_string() },
     }
 }
 
@@ -27,8 +27,8 @@ fn walk(
     skip: &[PathBuf],
     files: &mut Vec<Value>,
     total: &mut u64,
-) -> Result<(), String> {
-    let entries = std::fs::read_dir(dir).map_err(|e| format!("cannot read {}: {e}", dir.display()))?;
+) -> Result<(), HarnessError> {
+    let entries = std::fs::read_dir(dir).map_err(|e| HarnessError::io(format!("cannot read {}", dir.display()), e))?;
     for entry in entries.flatten() {
         let path = entry.path();
         if !keep(&entry.file_name().to_string_lossy()) || skip.contains(&path) {
@@ -38,12 +38,14 @@ fn walk(
         if ty.is_dir() {
             walk(home, &path, keep, skip, files, total)?;
         } else if ty.is_file() {
-            let bytes = std::fs::read(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+            let bytes =
+                std::fs::read(&path).map_err(|e| HarnessError::io(format!("cannot read {}", path.display()), e))?;
             *total += bytes.len() as u64;
             if *total > MAX_HOME {
-                return Err(format!("the home {} holds over {MAX_HOME} bytes", home.display()));
+                return Err(HarnessError::Cannot(format!("the home {} holds over {MAX_HOME} bytes", home.display())));
             }
-            let rel = path.strip_prefix(home).map_err(|e| e.to_string())?;
+            // Every entry was reached by walking down from `home`.
+            let Ok(rel) = path.strip_prefix(home) else { continue };
             let data = base64::engine::general_purpose::STANDARD.encode(&bytes);
             files.push(json!({ "path": rel.to_string_lossy(), "data": data }));
         }
@@ -55,17 +57,18 @@ fn walk(
 /// decoded first, so that a refused one (a path that leaves the home, data that does not decode)
 /// leaves nothing; then the files are written into a fresh folder beside the home and moved into
 /// it, each top-level entry whole.
-pub fn unpack(home: &Path, files: &Value) -> Result<(), String> {
-    let list = files.as_array().ok_or("the stored home is not a list of files")?;
+pub fn unpack(home: &Path, files: &Value) -> Result<(), HarnessError> {
+    let stored = |why: &str| HarnessError::Stored(why.to_string());
+    let list = files.as_array().ok_or_else(|| stored("the stored home is not a list of files"))?;
     let mut decoded = Vec::with_capacity(list.len());
     for f in list {
-        let rel = PathBuf::from(f["path"].as_str().ok_or("a stored file has no path")?);
+        let rel = PathBuf::from(f["path"].as_str().ok_or_else(|| stored("a stored file has no path"))?);
         if rel.is_absolute() || rel.components().any(|c| !matches!(c, std::path::Component::Normal(_))) {
-            return Err(format!("the stored file {} leaves the home", rel.display()));
+            return Err(HarnessError::Stored(format!("the stored file {} leaves the home", rel.display())));
         }
         let data = base64::engine::general_purpose::STANDARD
             .decode(f["data"].as_str().unwrap_or_default())
-            .map_err(|e| format!("the stored file {} does not decode: {e}", rel.display()))?;
+            .map_err(|source| HarnessError::Decode { file: rel.clone(), source })?;
         decoded.push((rel, data));
     }
     let name = home.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
@@ -75,23 +78,24 @@ pub fn unpack(home: &Path, files: &Value) -> Result<(), String> {
     placed
 }
 
-fn write_all(stage: &Path, files: &[(PathBuf, Vec<u8>)]) -> Result<(), String> {
-    crate::record::private::create_dir(stage).map_err(|e| format!("cannot create {}: {e}", stage.display()))?;
+fn write_all(stage: &Path, files: &[(PathBuf, Vec<u8>)]) -> Result<(), HarnessError> {
+    crate::record::private::create_dir(stage).map_err(HarnessError::create(stage))?;
     for (rel, data) in files {
         let target = stage.join(rel);
         if let Some(parent) = target.parent() {
-            crate::record::private::create_dir(parent)
-                .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
+            crate::record::private::create_dir(parent).map_err(HarnessError::create(parent))?;
         }
-        crate::record::private::write(&target, data).map_err(|e| format!("cannot write {}: {e}", target.display()))?;
+        crate::record::private::write(&target, data)
+            .map_err(|e| HarnessError::io(format!("cannot write {}", target.display()), e))?;
     }
     Ok(())
 }
 
 /// Moves each entry of `stage` into `home`, replacing what is there under that name.
-fn move_into(stage: &Path, home: &Path) -> Result<(), String> {
-    crate::record::private::create_dir(home).map_err(|e| format!("cannot create {}: {e}", home.display()))?;
-    let entries = std::fs::read_dir(stage).map_err(|e| format!("cannot read {}: {e}", stage.display()))?;
+fn move_into(stage: &Path, home: &Path) -> Result<(), HarnessError> {
+    crate::record::private::create_dir(home).map_err(HarnessError::create(home))?;
+    let entries =
+        std::fs::read_dir(stage).map_err(|e| HarnessError::io(format!("cannot read {}", stage.display()), e))?;
     for entry in entries.flatten() {
         let target = home.join(entry.file_name());
         match std::fs::symlink_metadata(&target) {
@@ -99,9 +103,9 @@ fn move_into(stage: &Path, home: &Path) -> Result<(), String> {
             Ok(_) => std::fs::remove_file(&target),
             Err(_) => Ok(()),
         }
-        .map_err(|e| format!("cannot replace {}: {e}", target.display()))?;
+        .map_err(|e| HarnessError::io(format!("cannot replace {}", target.display()), e))?;
         std::fs::rename(entry.path(), &target)
-            .map_err(|e| format!("cannot move {} into place: {e}", target.display()))?;
+            .map_err(|e| HarnessError::io(format!("cannot move {} into place", target.display()), e))?;
     }
     Ok(())
 }
@@ -132,7 +136,7 @@ mod tests {
         let hook = base64::engine::general_purpose::STANDARD.encode(r#"{"hooks":{"SessionStart":"id"}}"#);
         let files = json!([{ "path": "settings.json", "data": hook }, { "path": "../escape", "data": "" }]);
         let err = unpack(&dir.path().join("home"), &files).expect_err("refused");
-        assert!(err.contains("../escape leaves the home"), "{err}");
+        assert!(matches!(&err, HarnessError::Stored(why) if why.contains("../escape leaves the home")), "{err}");
         assert!(!dir.path().join("escape").exists());
         assert!(!dir.path().join("home/settings.json").exists(), "the entry before the refused one is not written");
         let left: Vec<_> = std::fs::read_dir(dir.path()).expect("read").flatten().map(|e| e.file_name()).collect();

@@ -5,6 +5,7 @@
 
 use super::{num, operator_dir, CliConfig, CliEnv, Invocation, Turn, ARG_MAX};
 use crate::harness::AgentInfo;
+use crate::harness::HarnessError;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
@@ -72,7 +73,7 @@ impl super::Cli for Claude {
             .unwrap_or_default()
     }
 
-    fn prepare(&self, home: &Path, cfg: &CliConfig, _info: &AgentInfo) -> Result<CliEnv, String> {
+    fn prepare(&self, home: &Path, cfg: &CliConfig, _info: &AgentInfo) -> Result<CliEnv, HarnessError> {
         let mut env = CliEnv::default();
         env.set("CLAUDE_CONFIG_DIR", home.display().to_string());
         for var in [
@@ -164,27 +165,28 @@ impl super::Cli for Claude {
         }
     }
 
-    fn resume(&mut self, home: &Path, id: &str) -> Result<(), String> {
+    fn resume(&mut self, home: &Path, id: &str) -> Result<(), HarnessError> {
         if !session_exists(home, id) {
-            return Err(format!("the Claude Code session {id} is not in the stored home"));
+            return Err(HarnessError::Stored(format!("the Claude Code session {id} is not in the stored home")));
         }
         self.id = id.to_string();
         self.fork_from = None;
         Ok(())
     }
 
-    fn fork(&self, home: &Path, _child_home: &Path) -> Result<Box<dyn super::Cli>, String> {
+    fn fork(&self, home: &Path, _child_home: &Path) -> Result<Box<dyn super::Cli>, HarnessError> {
         let fork_from = if session_exists(home, &self.id) { Some(self.id.clone()) } else { self.fork_from.clone() };
         Ok(Box::new(Claude { id: uuid::Uuid::new_v4().to_string(), fork_from, skills: self.skills }))
     }
 
-    fn adopt(&mut self, home: &Path, cwd: &Path, fork: &super::caller::CallerFork) -> Result<(), String> {
+    fn adopt(&mut self, home: &Path, cwd: &Path, fork: &super::caller::CallerFork) -> Result<(), HarnessError> {
         // `--resume` finds a session in the project folder of the working folder it runs in.
         let dir = home.join("projects").join(super::caller::claude_project(cwd));
-        crate::record::private::create_dir(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        crate::record::private::create_dir(&dir).map_err(HarnessError::create(&dir))?;
         let to = dir.join(format!("{}.jsonl", fork.id));
-        crate::record::private::copy(&fork.transcript, &to)
-            .map_err(|e| format!("cannot copy the caller's session {}: {e}", fork.transcript.display()))?;
+        crate::record::private::copy(&fork.transcript, &to).map_err(|e| {
+            HarnessError::io(format!("cannot copy the caller's session {}", fork.transcript.display()), e)
+        })?;
         self.fork_from = Some(fork.id.clone());
         Ok(())
     }
@@ -201,15 +203,23 @@ impl super::Cli for Claude {
         }))
     }
 
-    fn skills(&mut self, _dirs: &[PathBuf]) -> Result<(), String> {
+    fn skills(&mut self, _dirs: &[PathBuf]) -> Result<(), HarnessError> {
         // Claude Code finds them in `$CLAUDE_CONFIG_DIR/skills`, where they were copied.
         self.skills = true;
         Ok(())
     }
 
-    fn compact(&self, home: &Path, cfg: &CliConfig, info: &AgentInfo, prompt: &str) -> Result<Invocation, String> {
+    fn compact(
+        &self,
+        home: &Path,
+        cfg: &CliConfig,
+        info: &AgentInfo,
+        prompt: &str,
+    ) -> Result<Invocation, HarnessError> {
         if !session_exists(home, &self.id) {
-            return Err("nothing to compact: the agent's Claude Code session has no turns yet".into());
+            return Err(HarnessError::Cannot(
+                "nothing to compact: the agent's Claude Code session has no turns yet".into(),
+            ));
         }
         let mut args = common_args(cfg, info, self.skills);
         args.extend(["--resume".into(), self.id.clone()]);

@@ -8,6 +8,7 @@
 use super::{num, operator_dir, CliConfig, CliEnv, Invocation, Turn, ARG_MAX};
 use crate::accounting::Usage;
 use crate::harness::AgentInfo;
+use crate::harness::HarnessError;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
@@ -98,7 +99,7 @@ impl super::Cli for Codex {
             .unwrap_or_default()
     }
 
-    fn prepare(&self, home: &Path, cfg: &CliConfig, info: &AgentInfo) -> Result<CliEnv, String> {
+    fn prepare(&self, home: &Path, cfg: &CliConfig, info: &AgentInfo) -> Result<CliEnv, HarnessError> {
         super::write_config(&home.join("config.toml"), &config(cfg, info))?;
         let mut env = CliEnv::default();
         env.set("CODEX_HOME", home.display().to_string());
@@ -191,13 +192,13 @@ impl super::Cli for Codex {
         !name.contains(".sqlite")
     }
 
-    fn resume(&mut self, _home: &Path, id: &str) -> Result<(), String> {
+    fn resume(&mut self, _home: &Path, id: &str) -> Result<(), HarnessError> {
         self.thread = Some(id.to_string());
         self.fork_from = None;
         Ok(())
     }
 
-    fn fork(&self, _home: &Path, _child_home: &Path) -> Result<Box<dyn super::Cli>, String> {
+    fn fork(&self, _home: &Path, _child_home: &Path) -> Result<Box<dyn super::Cli>, HarnessError> {
         Ok(Box::new(Codex {
             thread: None,
             fork_from: self.thread.clone().or_else(|| self.fork_from.clone()),
@@ -205,8 +206,8 @@ impl super::Cli for Codex {
         }))
     }
 
-    fn compact(&self, _: &Path, _: &CliConfig, _: &AgentInfo, _: &str) -> Result<Invocation, String> {
-        Err("the codex harness cannot compact: `codex exec` has no compact command (Codex compacts its context on its own when it fills)".into())
+    fn compact(&self, _: &Path, _: &CliConfig, _: &AgentInfo, _: &str) -> Result<Invocation, HarnessError> {
+        Err(HarnessError::Cannot("the codex harness cannot compact: `codex exec` has no compact command (Codex compacts its context on its own when it fills)".into()))
     }
 }
 

@@ -14,8 +14,21 @@ fn version_in(text: &str) -> Option<String> {
     })
 }
 
+/// Why a CLI's version is not known; the text follows the program's name in the check's detail.
+#[derive(Debug, thiserror::Error)]
+enum NoVersion {
+    #[error("not found on PATH")]
+    NotFound,
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    #[error("`{program} --version` printed no version: {printed}")]
+    Unprinted { program: String, printed: String },
+    #[error("`{0} --version` did not answer within 20 s")]
+    Silent(String),
+}
+
 /// Runs `program --version`, bounded.
-fn installed_version(program: &str) -> Result<String, String> {
+fn installed_version(program: &str) -> Result<String, NoVersion> {
     let child = std::process::Command::new(program)
         .arg("--version")
         .stdin(Stdio::null())
@@ -24,13 +37,7 @@ fn installed_version(program: &str) -> Result<String, String> {
         .env("DISABLE_AUTOUPDATER", "1")
         .env("PI_OFFLINE", "1")
         .spawn()
-        .map_err(|e| {
-            if e.kind() == std::io::ErrorKind::NotFound {
-                "not found on PATH".to_string()
-            } else {
-                e.to_string()
-            }
-        })?;
+        .map_err(|e| if e.kind() == std::io::ErrorKind::NotFound { NoVersion::NotFound } else { NoVersion::Io(e) })?;
     let pid = child.id();
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
@@ -39,12 +46,13 @@ fn installed_version(program: &str) -> Result<String, String> {
     match rx.recv_timeout(Duration::from_secs(20)) {
         Ok(Ok(out)) => {
             let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-            version_in(&text).ok_or_else(|| format!("`{program} --version` printed no version: {}", text.trim()))
+            version_in(&text)
+                .ok_or_else(|| NoVersion::Unprinted { program: program.to_string(), printed: text.trim().to_string() })
         }
-        Ok(Err(e)) => Err(e.to_string()),
+        Ok(Err(e)) => Err(NoVersion::Io(e)),
         Err(_) => {
             let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::Signal::SIGKILL);
-            Err(format!("`{program} --version` did not answer within 20 s"))
+            Err(NoVersion::Silent(program.to_string()))
         }
     }
 }

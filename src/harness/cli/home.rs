@@ -1,6 +1,7 @@
 //! The agent's home: where the operator keeps a CLI's files, the credential copies seeded into
 //! the home and written back when a turn refreshed them, config files, and copying a home for a fork.
 
+use crate::harness::HarnessError;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -30,7 +31,7 @@ impl Credential {
     }
 
     /// Copies the operator's file into the home when it is new or changed since the last sync.
-    pub fn seed(&mut self) -> Result<(), String> {
+    pub fn seed(&mut self) -> Result<(), HarnessError> {
         let Ok(bytes) = std::fs::read(&self.operator) else { return Ok(()) };
         if self.known.as_ref() != Some(&bytes) || !self.local.exists() {
             write_private(&self.local, &bytes)?;
@@ -42,7 +43,7 @@ impl Credential {
     /// Writes the home's copy back when a turn refreshed it. Never creates the operator's file,
     /// and never overwrites it when it changed meanwhile (another agent refreshed it first).
     /// Returns whether it wrote.
-    pub fn write_back(&mut self) -> Result<bool, String> {
+    pub fn write_back(&mut self) -> Result<bool, HarnessError> {
         let _guard = CREDENTIALS.lock().unwrap_or_else(|p| p.into_inner());
         let Some(known) = &self.known else { return Ok(false) };
         let Ok(now) = std::fs::read(&self.local) else { return Ok(false) };
@@ -60,11 +61,11 @@ impl Credential {
 }
 
 /// Writes a file readable by its owner only, atomically (a temporary file, then a rename).
-fn write_private(path: &Path, bytes: &[u8]) -> Result<(), String> {
+fn write_private(path: &Path, bytes: &[u8]) -> Result<(), HarnessError> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
-    let dir = path.parent().ok_or_else(|| format!("{} has no folder", path.display()))?;
-    crate::record::private::create_dir(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let dir = path.parent().ok_or_else(|| HarnessError::Config(format!("{} has no folder", path.display())))?;
+    crate::record::private::create_dir(dir).map_err(HarnessError::create(dir))?;
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let tmp = dir.join(format!(".{name}.awf-{}", uuid::Uuid::new_v4().simple()));
     let written = std::fs::OpenOptions::new()
@@ -76,19 +77,20 @@ fn write_private(path: &Path, bytes: &[u8]) -> Result<(), String> {
         .and_then(|_| std::fs::rename(&tmp, path));
     written.map_err(|e| {
         let _ = std::fs::remove_file(&tmp);
-        format!("cannot write {}: {e}", path.display())
+        HarnessError::io(format!("cannot write {}", path.display()), e)
     })
 }
 
 /// Writes a configuration file into a CLI's home.
-pub fn write_config(path: &Path, text: &str) -> Result<(), String> {
+pub fn write_config(path: &Path, text: &str) -> Result<(), HarnessError> {
     if let Some(dir) = path.parent() {
-        crate::record::private::create_dir(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        crate::record::private::create_dir(dir).map_err(HarnessError::create(dir))?;
     }
     if std::fs::read_to_string(path).is_ok_and(|old| old == text) {
         return Ok(());
     }
-    crate::record::private::write(path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))
+    crate::record::private::write(path, text)
+        .map_err(|e| HarnessError::io(format!("cannot write {}", path.display()), e))
 }
 
 /// Copies a folder tree (files, folders and symlinks whose names `keep` accepts; sockets and

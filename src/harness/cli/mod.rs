@@ -30,7 +30,7 @@ pub use events::{num, Turn};
 pub use home::{copy_tree, operator_dir, write_config, Credential};
 pub use session::CliSession;
 
-use super::AgentInfo;
+use super::{AgentInfo, HarnessError};
 use crate::config::{HarnessKind, RuntimeConfig};
 use crate::control::server::Endpoint;
 use crate::sandbox::Sandbox;
@@ -55,7 +55,7 @@ pub const ARG_MAX: usize = 100_000;
 /// when the parent is sandboxed (`(its sandbox, harness)`), seats the fork in the same sandbox. A
 /// fork needs one of its own.
 pub type EndpointOpener = Arc<
-    dyn Fn(&str, Option<(&Sandbox, HarnessKind)>) -> Result<(PathBuf, Arc<Endpoint>, Option<Sandbox>), String>
+    dyn Fn(&str, Option<(&Sandbox, HarnessKind)>) -> Result<(PathBuf, Arc<Endpoint>, Option<Sandbox>), HarnessError>
         + Send
         + Sync,
 >;
@@ -138,7 +138,7 @@ pub trait Cli: Send + Sync {
     /// The operator's credential files and where their copies live in the home.
     fn credentials(&self, home: &Path) -> Vec<(PathBuf, PathBuf)>;
     /// Writes the CLI's configuration into its home; returns its environment.
-    fn prepare(&self, home: &Path, cfg: &CliConfig, info: &AgentInfo) -> Result<CliEnv, String>;
+    fn prepare(&self, home: &Path, cfg: &CliConfig, info: &AgentInfo) -> Result<CliEnv, HarnessError>;
     /// The invocation for one turn.
     fn turn(&self, home: &Path, cfg: &CliConfig, info: &AgentInfo, prompt: &str) -> Invocation;
     /// Folds one event into the turn.
@@ -151,26 +151,27 @@ pub trait Cli: Send + Sync {
     }
     /// Resumes the session `id`, whose files another machine's home held and `home` now holds
     /// (an agent taken over), or says why this CLI cannot.
-    fn resume(&mut self, _home: &Path, _id: &str) -> Result<(), String> {
-        Err(format!("{} cannot resume a session taken over", self.harness()))
+    fn resume(&mut self, _home: &Path, _id: &str) -> Result<(), HarnessError> {
+        Err(HarnessError::Cannot(format!("{} cannot resume a session taken over", self.harness())))
     }
     /// The state of a fork whose home `child_home` is a copy of `home`.
-    fn fork(&self, home: &Path, child_home: &Path) -> Result<Box<dyn Cli>, String>;
+    fn fork(&self, home: &Path, child_home: &Path) -> Result<Box<dyn Cli>, HarnessError>;
     /// Takes the skills copied into the home (their folders), or says why this CLI cannot.
-    fn skills(&mut self, _dirs: &[PathBuf]) -> Result<(), String> {
-        Err(format!("harness `{}` cannot be given skills", self.harness()))
+    fn skills(&mut self, _dirs: &[PathBuf]) -> Result<(), HarnessError> {
+        Err(HarnessError::Cannot(format!("harness `{}` cannot be given skills", self.harness())))
     }
     /// Makes the first turn fork the caller's session (`fork.transcript`, copied into the home),
     /// or says why this CLI cannot.
-    fn adopt(&mut self, _home: &Path, _cwd: &Path, _fork: &caller::CallerFork) -> Result<(), String> {
-        Err(format!("harness `{}` cannot fork a caller's session", self.harness()))
+    fn adopt(&mut self, _home: &Path, _cwd: &Path, _fork: &caller::CallerFork) -> Result<(), HarnessError> {
+        Err(HarnessError::Cannot(format!("harness `{}` cannot fork a caller's session", self.harness())))
     }
     /// What tells, during a turn, the session this CLI is in.
     fn probe(&self, _home: &Path) -> Option<caller::CallerProbe> {
         None
     }
     /// The invocation that compacts the session natively, or why this CLI cannot.
-    fn compact(&self, home: &Path, cfg: &CliConfig, info: &AgentInfo, prompt: &str) -> Result<Invocation, String>;
+    fn compact(&self, home: &Path, cfg: &CliConfig, info: &AgentInfo, prompt: &str)
+        -> Result<Invocation, HarnessError>;
 }
 
 /// The npm command that installs the pinned version of a CLI harness.

@@ -6,6 +6,7 @@
 
 use super::{num, operator_dir, CliConfig, CliEnv, Invocation, Turn, ARG_MAX};
 use crate::harness::AgentInfo;
+use crate::harness::HarnessError;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 
@@ -101,7 +102,7 @@ impl super::Cli for Pi {
             .unwrap_or_default()
     }
 
-    fn prepare(&self, home: &Path, cfg: &CliConfig, _info: &AgentInfo) -> Result<CliEnv, String> {
+    fn prepare(&self, home: &Path, cfg: &CliConfig, _info: &AgentInfo) -> Result<CliEnv, HarnessError> {
         if let Some(url) = &cfg.base_url {
             let text = serde_json::to_string_pretty(&models_json(cfg, url)).unwrap_or_default();
             super::write_config(&home.join("models.json"), &text)?;
@@ -202,12 +203,13 @@ impl super::Cli for Pi {
         }
     }
 
-    fn adopt(&mut self, home: &Path, _cwd: &Path, fork: &super::caller::CallerFork) -> Result<(), String> {
+    fn adopt(&mut self, home: &Path, _cwd: &Path, fork: &super::caller::CallerFork) -> Result<(), HarnessError> {
         let dir = session_dir(home);
-        crate::record::private::create_dir(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        crate::record::private::create_dir(&dir).map_err(HarnessError::create(&dir))?;
         let to = dir.join(format!("caller-{}.jsonl", fork.id));
-        crate::record::private::copy(&fork.transcript, &to)
-            .map_err(|e| format!("cannot copy the caller's session {}: {e}", fork.transcript.display()))?;
+        crate::record::private::copy(&fork.transcript, &to).map_err(|e| {
+            HarnessError::io(format!("cannot copy the caller's session {}", fork.transcript.display()), e)
+        })?;
         self.fork_from = Some(to);
         Ok(())
     }
@@ -235,21 +237,21 @@ impl super::Cli for Pi {
         }))
     }
 
-    fn skills(&mut self, dirs: &[PathBuf]) -> Result<(), String> {
+    fn skills(&mut self, dirs: &[PathBuf]) -> Result<(), HarnessError> {
         self.skills = dirs.to_vec();
         Ok(())
     }
 
     /// The session file's place in the home is fixed: the stored home brought it there.
-    fn resume(&mut self, _home: &Path, id: &str) -> Result<(), String> {
+    fn resume(&mut self, _home: &Path, id: &str) -> Result<(), HarnessError> {
         if !self.file.exists() {
-            return Err(format!("the pi session {id} is not in the stored home"));
+            return Err(HarnessError::Stored(format!("the pi session {id} is not in the stored home")));
         }
         self.fork_from = None;
         Ok(())
     }
 
-    fn fork(&self, home: &Path, child_home: &Path) -> Result<Box<dyn super::Cli>, String> {
+    fn fork(&self, home: &Path, child_home: &Path) -> Result<Box<dyn super::Cli>, HarnessError> {
         let mut child = Pi::new(child_home);
         // The home's copy holds the skills too: the fork names its own copies.
         child.skills =
@@ -260,7 +262,7 @@ impl super::Cli for Pi {
         let source = session_dir(child_home).join("fork-source.jsonl");
         let pending = self.fork_from.as_ref().and_then(|p| p.file_name()).map(|n| session_dir(child_home).join(n));
         if copied.is_file() {
-            std::fs::rename(&copied, &source).map_err(|e| format!("cannot prepare the fork's session: {e}"))?;
+            std::fs::rename(&copied, &source).map_err(|e| HarnessError::io("cannot prepare the fork's session", e))?;
             child.fork_from = Some(source);
         } else if let Some(p) = pending.filter(|p| p.is_file()) {
             child.fork_from = Some(p);
@@ -268,9 +270,15 @@ impl super::Cli for Pi {
         Ok(Box::new(child))
     }
 
-    fn compact(&self, _home: &Path, cfg: &CliConfig, info: &AgentInfo, prompt: &str) -> Result<Invocation, String> {
+    fn compact(
+        &self,
+        _home: &Path,
+        cfg: &CliConfig,
+        info: &AgentInfo,
+        prompt: &str,
+    ) -> Result<Invocation, HarnessError> {
         if !self.file.is_file() {
-            return Err("nothing to compact: the agent's pi session has no turns yet".into());
+            return Err(HarnessError::Cannot("nothing to compact: the agent's pi session has no turns yet".into()));
         }
         let mut args: Vec<String> = ["--mode", "rpc"].map(String::from).to_vec();
         args.extend(model_args(cfg, info));

@@ -4,7 +4,7 @@
 use super::events::tail_chars;
 use super::{install_hint, CliEnv, CliSession, Invocation, Turn};
 use crate::control::server::OpControl;
-use crate::harness::process;
+use crate::harness::{process, HarnessError};
 use crate::record::agent_files::OpLog;
 use serde_json::{json, Value};
 use std::process::ExitStatus;
@@ -55,7 +55,7 @@ impl CliSession {
         op: Option<&OpControl>,
         log: &mut OpLog,
         capture: &str,
-    ) -> Result<Ran, String> {
+    ) -> Result<Ran, HarnessError> {
         let program = &self.cfg.program;
         let mut cmd = self.command(&inv.args, &env);
         cmd.current_dir(&self.cwd);

@@ -6,7 +6,7 @@ use super::{claude, codex, copy_tree, pi, Cli, CliConfig, CliEnv, EndpointOpener
 use crate::accounting::{CostSource, Usage};
 use crate::config::HarnessKind;
 use crate::control::server::{Endpoint, OpControl};
-use crate::harness::{AgentInfo, BoxFuture, Session, TurnEnd, TurnInput, TurnReport};
+use crate::harness::{AgentInfo, BoxFuture, HarnessError, Session, TurnEnd, TurnInput, TurnReport};
 use crate::record::agent_files::OpLog;
 use crate::sandbox::Sandbox;
 use serde_json::json;
@@ -44,14 +44,14 @@ impl CliSession {
         agent_dir: PathBuf,
         endpoint: Arc<Endpoint>,
         opener: EndpointOpener,
-    ) -> Result<CliSession, String> {
+    ) -> Result<CliSession, HarnessError> {
         let home = agent_dir.join("home");
-        crate::record::private::create_dir(&home).map_err(|e| format!("cannot create {}: {e}", home.display()))?;
+        crate::record::private::create_dir(&home).map_err(HarnessError::create(&home))?;
         let cli: Box<dyn Cli> = match harness {
             HarnessKind::Claude => Box::new(claude::Claude::new()),
             HarnessKind::Codex => Box::new(codex::Codex::new()),
             HarnessKind::Pi => Box::new(pi::Pi::new(&home)),
-            other => return Err(format!("`{other}` is not a CLI harness")),
+            other => return Err(HarnessError::Config(format!("`{other}` is not a CLI harness"))),
         };
         // A runtime that names no model passes no model flag: the CLI runs its own default.
         Ok(Self::with(info, cfg, cli, cwd, agent_dir, home, endpoint, opener))
@@ -87,7 +87,7 @@ impl CliSession {
     }
 
     /// Copies the agent's skills into its home, where its CLI looks for them, and records them.
-    pub fn with_skills(mut self, skills: &[super::skills::Skill]) -> Result<Self, String> {
+    pub fn with_skills(mut self, skills: &[super::skills::Skill]) -> Result<Self, HarnessError> {
         if skills.is_empty() {
             return Ok(self);
         }
@@ -97,7 +97,7 @@ impl CliSession {
     }
 
     /// Makes the first turn fork the caller's session, when there is one to fork.
-    pub fn forking(mut self, fork: Option<&super::caller::CallerFork>) -> Result<Self, String> {
+    pub fn forking(mut self, fork: Option<&super::caller::CallerFork>) -> Result<Self, HarnessError> {
         let Some(fork) = fork else { return Ok(self) };
         self.cli.adopt(&self.home, &self.cwd, fork)?;
         self.forked_from = Some(fork.id.clone());
@@ -122,13 +122,13 @@ impl CliSession {
             match c.write_back() {
                 Ok(true) => log.event("credentials-written-back", json!({ "file": c.operator })),
                 Ok(false) => {}
-                Err(e) => log.event("credentials-write-back-failed", json!({ "error": e })),
+                Err(e) => log.event("credentials-write-back-failed", json!({ "error": e.to_string() })),
             }
         }
     }
 
     /// The environment of one run of the CLI.
-    fn environment(&self, op_id: Option<&str>) -> Result<CliEnv, String> {
+    fn environment(&self, op_id: Option<&str>) -> Result<CliEnv, HarnessError> {
         let mut env = self.cli.prepare(&self.home, &self.cfg, &self.info)?;
         env.set("AWF_LAUNCHER", self.endpoint.launcher.display().to_string());
         env.set("AWF_AGENT", &self.info.key);
@@ -162,12 +162,12 @@ impl CliSession {
         self.seed_credentials();
         let env = match self.environment(Some(&input.op_id)) {
             Ok(e) => e,
-            Err(e) => return report(TurnEnd::Failed(e), Usage::default(), false, &op),
+            Err(e) => return report(TurnEnd::Failed(e.to_string()), Usage::default(), false, &op),
         };
         let inv = self.cli.turn(&self.home, &self.cfg, &self.info, &input.shown);
         let ran = match self.run(inv, env, Some(op.as_ref()), &mut log, &input.op_id).await {
             Ok(r) => r,
-            Err(e) => return report(TurnEnd::Failed(e), Usage::default(), false, &op),
+            Err(e) => return report(TurnEnd::Failed(e.to_string()), Usage::default(), false, &op),
         };
         let mut ran = ran;
         self.cli.after_turn(&self.home, &mut ran.turn);
@@ -205,7 +205,8 @@ impl CliSession {
         let summary = if ran.turn.compacted {
             Ok(ran.turn.text.trim().to_string())
         } else {
-            Err(self.judge(&ran).unwrap_or_else(|| format!("{} did not compact the session", self.cli.harness())))
+            let why = self.judge(&ran).unwrap_or_else(|| format!("{} did not compact the session", self.cli.harness()));
+            Err(HarnessError::Failed(why))
         };
         let cost_source = if ran.turn.cost_reported { CostSource::Harness } else { CostSource::Priced };
         crate::harness::Compaction { summary, usage: ran.turn.usage, cost_source, simulated: false }
@@ -226,12 +227,12 @@ impl Session for CliSession {
         Box::pin(self.run_turn(input))
     }
 
-    fn fork(&self, info: AgentInfo) -> Result<Box<dyn Session>, String> {
+    fn fork(&self, info: AgentInfo) -> Result<Box<dyn Session>, HarnessError> {
         let (dir, endpoint, sandbox) =
             (self.opener)(&info.key, self.sandbox.as_ref().map(|s| (s, self.cli.harness())))?;
         let home = dir.join("home");
         copy_tree(&self.home, &home, &|name| self.cli.fork_copies(name))
-            .map_err(|e| format!("cannot copy {} to {}: {e}", self.home.display(), home.display()))?;
+            .map_err(|e| HarnessError::io(format!("cannot copy {} to {}", self.home.display(), home.display()), e))?;
         let cli = self.cli.fork(&self.home, &home)?;
         let mut cfg = self.cfg.clone();
         cfg.effort = info.effort.clone().or(cfg.effort);
@@ -250,9 +251,9 @@ impl Session for CliSession {
         Some(super::carry::pack(&self.home, id, &|name| self.cli.fork_copies(name), &credentials))
     }
 
-    fn import(&mut self, session: crate::harness::SessionExport) -> Result<(), String> {
+    fn import(&mut self, session: crate::harness::SessionExport) -> Result<(), HarnessError> {
         let crate::harness::SessionExport::Home { session, files } = session else {
-            return Err("the stored session is not a CLI agent's home".into());
+            return Err(HarnessError::Stored("the stored session is not a CLI agent's home".into()));
         };
         super::carry::unpack(&self.home, &files)?;
         self.cli.resume(&self.home, &session)?;
@@ -260,7 +261,7 @@ impl Session for CliSession {
         Ok(())
     }
 
-    fn set(&mut self, model: Option<&str>, effort: Option<&str>) -> Result<(), String> {
+    fn set(&mut self, model: Option<&str>, effort: Option<&str>) -> Result<(), HarnessError> {
         if let Some(m) = model {
             self.cfg.model = Some(m.to_string());
             self.info.model = m.to_string();

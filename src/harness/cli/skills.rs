@@ -17,40 +17,54 @@ pub struct Skill {
     pub source: PathBuf,
 }
 
+/// Why an agent's skills cannot be given to it.
+#[derive(Debug, thiserror::Error)]
+pub enum SkillError {
+    #[error("harness `{0}` cannot be given skills (skills work with the claude and pi harnesses, which load them from their home)")]
+    Unsupported(HarnessKind),
+    #[error("skill folder {} does not exist", .0.display())]
+    Missing(PathBuf),
+    #[error("skill {} is not a folder (a skill is a folder holding SKILL.md)", .0.display())]
+    NotAFolder(PathBuf),
+    #[error("skill folder {} has no SKILL.md", .0.display())]
+    NoSkillMd(PathBuf),
+    #[error("skill folder {} has no usable name", .0.display())]
+    NoName(PathBuf),
+    #[error("skills {} and {} have the same folder name `{name}`", first.display(), second.display())]
+    SameName { name: String, first: PathBuf, second: PathBuf },
+    /// Copying a skill into the agent's home, or recording it, failed: what, and the I/O error.
+    #[error("{doing}: {source}")]
+    Io { doing: String, source: std::io::Error },
+}
+
 /// Whether a harness can be given skills, or why not.
-pub fn supported(harness: HarnessKind) -> Result<(), String> {
+pub fn supported(harness: HarnessKind) -> Result<(), SkillError> {
     match harness {
         HarnessKind::Claude | HarnessKind::Pi => Ok(()),
-        other => Err(format!(
-            "harness `{other}` cannot be given skills (skills work with the claude and pi harnesses, which load them from their home)"
-        )),
+        other => Err(SkillError::Unsupported(other)),
     }
 }
 
 /// Checks the skill folders (absolute paths): each exists, is a folder and holds `SKILL.md`; no
 /// two share a name.
-pub fn check(paths: &[PathBuf]) -> Result<Vec<Skill>, String> {
+pub fn check(paths: &[PathBuf]) -> Result<Vec<Skill>, SkillError> {
     let mut out: Vec<Skill> = Vec::new();
     for p in paths {
         if !p.exists() {
-            return Err(format!("skill folder {} does not exist", p.display()));
+            return Err(SkillError::Missing(p.clone()));
         }
         if !p.is_dir() {
-            return Err(format!("skill {} is not a folder (a skill is a folder holding SKILL.md)", p.display()));
+            return Err(SkillError::NotAFolder(p.clone()));
         }
         if !p.join("SKILL.md").is_file() {
-            return Err(format!("skill folder {} has no SKILL.md", p.display()));
+            return Err(SkillError::NoSkillMd(p.clone()));
         }
         let name = p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         if name.is_empty() || name.starts_with('.') {
-            return Err(format!("skill folder {} has no usable name", p.display()));
+            return Err(SkillError::NoName(p.clone()));
         }
         if let Some(other) = out.iter().find(|s| s.name == name) {
-            return Err(format!(
-                "skills {} and {} have the same folder name `{name}`",
-                other.source.display(),
-                p.display()
-            ));
+            return Err(SkillError::SameName { name, first: other.source.clone(), second: p.clone() });
         }
         out.push(Skill { name, source: p.clone() });
     }
@@ -59,20 +73,24 @@ pub fn check(paths: &[PathBuf]) -> Result<Vec<Skill>, String> {
 
 /// Copies each skill into `<home>/skills/<name>` and writes `<agent_dir>/skills.json`; returns
 /// the copies' folders.
-pub fn install(skills: &[Skill], home: &Path, agent_dir: &Path) -> Result<Vec<PathBuf>, String> {
+pub fn install(skills: &[Skill], home: &Path, agent_dir: &Path) -> Result<Vec<PathBuf>, SkillError> {
+    let io = |doing: String| move |source| SkillError::Io { doing, source };
     let mut dirs = Vec::new();
     let mut record = Vec::new();
     for s in skills {
         let to = home.join("skills").join(&s.name);
-        super::copy_tree(&s.source, &to, &|_| true)
-            .map_err(|e| format!("cannot copy skill {} into {}: {e}", s.source.display(), to.display()))?;
-        let sha256 = hash(&s.source).map_err(|e| format!("cannot read skill {}: {e}", s.source.display()))?;
+        super::copy_tree(&s.source, &to, &|_| true).map_err(io(format!(
+            "cannot copy skill {} into {}",
+            s.source.display(),
+            to.display()
+        )))?;
+        let sha256 = hash(&s.source).map_err(io(format!("cannot read skill {}", s.source.display())))?;
         record.push(json!({ "name": s.name, "source": s.source.display().to_string(), "sha256": sha256 }));
         dirs.push(to);
     }
     let text = serde_json::to_string_pretty(&record).unwrap_or_default();
     let file = agent_dir.join("skills.json");
-    crate::record::private::write(&file, &text).map_err(|e| format!("cannot write {}: {e}", file.display()))?;
+    crate::record::private::write(&file, &text).map_err(io(format!("cannot write {}", file.display())))?;
     Ok(dirs)
 }
 
@@ -119,17 +137,17 @@ mod tests {
         std::fs::create_dir_all(&empty).expect("mkdir");
         assert_eq!(check(std::slice::from_ref(&good)).expect("good").len(), 1);
         let e = check(&[dir.path().join("nope")]).expect_err("missing");
-        assert!(e.contains("does not exist"), "{e}");
+        assert!(matches!(e, SkillError::Missing(_)), "{e}");
         let e = check(&[empty]).expect_err("no SKILL.md");
-        assert!(e.contains("has no SKILL.md"), "{e}");
+        assert!(matches!(e, SkillError::NoSkillMd(_)), "{e}");
         let e = check(&[good.join("SKILL.md")]).expect_err("a file");
-        assert!(e.contains("is not a folder"), "{e}");
+        assert!(e.to_string().contains("is not a folder"), "{e}");
         let twin = dir.path().join("b/lint");
         std::fs::create_dir_all(&twin).expect("mkdir");
         std::fs::write(twin.join("SKILL.md"), "x").expect("write");
         let e = check(&[good.clone(), twin]).expect_err("same name");
-        assert!(e.contains("same folder name `lint`"), "{e}");
-        assert!(supported(HarnessKind::Codex).expect_err("codex").contains("cannot be given skills"));
+        assert!(e.to_string().contains("same folder name `lint`"), "{e}");
+        assert!(matches!(supported(HarnessKind::Codex), Err(SkillError::Unsupported(HarnessKind::Codex))));
 
         let home = dir.path().join("home");
         let skills = check(&[good]).expect("good");

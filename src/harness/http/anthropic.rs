@@ -65,11 +65,11 @@ pub fn body(cfg: &HttpConfig, system: Option<&str>, history: &[Msg], tools: &[To
 }
 
 /// Folds one streamed event into the reply.
-pub fn on_event(reply: &mut Reply, state: &mut StreamState, ev: &SseEvent) -> Result<(), String> {
+pub fn on_event(reply: &mut Reply, state: &mut StreamState, ev: &SseEvent) -> Result<(), super::StreamError> {
     let v: Value = match serde_json::from_str(&ev.data) {
         Ok(v) => v,
         Err(_) if ev.data.trim().is_empty() => return Ok(()),
-        Err(e) => return Err(format!("malformed stream event ({e}): {}", ev.data)),
+        Err(source) => return Err(super::StreamError::Malformed { what: "event", data: ev.data.clone(), source }),
     };
     let ty = ev.event.clone().or_else(|| v.get("type").and_then(Value::as_str).map(String::from)).unwrap_or_default();
     let n = |u: &Value, k: &str| u.get(k).and_then(Value::as_u64).unwrap_or(0);
@@ -119,7 +119,7 @@ pub fn on_event(reply: &mut Reply, state: &mut StreamState, ev: &SseEvent) -> Re
         "error" => {
             let kind = v.pointer("/error/type").and_then(Value::as_str).unwrap_or("error");
             let msg = v.pointer("/error/message").and_then(Value::as_str).unwrap_or("");
-            return Err(format!("the server reported {kind}: {msg}"));
+            return Err(super::StreamError::reported(format!("{kind}: {msg}")));
         }
         _ => {}
     }

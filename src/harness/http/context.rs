@@ -110,15 +110,13 @@ impl std::fmt::Display for PromptSize {
 
 /// The `max_tokens` to ask for: the runtime's, clipped to the room its declared context leaves; or
 /// why the conversation cannot be sent at all.
-pub(super) fn reply_room(cfg: &HttpConfig, size: &PromptSize) -> Result<u64, String> {
+pub(super) fn reply_room(cfg: &HttpConfig, size: &PromptSize) -> Result<u64, super::HttpError> {
     let Some(context) = cfg.context_tokens else { return Ok(cfg.max_tokens) };
     let room = context.saturating_sub(size.tokens);
     let least = MIN_REPLY_TOKENS.min(cfg.max_tokens);
     if room < least {
-        return Err(format!(
-            "the conversation no longer fits the model's context: the prompt is {size}, context_tokens = {context}, which leaves {room} tokens for the reply (max_tokens {}, at least {least} needed); shorten the prompt or the history (compact), or give the server a larger context and raise context_tokens to it",
-            cfg.max_tokens
-        ));
+        let (prompt, max_tokens) = (size.to_string(), cfg.max_tokens);
+        return Err(super::HttpError::TooLong { prompt, context, room, max_tokens, least });
     }
     Ok(cfg.max_tokens.min(room))
 }

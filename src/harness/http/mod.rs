@@ -26,6 +26,60 @@ mod turn;
 pub use request::StreamState;
 pub use session::HttpSession;
 
+/// Why an HTTP agent's session cannot be set up, or a request got no usable reply.
+#[derive(Debug, thiserror::Error)]
+pub enum HttpError {
+    #[error("the {harness} harness needs an API key in ${var} for {url} (set it, or name another variable with api_key_env)")]
+    NoKey { harness: crate::config::HarnessKind, var: String, url: String },
+    #[error("answer = \"structured\" is for the openai harness; anthropic answers with tools")]
+    StructuredAnthropic,
+    #[error("answer must be \"tools\" or \"structured\", not \"{0}\"")]
+    AnswerMode(String),
+    #[error("context_tokens must be more than 0")]
+    NoContext,
+    /// `request_timeout` or `idle_timeout` that is no duration.
+    #[error("{field}: {source}")]
+    Timeout { field: &'static str, source: crate::config::BadDuration },
+    #[error("cannot build the HTTP client: {0}")]
+    Client(#[source] reqwest::Error),
+    /// The prompt (as counted, described) leaves too little of the declared context for a reply.
+    #[error("the conversation no longer fits the model's context: the prompt is {prompt}, context_tokens = {context}, which leaves {room} tokens for the reply (max_tokens {max_tokens}, at least {least} needed); shorten the prompt or the history (compact), or give the server a larger context and raise context_tokens to it")]
+    TooLong { prompt: String, context: u64, room: u64, max_tokens: u64, least: u64 },
+    /// A request with no usable reply: the last try's failure, and every try's when there were
+    /// several (scrubbed of the run's secrets).
+    #[error("{}", tried(last, tries))]
+    Failed { last: String, tries: Vec<String> },
+    #[error("the stored session is not an HTTP agent's history")]
+    NotHistory,
+    #[error("the stored history does not parse: {0}")]
+    History(#[source] serde_json::Error),
+}
+
+fn tried(last: &str, tries: &[String]) -> String {
+    if tries.len() < 2 {
+        return last.to_string();
+    }
+    let list: Vec<String> = tries.iter().enumerate().map(|(i, t)| format!("{}) {t}", i + 1)).collect();
+    format!("{last} (tried {} times: {})", tries.len(), list.join("; "))
+}
+
+/// Why a streamed reply's event cannot be folded in.
+#[derive(Debug, thiserror::Error)]
+pub enum StreamError {
+    /// An event (anthropic) or chunk (openai) that is not JSON.
+    #[error("malformed stream {what} ({source}): {data}")]
+    Malformed { what: &'static str, data: String, source: serde_json::Error },
+    /// The server said the reply failed: what it said (`an error: ...`, `overloaded_error: ...`).
+    #[error("the server reported {said}")]
+    Reported { said: String, overloaded: bool },
+}
+
+impl StreamError {
+    fn reported(said: String) -> StreamError {
+        StreamError::Reported { overloaded: said.contains("overloaded"), said }
+    }
+}
+
 use crate::accounting::Usage;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -140,35 +194,30 @@ impl HttpConfig {
         runtime: &crate::config::RuntimeConfig,
         stall: Duration,
         redactor: std::sync::Arc<crate::redact::Redactor>,
-    ) -> Result<HttpConfig, String> {
+    ) -> Result<HttpConfig, crate::harness::HarnessError> {
+        let refuse = |e: HttpError| crate::harness::HarnessError::from(e).of_agent(key);
         let target = Target::of(runtime);
         if target.api_key.is_none() && !target.local {
-            return Err(format!(
-                "agent {key}: the {} harness needs an API key in ${} for {} (set it, or name another variable with api_key_env)",
-                runtime.harness, target.key_var, target.base_url
-            ));
+            let (var, url) = (target.key_var.to_string(), target.base_url.clone());
+            return Err(refuse(HttpError::NoKey { harness: runtime.harness, var, url }));
         }
         let structured = match runtime.answer.as_deref() {
             None | Some("tools") => false,
             Some("structured") if target.api == Api::OpenAi => true,
-            Some("structured") => {
-                return Err(format!(
-                    "agent {key}: answer = \"structured\" is for the openai harness; anthropic answers with tools"
-                ))
-            }
-            Some(other) => {
-                return Err(format!("agent {key}: answer must be \"tools\" or \"structured\", not \"{other}\""))
-            }
+            Some("structured") => return Err(refuse(HttpError::StructuredAnthropic)),
+            Some(other) => return Err(refuse(HttpError::AnswerMode(other.to_string()))),
         };
         if runtime.context_tokens == Some(0) {
-            return Err(format!("agent {key}: context_tokens must be more than 0"));
+            return Err(refuse(HttpError::NoContext));
         }
-        let bound = |field: &str, text: &Option<String>, default: Duration| -> Result<Duration, String> {
+        let bound = |field: &'static str, text: &Option<String>, default: Duration| {
             let asked = match text {
-                Some(t) => crate::config::parse_duration(t).map_err(|e| format!("agent {key}: {field}: {e}"))?,
+                Some(t) => {
+                    crate::config::parse_duration(t).map_err(|source| refuse(HttpError::Timeout { field, source }))?
+                }
                 None => default,
             };
-            Ok(asked.min(stall))
+            Ok::<_, crate::harness::HarnessError>(asked.min(stall))
         };
         let first_byte = bound("request_timeout", &runtime.request_timeout, REQUEST_TIMEOUT)?;
         let idle = bound("idle_timeout", &runtime.idle_timeout, IDLE_TIMEOUT)?;

@@ -66,14 +66,18 @@ pub fn body(
 }
 
 /// Folds one streamed chunk into the reply.
-pub fn on_event(reply: &mut Reply, state: &mut StreamState, ev: &SseEvent) -> Result<(), String> {
+pub fn on_event(reply: &mut Reply, state: &mut StreamState, ev: &SseEvent) -> Result<(), super::StreamError> {
     if ev.data.trim() == "[DONE]" {
         state.done = true;
         return Ok(());
     }
-    let v: Value = serde_json::from_str(&ev.data).map_err(|e| format!("malformed stream chunk ({e}): {}", ev.data))?;
+    let v: Value = serde_json::from_str(&ev.data).map_err(|source| super::StreamError::Malformed {
+        what: "chunk",
+        data: ev.data.clone(),
+        source,
+    })?;
     if let Some(err) = v.get("error") {
-        return Err(format!("the server reported an error: {err}"));
+        return Err(super::StreamError::reported(format!("an error: {err}")));
     }
     if let Some(u) = v.get("usage").filter(|u| u.is_object()) {
         let n = |k: &str| u.get(k).and_then(Value::as_u64).unwrap_or(0);

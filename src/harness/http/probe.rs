@@ -14,7 +14,7 @@ use std::time::Duration;
 const PROBE_TOKENS: u64 = 256;
 
 /// Asks the model, offering one tool, to call it: whether it did, and what the request spent.
-pub async fn calls_tools(mut cfg: HttpConfig) -> Result<(bool, Usage), String> {
+pub async fn calls_tools(mut cfg: HttpConfig) -> Result<(bool, Usage), super::HttpError> {
     cfg.max_tokens = cfg.max_tokens.min(PROBE_TOKENS);
     let info = AgentInfo {
         key: "doctor".into(),

@@ -3,7 +3,7 @@
 //! streamed reply, whose spend goes on the operation's meter even when the reply never ends.
 
 use super::session::HttpSession;
-use super::{anthropic, openai, sse, Api, Reply, ToolCall, ToolSpec};
+use super::{anthropic, openai, sse, Api, HttpError, Reply, ToolCall, ToolSpec};
 use super::{context, count};
 use crate::accounting::{Meter, Usage};
 use futures_util::StreamExt;
@@ -62,7 +62,7 @@ impl HttpSession {
         tools: &[ToolSpec],
         structured: Option<&Value>,
         meter: &Meter,
-    ) -> Result<Reply, String> {
+    ) -> Result<Reply, HttpError> {
         let prompt = self.prompt_size(tools).await;
         let max_tokens = context::reply_room(&self.cfg, &prompt)?;
         let whole = context::pending(None, self.info.instructions.as_deref(), &self.history, tools);
@@ -116,12 +116,10 @@ impl HttpSession {
                     } else {
                         why
                     };
-                    if tries.is_empty() {
-                        return Err(last);
+                    if !tries.is_empty() {
+                        tries.push(last.clone());
                     }
-                    tries.push(last.clone());
-                    let list: Vec<String> = tries.iter().enumerate().map(|(i, t)| format!("{}) {t}", i + 1)).collect();
-                    return Err(format!("{last} (tried {} times: {})", tries.len(), list.join("; ")));
+                    return Err(HttpError::Failed { last, tries });
                 }
             }
         }
@@ -235,9 +233,10 @@ impl HttpSession {
                 };
                 spend.usage = Some(reply.usage);
                 spend.chars = (reply.text.len() + state.calls.iter().map(|c| c.arguments.len()).sum::<usize>()) as u64;
-                r.map_err(|message| {
-                    let retry = message.contains("overloaded") && reply.text.is_empty() && reply.calls.is_empty();
-                    RequestError::new(message, retry)
+                r.map_err(|e| {
+                    let overloaded = matches!(e, super::StreamError::Reported { overloaded: true, .. });
+                    let retry = overloaded && reply.text.is_empty() && reply.calls.is_empty();
+                    RequestError::new(e.to_string(), retry)
                 })?;
             }
             if state.done {

@@ -2,11 +2,11 @@
 //! session opens and after every message, so an agent whose operation was cancelled keeps it too),
 //! forks, compaction, settings. A turn is in `turn.rs`.
 
-use super::{HttpConfig, Msg};
+use super::{HttpConfig, HttpError, Msg};
 use crate::accounting::{CostSource, Meter, Usage};
 use crate::control::dispatch::EventSink;
 use crate::control::prompt::AnswerMode;
-use crate::harness::{AgentInfo, BoxFuture, Session, SessionExport, TurnInput, TurnReport};
+use crate::harness::{AgentInfo, BoxFuture, HarnessError, Session, SessionExport, TurnInput, TurnReport};
 use serde_json::json;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -33,11 +33,9 @@ impl HttpSession {
         cfg: HttpConfig,
         history_file: Option<PathBuf>,
         events: EventSink,
-    ) -> Result<Self, String> {
-        let client = reqwest::Client::builder()
-            .connect_timeout(Duration::from_secs(30))
-            .build()
-            .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
+    ) -> Result<Self, HttpError> {
+        let client =
+            reqwest::Client::builder().connect_timeout(Duration::from_secs(30)).build().map_err(HttpError::Client)?;
         let s =
             HttpSession { info, cfg, client, history: Vec::new(), history_file, events, measured: None, toolless: 0 };
         s.save();
@@ -81,7 +79,7 @@ impl Session for HttpSession {
         })
     }
 
-    fn fork(&self, info: AgentInfo) -> Result<Box<dyn Session>, String> {
+    fn fork(&self, info: AgentInfo) -> Result<Box<dyn Session>, HarnessError> {
         let name = format!("history-{}.json", crate::record::agent_files::slug(&info.key));
         let file = self.history_file.as_ref().map(|f| f.with_file_name(name));
         let mut s = HttpSession::new(info, self.cfg.clone(), file, self.events.clone())?;
@@ -97,7 +95,7 @@ impl Session for HttpSession {
             let c = self.compact_history(prompt, &Meter::default()).await;
             let (summary, usage) = match c {
                 Ok((s, u)) => (Ok(s), u),
-                Err(e) => (Err(e), Usage::default()),
+                Err(e) => (Err(e.into()), Usage::default()),
             };
             crate::harness::Compaction { summary, usage, cost_source: CostSource::Priced, simulated: false }
         })
@@ -107,18 +105,17 @@ impl Session for HttpSession {
         serde_json::to_value(&self.history).ok().map(|messages| SessionExport::History { messages })
     }
 
-    fn import(&mut self, session: SessionExport) -> Result<(), String> {
+    fn import(&mut self, session: SessionExport) -> Result<(), HarnessError> {
         let SessionExport::History { messages } = session else {
-            return Err("the stored session is not an HTTP agent's history".into());
+            return Err(HttpError::NotHistory.into());
         };
-        self.history =
-            serde_json::from_value(messages).map_err(|e| format!("the stored history does not parse: {e}"))?;
+        self.history = serde_json::from_value(messages).map_err(HttpError::History)?;
         self.measured = None;
         self.save();
         Ok(())
     }
 
-    fn set(&mut self, model: Option<&str>, effort: Option<&str>) -> Result<(), String> {
+    fn set(&mut self, model: Option<&str>, effort: Option<&str>) -> Result<(), HarnessError> {
         if let Some(m) = model {
             self.cfg.model = m.to_string();
             self.info.model = m.to_string();
@@ -138,7 +135,7 @@ was decided and why, what was tried, and what is still open, in enough detail to
 impl HttpSession {
     /// Asks the model to summarise the conversation and keeps only the summary; on failure the
     /// history is left as it was. What the request spends goes on `meter` as well as in the usage.
-    async fn compact_history(&mut self, prompt: String, meter: &Meter) -> Result<(String, Usage), String> {
+    async fn compact_history(&mut self, prompt: String, meter: &Meter) -> Result<(String, Usage), HttpError> {
         self.push(Msg::User { text: prompt });
         let reply = match self.request(&[], None, meter).await {
             Ok(r) => r,
@@ -174,7 +171,7 @@ impl HttpSession {
         self.save();
         let (summary_chars, error) = match &done {
             Ok((summary, _)) => (Some(summary.len()), None),
-            Err(e) => (None, Some(e.as_str())),
+            Err(e) => (None, Some(e.to_string())),
         };
         (self.events)(&crate::run::Event::ContextCompacted {
             agent: &self.info.key,
@@ -182,7 +179,7 @@ impl HttpSession {
             tokens,
             context,
             summary_chars,
-            error,
+            error: error.as_deref(),
         });
     }
 }

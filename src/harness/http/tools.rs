@@ -66,16 +66,27 @@ pub(super) fn tool_specs(schema: &Value, op_id: &str, councils: bool, operator: 
     specs
 }
 
+/// A tool call that stands for no command; its text is what the model is told.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum NoCommand {
+    /// A `wf_*` tool called without what it needs (`needs`: its fields).
+    #[error("refused: {tool} needs {needs}")]
+    Needs { tool: String, needs: &'static str },
+    #[error("unknown tool {0}: the tools are wf_result, wf_send, wf_ask, wf_reply, wf_inbox (and wf_council, wf_councils, wf_council_cancel, wf_ask_operator when granted)")]
+    Unknown(String),
+}
+
 /// Runs one tool call through the control dispatcher, answering with the launcher's texts.
 pub(super) async fn call_tool(control: &Control, call: &ToolCall, input: &TurnInput) -> String {
     match command_of(call, input) {
         Ok(cmd) => dispatch(control, cmd).await.text,
-        Err(text) => text,
+        Err(refused) => refused.to_string(),
     }
 }
 
 /// The command a tool call stands for, or what the model is told when it stands for none.
-fn command_of(call: &ToolCall, input: &TurnInput) -> Result<Command, String> {
+fn command_of(call: &ToolCall, input: &TurnInput) -> Result<Command, NoCommand> {
+    let needs = |tool: &str, needs: &'static str| NoCommand::Needs { tool: tool.to_string(), needs };
     let args: Result<Value, _> =
         serde_json::from_str(if call.arguments.trim().is_empty() { "{}" } else { &call.arguments });
     let field = |k: &str| args.as_ref().ok().and_then(|a| a.get(k)).and_then(Value::as_str).map(String::from);
@@ -97,13 +108,13 @@ fn command_of(call: &ToolCall, input: &TurnInput) -> Result<Command, String> {
         name @ ("wf_send" | "wf_ask") => match (field("to"), field("text")) {
             (Some(to), Some(text)) if name == "wf_send" => Ok(Command::Send { to, text }),
             (Some(to), Some(text)) => Ok(Command::Ask { to, text }),
-            _ => Err(format!("refused: {name} needs `to` and `text`")),
+            _ => Err(needs(name, "`to` and `text`")),
         },
         "wf_reply" => {
             let n = args.as_ref().ok().and_then(|a| a.get("n")).and_then(Value::as_u64);
             match (n, field("text")) {
                 (Some(n), Some(text)) => Ok(Command::Reply { n, text }),
-                _ => Err("refused: wf_reply needs `n` and `text`".into()),
+                _ => Err(needs("wf_reply", "`n` and `text`")),
             }
         }
         "wf_inbox" => {
@@ -118,13 +129,13 @@ fn command_of(call: &ToolCall, input: &TurnInput) -> Result<Command, String> {
                         args.as_ref().ok().and_then(|a| a.get("background")).and_then(Value::as_bool).unwrap_or(false);
                     Ok(Command::Council { name, params, json: false, background })
                 }
-                None => Err("refused: wf_council needs `name` and `params`".into()),
+                None => Err(needs("wf_council", "`name` and `params`")),
             }
         }
         "wf_councils" => Ok(Command::CouncilList),
         "wf_council_cancel" => match field("run_id") {
             Some(id) => Ok(Command::CouncilCancel { id }),
-            None => Err("refused: wf_council_cancel needs `run_id`".into()),
+            None => Err(needs("wf_council_cancel", "`run_id`")),
         },
         "wf_ask_operator" => {
             let schema = args.as_ref().ok().and_then(|a| a.get("schema")).filter(|s| !s.is_null());
@@ -132,11 +143,9 @@ fn command_of(call: &ToolCall, input: &TurnInput) -> Result<Command, String> {
             let schema = schema.map(|s| s.as_str().map(String::from).unwrap_or_else(|| s.to_string()));
             match field("question") {
                 Some(question) => Ok(Command::AskOperator { question, schema }),
-                None => Err("refused: wf_ask_operator needs `question`".into()),
+                None => Err(needs("wf_ask_operator", "`question`")),
             }
         }
-        other => Err(format!(
-            "unknown tool {other}: the tools are wf_result, wf_send, wf_ask, wf_reply, wf_inbox (and wf_council, wf_councils, wf_council_cancel, wf_ask_operator when granted)"
-        )),
+        other => Err(NoCommand::Unknown(other.to_string())),
     }
 }

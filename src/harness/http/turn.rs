@@ -37,7 +37,7 @@ impl HttpSession {
         for _ in 0..MAX_STEPS {
             let reply = match self.request(&tools, structured.then_some(&reply_schema), &input.meter).await {
                 Ok(r) => r,
-                Err(e) => return TurnEnd::Failed(e),
+                Err(e) => return TurnEnd::Failed(e.to_string()),
             };
             self.push(Msg::Assistant { text: reply.text.clone(), calls: reply.calls.clone() });
             if reply.usage.tokens() > 0 {

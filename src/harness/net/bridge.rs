@@ -3,6 +3,7 @@
 //! loopback `host:port`, relays every connection to awf's proxy on the Unix socket bound into the
 //! sandbox (a forwarded port as `CONNECT host:port`), runs the program, and exits with its code.
 
+use super::NetError;
 use crate::sandbox::net::Target;
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
@@ -33,21 +34,23 @@ fn pipe(tcp: TcpStream, unix: UnixStream) {
 }
 
 /// Asks the proxy for a tunnel to `target`; `Ok` once it answered 200.
-fn tunnel(socket: &Path, target: &Target) -> Result<UnixStream, String> {
-    let mut u = UnixStream::connect(socket).map_err(|e| format!("cannot reach awf's proxy: {e}"))?;
-    write!(u, "CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n").map_err(|e| e.to_string())?;
+/// A tunnel that failed is closed at once (the program sees its connection end), so why is not
+/// kept beyond the I/O error.
+fn tunnel(socket: &Path, target: &Target) -> std::io::Result<UnixStream> {
+    let mut u = UnixStream::connect(socket)?;
+    write!(u, "CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n")?;
     let mut head = Vec::new();
     let mut byte = [0u8; 1];
     while !head.ends_with(b"\r\n\r\n") {
-        if head.len() > 8192 || u.read(&mut byte).map_err(|e| e.to_string())? == 0 {
-            return Err("awf's proxy closed the connection".into());
+        if head.len() > 8192 || u.read(&mut byte)? == 0 {
+            return Err(std::io::Error::other("awf's proxy closed the connection"));
         }
         head.push(byte[0]);
     }
     let status = String::from_utf8_lossy(&head).lines().next().unwrap_or_default().to_string();
     match status.split(' ').nth(1) {
         Some("200") => Ok(u),
-        _ => Err(format!("awf's proxy refused {target}: {status}")),
+        _ => Err(std::io::Error::other(format!("awf's proxy refused {target}: {status}"))),
     }
 }
 
@@ -58,7 +61,7 @@ fn relay(listener: TcpListener, socket: PathBuf, target: Option<Target>) {
             let (socket, target) = (socket.clone(), target.clone());
             std::thread::spawn(move || {
                 let unix = match &target {
-                    None => UnixStream::connect(&socket).map_err(|e| e.to_string()),
+                    None => UnixStream::connect(&socket),
                     Some(t) => tunnel(&socket, t),
                 };
                 match unix {
@@ -74,18 +77,18 @@ fn relay(listener: TcpListener, socket: PathBuf, target: Option<Target>) {
 
 impl Bridge {
     /// Listens, runs the program, and returns its exit code (128 + the signal that ended it).
-    pub fn run(&self) -> Result<i32, String> {
+    pub fn run(&self) -> Result<i32, NetError> {
         let bind =
-            |addr: &str| TcpListener::bind(addr).map_err(|e| format!("sandbox-bridge: cannot listen on {addr}: {e}"));
+            |addr: &str| TcpListener::bind(addr).map_err(|source| NetError::Listen { addr: addr.to_string(), source });
         relay(bind(&format!("127.0.0.1:{}", self.proxy_port))?, self.socket.clone(), None);
         for t in &self.forwards {
             relay(bind(&t.listen_addr())?, self.socket.clone(), Some(t.clone()));
         }
-        let (program, args) = self.program.split_first().ok_or("sandbox-bridge: no program to run after `--`")?;
+        let (program, args) = self.program.split_first().ok_or(NetError::NoProgram)?;
         let status = Command::new(program)
             .args(args)
             .status()
-            .map_err(|e| format!("sandbox-bridge: cannot run `{program}`: {e}"))?;
+            .map_err(|source| NetError::Run { program: program.clone(), source })?;
         use std::os::unix::process::ExitStatusExt;
         Ok(status.code().or_else(|| status.signal().map(|s| 128 + s)).unwrap_or(1))
     }
@@ -109,10 +112,10 @@ mod tests {
         let taken = TcpListener::bind("127.0.0.1:0").expect("bind");
         let port = taken.local_addr().expect("addr").port();
         let e = bridge(port, &["true"]).run().expect_err("taken");
-        assert!(e.contains(&format!("cannot listen on 127.0.0.1:{port}")), "{e}");
+        assert!(matches!(&e, NetError::Listen { addr, .. } if *addr == format!("127.0.0.1:{port}")), "{e}");
         drop(taken);
         let e = bridge(0, &["/nonexistent/program"]).run().expect_err("missing");
-        assert!(e.contains("cannot run `/nonexistent/program`"), "{e}");
-        assert_eq!(bridge(0, &["sh", "-c", "exit 7"]).run(), Ok(7), "the program's own exit code");
+        assert!(e.to_string().starts_with("sandbox-bridge: cannot run `/nonexistent/program`: "), "{e}");
+        assert_eq!(bridge(0, &["sh", "-c", "exit 7"]).run().expect("runs"), 7, "the program's own exit code");
     }
 }

@@ -58,8 +58,27 @@ pub enum Asked {
     Forward(Target, Vec<u8>),
 }
 
+/// Why a request is not one this proxy serves (answered `400 Bad Request` with this text).
+#[derive(Debug, thiserror::Error)]
+pub enum BadRequest {
+    #[error("the request head is too long")]
+    TooLong,
+    #[error("the connection closed before the request head ended")]
+    Closed,
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    #[error("the request head is not UTF-8")]
+    NotUtf8,
+    #[error("`{0}` is not an HTTP request line")]
+    NotRequestLine(String),
+    #[error(transparent)]
+    Target(#[from] crate::sandbox::net::BadTarget),
+    #[error("`{0}` is neither CONNECT host:port nor an http:// URL")]
+    NotHttp(String),
+}
+
 /// Reads a request head (`...\r\n\r\n`) and what followed it in the same reads.
-async fn read_head(c: &mut UnixStream) -> Result<(Vec<u8>, Vec<u8>), String> {
+async fn read_head(c: &mut UnixStream) -> Result<(Vec<u8>, Vec<u8>), BadRequest> {
     let mut buf = Vec::new();
     let mut chunk = [0u8; 8192];
     loop {
@@ -68,31 +87,31 @@ async fn read_head(c: &mut UnixStream) -> Result<(Vec<u8>, Vec<u8>), String> {
             return Ok((buf, rest));
         }
         if buf.len() > MAX_HEAD {
-            return Err("the request head is too long".into());
+            return Err(BadRequest::TooLong);
         }
-        let n = c.read(&mut chunk).await.map_err(|e| e.to_string())?;
+        let n = c.read(&mut chunk).await?;
         if n == 0 {
-            return Err("the connection closed before the request head ended".into());
+            return Err(BadRequest::Closed);
         }
         buf.extend_from_slice(&chunk[..n]);
     }
 }
 
 /// The request a head makes, or why it is not one this proxy serves.
-pub fn parse_head(head: &[u8]) -> Result<Asked, String> {
-    let text = std::str::from_utf8(head).map_err(|_| "the request head is not UTF-8".to_string())?;
+pub fn parse_head(head: &[u8]) -> Result<Asked, BadRequest> {
+    let text = std::str::from_utf8(head).map_err(|_| BadRequest::NotUtf8)?;
     let mut lines = text.split("\r\n");
     let first = lines.next().unwrap_or_default();
     let mut words = first.split(' ');
     let (method, target, version) = match (words.next(), words.next(), words.next(), words.next()) {
         (Some(m), Some(t), Some(v), None) if v.starts_with("HTTP/") => (m, t, v),
-        _ => return Err(format!("`{first}` is not an HTTP request line")),
+        _ => return Err(BadRequest::NotRequestLine(first.to_string())),
     };
     if method.eq_ignore_ascii_case("CONNECT") {
-        return Target::parse(target).map(Asked::Connect);
+        return Ok(Asked::Connect(Target::parse(target)?));
     }
     if !target.starts_with("http://") {
-        return Err(format!("`{target}` is neither CONNECT host:port nor an http:// URL"));
+        return Err(BadRequest::NotHttp(target.to_string()));
     }
     let server = Target::of_url(target)?;
     let after_scheme = &target["http://".len()..];
@@ -122,11 +141,11 @@ async fn answer(c: &mut UnixStream, status: &str, text: &str) {
 async fn serve(mut c: UnixStream, net: Arc<Net>, report: Report) {
     let (head, rest) = match read_head(&mut c).await {
         Ok(h) => h,
-        Err(why) => return answer(&mut c, "400 Bad Request", &why).await,
+        Err(why) => return answer(&mut c, "400 Bad Request", &why.to_string()).await,
     };
     let asked = match parse_head(&head) {
         Ok(a) => a,
-        Err(why) => return answer(&mut c, "400 Bad Request", &why).await,
+        Err(why) => return answer(&mut c, "400 Bad Request", &why.to_string()).await,
     };
     let target = match &asked {
         Asked::Connect(t) | Asked::Forward(t, _) => t.clone(),
@@ -168,17 +187,14 @@ mod tests {
     #[test]
     fn a_connect_names_its_target_and_a_plain_request_is_rewritten_for_its_server() {
         assert_eq!(
-            parse_head(b"CONNECT api.anthropic.com:443 HTTP/1.1\r\nHost: x\r\n\r\n"),
-            Ok(Asked::Connect(t("api.anthropic.com", 443)))
+            parse_head(b"CONNECT api.anthropic.com:443 HTTP/1.1\r\nHost: x\r\n\r\n").expect("a CONNECT"),
+            Asked::Connect(t("api.anthropic.com", 443))
         );
         let head = b"POST http://127.0.0.1:8080/v1/messages?beta=true HTTP/1.1\r\nHost: 127.0.0.1:8080\r\nProxy-Connection: keep-alive\r\nConnection: keep-alive\r\nContent-Length: 2\r\n\r\n";
         let want = "POST /v1/messages?beta=true HTTP/1.1\r\nHost: 127.0.0.1:8080\r\nContent-Length: 2\r\nConnection: close\r\n\r\n";
-        assert_eq!(parse_head(head), Ok(Asked::Forward(t("127.0.0.1", 8080), want.as_bytes().to_vec())));
-        let got = parse_head(b"GET http://example.com HTTP/1.1\r\n\r\n");
-        assert_eq!(
-            got,
-            Ok(Asked::Forward(t("example.com", 80), b"GET / HTTP/1.1\r\nConnection: close\r\n\r\n".to_vec()))
-        );
+        assert_eq!(parse_head(head).expect("a POST"), Asked::Forward(t("127.0.0.1", 8080), want.as_bytes().to_vec()));
+        let got = parse_head(b"GET http://example.com HTTP/1.1\r\n\r\n").expect("a GET");
+        assert_eq!(got, Asked::Forward(t("example.com", 80), b"GET / HTTP/1.1\r\nConnection: close\r\n\r\n".to_vec()));
     }
 
     /// Sends `request` to the proxy and reads its whole answer.
@@ -223,9 +239,11 @@ mod tests {
 
     #[test]
     fn heads_this_proxy_does_not_serve_say_why() {
-        assert!(parse_head(b"GET /local HTTP/1.1\r\n\r\n").expect_err("origin form").contains("neither CONNECT"));
-        assert!(parse_head(b"CONNECT nohost HTTP/1.1\r\n\r\n").expect_err("no port").contains("not host:port"));
-        assert!(parse_head(b"hello\r\n\r\n").expect_err("junk").contains("not an HTTP request line"));
-        assert!(parse_head(b"GET https://h/ HTTP/1.1\r\n\r\n").expect_err("https").contains("neither CONNECT"));
+        let refused = |head: &[u8]| parse_head(head).expect_err("refused");
+        assert!(matches!(refused(b"GET /local HTTP/1.1\r\n\r\n"), BadRequest::NotHttp(t) if t == "/local"));
+        assert!(matches!(refused(b"CONNECT nohost HTTP/1.1\r\n\r\n"), BadRequest::Target(_)));
+        assert!(matches!(refused(b"hello\r\n\r\n"), BadRequest::NotRequestLine(l) if l == "hello"));
+        let e = refused(b"GET https://h/ HTTP/1.1\r\n\r\n").to_string();
+        assert_eq!(e, "`https://h/` is neither CONNECT host:port nor an http:// URL");
     }
 }

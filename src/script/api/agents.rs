@@ -186,8 +186,17 @@ pub(super) fn parse_spec(spec: &Map) -> Result<OpenRequest, String> {
             None => false,
             Some(v) => v.as_bool().map_err(|t| format!("`operator` must be true or false, got {t}"))?,
         },
-        isolation: f.string("isolation")?.map(|s| crate::worktree::Isolation::parse(&s)).transpose()?,
-        keep: f.string("keep")?.map(|s| crate::worktree::Keep::parse(&s)).transpose()?.unwrap_or_default(),
+        isolation: f
+            .string("isolation")?
+            .map(|s| crate::worktree::Isolation::parse(&s))
+            .transpose()
+            .map_err(|e| e.to_string())?,
+        keep: f
+            .string("keep")?
+            .map(|s| crate::worktree::Keep::parse(&s))
+            .transpose()
+            .map_err(|e| e.to_string())?
+            .unwrap_or_default(),
     })
 }
 
@@ -235,7 +244,7 @@ fn parse_runtime_map(m: &Map) -> Result<RuntimeChoice, String> {
     if f.get("harness").is_none() {
         return Err("runtime map needs `alias` or `harness`".into());
     }
-    let json = to_json(&Dynamic::from_map(m.clone()))?;
+    let json = to_json(&Dynamic::from_map(m.clone())).map_err(|e| e.to_string())?;
     serde_json::from_value::<RuntimeConfig>(json)
         .map(|r| RuntimeChoice::Inline(Box::new(r)))
         .map_err(|e| format!("runtime: {e}"))
@@ -246,7 +255,7 @@ fn parse_turn(h: &AgentHandle, turn: &Map) -> Result<Turn, String> {
     f.check_known(&["prompt", "schema", "id", "label", "timeout_ms", "deadline", "nudge"])?;
     let prompt = f.string("prompt")?.ok_or("turn needs `prompt` (a string)")?;
     let schema = match f.get("schema") {
-        None => h.host.run.schemas.compile(&serde_json::json!({ "type": "string" })),
+        None => h.host.run.schemas.compile(&serde_json::json!({ "type": "string" })).map_err(|e| e.to_string()),
         Some(v) => h.host.run.schemas.by_fingerprint(crate::script::convert::fingerprint(v), || to_json(v)).map_err(
             |e| match e {
                 SchemaError::NotJson(e) => format!("`schema`: {e}"),

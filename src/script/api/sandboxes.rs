@@ -49,7 +49,8 @@ fn open(nc: NativeCallContext, s: &mut Sandboxes, spec: Map) -> RResult<SandboxH
             Some(v) => return Err(format!("`name` must be a string, got {}", v.type_name())),
             None => return Err("the spec needs `name` (a string unique in the run)".into()),
         };
-        let policy = Policy::from_json(&to_json(&rhai::Dynamic::from_map(spec))?)?;
+        let policy = Policy::from_json(&to_json(&rhai::Dynamic::from_map(spec)).map_err(|e| e.to_string())?)
+            .map_err(|e| e.to_string())?;
         Ok((name, policy))
     })();
     let (name, policy) = parsed.map_err(|e| script_err(&nc, format!("ctx.sandboxes.open: {e}")))?;

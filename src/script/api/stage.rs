@@ -77,7 +77,7 @@ fn stage(nc: &NativeCallContext, host: &Arc<ScriptRun>, name: &str, opts: Map, f
     if let Some(outer) = &parent.stage {
         return Err(script_err(nc, format!("stage `{name}` cannot start inside stage `{outer}`: stages do not nest")));
     }
-    run.stages.claim(name).map_err(|e| script_err(nc, e))?;
+    run.stages.claim(name).map_err(|e| script_err(nc, e.to_string()))?;
     // A later attempt reuses what an earlier one recorded: the function does not run again; unless
     // the script changed so that the recorded value no longer fits the stage's result schema.
     let recorded = run.reused_stage(name).filter(|(value, summary)| {
