@@ -123,5 +123,4 @@ mod tests {
         let err = to_json(&Dynamic::from_map(m)).expect_err("closure refused");
         assert!(matches!(&err, NotJson::Kind(k) if k == "function pointer (closure)"), "{err}");
     }
-
 }
