@@ -117,6 +117,8 @@
 //!   async-nats** (unused on one machine). `options.rs` (what a connection takes, from `[cluster]` and
 //!   the `--nats*` flags: a server list, one way to authenticate (URL, variables, nkey seed or
 //!   creds file, 0600), TLS and client certificates; URLs shown with credentials masked),
+//!   `error.rs` (`ClusterError`: the configuration, the servers silent or refusing, a store of
+//!   another schema, a NATS call, a message the worker's rules refuse, a run it cannot own),
 //!   `connect.rs` (a bounded connect, a clear error; the ops work-queue stream, the journal bucket
 //!   and the sessions' object store made or checked against the schema version, every step retried
 //!   with backoff while a cluster elects, a refused permission named at once),
@@ -166,6 +168,8 @@
 //!   left).
 //! - `agent/`: logical agents. `mod.rs` (the agent: runtime, session, counters, closing), `book.rs`
 //!   (`AgentBook`: open with the compatibility rules, skills checked, get, stop; the router's `Directory`),
+//!   `error.rs` (`OpenError`, whose `is_config` decides exit 2 against 1; why a sandbox, a
+//!   workflow's sandbox handle or a fork of the caller is refused),
 //!   `caller.rs` (a fork of the run's caller, or why not),
 //!   `remote.rs` (the hook through which `cluster` gives agents remote sessions),
 //!   `op.rs` (**the one operation pipeline**: ids, replay, queue, permit, budget, deadlines,
@@ -346,6 +350,14 @@
 //!   agent's worktree name the worktree's git folders (found as it was added), never what the
 //!   agent wrote there. A merge (`worktree::merge`) never leaves a checkout half-merged: each
 //!   branch is merged without a working tree, and the checkout moves once, by a fast-forward.
+//! - Failures are typed below `cli`: each layer's errors are `thiserror` enums with a variant for
+//!   what a caller, a test or the exit code tells apart, keeping their source (`io::Error`,
+//!   `serde_json::Error`, another layer's error) and saying its text whole (`cannot read x:
+//!   {source}`, so that records and scripts get the whole message). Callers match variants, never
+//!   the text; whether a failed run exits 2 (usage, configuration) or 1 is `agent::OpenError::
+//!   is_config`, carried to the script's end by its error's tag. `tests/tidy` fails on a
+//!   `Result<_, String>` outside `cli/` (and past its budget inside it) and on an error's text
+//!   tested; `cli::shown` prints a cause its message already says once.
 //! - No unwrap outside tests; locks recover from poisoning because their values are replaced whole.
 //! - No process-wide static but those `tests/tidy/main.rs` lists, each with its reason; a new one
 //!   fails `cargo test`.

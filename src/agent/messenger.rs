@@ -5,6 +5,7 @@ use super::AgentBook;
 use crate::control::convene::{Call, Convened, Convener, Grant};
 use crate::control::messenger::{Held, MessageError, Messenger};
 use crate::control::operator::OperatorCall;
+use crate::messaging::Unanswered;
 use crate::run::checkpoint::{Asked, Question, Waited};
 use crate::run::BoxFuture;
 use std::sync::{Arc, Weak};
@@ -71,11 +72,11 @@ impl Messenger for AgentMessenger {
                 }
             };
             let replied = tokio::select! {
-                r = rx => r.unwrap_or_else(|_| Err(format!("{to} never replied to message {n}"))),
-                _ = until => Err(format!("no reply from {to} to message {n} before your operation's deadline")),
-                _ = stop.cancelled() => Err("the run was stopped".into()),
+                r = rx => r.unwrap_or(Err(Unanswered::Dropped { to, n })),
+                _ = until => Err(Unanswered::Deadline { to, n }),
+                _ = stop.cancelled() => Err(Unanswered::Stopped),
             };
-            replied.map_err(MessageError::Failed)
+            replied.map_err(|e| MessageError::Failed(e.to_string()))
         })
     }
 

@@ -7,6 +7,7 @@
 
 mod book;
 mod caller;
+pub mod error;
 mod kinds;
 pub mod messenger;
 pub mod op;
@@ -20,6 +21,7 @@ pub mod worktrees;
 
 pub use crate::run::{Outcome, OutcomeKind};
 pub use book::AgentBook;
+pub use error::OpenError;
 pub use responders::Responders;
 
 use crate::config::RuntimeConfig;
@@ -30,25 +32,6 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-
-/// Why an agent could not be opened. Callers tell the two apart: a run that fails on a
-/// configuration problem exits 2 (`host::exit::USAGE`), on anything else 1.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum OpenError {
-    /// What awf.toml or the spec's runtime gets wrong: a runtime that does not resolve, a council
-    /// grant, skills, a harness that cannot start as configured.
-    #[error("{0}")]
-    Config(String),
-    /// Anything else: the spec, the run's state or its limits.
-    #[error("{0}")]
-    Refused(String),
-}
-
-impl From<String> for OpenError {
-    fn from(why: String) -> Self {
-        OpenError::Refused(why)
-    }
-}
 
 /// Which runtime an agent asked for.
 #[derive(Debug, Clone, PartialEq)]
@@ -198,8 +181,8 @@ impl Agent {
 
     /// Takes over a stored session before the agent's first turn (`Session::import`). Blocks like
     /// `export_session`.
-    pub fn import_session(&self, session: crate::harness::SessionExport) -> Result<(), String> {
-        self.session.blocking_lock().import(session).map_err(|e| e.to_string())
+    pub fn import_session(&self, session: crate::harness::SessionExport) -> Result<(), crate::harness::HarnessError> {
+        self.session.blocking_lock().import(session)
     }
 
     pub fn harness(&self) -> crate::config::HarnessKind {
@@ -240,13 +223,13 @@ impl Agent {
 }
 
 /// The runtime an agent asked for, resolved against the run's config.
-fn resolve_runtime(run: &Run, choice: &RuntimeChoice) -> Result<RuntimeConfig, String> {
+fn resolve_runtime(run: &Run, choice: &RuntimeChoice) -> Result<RuntimeConfig, crate::config::ConfigError> {
     let (alias, effort) = match choice {
         RuntimeChoice::Inline(r) => return Ok((**r).clone()),
         RuntimeChoice::Default => (run.default_runtime.clone(), None),
         RuntimeChoice::Alias { alias, effort } => (alias.clone(), effort.clone()),
     };
-    let mut r = run.config.runtime(&alias).map_err(|e| e.to_string())?;
+    let mut r = run.config.runtime(&alias)?;
     if effort.is_some() {
         r.effort = effort;
     }

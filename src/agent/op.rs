@@ -28,6 +28,9 @@ pub enum OpError {
     /// The enclosing scope was cancelled or passed its deadline: the script must unwind.
     #[error("{0}")]
     Terminated(String),
+    /// The run's `--max-agents` (a fork is a new agent): a script error.
+    #[error(transparent)]
+    Limit(#[from] crate::run::scheduler::LimitReached),
 }
 
 /// A stable fingerprint of what a turn asks (prompt, schema, nudge): an op id used again must

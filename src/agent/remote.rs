@@ -19,8 +19,13 @@ pub enum RemoteWorktrees {
 
 /// Opens the session of an agent whose turns run on another machine.
 pub trait Remote: Send + Sync {
-    fn session(&self, req: &OpenRequest, runtime: &RuntimeConfig, info: &AgentInfo)
-        -> Result<Box<dyn Session>, String>;
+    /// The session, or why this agent cannot run there (a configuration error of the run).
+    fn session(
+        &self,
+        req: &OpenRequest,
+        runtime: &RuntimeConfig,
+        info: &AgentInfo,
+    ) -> Result<Box<dyn Session>, super::OpenError>;
 
     /// What a worktree agent gets here.
     fn worktrees(&self) -> RemoteWorktrees {

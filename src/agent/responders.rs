@@ -1,7 +1,7 @@
 //! Fake responder scripts of a run, each compiled once: found beside the script or in the working
 //! folder, loaded by the script host (passed down as a loader).
 
-use crate::harness::{Responder, ResponderLoader};
+use crate::harness::{Responder, ResponderError, ResponderLoader};
 use crate::run::Run;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -18,22 +18,16 @@ impl Responders {
     }
 
     /// The responder at `path` (beside the run's script, else in its working folder).
-    pub fn get(&self, run: &Run, path: &Path) -> Result<Arc<dyn Responder>, String> {
+    pub fn get(&self, run: &Run, path: &Path) -> Result<Arc<dyn Responder>, ResponderError> {
         let resolved = [run.script.parent().map(|d| d.join(path)), Some(run.cwd.join(path))]
             .into_iter()
             .flatten()
             .find(|p| p.is_file())
-            .ok_or_else(|| {
-                format!(
-                    "fake responder {} not found (looked beside the script and in {})",
-                    path.display(),
-                    run.cwd.display()
-                )
-            })?;
+            .ok_or_else(|| super::error::NoResponder { path: path.to_path_buf(), cwd: run.cwd.clone() })?;
         if let Some(r) = self.lock().get(&resolved) {
             return Ok(r.clone());
         }
-        let r = (self.loader)(&resolved).map_err(|e| e.to_string())?;
+        let r = (self.loader)(&resolved)?;
         self.lock().insert(resolved, r.clone());
         Ok(r)
     }

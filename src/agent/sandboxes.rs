@@ -2,6 +2,7 @@
 //! (`Asked`), the handle a script holds, and the run's list of them, each open until `close`.
 //! A handle is good only in the run that opened it and only while its sandbox is open.
 
+use super::error::HandleError;
 use super::seating::SandboxBook;
 use crate::run::Run;
 use crate::sandbox::{Chosen, Policy, Scope};
@@ -29,14 +30,11 @@ impl Asked {
     }
 
     /// As JSON for another machine: a handle is this machine's, so it is refused.
-    pub fn to_json(&self) -> Result<Value, String> {
+    pub fn to_json(&self) -> Result<Value, HandleError> {
         match self {
             Asked::Named(name) => Ok(Value::String(name.clone())),
             Asked::Inline(v) => Ok(v.clone()),
-            Asked::Opened(h) => Err(format!(
-                "sandbox `{}` was opened by this run's workflow on this machine; an agent on a cluster worker takes a sandbox name or an inline policy",
-                h.name
-            )),
+            Asked::Opened(h) => Err(HandleError::Abroad(h.name.clone())),
         }
     }
 }
@@ -70,34 +68,28 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 impl Workflow {
     /// The policy of the sandbox `h` names, or why it cannot seat an agent of run `run`.
-    pub fn policy(&self, run: &str, h: &Handle) -> Result<Policy, String> {
+    pub fn policy(&self, run: &str, h: &Handle) -> Result<Policy, HandleError> {
         if h.run != run {
-            return Err(format!(
-                "the sandbox handle `{}` belongs to run {}, not this one ({run}); open the sandbox in this run with ctx.sandboxes.open",
-                h.name, h.run
-            ));
+            return Err(HandleError::OtherRun { name: h.name.clone(), of: h.run.clone(), run: run.to_string() });
         }
         let list = lock(&self.list);
-        let e = list
-            .iter()
-            .find(|e| e.name == h.name)
-            .ok_or_else(|| format!("no sandbox `{}` was opened in this run", h.name))?;
+        let e = list.iter().find(|e| e.name == h.name).ok_or_else(|| HandleError::NotOpened(h.name.clone()))?;
         match &e.closed {
-            Some(why) => Err(format!("sandbox `{}` is closed ({why}); open another with ctx.sandboxes.open", h.name)),
+            Some(why) => Err(HandleError::Closed { name: h.name.clone(), why: why.clone() }),
             None => Ok(e.policy.clone()),
         }
     }
 
-    fn add(&self, run: &str, name: &str, policy: Policy) -> Result<Handle, String> {
+    fn add(&self, run: &str, name: &str, policy: Policy) -> Result<Handle, HandleError> {
         let mut list = lock(&self.list);
         if list.iter().any(|e| e.name == name) {
-            return Err(format!("a sandbox named `{name}` was already opened in this run; give each its own name"));
+            return Err(HandleError::NameTaken(name.to_string()));
         }
         list.push(Entry { name: name.into(), policy, closed: None });
         Ok(Handle { run: run.into(), name: name.into() })
     }
 
-    fn close(&self, run: &str, h: &Handle, why: &str) -> Result<(), String> {
+    fn close(&self, run: &str, h: &Handle, why: &str) -> Result<(), HandleError> {
         self.policy(run, h)?;
         let mut list = lock(&self.list);
         if let Some(e) = list.iter_mut().find(|e| e.name == h.name) {
@@ -110,19 +102,16 @@ impl Workflow {
 impl SandboxBook {
     /// Opens a workflow sandbox `name` with `policy` (checked now, before any agent sits in it) and
     /// records it (`sandbox-opened`, scope `workflow`).
-    pub fn open_workflow(&self, run: &Run, name: &str, policy: &Policy) -> Result<Handle, String> {
+    pub fn open_workflow(&self, run: &Run, name: &str, policy: &Policy) -> Result<Handle, HandleError> {
         if name.trim().is_empty() {
-            return Err("`name` must not be empty".into());
+            return Err(HandleError::NoName);
         }
-        let fail = |why: crate::sandbox::policy::PolicyError| crate::sandbox::SandboxError::new(name, why).to_string();
+        let fail = |why: crate::sandbox::policy::PolicyError| crate::sandbox::SandboxError::new(name, why);
         let home = std::env::var_os("HOME").filter(|h| !h.is_empty()).map(std::path::PathBuf::from);
         let policy = policy.resolve(&run.cwd, home.as_deref()).map_err(fail)?;
         policy.check().map_err(fail)?;
         if let Some(r) = &self.run_level() {
-            return Err(format!(
-                "this run seats every agent in sandbox `{}` (--sandbox {}), so a workflow cannot open sandbox `{name}`",
-                r.name, r.name
-            ));
+            return Err(HandleError::RunLevel { run: r.name.clone(), name: name.to_string() });
         }
         let handle = self.workflow.add(&run.id, name, policy.clone())?;
         let chosen = Chosen { name: name.into(), scope: Scope::Workflow, policy, bwrap: None };
@@ -132,7 +121,7 @@ impl SandboxBook {
 
     /// Closes the sandbox `h` names: no agent is seated in it from now on. Returns the agents
     /// seated in it (the caller stops them).
-    pub fn close_workflow(&self, run: &Run, h: &Handle) -> Result<Vec<String>, String> {
+    pub fn close_workflow(&self, run: &Run, h: &Handle) -> Result<Vec<String>, HandleError> {
         self.workflow.close(&run.id, h, "closed by the workflow")?;
         let agents = self.seated_in(&h.name, Scope::Workflow);
         run.records.event(&crate::run::Event::SandboxClosed { sandbox: &h.name, agents: &agents });
@@ -148,27 +137,30 @@ mod tests {
     fn a_handle_does_not_travel_to_another_machine() {
         let named = Asked::from_json(Value::String("locked".into()));
         assert_eq!(named, Asked::Named("locked".into()));
-        assert_eq!(named.to_json(), Ok(Value::String("locked".into())));
+        assert_eq!(named.to_json().expect("a name"), Value::String("locked".into()));
         let inline = Asked::from_json(serde_json::json!({ "network": "host" }));
-        assert_eq!(inline.to_json(), Ok(serde_json::json!({ "network": "host" })));
+        assert_eq!(inline.to_json().expect("a policy"), serde_json::json!({ "network": "host" }));
         let e = Asked::Opened(Handle { run: "r".into(), name: "team".into() }).to_json().expect_err("a handle");
-        assert!(e.contains("sandbox `team` was opened by this run's workflow on this machine"), "{e}");
+        assert!(matches!(&e, HandleError::Abroad(n) if n == "team"), "{e}");
     }
 
     #[test]
     fn a_handle_seats_agents_only_in_its_own_run_and_only_while_open() {
         let w = Workflow::default();
         let h = w.add("run-1", "team", Policy::default()).expect("opened");
-        assert_eq!(w.policy("run-1", &h), Ok(Policy::default()));
+        assert_eq!(w.policy("run-1", &h).expect("open"), Policy::default());
         let e = w.policy("run-2", &h).expect_err("another run's");
-        assert!(e.contains("belongs to run run-1, not this one (run-2)"), "{e}");
+        assert!(e.to_string().contains("belongs to run run-1, not this one (run-2)"), "{e}");
         let e = w.add("run-1", "team", Policy::default()).expect_err("twice");
-        assert!(e.contains("already opened"), "{e}");
+        assert!(matches!(&e, HandleError::NameTaken(n) if n == "team"), "{e}");
         w.close("run-1", &h, "closed by the workflow").expect("closed");
         let e = w.policy("run-1", &h).expect_err("closed");
-        assert!(e.contains("sandbox `team` is closed (closed by the workflow)"), "{e}");
-        assert!(w.close("run-1", &h, "again").expect_err("closed twice").contains("is closed"));
+        assert_eq!(
+            e.to_string(),
+            "sandbox `team` is closed (closed by the workflow); open another with ctx.sandboxes.open"
+        );
+        assert!(matches!(w.close("run-1", &h, "again"), Err(HandleError::Closed { .. })));
         let ghost = Handle { run: "run-1".into(), name: "ghost".into() };
-        assert!(w.policy("run-1", &ghost).expect_err("never opened").contains("no sandbox `ghost`"));
+        assert!(matches!(w.policy("run-1", &ghost), Err(HandleError::NotOpened(n)) if n == "ghost"));
     }
 }

@@ -4,6 +4,7 @@
 //! record of every sandbox opened with the agents seated in it (`sandbox-opened`,
 //! `sandbox-seated`, result.json `sandboxes`).
 
+use super::error::SandboxRefused;
 use super::sandboxes::{Asked, Workflow};
 use crate::config::{HarnessKind, RuntimeConfig};
 use crate::run::{Event, Run};
@@ -69,18 +70,14 @@ impl SandboxBook {
         key: &str,
         spec: Option<&Asked>,
         harness: HarnessKind,
-    ) -> Result<Option<Chosen>, String> {
+    ) -> Result<Option<Chosen>, SandboxRefused> {
         let asked = match spec {
             None => None,
-            Some(Asked::Named(name)) => {
-                Some((name.clone(), Scope::Config, run.config.sandbox(name).map_err(|e| e.to_string())?))
-            }
+            Some(Asked::Named(name)) => Some((name.clone(), Scope::Config, run.config.sandbox(name)?)),
             Some(Asked::Inline(v @ Value::Object(_))) => {
-                Some((format!("inline:{key}"), Scope::Inline, Policy::from_json(v).map_err(|e| e.to_string())?))
+                Some((format!("inline:{key}"), Scope::Inline, Policy::from_json(v)?))
             }
-            Some(Asked::Inline(_)) => {
-                return Err("`sandbox` must be a name from [sandboxes] in awf.toml, a policy map, or a handle from ctx.sandboxes.open".into())
-            }
+            Some(Asked::Inline(_)) => return Err(SandboxRefused::NotASandbox),
             Some(Asked::Opened(h)) => Some((h.name.clone(), Scope::Workflow, self.workflow.policy(&run.id, h)?)),
         };
         let (name, scope, policy) = match (&self.run_level, asked) {
@@ -88,19 +85,12 @@ impl SandboxBook {
             (None, Some(a)) => a,
             (Some(r), None) => (r.name.clone(), Scope::Run, r.policy.clone()),
             (Some(r), Some((name, Scope::Config, _))) if name == r.name => (name, Scope::Run, r.policy.clone()),
-            (Some(r), Some((name, _, _))) => {
-                return Err(format!(
-                    "asks for sandbox `{name}`, but this run seats every agent in sandbox `{}` (--sandbox {}); drop `sandbox` from its spec or name `{}`",
-                    r.name, r.name, r.name
-                ))
-            }
+            (Some(r), Some((name, _, _))) => return Err(SandboxRefused::RunLevel { asked: name, run: r.name.clone() }),
         };
         if policy.network.is_listed() && harness.confinement() == Confinement::InProcess && scope != Scope::Run {
-            return Err(format!(
-                "sandbox `{name}` lists its network, which means nothing to the `{harness}` harness: it runs inside awf, where no sandbox applies; give it a sandbox without `network`, or none"
-            ));
+            return Err(SandboxRefused::NetworkInProcess { name, harness });
         }
-        let fail = |why: Unmade| SandboxError { name: name.clone(), why }.to_string();
+        let fail = |why: Unmade| SandboxError { name: name.clone(), why };
         // Checked once resolved, so that `..` cannot sneak `/` into `writable`.
         let home = std::env::var_os("HOME").filter(|h| !h.is_empty()).map(PathBuf::from);
         let policy = policy.resolve(&run.cwd, home.as_deref()).map_err(|e| fail(e.into()))?;
@@ -128,8 +118,8 @@ impl SandboxBook {
         place: seat::Placement<'_>,
         runtime: &RuntimeConfig,
         worktree: Option<&std::path::Path>,
-    ) -> Result<Sandbox, String> {
-        let fail = |why: Unmade| SandboxError { name: chosen.name.clone(), why }.to_string();
+    ) -> Result<Sandbox, SandboxError> {
+        let fail = |why: Unmade| SandboxError { name: chosen.name.clone(), why };
         let bwrap = chosen.bwrap.clone().ok_or_else(|| fail(Unmade::NotWrapped))?;
         let shared = matches!(chosen.scope, Scope::Run | Scope::Workflow);
         let workspace = match worktree {

@@ -2,7 +2,7 @@
 //! launcher for process harnesses, the HTTP settings, the CLI endpoint opener, and the sandbox seat.
 
 use super::AgentBook;
-use super::OpenRequest;
+use super::{OpenError, OpenRequest};
 use crate::config::{HarnessKind, RuntimeConfig};
 use crate::control::server::Endpoint;
 use crate::harness::{self, AgentInfo, HarnessError, Session};
@@ -14,7 +14,8 @@ use std::sync::Arc;
 type SessionParts = (Box<dyn Session>, Option<Arc<Endpoint>>);
 
 impl AgentBook {
-    /// Starts the harness session (and for `command`, the control socket and launcher).
+    /// Starts the harness session (and for `command`, the control socket and launcher). Every
+    /// failure here is the configuration's (`OpenError::is_config`).
     pub(super) fn session_for(
         &self,
         req: &OpenRequest,
@@ -23,7 +24,7 @@ impl AgentBook {
         responder: Option<Arc<dyn harness::Responder>>,
         sandbox: Option<&crate::sandbox::Chosen>,
         skills: &[harness::cli::skills::Skill],
-    ) -> Result<SessionParts, String> {
+    ) -> Result<SessionParts, OpenError> {
         let run = &self.run;
         if let Some(remote) = self.remote() {
             return Ok((remote.session(req, runtime, info)?, None));
@@ -35,22 +36,22 @@ impl AgentBook {
         }
         let slug = self.claim_slug(&req.key);
         let dir = crate::record::agent_files::agent_dir(run.dir(), &slug);
-        let awf =
-            std::env::current_exe().map_err(|e| format!("cannot find the awf executable for the launcher: {e}"))?;
+        let awf = std::env::current_exe().map_err(OpenError::Launcher)?;
+        let of_agent = |e: HarnessError| OpenError::Harness(e.of_agent(&req.key));
         if runtime.harness.is_http() {
             let stall = run.scheduler.limits.stall_timeout;
-            let cfg = harness::http::HttpConfig::of(&req.key, runtime, stall, run.secrets.clone())
-                .map_err(|e| e.to_string())?;
+            let cfg = harness::http::HttpConfig::of(&req.key, runtime, stall, run.secrets.clone())?;
             let session = harness::http::HttpSession::new(info.clone(), cfg, Some(dir.join("history.json")), events)
-                .map_err(|e| format!("agent {}: {e}", req.key))?;
+                .map_err(|e| of_agent(e.into()))?;
             return Ok((Box::new(session), None));
         }
         let argv = runtime.command.clone().unwrap_or_default();
         let endpoint = {
             let _rt = run.rt.enter();
             let messenger: Arc<dyn crate::control::messenger::Messenger> = Arc::new(self.messenger(&req.key));
-            Endpoint::open(&dir, &req.key, &awf, run_tag(run), events, messenger)
-                .map_err(|e| format!("agent {}: cannot open its control socket in {}: {e}", req.key, dir.display()))?
+            Endpoint::open(&dir, &req.key, &awf, run_tag(run), events, messenger).map_err(|e| {
+                of_agent(HarnessError::io(format!("cannot open its control socket in {}", dir.display()), e))
+            })?
         };
         let endpoint = Arc::new(endpoint);
         // In a worktree, a spec's cwd is relative to it, and the worktree is the sandbox's workspace.
@@ -59,11 +60,11 @@ impl AgentBook {
         let root = worktree.unwrap_or(&run.cwd);
         let cwd = match &req.cwd {
             Some(c) if c.is_absolute() && worktree.is_some_and(|w| !c.starts_with(w)) => {
-                return Err(format!(
+                return Err(OpenError::Config(format!(
                     "agent {}: with isolation \"worktree\" its `cwd` is relative to its worktree; {} lies outside it",
                     req.key,
                     c.display()
-                ))
+                )))
             }
             Some(c) if c.is_absolute() => c.clone(),
             Some(c) => root.join(c),
@@ -89,7 +90,7 @@ impl AgentBook {
                     awf: &awf,
                 };
                 let seated = self.sandboxes.seat(run, chosen, place, runtime, worktree);
-                Some(seated.map_err(|e| format!("agent {}: {e}", req.key))?)
+                Some(seated.map_err(|source| OpenError::Seat { agent: req.key.clone(), source })?)
             }
             None => None,
         };
@@ -100,7 +101,7 @@ impl AgentBook {
                 harness::cli::CliSession::open(runtime.harness, info.clone(), cfg, cwd, dir, endpoint.clone(), opener)
                     .and_then(|s| s.with_skills(skills))
                     .and_then(|s| s.forking(req.fork_caller.as_ref()))
-                    .map_err(|e| format!("agent {}: {e}", req.key))?;
+                    .map_err(of_agent)?;
             if let Some(s) = &sandbox {
                 self.sandboxes.seated(run, s, &req.key, runtime.harness);
             }
@@ -114,7 +115,7 @@ impl AgentBook {
             endpoint.clone(),
             run.scheduler.limits.stall_timeout,
         )
-        .map_err(|e| format!("agent {}: {e}", req.key))?;
+        .map_err(of_agent)?;
         if let Some(s) = &sandbox {
             self.sandboxes.seated(run, s, &req.key, runtime.harness);
         }

@@ -348,7 +348,7 @@ pub fn reattempt(cwd: &Path, dir: &Path, run_id: &str, options: ReattemptOptions
         }
         None => (script::load(&script_path, cwd), Output::Value),
     };
-    let program = loaded.map_err(Refused::Script)?;
+    let program = loaded.map_err(|e| Refused::Script(e.to_string()))?;
     // The script as the last attempt ran it (each attempt keeps its hash; older runs only the first).
     let recorded =
         last.and_then(|a| a.script_sha256.as_deref()).or(run.script_sha256.as_deref()).unwrap_or_default().to_string();

@@ -157,7 +157,10 @@ fn check(files: &[PathBuf], max_bytes: u64) -> Result<i32> {
     let cwd = cwd()?;
     let mut code = EXIT_OK;
     for file in files {
-        match script::load_bounded(file, &cwd, max_bytes).and_then(|p| check_meta(&p).map(|_| p)) {
+        match script::load_bounded(file, &cwd, max_bytes)
+            .map_err(|e| e.to_string())
+            .and_then(|p| check_meta(&p).map(|_| p))
+        {
             Ok(p) => {
                 let name = p.meta.get("name").and_then(Value::as_str).unwrap_or("(no META name)");
                 let entry = if p.has_run_fn { "fn run(args)" } else { "top-level script" };

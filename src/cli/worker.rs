@@ -39,6 +39,8 @@ pub fn exec(args: WorkerArgs) -> Result<i32> {
     if args.slots == 0 {
         bail!("--slots must be at least 1");
     }
+    // Its own [limits], refused now as `script run` refuses them, not by each run it serves.
+    let limits = crate::run::limits::for_worker(args.slots, &config)?;
     let runtimes = harnesses(&args.runtimes)?;
     let name = args.name.clone().unwrap_or_else(|| format!("w{}", std::process::id()));
     if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
@@ -84,7 +86,8 @@ pub fn exec(args: WorkerArgs) -> Result<i32> {
         config,
     };
     let report: crate::cluster::Report = std::sync::Arc::new(|line| eprintln!("{line}"));
-    let options = crate::cluster::worker::Options { slots: args.slots, name: name.clone(), cwd, key, rules, report };
+    let options =
+        crate::cluster::worker::Options { slots: args.slots, name: name.clone(), cwd, key, rules, limits, report };
     let stats = rt.block_on(crate::cluster::worker::serve(cluster, options, stop)).map_err(|e| anyhow!(e))?;
     eprintln!("awf worker {name}: stopped: {}", stats.summary());
     Ok(EXIT_OK)

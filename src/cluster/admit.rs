@@ -4,6 +4,7 @@
 //! skills, an inline responder) only under its roots, and a sandbox at least as strict as its floor
 //! (none asked: the floor). Refusals say what was refused and never quote a file.
 
+use super::error::ClusterError;
 use super::wire::{forbidden_inline_fields, AgentSpec, RuntimeRef};
 use crate::config::{Config, HarnessKind, RuntimeConfig};
 use crate::sandbox::{Named, Policy};
@@ -32,7 +33,7 @@ pub struct Admitted {
 }
 
 /// A model or effort name a message may set: a plain word, never a flag.
-fn plain(what: &str, text: &str) -> Result<(), String> {
+fn plain(what: &str, text: &str) -> Result<(), ClusterError> {
     let ok = !text.is_empty()
         && text.len() <= 200
         && !text.starts_with('-')
@@ -40,13 +41,13 @@ fn plain(what: &str, text: &str) -> Result<(), String> {
     if ok {
         Ok(())
     } else {
-        Err(format!("the {what} it names is not a plain name"))
+        Err(ClusterError::Refused(format!("the {what} it names is not a plain name")))
     }
 }
 
 impl Rules {
     /// The agent of an operation as this worker will run it, or why not.
-    pub fn admit(&self, agent: &AgentSpec) -> Result<Admitted, String> {
+    pub fn admit(&self, agent: &AgentSpec) -> Result<Admitted, ClusterError> {
         let runtime = self.runtime(&agent.runtime)?;
         let cwd = self.under_roots(&agent.cwd, "its folder")?;
         let skills = agent.skills.iter().map(|s| self.under_roots(s, "a skill folder")).collect::<Result<_, _>>()?;
@@ -54,18 +55,23 @@ impl Rules {
         Ok(Admitted { runtime, cwd, sandbox, skills })
     }
 
-    fn runtime(&self, asked: &RuntimeRef) -> Result<RuntimeConfig, String> {
+    fn runtime(&self, asked: &RuntimeRef) -> Result<RuntimeConfig, ClusterError> {
         let harness = asked.harness();
         if !self.serves.contains(&harness) {
-            return Err(format!("this worker does not serve the `{harness}` harness"));
+            return Err(ClusterError::Refused(format!("this worker does not serve the `{harness}` harness")));
         }
         match asked {
             RuntimeRef::Named { alias, harness, model, effort } => {
                 let mut r = self.config.runtime(alias).map_err(|_| {
-                    format!("the runtime `{alias}` is not in this worker's config: define [runtimes.{alias}] there")
+                    ClusterError::Refused(format!(
+                        "the runtime `{alias}` is not in this worker's config: define [runtimes.{alias}] there"
+                    ))
                 })?;
                 if r.harness != *harness {
-                    return Err(format!("the runtime `{alias}` is a `{}` runtime here, not `{harness}`", r.harness));
+                    return Err(ClusterError::Refused(format!(
+                        "the runtime `{alias}` is a `{}` runtime here, not `{harness}`",
+                        r.harness
+                    )));
                 }
                 if let Some(m) = model {
                     plain("model", m)?;
@@ -79,16 +85,18 @@ impl Rules {
             }
             RuntimeRef::Inline { runtime } => {
                 if !self.allow_inline {
-                    return Err("inline runtimes are refused by this worker: name a runtime of awf.toml (or start \
+                    return Err(ClusterError::Refused(
+                        "inline runtimes are refused by this worker: name a runtime of awf.toml (or start \
                                 the worker with --allow-inline-runtimes)"
-                        .into());
+                            .into(),
+                    ));
                 }
                 let forbidden = forbidden_inline_fields(runtime);
                 if !forbidden.is_empty() {
-                    return Err(format!(
+                    return Err(ClusterError::Refused(format!(
                         "an inline runtime from a message may not set {}: name a runtime of awf.toml",
                         forbidden.join(", ")
-                    ));
+                    )));
                 }
                 let mut r = (**runtime).clone();
                 if let Some(p) = &r.responder {
@@ -100,12 +108,13 @@ impl Rules {
     }
 
     /// `path`, canonical, when it exists under one of the roots.
-    pub fn under_roots(&self, path: &Path, what: &str) -> Result<PathBuf, String> {
-        let outside = || format!("{what} is not under this worker's roots (--root)");
+    pub fn under_roots(&self, path: &Path, what: &str) -> Result<PathBuf, ClusterError> {
+        let outside = || ClusterError::Refused(format!("{what} is not under this worker's roots (--root)"));
         if !path.is_absolute() {
             return Err(outside());
         }
-        let real = path.canonicalize().map_err(|_| format!("{what} does not exist on this worker"))?;
+        let real =
+            path.canonicalize().map_err(|_| ClusterError::Refused(format!("{what} does not exist on this worker")))?;
         if self.roots.iter().any(|r| real.starts_with(r)) {
             Ok(real)
         } else {
@@ -115,23 +124,22 @@ impl Rules {
 
     /// The sandbox to open the agent in: the floor when none is asked, the one asked when it is at
     /// least as strict as the floor.
-    fn sandbox(&self, asked: Option<&Value>, cwd: &Path) -> Result<Option<Value>, String> {
+    fn sandbox(&self, asked: Option<&Value>, cwd: &Path) -> Result<Option<Value>, ClusterError> {
         let Some(asked) = asked else {
             return Ok(self.floor.as_ref().map(|f| Value::String(f.name.clone())));
         };
         let Some(floor) = &self.floor else { return Ok(Some(asked.clone())) };
         let policy = match asked {
-            Value::String(name) => {
-                self.config.sandbox(name).map_err(|_| format!("the sandbox `{name}` is not in this worker's config"))?
-            }
-            other => Policy::from_json(other).map_err(|e| e.to_string())?,
+            Value::String(name) => self
+                .config
+                .sandbox(name)
+                .map_err(|_| ClusterError::Refused(format!("the sandbox `{name}` is not in this worker's config")))?,
+            other => Policy::from_json(other)?,
         };
         let home = std::env::var_os("HOME").filter(|h| !h.is_empty()).map(PathBuf::from);
-        let resolved = policy.resolve(cwd, home.as_deref()).map_err(|e| e.to_string())?;
-        let base = floor.policy.resolve(cwd, home.as_deref()).map_err(|e| e.to_string())?;
-        resolved
-            .within(&base)
-            .map_err(|why| format!("the sandbox asked is looser than this worker's floor `{}`: {why}", floor.name))?;
+        let resolved = policy.resolve(cwd, home.as_deref())?;
+        let base = floor.policy.resolve(cwd, home.as_deref())?;
+        resolved.within(&base).map_err(|why| ClusterError::Looser { floor: floor.name.clone(), why })?;
         Ok(Some(asked.clone()))
     }
 }
@@ -183,7 +191,7 @@ mod tests {
     fn what_a_message_may_not_choose_is_refused_by_name() {
         let dir = tempfile::tempdir().expect("tmp");
         let r = rules(dir.path());
-        let refused = |a: AgentSpec| r.admit(&a).expect_err("refused");
+        let refused = |a: AgentSpec| r.admit(&a).expect_err("refused").to_string();
         assert!(refused(agent(dir.path(), named("other"))).contains("`other` is not in this worker's config"));
         let inline = RuntimeConfig {
             harness: HarnessKind::Command,
@@ -201,7 +209,10 @@ mod tests {
             api_key_env: Some("HOME".into()),
             ..Default::default()
         };
-        let err = allowing.admit(&agent(dir.path(), RuntimeRef::Inline { runtime: Box::new(keyed) })).expect_err("no");
+        let err = allowing
+            .admit(&agent(dir.path(), RuntimeRef::Inline { runtime: Box::new(keyed) }))
+            .expect_err("no")
+            .to_string();
         assert!(err.contains("may not set api_key_env, base_url"), "{err}");
         let mut root = agent(dir.path(), named("mine"));
         root.cwd = PathBuf::from("/");

@@ -7,6 +7,7 @@
 //! sealed and expire with the lease's time: a forged one does not keep a dead worker alive.
 //! Subjects end in the run's hash, so that a run's operations can be purged when it ends.
 
+use super::error::ClusterError;
 use super::key::ClusterKey;
 use super::seal::{self, Kind, Place};
 use super::Cluster;
@@ -57,6 +58,6 @@ pub async fn alive(store: &kv::Store, k: &ClusterKey, worker: &str) -> bool {
 }
 
 /// The consumer of the turns meant for this worker.
-pub async fn consumer(cluster: &Cluster, worker: &str) -> Result<PullConsumer, String> {
+pub async fn consumer(cluster: &Cluster, worker: &str) -> Result<PullConsumer, ClusterError> {
     super::worker::durable_consumer(cluster, format!("at-{worker}"), format!("awf.ops.*.at.{worker}.*")).await
 }

@@ -5,6 +5,7 @@
 //! setup step, its schema check too, is retried with backoff while a cluster just started elects
 //! its leaders (`SETUP_WAIT`); a permission the server refuses ends it at once, saying which.
 
+use super::error::ClusterError;
 pub use super::options::Options;
 use super::{JOURNAL_BUCKET, OPS_STREAM, RUNS_STREAM, SCHEMA};
 use async_nats::jetstream::{self, kv, stream};
@@ -33,10 +34,11 @@ pub struct Cluster {
     pub sessions: async_nats::jetstream::object_store::ObjectStore,
 }
 
-/// Why a setup step failed: worth another try while the cluster elects, or final.
+/// Why a setup step failed: worth another try while the cluster elects (the server's words), or
+/// final (a store another awf made).
 pub(super) enum Failed {
     Again(String),
-    Final(String),
+    Final(ClusterError),
 }
 
 /// The last error the server sent (a permission refused), kept by the client's event callback.
@@ -44,7 +46,7 @@ type Refusal = Arc<Mutex<Option<String>>>;
 
 /// Connects to the servers of `options` and makes or checks the streams, bucket and object
 /// store. The error is the text to print.
-pub async fn connect(options: &Options) -> Result<Cluster, String> {
+pub async fn connect(options: &Options) -> Result<Cluster, ClusterError> {
     let url = options.display().to_string();
     let refusal: Refusal = Arc::default();
     let (shown, seen) = (url.clone(), refusal.clone());
@@ -59,8 +61,8 @@ pub async fn connect(options: &Options) -> Result<Cluster, String> {
             }
         });
     let client = match tokio::time::timeout(CONNECT_WAIT, connect.connect(options.servers.as_slice())).await {
-        Err(_) => return Err(format!("the NATS server at {url} did not answer within {}s", CONNECT_WAIT.as_secs())),
-        Ok(Err(e)) => return Err(format!("cannot connect to the NATS server at {url}: {e}")),
+        Err(_) => return Err(ClusterError::Silent { url, secs: CONNECT_WAIT.as_secs() }),
+        Ok(Err(source)) => return Err(ClusterError::Connect { url, source }),
         Ok(Ok(c)) => c,
     };
     let replicas = if client.server_info().cluster.is_some() { 3 } else { 1 };
@@ -68,25 +70,27 @@ pub async fn connect(options: &Options) -> Result<Cluster, String> {
     let setup = Setup { url: &url, start: Instant::now(), refusal };
     let (js, url) = (&js, url.as_str());
     let ops = setup.step("the stream AWF_OPS", move || async move {
-        let ops = work_queue(js, OPS_STREAM, "awf.ops.>", replicas).await.map_err(Failed::Again)?;
+        let ops = work_queue(js, OPS_STREAM, "awf.ops.>", replicas).await.map_err(|e| Failed::Again(e.to_string()))?;
         check_stream(url, &ops).map_err(Failed::Final)?;
         Ok(ops)
     });
     let ops = ops.await?;
     let runs = setup.step("the stream AWF_RUNS", move || async move {
-        let runs = work_queue(js, RUNS_STREAM, super::runs::RUNS_SUBJECT, replicas).await.map_err(Failed::Again)?;
+        let runs = work_queue(js, RUNS_STREAM, super::runs::RUNS_SUBJECT, replicas)
+            .await
+            .map_err(|e| Failed::Again(e.to_string()))?;
         check_stream(url, &runs).map_err(Failed::Final)?;
         Ok(runs)
     });
     let runs = runs.await?;
     let journal = setup.step("the bucket AWF_JOURNAL", move || async move {
-        let journal = bucket(js, replicas).await.map_err(Failed::Again)?;
+        let journal = bucket(js, replicas).await.map_err(|e| Failed::Again(e.to_string()))?;
         check_bucket(url, &journal).await?;
         Ok(journal)
     });
     let journal = journal.await?;
     let sessions = setup.step("the object store AWF_SESSIONS", move || async move {
-        let sessions = super::sessions::make(js, replicas).await.map_err(Failed::Again)?;
+        let sessions = super::sessions::make(js, replicas).await.map_err(|e| Failed::Again(e.to_string()))?;
         // A store of another schema is final; anything else is the server not ready yet.
         super::sessions::check(&sessions, url).await?;
         Ok(sessions)
@@ -103,7 +107,7 @@ struct Setup<'a> {
 }
 
 impl Setup<'_> {
-    async fn step<T, F, Fut>(&self, what: &str, mut step: F) -> Result<T, String>
+    async fn step<T, F, Fut>(&self, what: &str, mut step: F) -> Result<T, ClusterError>
     where
         F: FnMut() -> Fut,
         Fut: std::future::Future<Output = Result<T, Failed>>,
@@ -116,20 +120,13 @@ impl Setup<'_> {
                 Err(Failed::Again(e)) => e,
             };
             let refused = self.refusal.lock().unwrap_or_else(|p| p.into_inner()).clone();
-            if let Some(r) = refused.filter(|r| r.to_lowercase().contains("permissions violation")) {
-                return Err(format!(
-                    "cannot set up {what} on {}: the server refused a permission this user needs ({r}); \
-                     see \"Securing the cluster\" in awf's README",
-                    self.url
-                ));
+            let (what, url) = (what.to_string(), self.url.to_string());
+            // The server's own words: a refused permission ends the setup at once.
+            if let Some(refusal) = refused.filter(|r| r.to_lowercase().contains("permissions violation")) {
+                return Err(ClusterError::Permission { what, url, refusal });
             }
             if self.start.elapsed() >= SETUP_WAIT {
-                return Err(format!(
-                    "cannot set up {what} on {} within {}s (is the server started with -js, and its cluster \
-                     formed?): {e}",
-                    self.url,
-                    SETUP_WAIT.as_secs()
-                ));
+                return Err(ClusterError::Setup { what, url, secs: SETUP_WAIT.as_secs(), why: e });
             }
             tokio::time::sleep(pause).await;
             pause = (pause * 2).min(Duration::from_secs(2));
@@ -142,7 +139,7 @@ async fn work_queue(
     name: &str,
     subjects: &str,
     replicas: usize,
-) -> Result<stream::Stream, String> {
+) -> Result<stream::Stream, jetstream::context::CreateStreamError> {
     let config = stream::Config {
         name: name.into(),
         subjects: vec![subjects.into()],
@@ -152,15 +149,18 @@ async fn work_queue(
         metadata: HashMap::from([(SCHEMA_KEY.to_string(), SCHEMA.to_string())]),
         ..Default::default()
     };
-    js.get_or_create_stream(config).await.map_err(|e| e.to_string())
+    js.get_or_create_stream(config).await
 }
 
-async fn bucket(js: &jetstream::Context, replicas: usize) -> Result<kv::Store, String> {
+async fn bucket(
+    js: &jetstream::Context,
+    replicas: usize,
+) -> Result<kv::Store, jetstream::context::CreateKeyValueError> {
     if let Ok(store) = js.get_key_value(JOURNAL_BUCKET).await {
         return Ok(store);
     }
     let config = kv::Config { bucket: JOURNAL_BUCKET.into(), history: 1, num_replicas: replicas, ..Default::default() };
-    js.create_key_value(config).await.map_err(|e| e.to_string())
+    js.create_key_value(config).await
 }
 
 /// The fix for a stream or bucket another schema made.
@@ -171,16 +171,16 @@ fn fix() -> String {
     )
 }
 
-fn check_stream(url: &str, ops: &stream::Stream) -> Result<(), String> {
+fn check_stream(url: &str, ops: &stream::Stream) -> Result<(), ClusterError> {
     let info = ops.cached_info();
     let name = &info.config.name;
     match info.config.metadata.get(SCHEMA_KEY).map(String::as_str) {
         Some(SCHEMA) => Ok(()),
-        other => Err(format!(
+        other => Err(ClusterError::Schema(format!(
             "the stream {name} on {url} was made by another awf (schema {}; this awf needs {SCHEMA}): {}",
             other.unwrap_or("none"),
             fix()
-        )),
+        ))),
     }
 }
 
@@ -199,10 +199,10 @@ async fn check_bucket(url: &str, journal: &kv::Store) -> Result<(), Failed> {
         Some(b) if b == SCHEMA.as_bytes() => Ok(()),
         // There a moment ago, gone now: read again.
         None => Err(Failed::Again(format!("the bucket {JOURNAL_BUCKET} on {url} has no schema entry"))),
-        Some(other) => Err(Failed::Final(format!(
+        Some(other) => Err(Failed::Final(ClusterError::Schema(format!(
             "the bucket {JOURNAL_BUCKET} on {url} was made by another awf (schema {}; this awf needs {SCHEMA}): {}",
             String::from_utf8_lossy(other),
             fix()
-        ))),
+        )))),
     }
 }

@@ -4,6 +4,7 @@
 //! folder share it with no setup. A key file readable by group or others is refused, and so is a
 //! key shorter than `MIN_LEN`. The key's text is never shown: only where it came from.
 
+use super::error::ClusterError;
 use std::io::Write;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -31,14 +32,14 @@ impl std::fmt::Debug for ClusterKey {
 
 impl ClusterKey {
     /// A key from its text (surrounding white space dropped).
-    pub fn from_text(text: &str, source: &str) -> Result<ClusterKey, String> {
+    pub fn from_text(text: &str, source: &str) -> Result<ClusterKey, ClusterError> {
         let text = text.trim();
         if text.chars().count() < MIN_LEN {
-            return Err(format!(
+            return Err(ClusterError::Config(format!(
                 "the cluster key from {source} is too short ({} characters; at least {MIN_LEN}): make one with \
                  `openssl rand -hex 32`",
                 text.chars().count()
-            ));
+            )));
         }
         Ok(ClusterKey { bytes: Arc::new(text.as_bytes().to_vec()), source: source.to_string() })
     }
@@ -49,7 +50,7 @@ impl ClusterKey {
 
     /// The key for a process working in `cwd`: `AWF_CLUSTER_KEY`, else `key_file` (relative to
     /// `cwd`), else `.awf/cluster.key` under `cwd`, generated when missing.
-    pub fn load(cwd: &Path, key_file: Option<&Path>) -> Result<ClusterKey, String> {
+    pub fn load(cwd: &Path, key_file: Option<&Path>) -> Result<ClusterKey, ClusterError> {
         if let Some(text) = std::env::var(KEY_VAR).ok().filter(|t| !t.trim().is_empty()) {
             return ClusterKey::from_text(&text, KEY_VAR);
         }
@@ -67,30 +68,32 @@ impl ClusterKey {
 }
 
 /// Reads a key file, refusing one that does not exist or that others may read.
-fn read_file(path: &Path, what: &str) -> Result<ClusterKey, String> {
-    let meta = std::fs::metadata(path).map_err(|e| format!("cannot read the cluster key {}: {e}", path.display()))?;
+fn read_file(path: &Path, what: &str) -> Result<ClusterKey, ClusterError> {
+    let unread =
+        |source| ClusterError::File { doing: format!("cannot read the cluster key {}", path.display()), source };
+    let meta = std::fs::metadata(path).map_err(unread)?;
     let mode = meta.permissions().mode() & 0o777;
     if mode & 0o077 != 0 {
-        return Err(format!(
+        return Err(ClusterError::Config(format!(
             "the cluster key {} may be read by others (mode {mode:o}): `chmod 600 {}`",
             path.display(),
             path.display()
-        ));
+        )));
     }
-    let text =
-        std::fs::read_to_string(path).map_err(|e| format!("cannot read the cluster key {}: {e}", path.display()))?;
+    let text = std::fs::read_to_string(path).map_err(unread)?;
     ClusterKey::from_text(&text, &format!("{what} {}", path.display()))
 }
 
 /// Writes a new random key to `path` (0600 from its creation). Two processes generating at once
 /// both end up with the first one's key: the file appears whole (a hard link of a written file),
 /// and the one that finds it there already drops its own.
-fn generate(path: &Path) -> Result<(), String> {
-    let fail = |e: std::io::Error| format!("cannot write the cluster key {}: {e}", path.display());
+fn generate(path: &Path) -> Result<(), ClusterError> {
+    let fail =
+        |source| ClusterError::File { doing: format!("cannot write the cluster key {}", path.display()), source };
     let dir = path.parent().map(PathBuf::from).unwrap_or_else(|| PathBuf::from("."));
     crate::record::private::create_dir(&dir).map_err(fail)?;
     let mut random = [0u8; 32];
-    getrandom::fill(&mut random).map_err(|e| format!("cannot make a cluster key: {e}"))?;
+    getrandom::fill(&mut random).map_err(|e| ClusterError::Config(format!("cannot make a cluster key: {e}")))?;
     let text: String = random.iter().map(|b| format!("{b:02x}")).collect();
     let tmp = dir.join(format!(".cluster.key-{}", uuid::Uuid::new_v4().simple()));
     let written = (|| -> std::io::Result<()> {
@@ -127,11 +130,11 @@ mod tests {
         let file = dir.path().join("k");
         std::fs::write(&file, "0123456789abcdef0123456789abcdef").expect("write");
         std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).expect("chmod");
-        let err = ClusterKey::load(dir.path(), Some(Path::new("k"))).expect_err("refused");
+        let err = ClusterKey::load(dir.path(), Some(Path::new("k"))).expect_err("refused").to_string();
         assert!(err.contains("may be read by others (mode 644)"), "{err}");
-        let err = ClusterKey::load(dir.path(), Some(Path::new("missing"))).expect_err("refused");
+        let err = ClusterKey::load(dir.path(), Some(Path::new("missing"))).expect_err("refused").to_string();
         assert!(err.contains("cannot read the cluster key"), "{err}");
-        let err = ClusterKey::from_text("short", "here").expect_err("refused");
+        let err = ClusterKey::from_text("short", "here").expect_err("refused").to_string();
         assert!(err.contains("too short (5 characters; at least 32)"), "{err}");
     }
 }

@@ -6,6 +6,7 @@
 //! A lease is sealed, expiring `LEASE_TTL` after it was written: one that does not open (stale,
 //! or forged) is taken over. Freshness compares the holder's wall clock with the reader's.
 
+use super::error::ClusterError;
 use super::key::ClusterKey;
 use super::seal::{self, Kind, Place};
 use async_nats::jetstream::kv;
@@ -39,8 +40,14 @@ pub enum Take {
 }
 
 /// Takes the lease of `key` for `worker` unless another worker holds it fresh.
-pub async fn take(store: &kv::Store, k: &ClusterKey, key: &str, place: &Place, worker: &str) -> Result<Take, String> {
-    let entry = store.entry(key).await.map_err(|e| format!("cannot read {key}: {e}"))?;
+pub async fn take(
+    store: &kv::Store,
+    k: &ClusterKey,
+    key: &str,
+    place: &Place,
+    worker: &str,
+) -> Result<Take, ClusterError> {
+    let entry = store.entry(key).await.map_err(|e| ClusterError::nats(format!("cannot read {key}"), e))?;
     let revision = match entry {
         None => {
             return match store.create(key, body(k, place, worker).into()).await {

@@ -12,6 +12,7 @@
 mod admit;
 mod affinity;
 pub mod connect;
+pub mod error;
 pub mod key;
 mod lease;
 mod options;
@@ -25,6 +26,7 @@ pub mod wire;
 pub mod worker;
 
 pub use connect::{connect, Cluster, Options};
+pub use error::ClusterError;
 pub use key::ClusterKey;
 pub use sessions::key as session_key;
 

@@ -4,6 +4,7 @@
 //! file, a credentials file; the files 0600), TLS (CA, client certificate, required), and the
 //! servers as shown, credentials masked (`nats://user:***@host`). No error or `Debug` shows a secret.
 
+use super::error::ClusterError;
 use crate::config::ClusterConfig;
 use async_nats::ServerAddr;
 use std::path::{Path, PathBuf};
@@ -58,19 +59,21 @@ impl std::fmt::Debug for Options {
 
 impl Options {
     /// The options `[cluster]` (flags already put over it) gives; `None` when it names no server.
-    pub fn from_config(c: &ClusterConfig) -> Result<Option<Options>, String> {
+    pub fn from_config(c: &ClusterConfig) -> Result<Option<Options>, ClusterError> {
         let Some(items) = &c.nats else { return Ok(None) };
         let urls: Vec<&str> =
             items.iter().flat_map(|i| i.split(',')).map(str::trim).filter(|u| !u.is_empty()).collect();
         if urls.is_empty() {
-            return Err("the NATS server list is empty (--nats URL[,URL...] or `nats` in [cluster])".into());
+            return Err(ClusterError::Config(
+                "the NATS server list is empty (--nats URL[,URL...] or `nats` in [cluster])".into(),
+            ));
         }
         let (mut servers, mut shown, mut in_urls) = (Vec::new(), Vec::new(), None::<Auth>);
         for url in urls {
             let (addr, display, auth) = parse(url)?;
             if auth != Auth::None {
                 if in_urls.as_ref().is_some_and(|first| *first != auth) {
-                    return Err(format!("the NATS URLs carry different credentials ({}): give the same in each, or use the variables [cluster] names", shown.join(",")));
+                    return Err(ClusterError::Config(format!("the NATS URLs carry different credentials ({}): give the same in each, or use the variables [cluster] names", shown.join(","))));
                 }
                 in_urls = Some(auth);
             }
@@ -89,16 +92,20 @@ impl Options {
                 Auth::User { user: env(u, "user_env")?, password: env(p, "password_env")? },
             )),
             (None, None) => {}
-            _ => return Err("[cluster]: user_env and password_env go together: name both variables".into()),
+            _ => {
+                return Err(ClusterError::Config(
+                    "[cluster]: user_env and password_env go together: name both variables".into(),
+                ))
+            }
         }
         if let Some(path) = &c.nkey {
             let text = secret_file(path, "nkey seed", "--nats-nkey, or nkey in [cluster]")?;
             let seed = text.trim().to_string();
             if !seed.starts_with("SU") || seed.contains(char::is_whitespace) {
-                return Err(format!(
+                return Err(ClusterError::Config(format!(
                     "the NATS nkey seed file {} holds no user nkey seed (one line starting with SU)",
                     path.display()
-                ));
+                )));
             }
             ways.push((format!("the nkey seed file {}", path.display()), Auth::Nkey(seed)));
         }
@@ -107,12 +114,15 @@ impl Options {
             // Parsed now, so that a bad file is refused at start (the error names no secret).
             async_nats::ConnectOptions::new()
                 .credentials(&text)
-                .map_err(|e| format!("the NATS credentials file {}: {e}", path.display()))?;
+                .map_err(|e| ClusterError::Config(format!("the NATS credentials file {}: {e}", path.display())))?;
             ways.push((format!("the credentials file {}", path.display()), Auth::Creds { text, path: path.clone() }));
         }
         if ways.len() > 1 {
             let names: Vec<&str> = ways.iter().map(|(n, _)| n.as_str()).collect();
-            return Err(format!("give one way to authenticate to NATS, not {}", names.join(" and ")));
+            return Err(ClusterError::Config(format!(
+                "give one way to authenticate to NATS, not {}",
+                names.join(" and ")
+            )));
         }
         let auth = ways.pop().map(|(_, a)| a).unwrap_or(Auth::None);
         let tls_ca =
@@ -123,7 +133,7 @@ impl Options {
                 file(key, "TLS client key", "--nats-tls-key, or tls_key in [cluster]")?,
             )),
             (None, None) => None,
-            _ => return Err("a NATS client certificate needs its key: give both --nats-tls-cert and --nats-tls-key (tls_cert and tls_key in [cluster])".into()),
+            _ => return Err(ClusterError::Config("a NATS client certificate needs its key: give both --nats-tls-cert and --nats-tls-key (tls_cert and tls_key in [cluster])".into())),
         };
         // As other NATS clients do, a CA or a client certificate given means TLS or nothing.
         let tls_required = c.tls_required.unwrap_or(false) || tls_ca.is_some() || client_cert.is_some();
@@ -136,16 +146,16 @@ impl Options {
     }
 
     /// The async-nats options: credentials and TLS (the servers are given to `connect`).
-    pub(super) fn connect_options(&self) -> Result<async_nats::ConnectOptions, String> {
+    pub(super) fn connect_options(&self) -> Result<async_nats::ConnectOptions, ClusterError> {
         let mut o = async_nats::ConnectOptions::new().require_tls(self.tls_required);
         o = match &self.auth {
             Auth::None => o,
             Auth::Token(t) => o.token(t.clone()),
             Auth::User { user, password } => o.user_and_password(user.clone(), password.clone()),
             Auth::Nkey(seed) => o.nkey(seed.clone()),
-            Auth::Creds { text, path } => {
-                o.credentials(text).map_err(|e| format!("the NATS credentials file {}: {e}", path.display()))?
-            }
+            Auth::Creds { text, path } => o
+                .credentials(text)
+                .map_err(|e| ClusterError::Config(format!("the NATS credentials file {}: {e}", path.display())))?,
         };
         if let Some(ca) = &self.tls_ca {
             o = o.add_root_certificates(ca.clone());
@@ -159,8 +169,9 @@ impl Options {
 
 /// One server URL: its address without credentials, how it is shown, the credentials it carried
 /// (`user:password@`, or a token as `token@`, percent-decoded).
-fn parse(url: &str) -> Result<(ServerAddr, String, Auth), String> {
-    let addr: ServerAddr = url.parse().map_err(|e| format!("bad NATS URL {}: {e}", masked_text(url)))?;
+fn parse(url: &str) -> Result<(ServerAddr, String, Auth), ClusterError> {
+    let addr: ServerAddr =
+        url.parse().map_err(|e| ClusterError::Config(format!("bad NATS URL {}: {e}", masked_text(url))))?;
     let auth = match (addr.username(), addr.password()) {
         (Some(user), Some(password)) => Auth::User { user: decoded(user), password: decoded(password) },
         (Some(token), None) => Auth::Token(decoded(token)),
@@ -176,9 +187,9 @@ fn parse(url: &str) -> Result<(ServerAddr, String, Auth), String> {
     // A URL with a host (every NATS URL) takes credentials; one that could not is shown masked crudely.
     let shown = if masked.is_ok() { shown.as_str().to_string() } else { masked_text(url) };
     if bare.set_password(None).and_then(|()| bare.set_username("")).is_err() {
-        return Err(format!("bad NATS URL {shown}: it has no host"));
+        return Err(ClusterError::Config(format!("bad NATS URL {shown}: it has no host")));
     }
-    let addr = ServerAddr::from_url(bare).map_err(|e| format!("bad NATS URL {shown}: {e}"))?;
+    let addr = ServerAddr::from_url(bare).map_err(|e| ClusterError::Config(format!("bad NATS URL {shown}: {e}")))?;
     Ok((addr, shown, auth))
 }
 
@@ -214,50 +225,64 @@ fn decoded(text: &str) -> String {
 }
 
 /// A variable's value, which must be set and not empty; the error names the variable only.
-fn env(var: &str, key: &str) -> Result<String, String> {
+fn env(var: &str, key: &str) -> Result<String, ClusterError> {
     match std::env::var(var) {
         Ok(v) if !v.is_empty() => Ok(v),
-        _ => Err(format!("[cluster] {key} names the variable {var}, which is not set (or empty)")),
+        _ => {
+            Err(ClusterError::Config(format!("[cluster] {key} names the variable {var}, which is not set (or empty)")))
+        }
     }
 }
 
 /// A file that must exist.
-fn file(path: &Path, what: &str, given: &str) -> Result<PathBuf, String> {
+fn file(path: &Path, what: &str, given: &str) -> Result<PathBuf, ClusterError> {
     match std::fs::metadata(path) {
         Ok(m) if m.is_file() => Ok(path.to_path_buf()),
-        Ok(_) => Err(format!("the NATS {what} file {} is not a file ({given})", path.display())),
-        Err(e) => Err(format!("the NATS {what} file {} cannot be read ({given}): {e}", path.display())),
+        Ok(_) => Err(ClusterError::Config(format!("the NATS {what} file {} is not a file ({given})", path.display()))),
+        Err(source) => Err(ClusterError::File {
+            doing: format!("the NATS {what} file {} cannot be read ({given})", path.display()),
+            source,
+        }),
     }
 }
 
 /// A secret's file: it must exist and be open to its owner only; its text.
-fn secret_file(path: &Path, what: &str, given: &str) -> Result<String, String> {
+fn secret_file(path: &Path, what: &str, given: &str) -> Result<String, ClusterError> {
     use std::os::unix::fs::PermissionsExt;
     let meta = match std::fs::metadata(path) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Err(format!("the NATS {what} file {} does not exist ({given})", path.display()))
+            return Err(ClusterError::Config(format!(
+                "the NATS {what} file {} does not exist ({given})",
+                path.display()
+            )))
         }
-        other => other.map_err(|e| format!("the NATS {what} file {} cannot be read ({given}): {e}", path.display()))?,
+        other => other.map_err(|source| ClusterError::File {
+            doing: format!("the NATS {what} file {} cannot be read ({given})", path.display()),
+            source,
+        })?,
     };
     if !meta.is_file() {
-        return Err(format!("the NATS {what} file {} is not a file ({given})", path.display()));
+        return Err(ClusterError::Config(format!("the NATS {what} file {} is not a file ({given})", path.display())));
     }
     let mode = meta.permissions().mode() & 0o777;
     if mode & 0o077 != 0 {
-        return Err(format!(
+        return Err(ClusterError::Config(format!(
             "the NATS {what} file {} is open to group or others (mode {mode:03o}): it holds a secret; `chmod 600 {}`",
             path.display(),
             path.display()
-        ));
+        )));
     }
-    std::fs::read_to_string(path).map_err(|e| format!("cannot read the NATS {what} file {}: {e}", path.display()))
+    std::fs::read_to_string(path).map_err(|source| ClusterError::File {
+        doing: format!("cannot read the NATS {what} file {}", path.display()),
+        source,
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn options(nats: &[&str]) -> Result<Option<Options>, String> {
+    fn options(nats: &[&str]) -> Result<Option<Options>, ClusterError> {
         let c = ClusterConfig { nats: Some(nats.iter().map(|s| s.to_string()).collect()), ..Default::default() };
         Options::from_config(&c)
     }
@@ -279,24 +304,24 @@ mod tests {
 
     #[test]
     fn conflicting_or_bad_settings_are_refused_without_the_secret() {
-        let e = options(&["nats://u:one@a,nats://u:two@b"]).expect_err("two passwords");
+        let e = options(&["nats://u:one@a,nats://u:two@b"]).expect_err("two passwords").to_string();
         assert!(e.contains("different credentials") && !e.contains("one") && !e.contains("two"), "{e}");
-        let e = options(&["http://u:hidden@a"]).expect_err("a bad scheme");
+        let e = options(&["http://u:hidden@a"]).expect_err("a bad scheme").to_string();
         assert!(e.contains("http://***@a") && !e.contains("hidden"), "{e}");
-        assert!(options(&[" , "]).expect_err("empty").contains("empty"));
+        assert!(options(&[" , "]).expect_err("empty").to_string().contains("empty"));
         let c = ClusterConfig {
             nats: Some(vec!["nats://u:p@a".into()]),
             token_env: Some("PATH".into()),
             ..Default::default()
         };
-        let e = Options::from_config(&c).expect_err("two ways");
+        let e = Options::from_config(&c).expect_err("two ways").to_string();
         assert!(e.contains("one way to authenticate") && e.contains("token_env (PATH)"), "{e}");
         let c = ClusterConfig {
             nats: Some(vec!["a".into()]),
             user_env: Some("AWF_TEST_UNSET_USER".into()),
             ..Default::default()
         };
-        assert!(Options::from_config(&c).expect_err("half").contains("go together"));
+        assert!(Options::from_config(&c).expect_err("half").to_string().contains("go together"));
         assert_eq!(masked_text("u:p@host"), "***@host");
     }
 
@@ -306,10 +331,10 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("seed.nk");
         let c = ClusterConfig { nats: Some(vec!["a".into()]), nkey: Some(path.clone()), ..Default::default() };
-        assert!(Options::from_config(&c).expect_err("missing").contains("does not exist"));
+        assert!(Options::from_config(&c).expect_err("missing").to_string().contains("does not exist"));
         std::fs::write(&path, "SUAFAKESEED\n").expect("write");
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).expect("chmod");
-        let e = Options::from_config(&c).expect_err("open");
+        let e = Options::from_config(&c).expect_err("open").to_string();
         assert!(e.contains("mode 644") && e.contains("chmod 600") && !e.contains("SUAFAKESEED"), "{e}");
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).expect("chmod");
         let o = Options::from_config(&c).expect("private").expect("some");

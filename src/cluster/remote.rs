@@ -8,12 +8,13 @@
 //! a local run. The agent's runtime travels by name: its program, key and env never leave here.
 //! When the run ends its operations still queued are purged from the stream.
 
+use super::error::ClusterError;
 use super::key::ClusterKey;
 use super::seal::{self, Kind, Place};
 use super::wire::{forbidden_inline_fields, AgentSpec, Kept, OpRequest, Reply, RuntimeRef, OP_TTL};
 use super::{op_key, ops_subject, Cluster};
 use crate::accounting::{CostSource, Usage};
-use crate::agent::{OpenRequest, RuntimeChoice};
+use crate::agent::{OpenError, OpenRequest, RuntimeChoice};
 use crate::config::RuntimeConfig;
 use crate::control::slot::Submission;
 use crate::harness::{
@@ -72,7 +73,12 @@ impl Owner {
 
     /// The runtime as the workers are told it: by name, or inline when it carries nothing of this
     /// machine's (a program's argv, a model).
-    fn runtime_ref(&self, req: &OpenRequest, runtime: &RuntimeConfig, info: &AgentInfo) -> Result<RuntimeRef, String> {
+    fn runtime_ref(
+        &self,
+        req: &OpenRequest,
+        runtime: &RuntimeConfig,
+        info: &AgentInfo,
+    ) -> Result<RuntimeRef, OpenError> {
         let (model, effort) = (Some(info.model.clone()), info.effort.clone());
         let alias = match &req.runtime {
             RuntimeChoice::Default => self.default_runtime.clone(),
@@ -80,12 +86,12 @@ impl Owner {
             RuntimeChoice::Inline(_) => {
                 let forbidden = forbidden_inline_fields(runtime);
                 if !forbidden.is_empty() {
-                    return Err(format!(
+                    return Err(OpenError::Config(format!(
                         "agent {}: an inline runtime with {} cannot run on workers (--nats): name a runtime of \
                          awf.toml, which each worker resolves in its own",
                         req.key,
                         forbidden.join(", ")
-                    ));
+                    )));
                 }
                 let mut r = runtime.clone();
                 // A fake responder is found as a local run finds it (beside the script, then in
@@ -108,17 +114,20 @@ impl crate::agent::remote::Remote for Owner {
         req: &OpenRequest,
         runtime: &RuntimeConfig,
         info: &AgentInfo,
-    ) -> Result<Box<dyn Session>, String> {
+    ) -> Result<Box<dyn Session>, OpenError> {
         // Grants that reach back into this run cannot be honoured from a worker's run: refused
         // plainly rather than dropped.
+        let unsupported = |what: &str| {
+            OpenError::Config(format!("agent {}: {what} is not supported for agents on workers (--nats) yet", req.key))
+        };
         if req.councils != crate::control::convene::Grant::None {
-            return Err(format!("agent {}: `councils` is not supported for agents on workers (--nats) yet", req.key));
+            return Err(unsupported("`councils`"));
         }
         if req.operator {
-            return Err(format!("agent {}: `operator` is not supported for agents on workers (--nats) yet", req.key));
+            return Err(unsupported("`operator`"));
         }
         if req.fork_caller.is_some() {
-            return Err(format!("agent {}: fork_caller is not supported for agents on workers (--nats) yet", req.key));
+            return Err(unsupported("fork_caller"));
         }
         let cwd = match &req.cwd {
             Some(c) if c.is_absolute() => c.clone(),
@@ -132,7 +141,12 @@ impl crate::agent::remote::Remote for Owner {
             runtime: self.runtime_ref(req, runtime, info)?,
             instructions: req.instructions.clone(),
             cwd,
-            sandbox: req.sandbox.as_ref().map(crate::agent::sandboxes::Asked::to_json).transpose()?,
+            sandbox: req
+                .sandbox
+                .as_ref()
+                .map(crate::agent::sandboxes::Asked::to_json)
+                .transpose()
+                .map_err(|e| OpenError::Config(e.to_string()))?,
             labels: req.labels.clone(),
             skills,
         };
@@ -167,7 +181,7 @@ impl Session for RemoteSession {
             }
             let (worker, outcome) = match self.owner.send(&self.agent, &input, self.holder.as_deref()).await {
                 Ok(v) => v,
-                Err(why) => return free(TurnEnd::Failed(why)),
+                Err(why) => return free(TurnEnd::Failed(why.to_string())),
             };
             self.holder = Some(worker.clone());
             let end = match outcome.kind {
@@ -256,11 +270,12 @@ impl Owner {
         agent: &AgentSpec,
         input: &TurnInput,
         holder: Option<&str>,
-    ) -> Result<(String, Outcome), String> {
+    ) -> Result<(String, Outcome), ClusterError> {
         let c = &self.cluster;
         let harness = agent.runtime.harness();
         let inbox = c.client.new_inbox();
-        let mut replies = c.client.subscribe(inbox.clone()).await.map_err(|e| format!("NATS at {}: {e}", c.url))?;
+        let mut replies =
+            c.client.subscribe(inbox.clone()).await.map_err(|e| ClusterError::nats(format!("NATS at {}", c.url), e))?;
         let journal_key = op_key(&self.run, &agent.key, &input.op_id);
         let request = OpRequest {
             run: self.run.clone(),
@@ -322,14 +337,12 @@ impl Owner {
                     continue;
                 }
                 _ = tokio::time::sleep_until(until) => {
-                    return Err(format!(
-                        "no worker serving `{harness}` took the operation before its deadline (start one with \
-                         `awf worker --nats {} --runtimes {harness}`)",
-                        c.url
-                    ))
+                    return Err(ClusterError::Untaken { harness, url: c.url.clone() })
                 }
             };
-            let Some(msg) = msg else { return Err(format!("the reply subscription on {} closed", c.url)) };
+            let Some(msg) = msg else {
+                return Err(ClusterError::nats(format!("the reply subscription on {}", c.url), "closed"));
+            };
             match seal::open::<Reply>(&self.key, &msg.payload, Kind::Reply) {
                 Ok(env) if env.place != place => self.refused(&place, "reply", &seal::Refusal::Misplaced.to_string()),
                 Ok(env) => match env.body {
@@ -345,7 +358,7 @@ impl Owner {
 
     /// Publishes an operation, retried while a cluster elects a leader (the message id makes a
     /// repeat a duplicate).
-    async fn queue(&self, subject: &str, msg_id: &str, payload: &[u8], op_id: &str) -> Result<(), String> {
+    async fn queue(&self, subject: &str, msg_id: &str, payload: &[u8], op_id: &str) -> Result<(), ClusterError> {
         let c = &self.cluster;
         super::store::retried(|| async {
             let mut headers = async_nats::HeaderMap::new();
@@ -354,12 +367,12 @@ impl Owner {
             ack.await.map(|_| ()).map_err(async_nats::Error::from)
         })
         .await
-        .map_err(|e| format!("cannot queue {op_id} on NATS at {}: {e}", c.url))
+        .map_err(|e| ClusterError::nats(format!("cannot queue {op_id} on NATS at {}", c.url), e))
     }
 
     /// Journals an answered outcome in the bucket, create-only: when a valid answer is there
     /// already (a worker that lost its lease answered too), the first one stands.
-    async fn journal(&self, key: &str, place: &Place, kept: Kept) -> Result<(String, Outcome), String> {
+    async fn journal(&self, key: &str, place: &Place, kept: Kept) -> Result<(String, Outcome), ClusterError> {
         if kept.outcome.kind != OutcomeKind::Answered {
             return Ok((kept.worker, kept.outcome));
         }

@@ -8,6 +8,7 @@
 //! reaches the bucket of a run that could not start names the problem, never a line of a file.
 
 use super::admit::Rules;
+use super::error::ClusterError;
 use super::key::ClusterKey;
 use super::seal::{self, Kind, Place};
 use super::worker::Stats;
@@ -50,10 +51,10 @@ fn place(run: &str) -> Place {
 }
 
 /// Queues a run, sealed; the run id is its message id, so a repeat is a duplicate.
-pub async fn submit(cluster: &Cluster, key: &ClusterKey, req: &RunRequest) -> Result<(), String> {
+pub async fn submit(cluster: &Cluster, key: &ClusterKey, req: &RunRequest) -> Result<(), ClusterError> {
     submit_sealed(&cluster.js, key, req)
         .await
-        .map_err(|e| format!("cannot queue the run on NATS at {}: {e}", cluster.url))
+        .map_err(|e| ClusterError::nats(format!("cannot queue the run on NATS at {}", cluster.url), e))
 }
 
 /// Queues a run, sealed, through a JetStream context (`submit` names the server in its error).
@@ -61,7 +62,7 @@ pub async fn submit_sealed(
     js: &async_nats::jetstream::Context,
     key: &ClusterKey,
     req: &RunRequest,
-) -> Result<(), String> {
+) -> Result<(), async_nats::Error> {
     let payload = seal::seal(key, Kind::Run, place(&req.id), super::wire::expires_in(super::wire::RUN_TTL), req);
     store::retried(|| async {
         let mut headers = async_nats::HeaderMap::new();
@@ -86,19 +87,17 @@ pub(super) struct Serving {
 
 impl Serving {
     /// Takes queued runs, `most` at once, until `stop` is cancelled.
-    pub async fn serve(self, stop: CancellationToken) -> Result<(), String> {
+    pub async fn serve(self, stop: CancellationToken) -> Result<(), ClusterError> {
         let config = pull::Config {
             durable_name: Some("runs".into()),
             filter_subject: RUNS_SUBJECT.into(),
             ack_wait: super::worker::ACK_WAIT,
             ..Default::default()
         };
-        let consumer = self
-            .cluster
-            .runs
-            .get_or_create_consumer("runs", config)
-            .await
-            .map_err(|e| format!("cannot make the consumer of runs on {}: {e}", self.cluster.url))?;
+        let consumer =
+            self.cluster.runs.get_or_create_consumer("runs", config).await.map_err(|e| {
+                ClusterError::nats(format!("cannot make the consumer of runs on {}", self.cluster.url), e)
+            })?;
         let me = Arc::new(self);
         let slots = Arc::new(tokio::sync::Semaphore::new(me.most));
         while !stop.is_cancelled() {
@@ -159,7 +158,7 @@ impl Serving {
         };
         let result = result.unwrap_or_else(|e| {
             (self.report)(format!("awf worker {}: run {}: {e}", self.worker, req.id));
-            json!({ "run_id": req.id, "status": "failed", "error": e, "worker": self.worker })
+            json!({ "run_id": req.id, "status": "failed", "error": e.to_string(), "worker": self.worker })
         });
         let entry =
             seal::seal(&self.key, Kind::RunResult, at.clone(), super::wire::expires_in(super::wire::KEPT_TTL), &result);
@@ -173,20 +172,24 @@ impl Serving {
     /// Runs the script as the run's owner, in a folder of this worker's
     /// (`.awf/worker-runs/runs-<worker>/<run>`); returns what the bucket keeps of its result,
     /// scrubbed. An error names what could not be done, never a line of the files it read.
-    async fn own(&self, req: &RunRequest, slot: tokio::sync::OwnedSemaphorePermit) -> Result<Value, String> {
+    async fn own(&self, req: &RunRequest, slot: tokio::sync::OwnedSemaphorePermit) -> Result<Value, ClusterError> {
         let cwd = self.rules.under_roots(&req.cwd, "the run's folder")?;
         let script = self.rules.under_roots(&req.script, "the script")?;
         let program = crate::script::load(&script, &cwd).map_err(|full| {
             tracing::warn!("{full}");
-            format!("the script {} does not load on worker {} (its log has the error)", script.display(), self.worker)
+            ClusterError::Run(format!(
+                "the script {} does not load on worker {} (its log has the error)",
+                script.display(),
+                self.worker
+            ))
         })?;
         let config = Config::load(&cwd).map_err(|e| {
             tracing::warn!("{e}");
-            format!("the run's folder has an awf.toml that does not load on worker {}", self.worker)
+            ClusterError::Run(format!("the run's folder has an awf.toml that does not load on worker {}", self.worker))
         })?;
         // Refused as `script run` refuses it, naming the field and the file, never its line.
         let limits = crate::run::limits::resolve(&Overrides::default(), None, &config)
-            .map_err(|e| format!("the run's awf.toml is refused on worker {}: {e}", self.worker))?;
+            .map_err(|e| ClusterError::Run(format!("the run's awf.toml is refused on worker {}: {e}", self.worker)))?;
         let spec = RunSpec {
             script: program.path.clone(),
             script_sha256: program.sha256.clone(),
@@ -205,7 +208,7 @@ impl Serving {
         let rt = tokio::runtime::Handle::current();
         let caps = crate::council::child::capabilities(CouncilPool::Machine);
         let host = launch::start(Request { spec, id: Some(req.id.clone()), caller: None, parent: None }, rt, caps)
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| ClusterError::Run(e.to_string()))?;
         let owner = super::remote::Owner::new(self.cluster.clone(), self.key.clone(), &host.run);
         host.agents.set_remote(owner.clone());
         let admission = Admission::WorkerSlot(slot);

@@ -5,6 +5,7 @@
 //! A stored session is sealed for its run and agent: one that does not open (planted, altered,
 //! another run's) is not used.
 
+use super::error::ClusterError;
 use super::key::ClusterKey;
 use super::seal::{self, Kind, Place};
 use super::{hashed, SCHEMA, SESSIONS_BUCKET};
@@ -25,12 +26,15 @@ pub fn key(run: &str, agent: &str) -> String {
 }
 
 /// The store, made when missing.
-pub async fn make(js: &jetstream::Context, replicas: usize) -> Result<object_store::ObjectStore, String> {
+pub async fn make(
+    js: &jetstream::Context,
+    replicas: usize,
+) -> Result<object_store::ObjectStore, jetstream::context::CreateObjectStoreError> {
     if let Ok(store) = js.get_object_store(SESSIONS_BUCKET).await {
         return Ok(store);
     }
     let config = object_store::Config { bucket: SESSIONS_BUCKET.into(), num_replicas: replicas, ..Default::default() };
-    js.create_object_store(config).await.map_err(|e| e.to_string())
+    js.create_object_store(config).await
 }
 
 /// Refuses a store another schema of awf made (the first to come writes the schema).
@@ -42,29 +46,26 @@ pub(super) async fn check(store: &object_store::ObjectStore, url: &str) -> Resul
             .await
             .map_err(|e| Failed::Again(format!("cannot write to the object store {SESSIONS_BUCKET} on {url}: {e}")))?;
     }
-    let found = read(store, SCHEMA_OBJECT, 64).await.map_err(Failed::Again)?;
+    let found = read(store, SCHEMA_OBJECT, 64).await.map_err(|e| Failed::Again(e.to_string()))?;
     if found != SCHEMA.as_bytes() {
-        return Err(Failed::Final(format!(
+        return Err(Failed::Final(ClusterError::Schema(format!(
             "the object store {SESSIONS_BUCKET} on {url} was made by another awf (schema {}; this awf needs \
              {SCHEMA}): remove it (`nats object rm {SESSIONS_BUCKET}`, which drops stored sessions) or use a \
              fresh server",
             String::from_utf8_lossy(&found)
-        )));
+        ))));
     }
     Ok(())
 }
 
 /// Reads an object whole, refusing one over `max` bytes.
-async fn read(store: &object_store::ObjectStore, name: &str, max: usize) -> Result<Vec<u8>, String> {
-    let object = store.get(name).await.map_err(|e| format!("cannot read {name} in {SESSIONS_BUCKET}: {e}"))?;
+async fn read(store: &object_store::ObjectStore, name: &str, max: usize) -> Result<Vec<u8>, ClusterError> {
+    let unread = |e: &dyn std::fmt::Display| ClusterError::nats(format!("cannot read {name} in {SESSIONS_BUCKET}"), e);
+    let object = store.get(name).await.map_err(|e| unread(&e))?;
     let mut bytes = Vec::new();
-    object
-        .take(max as u64 + 1)
-        .read_to_end(&mut bytes)
-        .await
-        .map_err(|e| format!("cannot read {name} in {SESSIONS_BUCKET}: {e}"))?;
+    object.take(max as u64 + 1).read_to_end(&mut bytes).await.map_err(|e| unread(&e))?;
     if bytes.len() > max {
-        return Err(format!("{name} in {SESSIONS_BUCKET} is over {max} bytes"));
+        return Err(ClusterError::Stored(format!("{name} in {SESSIONS_BUCKET} is over {max} bytes")));
     }
     Ok(bytes)
 }
@@ -117,7 +118,7 @@ pub async fn load(
     k: &ClusterKey,
     run: &str,
     agent: &str,
-) -> Option<Result<(String, SessionExport), String>> {
+) -> Option<Result<(String, SessionExport), ClusterError>> {
     let name = key(run, agent);
     store.info(&name).await.ok()?;
     let bytes = match read(store, &name, MAX_SESSION + 4096).await {
@@ -126,7 +127,7 @@ pub async fn load(
     };
     Some(match seal::open::<Stored>(k, &bytes, Kind::Session) {
         Ok(env) if env.place == place(run, agent) => Ok((env.body.worker, env.body.session)),
-        Ok(_) => Err(seal::Refusal::Misplaced.to_string()),
-        Err(refused) => Err(refused.to_string()),
+        Ok(_) => Err(ClusterError::Sealed(seal::Refusal::Misplaced)),
+        Err(refused) => Err(ClusterError::Sealed(refused)),
     })
 }

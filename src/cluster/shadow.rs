@@ -14,7 +14,6 @@ use crate::agent::{op, OpenRequest, RuntimeChoice};
 use crate::config::Config;
 use crate::host::launch::{self, CouncilPool, Request};
 use crate::host::Host;
-use crate::run::limits::Overrides;
 use crate::run::scope::Frame;
 use crate::run::{Outcome, OutcomeKind, RunSpec, RunStatus};
 use serde_json::json;
@@ -28,7 +27,8 @@ pub(super) struct Shadows {
     pub name: String,
     cwd: PathBuf,
     config: Config,
-    slots: usize,
+    /// The worker's limits, resolved as it started (`run::limits::for_worker`).
+    limits: crate::run::Limits,
     rt: tokio::runtime::Handle,
     sessions: async_nats::jetstream::object_store::ObjectStore,
     key: ClusterKey,
@@ -59,22 +59,19 @@ impl Shadows {
         name: String,
         cwd: PathBuf,
         config: Config,
-        slots: usize,
+        limits: crate::run::Limits,
         rt: tokio::runtime::Handle,
         (sessions, key, report): (async_nats::jetstream::object_store::ObjectStore, ClusterKey, super::Report),
     ) -> Shadows {
-        Shadows { name, cwd, config, slots, rt, sessions, key, report, hosts: Mutex::new(HashMap::new()) }
+        Shadows { name, cwd, config, limits, rt, sessions, key, report, hosts: Mutex::new(HashMap::new()) }
     }
 
-    fn host(&self, run: &str) -> Result<Arc<Host>, String> {
+    fn host(&self, run: &str) -> Result<Arc<Host>, crate::host::launch::LaunchError> {
         let mut hosts = self.hosts.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(h) = hosts.get(run) {
             return Ok(h.clone());
         }
-        let overrides =
-            Overrides { max_concurrency: Some(self.slots), max_agents: Some(usize::MAX / 2), ..Overrides::default() };
-        let limits = crate::run::limits::resolve(&overrides, None, &self.config)
-            .map_err(|e| format!("worker {}: the worker's awf.toml is refused: {e}", self.name))?;
+        let limits = self.limits.clone();
         let spec = RunSpec {
             script: PathBuf::from(format!("(operations of run {run})")),
             script_sha256: String::new(),
@@ -93,8 +90,7 @@ impl Shadows {
         let id = format!("{run}-{}", self.name);
         let caps = crate::council::child::capabilities(CouncilPool::Machine);
         let req = Request { spec, id: Some(id), caller: None, parent: None };
-        let host =
-            launch::start(req, self.rt.clone(), caps).map_err(|e| format!("worker {}: for {run}: {e}", self.name))?;
+        let host = launch::start(req, self.rt.clone(), caps)?;
         hosts.insert(run.to_string(), host.clone());
         Ok(host)
     }
@@ -105,7 +101,7 @@ impl Shadows {
         let started = Instant::now();
         let host = match self.host(&req.run) {
             Ok(h) => h,
-            Err(why) => return failed(&req.op_id, why, started),
+            Err(why) => return failed(&req.op_id, format!("worker {}: for {}: {why}", self.name, req.run), started),
         };
         let mut outcome = self.run_in(&host, req, admitted, started);
         let secrets = &host.run.secrets;

@@ -5,6 +5,7 @@
 //! open for that operation (a forger wrote first) does not count: it is replaced. Requests are
 //! retried while a cluster elects leaders.
 
+use super::error::ClusterError;
 use super::key::ClusterKey;
 use super::seal::{self, Kind, Place};
 use async_nats::jetstream::kv;
@@ -57,9 +58,11 @@ pub async fn create_first<T: DeserializeOwned>(
     cluster_key: &ClusterKey,
     kind: Kind,
     place: &Place,
-) -> Result<(T, Written), String> {
-    let mine =
-        || opened::<T>(&entry, cluster_key, kind, place).ok_or_else(|| format!("the entry for {key} does not open"));
+) -> Result<(T, Written), ClusterError> {
+    let mine = || {
+        opened::<T>(&entry, cluster_key, kind, place)
+            .ok_or_else(|| ClusterError::nats(format!("cannot write {key} in the bucket"), "the entry does not open"))
+    };
     let start = Instant::now();
     loop {
         let attempt = match store.create(key, entry.clone().into()).await {
@@ -78,14 +81,14 @@ pub async fn create_first<T: DeserializeOwned>(
             Err(e) => e.to_string(),
         };
         if start.elapsed() >= RETRY_FOR {
-            return Err(format!("cannot write {key} in the bucket: {attempt}"));
+            return Err(ClusterError::nats(format!("cannot write {key} in the bucket"), attempt));
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
 
-/// Retries `step` for up to `RETRY_FOR` (a cluster may be electing a leader).
-pub async fn retried<T, E: std::fmt::Display, F, Fut>(mut step: F) -> Result<T, String>
+/// Retries `step` for up to `RETRY_FOR` (a cluster may be electing a leader); its last error.
+pub async fn retried<T, E: std::fmt::Display, F, Fut>(mut step: F) -> Result<T, E>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<T, E>>,
@@ -94,7 +97,7 @@ where
     loop {
         match step().await {
             Ok(v) => return Ok(v),
-            Err(e) if start.elapsed() >= RETRY_FOR => return Err(e.to_string()),
+            Err(e) if start.elapsed() >= RETRY_FOR => return Err(e),
             Err(e) => tracing::debug!("retrying: {e}"),
         }
         tokio::time::sleep(Duration::from_millis(200)).await;

@@ -8,6 +8,7 @@
 //! reported and counted; an operation the worker's rules refuse (`admit.rs`) fails saying why.
 
 pub use super::admit::Rules;
+use super::error::ClusterError;
 use super::key::ClusterKey;
 use super::seal::{self, Kind, Refusal};
 use super::shadow::Shadows;
@@ -37,6 +38,8 @@ pub struct Options {
     pub key: ClusterKey,
     /// What it runs: harnesses, runtimes by name, roots, the sandbox floor.
     pub rules: Rules,
+    /// Its local runs' limits, resolved from its awf.toml as it started (`run::limits::for_worker`).
+    pub limits: crate::run::Limits,
     /// Where its lines go (the operator's stderr).
     pub report: Report,
 }
@@ -81,12 +84,16 @@ struct Ctx {
 }
 
 /// The consumer of a harness's operations, made on first use.
-async fn consumer(cluster: &Cluster, harness: HarnessKind) -> Result<PullConsumer, String> {
+async fn consumer(cluster: &Cluster, harness: HarnessKind) -> Result<PullConsumer, ClusterError> {
     durable_consumer(cluster, format!("ops-{}", harness.as_str()), ops_filter(harness)).await
 }
 
 /// The durable pull consumer `name` on the ops stream, for the subjects `filter` matches.
-pub(super) async fn durable_consumer(cluster: &Cluster, name: String, filter: String) -> Result<PullConsumer, String> {
+pub(super) async fn durable_consumer(
+    cluster: &Cluster,
+    name: String,
+    filter: String,
+) -> Result<PullConsumer, ClusterError> {
     let config = pull::Config {
         durable_name: Some(name.clone()),
         filter_subject: filter,
@@ -98,11 +105,11 @@ pub(super) async fn durable_consumer(cluster: &Cluster, name: String, filter: St
         .ops
         .get_or_create_consumer(&name, config)
         .await
-        .map_err(|e| format!("cannot make the consumer {name} on {}: {e}", cluster.url))
+        .map_err(|e| ClusterError::nats(format!("cannot make the consumer {name} on {}", cluster.url), e))
 }
 
 /// Serves operations until `stop` is cancelled; then ends its local runs. Returns what it did.
-pub async fn serve(cluster: Cluster, options: Options, stop: CancellationToken) -> Result<Arc<Stats>, String> {
+pub async fn serve(cluster: Cluster, options: Options, stop: CancellationToken) -> Result<Arc<Stats>, ClusterError> {
     let mut consumers = Vec::new();
     for h in &options.rules.serves {
         consumers.push(consumer(&cluster, *h).await?);
@@ -114,7 +121,7 @@ pub async fn serve(cluster: Cluster, options: Options, stop: CancellationToken) 
         options.name.clone(),
         options.cwd.clone(),
         options.rules.config.clone(),
-        options.slots,
+        options.limits.clone(),
         tokio::runtime::Handle::current(),
         (cluster.sessions.clone(), options.key.clone(), options.report.clone()),
     ));
@@ -161,7 +168,7 @@ pub async fn serve(cluster: Cluster, options: Options, stop: CancellationToken) 
     let runs = tokio::spawn(runs.serve(stop.clone()));
     while pullers.join_next().await.is_some() {}
     match runs.await {
-        Ok(Err(e)) => (options.report)(e),
+        Ok(Err(e)) => (options.report)(e.to_string()),
         Err(e) => (options.report)(format!("the runs of worker {}: {e}", options.name)),
         Ok(Ok(())) => {}
     }

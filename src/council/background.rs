@@ -128,7 +128,7 @@ async fn run_child(
     program: Arc<crate::script::Program>,
     input: Value,
     (admitted, councils): (tokio::sync::oneshot::Sender<&'static str>, &Councils),
-) -> Result<crate::host::RunEnd, String> {
+) -> Result<crate::host::RunEnd, tokio::task::JoinError> {
     let prun = &parent.run;
     let admission = match parent.caps.councils {
         CouncilPool::Machine => {
@@ -172,7 +172,7 @@ async fn run_child(
             task.await
         }
     };
-    end.map_err(|e| e.to_string())
+    end
 }
 
 /// Sends a settled council's output to its agent in a message that wakes it, unless the run is

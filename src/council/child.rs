@@ -5,6 +5,7 @@
 //! budget of what the parent has left and a deadline no later than the calling operation's,
 //! stopped when that operation ends. What it spent is returned to be billed to the caller.
 
+use super::CallError;
 use crate::accounting::Usage;
 use crate::control::convene::{Call, Convened, Convener, Grant, NotInCatalog};
 use crate::control::messenger::MessageError;
@@ -297,31 +298,31 @@ fn exhausted(tokens: Option<u64>, usd: Option<f64>) -> Option<String> {
 
 /// The strategy's input from what the agent gave: `task` (required), `team` or `roster`, and
 /// every other key a param, checked and coerced against META.
-fn input(parent: &Host, strategy: &super::Strategy, given: &Value) -> Result<Value, String> {
+fn input(parent: &Host, strategy: &super::Strategy, given: &Value) -> Result<Value, CallError> {
     let name = &strategy.name;
     let mut params = given.as_object().cloned().unwrap_or_default();
     let task = match params.remove("task") {
         Some(Value::String(t)) if !t.trim().is_empty() => t,
-        _ => return Err(format!("council {name} needs `task` (the task, question or goal, as text)")),
+        _ => return Err(CallError::NoTask(name.clone())),
     };
     let team = params.remove("team");
     let roster = params.remove("roster");
     let params: Map<String, Value> = super::check_call(strategy, &params)?;
     let mut input = json!({ "task": task, "params": params, "limits": { "budget_tokens": 0, "max_children": 0 } });
     match (team, roster) {
-        (Some(_), Some(_)) => return Err(format!("council {name}: give `team` or `roster`, not both")),
+        (Some(_), Some(_)) => return Err(CallError::TeamAndRoster(name.clone())),
         (Some(Value::String(team)), None) => {
             let (teams, _) = super::teams(&parent.run.cwd);
             if !teams.contains_key(&team) {
                 let known: Vec<&String> = teams.keys().collect();
-                return Err(format!("council {name}: unknown team \"{team}\" (known: {known:?})"));
+                return Err(CallError::UnknownTeam { strategy: name.clone(), team, known: format!("{known:?}") });
             }
             input["team"] = json!(team);
         }
-        (Some(other), None) => return Err(format!("council {name}: `team` must be a team's name, got {other}")),
+        (Some(got), None) => return Err(CallError::TeamNotAName { strategy: name.clone(), got }),
         (None, Some(roster)) => {
             if !roster.is_array() {
-                return Err(format!("council {name}: `roster` must be a list of members, got {roster}"));
+                return Err(CallError::RosterNotAList { strategy: name.clone(), got: roster });
             }
             super::check_roster(&roster)?;
             input["roster"] = roster;

@@ -9,7 +9,7 @@ pub mod child;
 mod params;
 pub mod registry;
 
-pub use params::{check_call, check_roster, coerce_params};
+pub use params::{check_call, check_roster, coerce_params, CallError};
 
 use serde_json::{Map, Value};
 use std::path::{Path, PathBuf};
@@ -95,7 +95,9 @@ pub fn describe(cwd: &Path, name: String) -> Option<Strategy> {
     match crate::script::read_literals(&origin, &text) {
         // A file that does not parse is still listed, with its error, so that it does not
         // silently vanish (a broken override would otherwise hide the built-in one too).
-        Err(error) => Some(Strategy { name, origin, meta: Value::Null, param_order: Vec::new(), error: Some(error) }),
+        Err(error) => {
+            Some(Strategy { name, origin, meta: Value::Null, param_order: Vec::new(), error: Some(error.to_string()) })
+        }
         Ok(mut lits) => {
             let meta = lits.remove("META")?;
             (meta.get("kind").and_then(Value::as_str) == Some("strategy")).then(|| Strategy {
@@ -110,11 +112,11 @@ pub fn describe(cwd: &Path, name: String) -> Option<Strategy> {
 }
 
 /// Finds a strategy by name, or says which are installed.
-pub fn find(cwd: &Path, name: &str) -> Result<Strategy, String> {
+pub fn find(cwd: &Path, name: &str) -> Result<Strategy, CallError> {
     let all = discover(cwd);
     all.iter().find(|s| s.name == name).cloned().ok_or_else(|| {
         let names: Vec<&str> = all.iter().map(|s| s.name.as_str()).collect();
-        format!("unknown strategy \"{name}\" (installed: {})", names.join(", "))
+        CallError::Unknown { name: name.to_string(), installed: names.join(", ") }
     })
 }
 
@@ -180,7 +182,7 @@ pub fn catalog_line(s: &Strategy) -> String {
 }
 
 /// Refuses a call whose required params are missing or blank: `"NAME" requires params.KEY — doc`.
-pub fn check_required(s: &Strategy, params: &Map<String, Value>) -> Result<(), String> {
+pub fn check_required(s: &Strategy, params: &Map<String, Value>) -> Result<(), CallError> {
     let missing: Vec<String> = required(&s.meta)
         .into_iter()
         .filter(|k| match params.get(k) {
@@ -196,7 +198,7 @@ pub fn check_required(s: &Strategy, params: &Map<String, Value>) -> Result<(), S
     if missing.is_empty() {
         Ok(())
     } else {
-        Err(format!("\"{}\" requires {}", s.name, missing.join("; ")))
+        Err(CallError::Required { strategy: s.name.clone(), missing: missing.join("; ") })
     }
 }
 
@@ -237,7 +239,7 @@ mod tests {
         let mut given = Map::new();
         given.insert("goal".into(), json!("  "));
         assert_eq!(
-            check_required(&s, &given).expect_err("refused"),
+            check_required(&s, &given).expect_err("refused").to_string(),
             "\"demo\" requires params.goal — what to reach; params.n — how many"
         );
         given.insert("goal".into(), json!("x"));
@@ -254,6 +256,6 @@ mod tests {
         }
         assert!(!names.contains(&"common".to_string()));
         let err = find(dir.path(), "nope").expect_err("unknown");
-        assert!(err.contains("unknown strategy \"nope\"") && err.contains("magi"), "{err}");
+        assert!(matches!(&err, CallError::Unknown { name, installed } if name == "nope" && installed.contains("magi")));
     }
 }

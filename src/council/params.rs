@@ -5,9 +5,40 @@
 use super::{check_required, Strategy};
 use serde_json::{Map, Value};
 
+/// Why a call of a strategy is refused before any run folder exists; the text names the strategy
+/// and the param.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CallError {
+    /// `installed`: the catalog's strategies, listed.
+    #[error("unknown strategy \"{name}\" (installed: {installed})")]
+    Unknown { name: String, installed: String },
+    #[error("{strategy}: unknown param `{param}` (its params: {params})")]
+    UnknownParam { strategy: String, param: String, params: String },
+    /// A value that does not fit the param's type or `enum` (`expected`: what it must be).
+    #[error("{strategy}: params.{param} must be {expected}, got {got}")]
+    Param { strategy: String, param: String, expected: String, got: String },
+    /// `missing`: each missing param with its doc (`params.KEY — doc`), listed.
+    #[error("\"{strategy}\" requires {missing}")]
+    Required { strategy: String, missing: String },
+    #[error("roster member {0} has a blank name: name every member")]
+    BlankMember(usize),
+    /// A council convened from a turn (`wf council NAME`) without its task.
+    #[error("council {0} needs `task` (the task, question or goal, as text)")]
+    NoTask(String),
+    #[error("council {0}: give `team` or `roster`, not both")]
+    TeamAndRoster(String),
+    /// `known`: the teams there are, listed.
+    #[error("council {strategy}: unknown team \"{team}\" (known: {known})")]
+    UnknownTeam { strategy: String, team: String, known: String },
+    #[error("council {strategy}: `team` must be a team's name, got {got}")]
+    TeamNotAName { strategy: String, got: Value },
+    #[error("council {strategy}: `roster` must be a list of members, got {got}")]
+    RosterNotAList { strategy: String, got: Value },
+}
+
 /// The params a call starts with: coerced, checked, required ones present. The error names the
 /// param, what it must be and what was given.
-pub fn check_call(s: &Strategy, given: &Map<String, Value>) -> Result<Map<String, Value>, String> {
+pub fn check_call(s: &Strategy, given: &Map<String, Value>) -> Result<Map<String, Value>, CallError> {
     // A param the strategy does not declare would be ignored: a typo must not pass silently.
     if let Some(declared) = s.meta.get("params").and_then(Value::as_object) {
         if let Some(unknown) = given.keys().find(|k| !declared.contains_key(k.as_str())) {
@@ -16,7 +47,11 @@ pub fn check_call(s: &Strategy, given: &Map<String, Value>) -> Result<Map<String
             } else {
                 s.param_order.clone()
             };
-            return Err(format!("{}: unknown param `{unknown}` (its params: {})", s.name, order.join(", ")));
+            return Err(CallError::UnknownParam {
+                strategy: s.name.clone(),
+                param: unknown.clone(),
+                params: order.join(", "),
+            });
         }
     }
     let mut params = coerce_params(s, given)?;
@@ -44,7 +79,7 @@ fn with_defaults(s: &Strategy, params: &mut Map<String, Value>) {
 /// split at commas). A blank or null value of a non-text type (or of a text type with an `enum`) is
 /// left out, so its default applies.
 /// Params META does not declare pass unchanged.
-pub fn coerce_params(s: &Strategy, given: &Map<String, Value>) -> Result<Map<String, Value>, String> {
+pub fn coerce_params(s: &Strategy, given: &Map<String, Value>) -> Result<Map<String, Value>, CallError> {
     let mut out = Map::new();
     for (key, value) in given {
         let spec = s.meta.get("params").and_then(|p| p.get(key));
@@ -54,7 +89,12 @@ pub fn coerce_params(s: &Strategy, given: &Map<String, Value>) -> Result<Map<Str
             .and_then(Value::as_array)
             .map(|a| a.iter().filter_map(Value::as_str).collect())
             .unwrap_or_default();
-        let refuse = |expected: String| format!("{}: params.{key} must be {expected}, got {}", s.name, shown(value));
+        let refuse = |expected: String| CallError::Param {
+            strategy: s.name.clone(),
+            param: key.clone(),
+            expected,
+            got: shown(value),
+        };
         let blank = value.is_null() || value.as_str().is_some_and(|t| t.trim().is_empty());
         let coerced = match ty {
             "bool" | "int" | "array" if blank => continue,
@@ -82,7 +122,7 @@ pub fn coerce_params(s: &Strategy, given: &Map<String, Value>) -> Result<Map<Str
 }
 
 /// Refuses a roster with a blank member: a member is a name, or a map with a `name`.
-pub fn check_roster(roster: &Value) -> Result<(), String> {
+pub fn check_roster(roster: &Value) -> Result<(), CallError> {
     let Some(members) = roster.as_array() else { return Ok(()) };
     for (i, m) in members.iter().enumerate() {
         let name = match m {
@@ -91,7 +131,7 @@ pub fn check_roster(roster: &Value) -> Result<(), String> {
             _ => continue,
         };
         if name.trim().is_empty() {
-            return Err(format!("roster member {} has a blank name: name every member", i + 1));
+            return Err(CallError::BlankMember(i + 1));
         }
     }
     Ok(())
@@ -163,7 +203,7 @@ mod tests {
 
     fn call(given: Value) -> Result<Value, String> {
         let Value::Object(m) = given else { panic!("an object") };
-        check_call(&demo(), &m).map(Value::Object)
+        check_call(&demo(), &m).map(Value::Object).map_err(|e| e.to_string())
     }
 
     #[test]
@@ -174,8 +214,8 @@ mod tests {
         } });
         let s = Strategy { name: "d".into(), origin: "test".into(), meta, param_order: Vec::new(), error: None };
         let Value::Object(given) = json!({ "reflect": "off", "aggregate": " " }) else { panic!("an object") };
-        let got = check_call(&s, &given).map(Value::Object);
-        assert_eq!(got, Ok(json!({ "aggregate": "majority", "reflect": false })));
+        let got = check_call(&s, &given).map(Value::Object).expect("fits");
+        assert_eq!(got, json!({ "aggregate": "majority", "reflect": false }));
     }
 
     #[test]
@@ -210,10 +250,8 @@ mod tests {
     #[test]
     fn a_blank_roster_member_is_refused() {
         assert_eq!(check_roster(&json!(["a", "b"])), Ok(()));
-        assert_eq!(check_roster(&json!(["a", " "])), Err("roster member 2 has a blank name: name every member".into()));
-        assert_eq!(
-            check_roster(&json!([{ "name": "" }])),
-            Err("roster member 1 has a blank name: name every member".into())
-        );
+        assert_eq!(check_roster(&json!(["a", " "])), Err(CallError::BlankMember(2)));
+        let e = check_roster(&json!([{ "name": "" }])).expect_err("blank");
+        assert_eq!(e.to_string(), "roster member 1 has a blank name: name every member");
     }
 }

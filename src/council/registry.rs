@@ -82,7 +82,7 @@ pub fn version(cwd: &Path, name: &str) -> Option<String> {
 
 /// Compiles strategy `name` as it stands now. The program's `sha256` is the strategy's version,
 /// so `run.json` records which version a run used and a resume notices a change.
-pub fn compile(cwd: &Path, name: &str) -> Result<Program, String> {
+pub fn compile(cwd: &Path, name: &str) -> Result<Program, script::LoadError> {
     let path = cwd.join(format!("council:{name}.rhai"));
     let mut program = script::load_strategy(path, format!("council:{name}"), wrapper(name), cwd)?;
     if let Some(v) = version(cwd, name) {
@@ -142,7 +142,7 @@ impl Registry {
             };
             let compiled = match &s.error {
                 Some(e) => Err(e.clone()),
-                None => compile(&self.cwd, &s.name),
+                None => compile(&self.cwd, &s.name).map_err(|e| e.to_string()),
             };
             let mut entries = self.entries.write().unwrap_or_else(|p| p.into_inner());
             let entry = entries.entry(s.name.clone()).or_insert(Entry {

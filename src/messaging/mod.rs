@@ -91,7 +91,7 @@ struct Owed {
     asker: String,
     to: String,
     stage: Option<Arc<str>>,
-    reply: oneshot::Sender<Result<String, String>>,
+    reply: oneshot::Sender<Result<String, Unanswered>>,
     /// Set once the asked agent has been shown the question.
     shown: bool,
 }
@@ -126,6 +126,24 @@ pub enum RouteRefusal {
     NotWaiting(u64),
     #[error("nobody waits for a reply to message {n} any more ({asker} stopped waiting: its operation ended or passed its deadline)")]
     NobodyWaits { n: u64, asker: String },
+}
+
+/// Why an agent that asked got no reply.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Unanswered {
+    /// The asked agent's turn ended without replying, or it stopped or failed: the engine's words.
+    #[error("{0}")]
+    Failed(String),
+    #[error("stage {stage} ended before {to} replied to message {n}")]
+    StageEnded { stage: String, to: String, n: u64 },
+    #[error("the run ended before {to} replied to message {n}")]
+    RunEnded { to: String, n: u64 },
+    #[error("{to} never replied to message {n}")]
+    Dropped { to: String, n: u64 },
+    #[error("no reply from {to} to message {n} before your operation's deadline")]
+    Deadline { to: String, n: u64 },
+    #[error("the run was stopped")]
+    Stopped,
 }
 
 impl From<RouteRefusal> for crate::control::messenger::MessageError {
@@ -283,10 +301,17 @@ impl Router {
     /// Holds `text` for `to` from `from` over no route: the engine's own message (a background
     /// council's output). It wakes `to` once: now when it is idle, else when it goes idle, unless
     /// a turn or check-in shows it first. The message number, or why it cannot be delivered.
-    pub fn post(&self, run: &Run, agents: &dyn Directory, from: &str, to: &str, text: &str) -> Result<u64, String> {
+    pub fn post(
+        &self,
+        run: &Run,
+        agents: &dyn Directory,
+        from: &str,
+        to: &str,
+        text: &str,
+    ) -> Result<u64, RouteRefusal> {
         let presence = agents.presence(to);
         if presence == Presence::Gone {
-            return Err(format!("{to} is not open (stopped or closed)"));
+            return Err(RouteRefusal::NotOpen(to.to_string()));
         }
         let mut inner = lock(&self.inner);
         inner.next_n += 1;
@@ -334,7 +359,7 @@ impl Router {
         from: &str,
         to: &str,
         text: &str,
-        ask: Option<oneshot::Sender<Result<String, String>>>,
+        ask: Option<oneshot::Sender<Result<String, Unanswered>>>,
     ) -> Result<u64, RouteRefusal> {
         let presence = agents.presence(to);
         let mut inner = lock(&self.inner);
@@ -425,7 +450,7 @@ impl Router {
         for n in ns {
             if let Some(o) = inner.owed.remove(&n) {
                 run.records.event(&Event::MessageAskFailed { n, to: key, asker: &o.asker, why });
-                let _ = o.reply.send(Err(why.to_string()));
+                let _ = o.reply.send(Err(Unanswered::Failed(why.to_string())));
             }
         }
         drop(inner);
@@ -470,8 +495,8 @@ impl Router {
         let owed: Vec<u64> = inner.owed.iter().filter(|(_, o)| of_stage(&o.stage)).map(|(n, _)| *n).collect();
         for n in owed {
             if let Some(o) = inner.owed.remove(&n) {
-                let why = format!("stage {stage} ended before {} replied to message {n}", o.to);
-                run.records.event(&Event::MessageAskFailed { n, to: &o.to, asker: &o.asker, why: &why });
+                let why = Unanswered::StageEnded { stage: stage.to_string(), to: o.to.clone(), n };
+                run.records.event(&Event::MessageAskFailed { n, to: &o.to, asker: &o.asker, why: &why.to_string() });
                 let _ = o.reply.send(Err(why));
             }
         }
@@ -493,8 +518,8 @@ impl Router {
             }
         }
         for (n, o) in inner.owed.drain() {
-            let why = format!("the run ended before {} replied to message {n}", o.to);
-            run.records.event(&Event::MessageAskFailed { n, to: &o.to, asker: &o.asker, why: &why });
+            let why = Unanswered::RunEnded { to: o.to.clone(), n };
+            run.records.event(&Event::MessageAskFailed { n, to: &o.to, asker: &o.asker, why: &why.to_string() });
             let _ = o.reply.send(Err(why));
         }
     }

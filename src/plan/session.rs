@@ -77,11 +77,15 @@ impl Remote for PlanRemote {
         req: &OpenRequest,
         runtime: &RuntimeConfig,
         info: &AgentInfo,
-    ) -> Result<Box<dyn Session>, String> {
-        let run = self.run.upgrade().ok_or("the plan run has ended")?;
+    ) -> Result<Box<dyn Session>, crate::agent::OpenError> {
+        use crate::agent::OpenError;
+        // What a remote session refuses counts as the configuration's, as a local session's start.
+        let run = self.run.upgrade().ok_or_else(|| OpenError::Config("the plan run has ended".into()))?;
         // A fake runtime with a responder script plans along that script's answers.
         let responder = match (&runtime.harness, &runtime.responder) {
-            (crate::config::HarnessKind::Fake, Some(path)) => Some(self.responders.get(&run, path)?),
+            (crate::config::HarnessKind::Fake, Some(path)) => {
+                Some(self.responders.get(&run, path).map_err(|e| OpenError::Config(e.to_string()))?)
+            }
             _ => None,
         };
         let weak = self.run.clone();

@@ -49,6 +49,15 @@ pub fn resolve(overrides: &Overrides, recorded: Option<Limits>, config: &Config)
     Ok(limits)
 }
 
+/// The limits of a worker's local runs (`awf worker`): its awf.toml's, with `slots` operations at
+/// once and no agent limit of its own (the owner's run counts its agents). Resolved once, as the
+/// worker starts, so that a bad `[limits]` value refuses the worker rather than each run.
+pub fn for_worker(slots: usize, config: &Config) -> Result<Limits, LimitsError> {
+    let overrides =
+        Overrides { max_concurrency: Some(slots), max_agents: Some(usize::MAX / 2), ..Overrides::default() };
+    resolve(&overrides, None, config)
+}
+
 /// awf.toml's `[limits]` over the defaults.
 fn configured(config: &Config) -> Result<Limits, ConfigError> {
     let d = Limits::default();

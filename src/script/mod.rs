@@ -53,6 +53,23 @@ pub struct Program {
     ast: Arc<AST>,
 }
 
+/// Why a script cannot be run: its text, or its file. The text is what the command line prints.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error("error: cannot read script {display}: {source}")]
+    Read { display: String, source: std::io::Error },
+    /// `size`: the file's bytes, or `too many` when even that cannot be read.
+    #[error(
+        "error: script {display} is {size} bytes, over the limit of {max} bytes; raise it with --max-script-bytes N"
+    )]
+    TooLarge { display: String, size: String, max: u64 },
+    /// A compile error or a static check's finding, rendered rustc-style with its source lines.
+    #[error("{0}")]
+    Rendered(String),
+    #[error("error: {0}: META must be a map literal")]
+    MetaNotAMap(String),
+}
+
 fn display_path(path: &Path, cwd: &Path) -> String {
     match path.strip_prefix(cwd) {
         Ok(rel) if rel.as_os_str().is_empty() => ".".into(),
@@ -67,21 +84,19 @@ fn resolver_for(path: &Path, cwd: &Path) -> Resolver {
 }
 
 /// Reads, compiles and checks a script without running any of it. The error is rendered text.
-pub fn load(path: &Path, cwd: &Path) -> Result<Program, String> {
+pub fn load(path: &Path, cwd: &Path) -> Result<Program, LoadError> {
     load_bounded(path, cwd, MAX_SCRIPT_BYTES)
 }
 
 /// As `load`, refusing a file of more than `max_bytes` before compiling it.
-pub fn load_bounded(path: &Path, cwd: &Path, max_bytes: u64) -> Result<Program, String> {
+pub fn load_bounded(path: &Path, cwd: &Path, max_bytes: u64) -> Result<Program, LoadError> {
     let path = if path.is_absolute() { path.to_path_buf() } else { cwd.join(path) };
     let display = display_path(&path, cwd);
-    let source = read_bounded(&path, max_bytes).map_err(|e| format!("error: cannot read script {display}: {e}"))?;
+    let source =
+        read_bounded(&path, max_bytes).map_err(|source| LoadError::Read { display: display.clone(), source })?;
     let Some(source) = source else {
         let size = std::fs::metadata(&path).map(|m| m.len().to_string()).unwrap_or_else(|_| "too many".into());
-        return Err(format!(
-            "error: script {display} is {size} bytes, over the limit of {max_bytes} bytes; \
-             raise it with --max-script-bytes N"
-        ));
+        return Err(LoadError::TooLarge { display, size, max: max_bytes });
     };
     load_source(path, display, source, cwd)
 }
@@ -102,31 +117,31 @@ fn read_bounded(path: &Path, max: u64) -> std::io::Result<Option<String>> {
 }
 
 /// Compiles and checks script text as if it were the file `path` (imports resolve beside it).
-pub fn load_source(path: PathBuf, display: String, source: String, cwd: &Path) -> Result<Program, String> {
+pub fn load_source(path: PathBuf, display: String, source: String, cwd: &Path) -> Result<Program, LoadError> {
     load_with(path, display, source, cwd, false)
 }
 
 /// Compiles the workflow that runs a council strategy: its imports resolve in the strategy
 /// folders only (stdlib/, the user's strategies, the embedded stdlib), as the catalog lists them.
-pub fn load_strategy(path: PathBuf, display: String, source: String, cwd: &Path) -> Result<Program, String> {
+pub fn load_strategy(path: PathBuf, display: String, source: String, cwd: &Path) -> Result<Program, LoadError> {
     load_with(path, display, source, cwd, true)
 }
 
-fn load_with(path: PathBuf, display: String, source: String, cwd: &Path, strategy: bool) -> Result<Program, String> {
+fn load_with(path: PathBuf, display: String, source: String, cwd: &Path, strategy: bool) -> Result<Program, LoadError> {
     let resolver =
         if strategy { Resolver::for_strategies(cwd, engine::compile_scope()) } else { resolver_for(&path, cwd) };
     let engine = engine::build(None, Some(resolver), None);
     let mut sources = render::Sources::new(&display, &source, cwd);
     let mut ast = engine
         .compile_into_self_contained(&engine::compile_scope(), &source)
-        .map_err(|e| render::render(&e, &mut sources))?;
+        .map_err(|e| LoadError::Rendered(render::render(&e, &mut sources)))?;
     ast.set_source(display.clone());
     if let Some(err) = check::first_problem(&engine, &ast) {
-        return Err(render::render(&err, &mut sources));
+        return Err(LoadError::Rendered(render::render(&err, &mut sources)));
     }
     let meta = literals_of(&ast).remove("META").unwrap_or(Value::Null);
     if !meta.is_null() && !meta.is_object() {
-        return Err(format!("error: {display}: META must be a map literal"));
+        return Err(LoadError::MetaNotAMap(display));
     }
     let has_run_fn = ast.iter_functions().any(|f| f.name == "run" && f.params.len() == 1);
     let sha256 = {
@@ -155,13 +170,13 @@ fn literals_of(ast: &AST) -> serde_json::Map<String, Value> {
 }
 
 /// Reads a file's literal constants (META, TEAMS, ...) without running anything or resolving its
-/// imports. The error is rendered text.
-pub fn read_literals(name: &str, text: &str) -> Result<serde_json::Map<String, Value>, String> {
+/// imports. The error is `LoadError::Rendered`.
+pub fn read_literals(name: &str, text: &str) -> Result<serde_json::Map<String, Value>, LoadError> {
     let mut engine = engine::build(None, None, None);
     engine.set_strict_variables(false);
     let ast = engine.compile(text).map_err(|e| {
         let mut sources = render::Sources::new(name, text, Path::new("/"));
-        render::render(&e.into(), &mut sources)
+        LoadError::Rendered(render::render(&e.into(), &mut sources))
     })?;
     Ok(literals_of(&ast))
 }

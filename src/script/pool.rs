@@ -37,8 +37,13 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// No worker thread could be started for a parallel branch.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot start a parallel worker thread: {0}")]
+pub struct NoThread(#[source] std::io::Error);
+
 /// Runs `job` on a worker thread at once. Fails only when no thread can be created.
-pub fn spawn(job: Job) -> Result<(), String> {
+pub fn spawn(job: Job) -> Result<(), NoThread> {
     let p = pool();
     // A listed worker has not exited: it leaves only after taking itself off the list.
     if let Some(w) = lock(&p.idle).pop() {
@@ -56,7 +61,7 @@ pub fn spawn(job: Job) -> Result<(), String> {
         .stack_size(p.stack)
         .spawn(move || worker(job))
         .map(|_| ())
-        .map_err(|e| format!("cannot start a parallel worker thread: {e}"))
+        .map_err(NoThread)
 }
 
 fn worker(first: Job) {

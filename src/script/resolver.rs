@@ -19,6 +19,16 @@ pub struct Resolver {
     scope: Scope<'static>,
 }
 
+/// Why an import is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ImportError {
+    #[error("import \"{0}\" is not allowed: imports name a file under the script's folder, scripts/ or stdlib/, without `..` or an absolute path")]
+    NotAllowed(String),
+    /// `places`: where it was looked for, listed.
+    #[error("module \"{path}\" not found (looked in {places})")]
+    NotFound { path: String, places: String },
+}
+
 impl Resolver {
     pub fn new(script_dir: &Path, cwd: &Path, scope: Scope<'static>) -> Resolver {
         let mut roots = Vec::new();
@@ -42,12 +52,10 @@ impl Resolver {
     }
 
     /// Where an import path is found, or why it cannot be imported.
-    pub fn locate(&self, path: &str) -> Result<Found, String> {
+    pub fn locate(&self, path: &str) -> Result<Found, ImportError> {
         let rel = Path::new(path);
         if path.is_empty() || !rel.components().all(|c| matches!(c, Component::Normal(_))) {
-            return Err(format!(
-                "import \"{path}\" is not allowed: imports name a file under the script's folder, scripts/ or stdlib/, without `..` or an absolute path"
-            ));
+            return Err(ImportError::NotAllowed(path.to_string()));
         }
         let rel = if rel.extension().is_some() { rel.to_path_buf() } else { rel.with_extension("rhai") };
         if let Some(p) = self.roots.iter().map(|root| root.join(&rel)).find(|p| p.is_file()) {
@@ -69,11 +77,11 @@ impl Resolver {
             places.push(d.display().to_string());
         }
         places.push("the stdlib built into awf".into());
-        Err(format!("module \"{path}\" not found (looked in {})", places.join(", ")))
+        Err(ImportError::NotFound { path: path.to_string(), places: places.join(", ") })
     }
 
     fn compile(&self, engine: &Engine, path: &str, pos: Position) -> Result<(AST, String), Box<EvalAltResult>> {
-        let found = self.locate(path).map_err(|e| EvalAltResult::ErrorRuntime(e.into(), pos))?;
+        let found = self.locate(path).map_err(|e| EvalAltResult::ErrorRuntime(e.to_string().into(), pos))?;
         let (name, text) = match found {
             Found::File(file) => {
                 let name = file.display().to_string();

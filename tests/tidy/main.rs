@@ -144,35 +144,26 @@ fn tidy_boundary_crates_are_named_only_by_their_owners() {
 /// How many `Result<_, String>` the code outside tests may hold: failures are typed (a
 /// `thiserror` enum with the variants callers tell apart, sources kept), text only at the edge.
 /// Lower it as they go; it never rises.
-const STRING_ERRORS_BUDGET: usize = 136;
+const STRING_ERRORS_BUDGET: usize = 39;
 
-/// The top-level modules that hold no `Result<_, String>` at all.
-const STRING_ERRORS_NONE: &[&str] = &[
-    "record",
-    "accounting",
-    "stdlib",
-    "sandbox",
-    "worktree",
-    "config",
-    "redact",
-    "watch",
-    "telemetry",
-    "run",
-    "control",
-];
+/// The edge: the only top-level module whose code may carry a failure as bare text (the command
+/// line, whose errors become `anyhow` errors, HTTP bodies and MCP tool errors). Every layer below
+/// it holds none.
+const STRING_ERRORS_EDGE: &[&str] = &["cli"];
 
 #[test]
 fn tidy_failures_are_typed_outside_the_edge() {
     let hits = rules::string_errors(&source::load(&src()));
+    let top = |h: &rules::Hit| h.path.split('/').next().unwrap_or_default().trim_end_matches(".rs").to_string();
     let mut problems: Vec<String> = hits
         .iter()
-        .filter(|h| STRING_ERRORS_NONE.contains(&h.path.split('/').next().unwrap_or_default().trim_end_matches(".rs")))
-        .map(|h| format!("{h} in a module whose failures are all typed"))
+        .filter(|h| !STRING_ERRORS_EDGE.contains(&top(h).as_str()))
+        .map(|h| format!("{h} outside the edge ({}): give it a typed error", STRING_ERRORS_EDGE.join(", ")))
         .collect();
     if hits.len() > STRING_ERRORS_BUDGET {
-        let mut by_module = std::collections::BTreeMap::<&str, usize>::new();
+        let mut by_module = std::collections::BTreeMap::<String, usize>::new();
         for h in &hits {
-            *by_module.entry(h.path.split('/').next().unwrap_or_default()).or_default() += 1;
+            *by_module.entry(top(h)).or_default() += 1;
         }
         problems.push(format!(
             "{} found, {STRING_ERRORS_BUDGET} allowed (by module: {by_module:?}); give the new ones a typed error",

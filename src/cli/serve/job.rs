@@ -24,7 +24,7 @@ pub(super) fn job(server: &Server, body: &Value) -> Result<Job, String> {
         let named = crate::cli::scripts::resolve(&server.scripts, cwd, file, "the server's script folder")?;
         let source = std::fs::read_to_string(&named.path)
             .map_err(|e| format!("error: cannot read script {}: {e}", named.display))?;
-        let program = script::load_source(named.path, named.display, source, cwd)?;
+        let program = script::load_source(named.path, named.display, source, cwd).map_err(|e| e.to_string())?;
         let input = body.get("args").cloned().unwrap_or_else(|| Value::Object(Map::new()));
         check_script_args(&program, &input)?;
         return Ok(Job { program: Arc::new(program), input, output: Output::Value });

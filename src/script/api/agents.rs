@@ -2,7 +2,7 @@
 //! `stop`, and its read-only facts. Script maps are parsed here into the agent module's types.
 
 use super::doc::def;
-use super::{script_err, terminated, AgentHandle, Agents, Fields, RResult};
+use super::{script_err, terminated, AgentHandle, Agents, BadArg, Fields, RResult};
 use crate::agent::op::{self, OpError, Turn};
 use crate::agent::supervise::Nudge;
 use crate::agent::{OpenRequest, Outcome, RuntimeChoice};
@@ -140,7 +140,7 @@ fn open(nc: NativeCallContext, a: &mut Agents, spec: Map) -> RResult<AgentHandle
     Ok(AgentHandle { host: a.0.clone(), agent })
 }
 
-pub(super) fn parse_spec(spec: &Map) -> Result<OpenRequest, String> {
+pub(super) fn parse_spec(spec: &Map) -> Result<OpenRequest, BadArg> {
     let f = Fields { map: spec, what: "agent spec" };
     f.check_known(&[
         "key",
@@ -162,11 +162,11 @@ pub(super) fn parse_spec(spec: &Map) -> Result<OpenRequest, String> {
         None => RuntimeChoice::Default,
         Some(v) if v.is_string() => RuntimeChoice::Alias { alias: v.to_string(), effort: None },
         Some(v) if v.is_map() => parse_runtime_map(&v.clone().cast::<Map>())?,
-        Some(v) => return Err(format!("`runtime` must be an alias string or a map, got {}", v.type_name())),
+        Some(v) => return Err(format!("`runtime` must be an alias string or a map, got {}", v.type_name()).into()),
     };
     let labels = match f.get("labels") {
         None => serde_json::Value::Null,
-        Some(v) => to_json(v).map_err(|e| format!("`labels`: {e}"))?,
+        Some(v) => to_json(v).map_err(|source| BadArg::NotJson { field: "labels", source })?,
     };
     let sandbox = f.get("sandbox").map(super::sandboxes::asked).transpose()?;
     let (timeout_ms, deadline_ms) = f.timeout()?;
@@ -186,25 +186,16 @@ pub(super) fn parse_spec(spec: &Map) -> Result<OpenRequest, String> {
             None => false,
             Some(v) => v.as_bool().map_err(|t| format!("`operator` must be true or false, got {t}"))?,
         },
-        isolation: f
-            .string("isolation")?
-            .map(|s| crate::worktree::Isolation::parse(&s))
-            .transpose()
-            .map_err(|e| e.to_string())?,
-        keep: f
-            .string("keep")?
-            .map(|s| crate::worktree::Keep::parse(&s))
-            .transpose()
-            .map_err(|e| e.to_string())?
-            .unwrap_or_default(),
+        isolation: f.string("isolation")?.map(|s| crate::worktree::Isolation::parse(&s)).transpose()?,
+        keep: f.string("keep")?.map(|s| crate::worktree::Keep::parse(&s)).transpose()?.unwrap_or_default(),
     })
 }
 
 /// `skills`: a list of skill folder paths (strings).
-fn parse_skills(v: Option<&Dynamic>) -> Result<Vec<PathBuf>, String> {
+fn parse_skills(v: Option<&Dynamic>) -> Result<Vec<PathBuf>, BadArg> {
     let Some(v) = v else { return Ok(Vec::new()) };
     if !v.is_array() {
-        return Err(format!("`skills` must be a list of skill folder paths, got {}", v.type_name()));
+        return Err(format!("`skills` must be a list of skill folder paths, got {}", v.type_name()).into());
     }
     let mut out = Vec::new();
     for item in v.clone().cast::<rhai::Array>() {
@@ -217,7 +208,7 @@ fn parse_skills(v: Option<&Dynamic>) -> Result<Vec<PathBuf>, String> {
 }
 
 /// `councils`: `true` (every strategy in the catalog), `false`, or a list of strategy names.
-fn parse_councils(v: Option<Dynamic>) -> Result<Grant, String> {
+fn parse_councils(v: Option<Dynamic>) -> Result<Grant, BadArg> {
     let Some(v) = v else { return Ok(Grant::None) };
     if let Ok(b) = v.as_bool() {
         return Ok(if b { Grant::All } else { Grant::None });
@@ -232,10 +223,10 @@ fn parse_councils(v: Option<Dynamic>) -> Result<Grant, String> {
         }
         return Ok(if names.is_empty() { Grant::None } else { Grant::Named(names) });
     }
-    Err(format!("`councils` must be true, false or a list of strategy names, got {}", v.type_name()))
+    Err(format!("`councils` must be true, false or a list of strategy names, got {}", v.type_name()).into())
 }
 
-fn parse_runtime_map(m: &Map) -> Result<RuntimeChoice, String> {
+fn parse_runtime_map(m: &Map) -> Result<RuntimeChoice, BadArg> {
     let f = Fields { map: m, what: "runtime" };
     if let Some(alias) = f.string("alias")? {
         f.check_known(&["alias", "effort"]).map_err(|e| format!("{e}; an alias takes only `effort` beside it"))?;
@@ -244,22 +235,22 @@ fn parse_runtime_map(m: &Map) -> Result<RuntimeChoice, String> {
     if f.get("harness").is_none() {
         return Err("runtime map needs `alias` or `harness`".into());
     }
-    let json = to_json(&Dynamic::from_map(m.clone())).map_err(|e| e.to_string())?;
+    let json = to_json(&Dynamic::from_map(m.clone())).map_err(|e| BadArg::Said(e.to_string()))?;
     serde_json::from_value::<RuntimeConfig>(json)
         .map(|r| RuntimeChoice::Inline(Box::new(r)))
-        .map_err(|e| format!("runtime: {e}"))
+        .map_err(|e| BadArg::Said(format!("runtime: {e}")))
 }
 
-fn parse_turn(h: &AgentHandle, turn: &Map) -> Result<Turn, String> {
+fn parse_turn(h: &AgentHandle, turn: &Map) -> Result<Turn, BadArg> {
     let f = Fields { map: turn, what: "turn" };
     f.check_known(&["prompt", "schema", "id", "label", "timeout_ms", "deadline", "nudge"])?;
     let prompt = f.string("prompt")?.ok_or("turn needs `prompt` (a string)")?;
     let schema = match f.get("schema") {
-        None => h.host.run.schemas.compile(&serde_json::json!({ "type": "string" })).map_err(|e| e.to_string()),
+        None => h.host.run.schemas.compile(&serde_json::json!({ "type": "string" })).map_err(BadArg::from),
         Some(v) => h.host.run.schemas.by_fingerprint(crate::script::convert::fingerprint(v), || to_json(v)).map_err(
             |e| match e {
-                SchemaError::NotJson(e) => format!("`schema`: {e}"),
-                SchemaError::Invalid(e) => format!("`schema` is {e}"),
+                SchemaError::NotJson(e) => BadArg::Said(format!("`schema`: {e}")),
+                SchemaError::Invalid(e) => BadArg::Said(format!("`schema` is {e}")),
             },
         ),
     }?;
@@ -276,7 +267,7 @@ fn parse_turn(h: &AgentHandle, turn: &Map) -> Result<Turn, String> {
                 max: nf.positive("max")?.map(|n| n as u32).unwrap_or(h.host.run.scheduler.limits.nudges),
             }
         }
-        Some(v) => return Err(format!("`nudge` must be false or #{{ prompt, max }}, got {}", v.type_name())),
+        Some(v) => return Err(format!("`nudge` must be false or #{{ prompt, max }}, got {}", v.type_name()).into()),
     };
     Ok(Turn { prompt, schema, id: f.string("id")?, label: f.string("label")?, timeout_ms, deadline_ms, nudge })
 }
@@ -294,6 +285,7 @@ fn do_run(nc: &NativeCallContext, h: &AgentHandle, turn: &Map, method: &str) -> 
 fn op_err(nc: &NativeCallContext, e: OpError) -> Box<rhai::EvalAltResult> {
     match e {
         OpError::Invalid(m) => script_err(nc, m),
+        OpError::Limit(l) => script_err(nc, l.to_string()),
         OpError::Terminated(r) => terminated(nc, r),
     }
 }
@@ -369,7 +361,7 @@ pub fn outcome_map(o: &Outcome) -> Map {
 
 fn fork(nc: NativeCallContext, h: &mut AgentHandle, opts: Map) -> RResult<AgentHandle> {
     let f = Fields { map: &opts, what: "fork" };
-    let parsed = (|| -> Result<_, String> {
+    let parsed = (|| -> Result<_, BadArg> {
         f.check_known(&["key", "instructions", "effort"])?;
         let key = f.string("key")?.ok_or("fork needs `key`")?;
         Ok((key, f.string("instructions")?, f.string("effort")?))
@@ -384,7 +376,7 @@ fn fork(nc: NativeCallContext, h: &mut AgentHandle, opts: Map) -> RResult<AgentH
 
 fn set(nc: NativeCallContext, h: &mut AgentHandle, opts: Map) -> RResult<()> {
     let f = Fields { map: &opts, what: "set" };
-    let parsed = (|| -> Result<_, String> {
+    let parsed = (|| -> Result<_, BadArg> {
         f.check_known(&["model", "effort"])?;
         Ok((f.string("model")?, f.string("effort")?))
     })();
@@ -397,7 +389,7 @@ fn set(nc: NativeCallContext, h: &mut AgentHandle, opts: Map) -> RResult<()> {
 
 fn compact(nc: NativeCallContext, h: &mut AgentHandle, opts: Map) -> RResult<String> {
     let f = Fields { map: &opts, what: "compact" };
-    let prompt = (|| -> Result<_, String> {
+    let prompt = (|| -> Result<_, BadArg> {
         f.check_known(&["prompt"])?;
         Ok(f.string("prompt")?.unwrap_or_else(|| "Summarise the conversation so far.".into()))
     })()

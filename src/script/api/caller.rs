@@ -93,7 +93,7 @@ fn fork_caller(nc: NativeCallContext, a: &mut Agents, spec: Map) -> RResult<Dyna
         Ok(agent) => Ok(Dynamic::from(AgentHandle { host: a.0.clone(), agent })),
         Err(why) => {
             let text = format!("ctx.agents.fork_caller: agent {key} not opened: {why}");
-            a.0.run.log("warn", &text, &json!({ "agent": key, "reason": why }));
+            a.0.run.log("warn", &text, &json!({ "agent": key, "reason": why.to_string() }));
             Ok(Dynamic::UNIT)
         }
     }

@@ -3,7 +3,7 @@
 //! earlier attempt got is replayed from the journal.
 
 use super::doc::def;
-use super::{script_err, terminated, Ctx, Fields, RResult};
+use super::{script_err, terminated, BadArg, Ctx, Fields, RResult};
 use crate::run::checkpoint::{Asked, Question, Waited};
 use crate::run::deadline::Deadline;
 use crate::run::scope;
@@ -41,7 +41,7 @@ fn checkpoint(
 ) -> RResult<Dynamic> {
     let run = &c.0.run;
     let f = Fields { map: options, what: "ctx.checkpoint options" };
-    let parsed = (|| -> Result<(String, Option<u64>), String> {
+    let parsed = (|| -> Result<(String, Option<u64>), BadArg> {
         f.check_known(&["timeout_ms", "key"])?;
         if question.trim().is_empty() {
             return Err("the question must not be empty".into());

@@ -2,7 +2,7 @@
 //! `warn`, `usage`, `spent`, `sleep`, `stop`, and `ctx.messages` (not built yet: it says so).
 
 use super::doc::def;
-use super::{script_err, terminated, AgentHandle, Agents, Ctx, Messages, RResult};
+use super::{script_err, terminated, AgentHandle, Agents, BadArg, Ctx, Messages, RResult};
 use crate::run::{scope, StopCause};
 use crate::script::convert::{to_dynamic, to_json};
 use rhai::{Dynamic, Engine, EvalAltResult, Map, NativeCallContext, INT};
@@ -87,19 +87,20 @@ fn spent(c: &mut Ctx) -> Map {
 }
 
 /// An agent handle of this run, or why the value is not one.
-fn route_end(run: &std::sync::Arc<super::ScriptRun>, v: &Dynamic, field: &str) -> Result<String, String> {
+fn route_end(run: &std::sync::Arc<super::ScriptRun>, v: &Dynamic, field: &str) -> Result<String, BadArg> {
     let Some(h) = v.clone().try_cast::<AgentHandle>() else {
         return Err(format!(
             "`{field}` must be an agent handle (the value ctx.agents.open returned), not a {}",
             v.type_name().rsplit("::").next().unwrap_or("value")
-        ));
+        )
+        .into());
     };
     if !std::sync::Arc::ptr_eq(&h.host, run) {
-        return Err(format!("`{field}`: agent {} belongs to another run", h.agent.key));
+        return Err(format!("`{field}`: agent {} belongs to another run", h.agent.key).into());
     }
     match run.agents.get(&h.agent.key) {
         Some(a) if std::sync::Arc::ptr_eq(&a, &h.agent) && a.closed().is_none() => Ok(h.agent.key.clone()),
-        _ => Err(format!("`{field}`: agent {} is not open in this run (stopped or closed)", h.agent.key)),
+        _ => Err(format!("`{field}`: agent {} is not open in this run (stopped or closed)", h.agent.key).into()),
     }
 }
 
@@ -107,7 +108,7 @@ fn route_end(run: &std::sync::Arc<super::ScriptRun>, v: &Dynamic, field: &str) -
 fn allow(nc: NativeCallContext, m: &mut Messages, route: Map) -> RResult<INT> {
     let run = &m.0;
     let f = super::Fields { map: &route, what: "route" };
-    let parsed = (|| -> Result<crate::messaging::Route, String> {
+    let parsed = (|| -> Result<crate::messaging::Route, BadArg> {
         f.check_known(&["from", "to", "between", "purpose", "max_messages"])?;
         let purpose = f
             .string("purpose")?
@@ -115,7 +116,7 @@ fn allow(nc: NativeCallContext, m: &mut Messages, route: Map) -> RResult<INT> {
             .ok_or("a route needs a `purpose` (shown to the agents)")?;
         // Every route has a cap, so that no two agents can talk forever.
         let max = match f.int("max_messages")? {
-            Some(n) if n < 1 => return Err(format!("`max_messages` must be at least 1, got {n}")),
+            Some(n) if n < 1 => return Err(format!("`max_messages` must be at least 1, got {n}").into()),
             Some(n) => Some(n as u32),
             None => Some(crate::messaging::DEFAULT_MAX_MESSAGES),
         };
@@ -126,7 +127,7 @@ fn allow(nc: NativeCallContext, m: &mut Messages, route: Map) -> RResult<INT> {
                     .into_array()
                     .map_err(|_| "`between` must be an array of two agent handles".to_string())?;
                 if pair.len() != 2 {
-                    return Err(format!("`between` must name two agents, got {}", pair.len()));
+                    return Err(format!("`between` must name two agents, got {}", pair.len()).into());
                 }
                 (route_end(run, &pair[0], "between[0]")?, route_end(run, &pair[1], "between[1]")?, true)
             }
@@ -134,7 +135,7 @@ fn allow(nc: NativeCallContext, m: &mut Messages, route: Map) -> RResult<INT> {
             _ => return Err("give `from` and `to`, or `between: [a, b]`".into()),
         };
         if a == b {
-            return Err(format!("a route needs two different agents, got {a} twice"));
+            return Err(format!("a route needs two different agents, got {a} twice").into());
         }
         let stage = scope::current().and_then(|fr| fr.stage.clone());
         Ok(crate::messaging::Route { id: 0, a, b, both, purpose, max, sent: 0, stage, open: true })

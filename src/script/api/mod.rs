@@ -95,7 +95,7 @@ const CONFIG_TAG: i32 = 2;
 
 /// A catchable error for an agent that could not be opened, tagged when the configuration caused it.
 pub fn open_err(nc: &NativeCallContext, e: crate::agent::OpenError) -> Box<EvalAltResult> {
-    let config = matches!(e, crate::agent::OpenError::Config(_));
+    let config = e.is_config();
     let mut value = Dynamic::from(e.to_string());
     if config {
         value.set_tag(CONFIG_TAG);
@@ -114,6 +114,45 @@ pub fn terminated(nc: &NativeCallContext, reason: impl Into<String>) -> Box<Eval
     EvalAltResult::ErrorTerminated(Dynamic::from(reason.into()), nc.call_position()).into()
 }
 
+/// What a script's argument to a host function gets wrong: its text follows the function's name
+/// in the script's error (`ctx.agents.open: agent spec: unknown field ...`).
+#[derive(Debug, thiserror::Error)]
+pub enum BadArg {
+    #[error("{what}: unknown field `{key}` (known: {known})")]
+    Unknown { what: String, key: String, known: String },
+    /// A field of another type than it must be (`must`: `a string`, `an integer`).
+    #[error("{what}: `{key}` must be {must}, got {got}")]
+    Type { what: String, key: String, must: &'static str, got: String },
+    #[error("{what}: `{key}` must not be negative, got {n}")]
+    Negative { what: String, key: String, n: i64 },
+    #[error("{0}: give `timeout_ms` or `deadline`, not both")]
+    TimeoutAndDeadline(String),
+    /// A field whose value is not JSON, under the field's name.
+    #[error("`{field}`: {source}")]
+    NotJson { field: &'static str, source: crate::script::convert::NotJson },
+    #[error(transparent)]
+    Choice(#[from] crate::worktree::BadChoice),
+    #[error(transparent)]
+    Policy(#[from] crate::sandbox::policy::PolicyError),
+    #[error(transparent)]
+    Schema(#[from] crate::run::schema::Invalid),
+    /// What else the argument gets wrong, said whole (`turn needs `prompt` (a string)`).
+    #[error("{0}")]
+    Said(String),
+}
+
+impl From<&str> for BadArg {
+    fn from(said: &str) -> BadArg {
+        BadArg::Said(said.to_string())
+    }
+}
+
+impl From<String> for BadArg {
+    fn from(said: String) -> BadArg {
+        BadArg::Said(said)
+    }
+}
+
 /// Reads optional typed fields out of an options map, naming the map and field in errors.
 pub struct Fields<'a> {
     pub map: &'a Map,
@@ -121,45 +160,49 @@ pub struct Fields<'a> {
 }
 
 impl Fields<'_> {
-    pub fn check_known(&self, known: &[&str]) -> Result<(), String> {
+    pub fn check_known(&self, known: &[&str]) -> Result<(), BadArg> {
         match self.map.keys().find(|k| !known.contains(&k.as_str())) {
-            Some(k) => Err(format!("{}: unknown field `{k}` (known: {})", self.what, known.join(", "))),
+            Some(k) => Err(BadArg::Unknown { what: self.what.into(), key: k.to_string(), known: known.join(", ") }),
             None => Ok(()),
         }
+    }
+
+    fn wrong_type(&self, key: &str, must: &'static str, got: &str) -> BadArg {
+        BadArg::Type { what: self.what.into(), key: key.into(), must, got: got.into() }
     }
 
     pub fn get(&self, key: &str) -> Option<&Dynamic> {
         self.map.get(key).filter(|v| !v.is_unit())
     }
 
-    pub fn string(&self, key: &str) -> Result<Option<String>, String> {
+    pub fn string(&self, key: &str) -> Result<Option<String>, BadArg> {
         match self.get(key) {
             None => Ok(None),
             Some(v) if v.is_string() => Ok(Some(v.to_string())),
-            Some(v) => Err(format!("{}: `{key}` must be a string, got {}", self.what, v.type_name())),
+            Some(v) => Err(self.wrong_type(key, "a string", v.type_name())),
         }
     }
 
-    pub fn int(&self, key: &str) -> Result<Option<i64>, String> {
+    pub fn int(&self, key: &str) -> Result<Option<i64>, BadArg> {
         match self.get(key) {
             None => Ok(None),
-            Some(v) => v.as_int().map(Some).map_err(|t| format!("{}: `{key}` must be an integer, got {t}", self.what)),
+            Some(v) => v.as_int().map(Some).map_err(|t| self.wrong_type(key, "an integer", t)),
         }
     }
 
-    pub fn positive(&self, key: &str) -> Result<Option<u64>, String> {
+    pub fn positive(&self, key: &str) -> Result<Option<u64>, BadArg> {
         match self.int(key)? {
-            Some(n) if n < 0 => Err(format!("{}: `{key}` must not be negative, got {n}", self.what)),
+            Some(n) if n < 0 => Err(BadArg::Negative { what: self.what.into(), key: key.into(), n }),
             other => Ok(other.map(|n| n as u64)),
         }
     }
 
     /// `timeout_ms` or `deadline`, not both.
-    pub fn timeout(&self) -> Result<(Option<u64>, Option<i64>), String> {
+    pub fn timeout(&self) -> Result<(Option<u64>, Option<i64>), BadArg> {
         let t = self.positive("timeout_ms")?;
         let d = self.int("deadline")?;
         if t.is_some() && d.is_some() {
-            return Err(format!("{}: give `timeout_ms` or `deadline`, not both", self.what));
+            return Err(BadArg::TimeoutAndDeadline(self.what.into()));
         }
         Ok((t, d))
     }

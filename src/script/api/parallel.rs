@@ -3,7 +3,7 @@
 //! and their agents' turns, deadlines, labelled progress, and data races turned into advice.
 
 use super::doc::def;
-use super::{script_err, terminated, Ctx, Fields, RResult, ScriptRun};
+use super::{script_err, terminated, BadArg, Ctx, Fields, RResult, ScriptRun};
 use crate::run::deadline::Deadline;
 use crate::run::scope::{self, DeadlineKind, Frame};
 use crate::run::Event;
@@ -189,11 +189,11 @@ struct Opts {
     deadline: Option<Deadline>,
 }
 
-fn parse_opts(opts: &Map) -> Result<Opts, String> {
+fn parse_opts(opts: &Map) -> Result<Opts, BadArg> {
     let f = Fields { map: opts, what: "parallel options" };
     f.check_known(&["concurrency", "label", "timeout_ms", "deadline"])?;
     let concurrency = match f.int("concurrency")? {
-        Some(n) if n < 1 => return Err(format!("parallel options: `concurrency` must be at least 1, got {n}")),
+        Some(n) if n < 1 => return Err(format!("parallel options: `concurrency` must be at least 1, got {n}").into()),
         other => other.map(|n| n as usize),
     };
     let (timeout_ms, deadline_ms) = f.timeout()?;

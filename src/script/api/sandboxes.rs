@@ -2,7 +2,7 @@
 //! Agents opened with `sandbox: handle` share the sandbox's workspace, each with its own home.
 
 use super::doc::def;
-use super::{script_err, Ctx, RResult};
+use super::{script_err, BadArg, Ctx, RResult};
 use crate::agent::sandboxes::{Asked, Handle};
 use crate::sandbox::Policy;
 use crate::script::convert::to_json;
@@ -42,15 +42,15 @@ agents it stopped.";
 
 fn open(nc: NativeCallContext, s: &mut Sandboxes, spec: Map) -> RResult<SandboxHandle> {
     let host = &s.0;
-    let parsed = (|| -> Result<(String, Policy), String> {
+    let parsed = (|| -> Result<(String, Policy), BadArg> {
         let mut spec = spec.clone();
         let name = match spec.remove("name") {
             Some(v) if v.is_string() => v.to_string(),
-            Some(v) => return Err(format!("`name` must be a string, got {}", v.type_name())),
+            Some(v) => return Err(format!("`name` must be a string, got {}", v.type_name()).into()),
             None => return Err("the spec needs `name` (a string unique in the run)".into()),
         };
-        let policy = Policy::from_json(&to_json(&rhai::Dynamic::from_map(spec)).map_err(|e| e.to_string())?)
-            .map_err(|e| e.to_string())?;
+        let json = to_json(&rhai::Dynamic::from_map(spec)).map_err(|e| BadArg::Said(e.to_string()))?;
+        let policy = Policy::from_json(&json)?;
         Ok((name, policy))
     })();
     let (name, policy) = parsed.map_err(|e| script_err(&nc, format!("ctx.sandboxes.open: {e}")))?;
@@ -74,12 +74,12 @@ fn close(nc: NativeCallContext, h: &mut SandboxHandle) -> RResult<rhai::Array> {
 }
 
 /// An agent spec's `sandbox`: a name, an inline policy map, or a handle.
-pub(super) fn asked(v: &rhai::Dynamic) -> Result<Asked, String> {
+pub(super) fn asked(v: &rhai::Dynamic) -> Result<Asked, BadArg> {
     if let Some(h) = v.clone().try_cast::<SandboxHandle>() {
         return Ok(Asked::Opened(h.handle));
     }
     if v.is_string() {
         return Ok(Asked::Named(v.to_string()));
     }
-    to_json(v).map(Asked::Inline).map_err(|e| format!("`sandbox`: {e}"))
+    to_json(v).map(Asked::Inline).map_err(|source| BadArg::NotJson { field: "sandbox", source })
 }

@@ -31,8 +31,18 @@ closure `|value| \"...\"` for the live view). A name is used once per run; stage
 parallel branches but not inside another stage. An error in the body cancels what it started, is
 recorded with the stage (`failed`) and propagates.";
 
+/// Why a stage's routes were not waited for to the end: the script unwinds (uncatchable).
+#[derive(Debug, thiserror::Error)]
+enum Unsettled {
+    /// The run stops: its stop reason.
+    #[error("{0}")]
+    Stopped(String),
+    #[error("deadline exceeded while the stage's messages settled")]
+    Deadline,
+}
+
 /// Waits for the stage's routes to fall quiet, unless the stage is cancelled or its deadline passes.
-fn settle_routes(host: &ScriptRun, name: &str, frame: &Frame) -> Result<(), String> {
+fn settle_routes(host: &ScriptRun, name: &str, frame: &Frame) -> Result<(), Unsettled> {
     let run = &host.run;
     let stage: Option<Arc<str>> = Some(Arc::from(name));
     let deadline = frame.deadline_at();
@@ -45,8 +55,8 @@ fn settle_routes(host: &ScriptRun, name: &str, frame: &Frame) -> Result<(), Stri
         };
         tokio::select! {
             biased;
-            _ = frame.cancel.cancelled() => Err(run.stop_reason()),
-            _ = until => Err("deadline exceeded while the stage's messages settled".to_string()),
+            _ = frame.cancel.cancelled() => Err(Unsettled::Stopped(run.stop_reason())),
+            _ = until => Err(Unsettled::Deadline),
             _ = host.router.settle(&stage) => Ok(()),
         }
     })
@@ -127,7 +137,7 @@ fn stage(nc: &NativeCallContext, host: &Arc<ScriptRun>, name: &str, opts: Map, f
     // A stage ends only when its routes carry nothing more: message operations settled, every
     // answer owed given or failed. Then its routes close.
     let result = match result {
-        Ok(v) => settle_routes(host, name, &frame).map(|_| v).map_err(|why| super::terminated(nc, why)),
+        Ok(v) => settle_routes(host, name, &frame).map(|_| v).map_err(|why| super::terminated(nc, why.to_string())),
         Err(e) => Err(e),
     };
     host.router.close_stage(run, name);

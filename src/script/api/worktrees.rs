@@ -49,8 +49,8 @@ branch, or uncommitted changes in the checkout it merges into.";
 fn merge(nc: &NativeCallContext, w: &mut Worktrees, list: Array, options: Map) -> RResult<Dynamic> {
     let fail = |e: String| script_err(nc, format!("ctx.worktrees.merge: {e}"));
     let f = Fields { map: &options, what: "merge options" };
-    f.check_known(&["into"]).map_err(fail)?;
-    let into = f.string("into").map_err(fail)?;
+    f.check_known(&["into"]).map_err(|e| fail(e.to_string()))?;
+    let into = f.string("into").map_err(|e| fail(e.to_string()))?;
     let book = &w.0.agents.worktrees;
     let mut branches = Vec::new();
     for item in list {
