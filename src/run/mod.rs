@@ -369,7 +369,13 @@ impl Run {
 
     /// Counts a turn (default id) `agent` started in `stage`.
     pub fn count_stage_run(&self, stage: &str, agent: &str) {
-        *lock(&self.stage_runs).entry(stage.to_string()).or_default().entry(agent.to_string()).or_default() += 1;
+        let mut stages = lock(&self.stage_runs);
+        // The stage's key is copied only when its first turn is counted.
+        let runs = match stages.get_mut(stage) {
+            Some(runs) => runs,
+            None => stages.entry(stage.to_string()).or_default(),
+        };
+        *runs.entry(agent.to_string()).or_default() += 1;
     }
 
     /// The turns each agent started in `stage`: this attempt's, or, for a stage it reuses, those
