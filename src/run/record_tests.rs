@@ -24,6 +24,7 @@ fn a_written_result_reads_back() {
         finished_at: "2026-01-01T00:00:01.000Z".into(),
         duration_ms: 1000,
         children: Vec::new(),
+        decisions: Vec::new(),
     };
     let read: crate::record::docs::ResultRecord =
         serde_json::from_value(serde_json::to_value(&doc).expect("json")).expect("reads back");
