@@ -134,6 +134,18 @@ pub enum CostSource {
     Unpriced,
     /// The `fake` harness: nothing was spent.
     Simulated,
+    /// Read from a pane agent's own session file, cost included (pi, when its model has prices).
+    SessionFile,
+    /// Tokens read from a pane agent's own session file, priced from the price table (Claude Code
+    /// and Codex write no cost there).
+    SessionPriced,
+}
+
+impl CostSource {
+    /// Whether the cost is the harness's own (not priced here).
+    pub fn reported(self) -> bool {
+        matches!(self, CostSource::Harness | CostSource::SessionFile)
+    }
 }
 
 /// USD per million tokens for models whose prices are published; config `[prices]` overrides.

@@ -24,9 +24,9 @@
 //! --test tidy`, run by `.ci/run`), with the code map below and each "the only module that names"
 //! sentence in it.
 //!
-//! 1. `record`, `accounting`, `stdlib`, `sandbox`, `worktree`: the run folder's writer, usage and
-//!    prices, the embedded strategies, sandbox policy, argv and seat (data and pure functions),
-//!    and git worktrees.
+//! 1. `record`, `accounting`, `stdlib`, `sandbox`, `worktree`, `pane`: the run folder's writer,
+//!    usage and prices, the embedded strategies, sandbox policy, argv and seat (data and pure
+//!    functions), git worktrees, and tmux panes.
 //! 2. `config`: `awf.toml`.
 //! 3. `redact`, `watch`, `telemetry`: they read the config.
 //! 4. `run`: **the run core**. A run's identity and folder, config, tokio handle, root scope, the
@@ -79,7 +79,9 @@
 //!   `board.rs` (a run's view drawn as lines for a terminal's width: the live view's agent rows,
 //!   `runs watch`; `board_tests.rs` its tests), `watch.rs` (`awf runs watch`: a run started elsewhere, followed to its end),
 //!   `wf.rs` (`awf wf`,
-//!   the agent side of the protocol), `bridge.rs` (the hidden `awf sandbox-bridge`), `doctor.rs` (`awf doctor`: a list of checks, each a name, an
+//!   the agent side of the protocol), `bridge.rs` (the hidden `awf sandbox-bridge`), `pane_exec.rs`
+//!   (the hidden `awf pane-exec`: what runs in a pane agent's pane), `attach.rs` (`runs attach`: a
+//!   terminal attached to a run's tmux session; off a terminal, the command that attaches), `doctor.rs` (`awf doctor`: a list of checks, each a name, an
 //!   ok flag and a detail), `mcp/` (`awf mcp`, the MCP server on stdio, and `http_service`, which
 //!   `serve` mounts at `/mcp`; `rmcp` is named only here: `mod.rs` the handler, every failure a
 //!   tool error with the command line's text; `tools.rs` the names, schemas and arguments (`plan_workflow`, `plan_council`: the plan `script|council plan --json` prints);
@@ -184,6 +186,9 @@
 //!   and the routes and held messages shown with every turn), `session.rs` (starting a harness
 //!   session: folder, endpoint, HTTP settings, seat), `seating.rs` (an agent's sandbox chosen,
 //!   seated and recorded), `sandboxes.rs` (the sandboxes a workflow opens: handles, closing),
+//!   `panes.rs` (a run's tmux panes: one session per run, a window per stage, an agent's pane
+//!   placed beside another or where there is room, the reason when a layout cannot be honoured,
+//!   closed or released when the run ends or the agent stops, `result.json` `panes`),
 //!   `worktrees.rs` (a run's agent worktrees: added as an isolated agent
 //!   opens, found again on resume, what it left committed as it closes or the run ends, removed or
 //!   kept, `run.json` `worktrees`), `messenger.rs` (an agent's side of the router), `responders.rs` (fake
@@ -241,7 +246,10 @@
 //!   run through `process.rs` and its verdict, `home.rs` the home and credential seeding,
 //!   `events.rs` the event helpers, `doctor.rs` `doctor_checks`, `skills.rs` skill folders checked,
 //!   copied into the home and recorded, `caller.rs` a caller's transcript found and the probe of
-//!   an agent's live session); `net/` (a sandbox's listed network: `proxy.rs` awf's allow-list
+//!   an agent's live session; `interactive/` the CLI run interactively in a tmux pane:
+//!   `mod.rs` what was verified of each CLI in a pane and the `Interactive` trait, `turn.rs` a
+//!   turn in the pane, `transcript.rs` the CLI's session file read as it grows, and
+//!   `claude/interactive.rs`, `codex/interactive.rs`, `pi/interactive.rs` each CLI's part); `net/` (a sandbox's listed network: `proxy.rs` awf's allow-list
 //!   proxy on the agent's socket, per turn; `bridge.rs` `awf sandbox-bridge`, loopback TCP inside
 //!   the sandbox relayed to it).
 //! - `control/`: the answer channel every harness shares: `slot.rs` (result slots, rejection
@@ -287,6 +295,12 @@
 //!   `merge.rs` (branches merged in order without a working tree; conflicts as data, the checkout
 //!   moved once by a fast-forward), `recorded.rs` (`run.json` `worktrees` as a type, and `awf runs
 //!   clean`).
+//! - `pane/`: tmux panes for agents with `placement: "pane"`, **the only module that runs tmux**
+//!   (`tmux -L awf -f /dev/null`, explicit arguments, `TMUX` unset, typed errors): `mod.rs`
+//!   (a run's session `awf-<run id>`, windows, splits, a pane's process replaced, text pasted,
+//!   keys sent, screens captured, states read, panes closed), `spec.rs` (the spec's `placement`,
+//!   `layout` and `keep_pane` as data; `PaneRecord`, where a pane went and why), `launch.rs`
+//!   (`awf pane-exec`: a pane's program, argv and environment read from a 0600 file, exec'd).
 //! - `accounting.rs`: usage, prices (the built-in table; `[prices]` overrides), folds by agent,
 //!   stage and model; `Meter`, an operation's running spend (billed however the operation ends).
 //! - `redact.rs`: a run's secret values (key variables, secret-looking names) and the scrubbing of
@@ -361,6 +375,10 @@
 //!   its own once it settles after that (or in the background), or, still running when the parent
 //!   closes (after waiting its stop grace and a margin), from its accounts so far. `by_model` files
 //!   it under the models the child's agents ran.
+//! - tmux runs only in `pane`, on awf's own server (`-L awf`, no configuration file), with explicit
+//!   arguments. A pane agent's CLI starts through `awf pane-exec` with its environment from a 0600
+//!   file, never on a command line; it runs with the home, settings and sandbox a headless run
+//!   gets, and answers through the same launcher, admitted to the agent's socket while a turn runs.
 //! - git runs only in `worktree`, as `git -C <folder>` with explicit arguments; its commands in an
 //!   agent's worktree name the worktree's git folders (found as it was added), never what the
 //!   agent wrote there. A merge (`worktree::merge`) never leaves a checkout half-merged: each
@@ -401,6 +419,7 @@
 //!                  (open|kept|removed)}}}
 //!   events.jsonl   {"v":1,"type":T,"at":ISO-8601,"attempt":N,"data":{...}}; one `run::Event` each; types:
 //!                  run-started, run-stopping, run-finished, leftovers-killed, agent-opened, agent-stopped,
+//!                  pane-opened, pane-closed,
 //!                  agent-closed, agent-set, agent-compacted, context-compacted, op-started, op-nudged,
 //!                  op-replayed, op-rerun, records-healed,
 //!                  op-submission, op-rejected, cluster-refused, op-waiting, op-settled, model-unpriced, control-refused, stage-started, stage-finished,
@@ -442,7 +461,8 @@
 //!                  network's proxy, during a turn), state/, ops/<op-id>.jsonl
 //!                  (liveness), ops/<op-id>.stdout|.stderr (first MiB each); skills.json (the agent's skills:
 //!                  name, source, sha256); home/ (sandboxed agents' HOME;
-//!                  a CLI agent's CLAUDE_CONFIG_DIR, CODEX_HOME or PI_CODING_AGENT_DIR)
+//!                  a CLI agent's CLAUDE_CONFIG_DIR, CODEX_HOME or PI_CODING_AGENT_DIR); pane.launch (a pane
+//!                  agent's CLI start: argv and environment, 0600, removed by `awf pane-exec` as it reads it)
 //!   plan.json      the plan made before the run started (`plan::Plan`), when it was planned first
 //!                  (`[limits] confirm_usd`, `--confirm-above`)
 //!   result.json    run_id, status (succeeded|failed|stopped|cancelled), value, error, ended_in, stages,
@@ -453,7 +473,10 @@
 //!                  accounting {by_agent, by_stage, by_model, by_attempt, totals} over every attempt,
 //!                  simulated, started_at, finished_at,
 //!                  sandboxes [{name, scope (run|config|inline|workflow), provider, bwrap, policy,
-//!                  agents [{agent, harness, confined, seat}]}]
+//!                  agents [{agent, harness, confined, seat}]}],
+//!                  panes [{agent, harness, target, session, window, socket, layout {beside, split},
+//!                  went (beside|split|window), elsewhere, reason, keep, state (kept|closed|gone)}]
+//!                  (agents with placement "pane", when there are any)
 //! .awf/worktrees/<run-id>/<agent>/  an agent's git worktree (`isolation: "worktree"`), on branch
 //!                            `awf/<run-id>/<agent>`; removed when it closes unless `keep` (the branch stays)
 //! ```
@@ -469,6 +492,7 @@ pub mod decision;
 pub mod harness;
 pub mod host;
 pub mod messaging;
+pub mod pane;
 pub mod plan;
 pub mod record;
 pub mod redact;

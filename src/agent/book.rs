@@ -24,6 +24,7 @@ pub struct AgentBook {
     pub router: Arc<Router>,
     pub sandboxes: SandboxBook,
     pub worktrees: super::worktrees::WorktreeBook,
+    pub panes: super::panes::PaneBook,
     responders: super::Responders,
     /// This book, for the agents' messengers and the message operations it starts.
     pub(super) me: Weak<AgentBook>,
@@ -52,6 +53,7 @@ impl AgentBook {
             router,
             sandboxes,
             worktrees: Default::default(),
+            panes: Default::default(),
             responders,
             me: me.clone(),
             open: Mutex::new(HashMap::new()),
@@ -142,6 +144,10 @@ impl AgentBook {
             convener.check_grant(&req.councils).map_err(|source| OpenError::Grant { agent: agent(), source })?;
         }
         let runtime = self.runtime(&req.runtime)?;
+        if req.pane.is_some() {
+            self.pane_allowed(&req, runtime.harness)
+                .map_err(|source| OpenError::Pane { agent: agent(), source: source.into() })?;
+        }
         let skills =
             self.skills(&req, runtime.harness).map_err(|source| OpenError::Skills { agent: agent(), source })?;
         // Its worktree, which `session_for` makes its cwd and its sandbox's workspace: added before
@@ -166,6 +172,7 @@ impl AgentBook {
                 req.key
             )));
         }
+        let beside = req.pane.as_ref().and_then(|p| p.layout.beside.as_deref()).map(|k| self.beside(k));
         let mut open = lock(&self.open);
         if let Some(existing) = open.get(&req.key) {
             let differs = if *existing.runtime != *runtime {
@@ -180,6 +187,8 @@ impl AgentBook {
                 Some("skills")
             } else if existing.request.isolation != req.isolation || existing.request.keep != req.keep {
                 Some("isolation")
+            } else if existing.request.pane != req.pane {
+                Some("placement")
             } else {
                 None
             };
@@ -204,7 +213,8 @@ impl AgentBook {
             Some(path) => Some(self.responders.get(run, path).map_err(OpenError::Responder)?),
             None => None,
         };
-        let (session, endpoint) = self.session_for(&req, &runtime, &info, responder, sandbox.as_ref(), &skills)?;
+        let (session, endpoint) =
+            self.session_for(&req, &runtime, &info, responder, sandbox.as_ref(), &skills, beside)?;
         // Every harness reports through this wrapper: its texts reach the engine scrubbed of secrets.
         let session = harness::scrubbed::Scrubbed::wrap(session, run.secrets.clone());
         if let Some(s) = sandbox.filter(|_| runtime.harness.confinement() != Confinement::Wrapped) {
@@ -226,7 +236,46 @@ impl AgentBook {
             labels: &agent.request.labels,
             forked_from: None,
         });
+        if let Some(pane) = self.panes.record_of(&agent.key) {
+            run.records.event(&Event::PaneOpened { pane: &pane });
+        }
         Ok(agent)
+    }
+
+    /// Whether an agent may have a pane here: a CLI harness, on this machine.
+    fn pane_allowed(
+        &self,
+        req: &OpenRequest,
+        harness: crate::config::HarnessKind,
+    ) -> Result<(), super::panes::Refused> {
+        use super::panes::Refused;
+        if !harness.is_cli() {
+            return Err(Refused::NotCli(harness));
+        }
+        if req.fork_caller.is_some() {
+            return Err(Refused::ForksCaller);
+        }
+        match self.remote() {
+            Some(r) if !r.panes() => Err(Refused::OnWorkers),
+            _ => Ok(()),
+        }
+    }
+
+    /// What agent `key`, named by a `layout.beside`, is to place a pane beside.
+    fn beside(&self, key: &str) -> super::panes::Beside {
+        use super::panes::Beside;
+        use crate::pane::spec::Elsewhere;
+        let agent = key.to_string();
+        if lock(&self.stopped).contains_key(key) {
+            return Beside::Not(Elsewhere::Stopped { agent });
+        }
+        if self.get(key).is_none() {
+            return Beside::Not(Elsewhere::NotOpen { agent });
+        }
+        match self.panes.pane_of(key) {
+            Some(id) => Beside::Pane(agent, id),
+            None => Beside::Not(Elsewhere::Headless { agent }),
+        }
     }
 
     /// Opens a one-off agent the book does not keep: a decision model's (`agent/decide.rs`), a
@@ -251,7 +300,7 @@ impl AgentBook {
             Some(path) => Some(self.responders.get(run, path).map_err(OpenError::Responder)?),
             None => None,
         };
-        let (session, endpoint) = self.session_for(&req, &runtime, &info, responder, sandbox.as_ref(), &[])?;
+        let (session, endpoint) = self.session_for(&req, &runtime, &info, responder, sandbox.as_ref(), &[], None)?;
         let session = harness::scrubbed::Scrubbed::wrap(session, run.secrets.clone());
         if let Some(s) = sandbox.filter(|_| runtime.harness.confinement() != Confinement::Wrapped) {
             self.sandboxes.seated_in_process(run, &s, &req.key, runtime.harness);
@@ -338,6 +387,9 @@ impl AgentBook {
         lock(&self.stopped).insert(key.to_string(), reason.to_string());
         agent.close(&format!("stopped: {reason}"));
         agent.stopped.cancel();
+        if let Some(p) = self.panes.stop(key) {
+            run.records.event(&Event::PaneClosed { agent: key, target: &p.target, state: p.state });
+        }
         // A running turn's process may still write: the turn's end commits its worktree then.
         if agent.busy() == 0 {
             self.worktrees.close(run, key, false);
@@ -366,6 +418,25 @@ impl AgentBook {
             .map(|a| a.key.clone())
             .collect();
         self.worktrees.finish(&self.run, run_failed, &failed);
+    }
+}
+
+impl AgentBook {
+    /// At the run's end: every open pane closed, or released as `keep_pane` says (an agent closed
+    /// by a failed operation counts as failed); `result.json` `panes` (null when there are none).
+    /// Runs tmux: quick, but not on the async threads' hot paths.
+    pub fn settle_panes(&self) -> serde_json::Value {
+        let failed: HashSet<String> = self
+            .all()
+            .into_iter()
+            .filter(|a| a.closed().is_some() && !a.stopped.is_cancelled())
+            .map(|a| a.key.clone())
+            .collect();
+        let (changed, summary) = self.panes.finish(&|k| failed.contains(k));
+        for p in &changed {
+            self.run.records.event(&Event::PaneClosed { agent: &p.agent, target: &p.target, state: p.state });
+        }
+        summary
     }
 }
 

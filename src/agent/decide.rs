@@ -72,6 +72,7 @@ pub fn ask(book: &Arc<AgentBook>, ask: Ask<'_>, frame: &Frame) -> Result<Answere
         operator: false,
         isolation: None,
         keep: Default::default(),
+        pane: None,
     };
     let agent = book.open_detached(req, ask.runtime)?;
     if ask.first {

@@ -38,6 +38,9 @@ pub enum OpenError {
     /// worker cannot honour, a cwd outside its worktree).
     #[error("{0}")]
     Config(String),
+    /// Its pane (`placement: "pane"`) is refused or cannot be made.
+    #[error("agent {agent}: {source}")]
+    Pane { agent: String, source: super::panes::PaneOpenError },
     /// The run's `--max-agents`.
     #[error(transparent)]
     Limit(#[from] LimitReached),
@@ -64,6 +67,7 @@ impl OpenError {
             | OpenError::Worktree { .. }
             | OpenError::Seat { .. }
             | OpenError::Launcher(_)
+            | OpenError::Pane { .. }
             | OpenError::Config(_) => true,
             OpenError::Limit(_) | OpenError::Sandbox { .. } | OpenError::Responder(_) | OpenError::Refused(_) => false,
         }

@@ -3,7 +3,7 @@
 //! operation pipeline every turn, message, compaction and fork goes through; `supervise` nudges a
 //! turn to an answer; `session` starts a harness session; `seating` its sandbox; `messenger` is
 //! an agent's side of the router; `remote` the hook for agents whose operations run elsewhere;
-//! `worktrees` the git worktrees of isolated agents.
+//! `worktrees` the git worktrees of isolated agents; `panes` the tmux panes of pane agents.
 
 mod book;
 mod caller;
@@ -13,6 +13,7 @@ mod kinds;
 mod message;
 pub mod messenger;
 pub mod op;
+pub mod panes;
 pub mod remote;
 mod responders;
 pub mod sandboxes;
@@ -66,6 +67,8 @@ pub struct OpenRequest {
     pub isolation: Option<crate::worktree::Isolation>,
     /// `keep`: what becomes of its worktree when it closes.
     pub keep: crate::worktree::Keep,
+    /// `placement: "pane"` with its `layout` and `keep_pane`; `None`: headless.
+    pub pane: Option<crate::pane::spec::PaneSpec>,
 }
 
 pub struct Agent {

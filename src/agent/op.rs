@@ -361,13 +361,14 @@ fn rejection_record(run: &Arc<Run>, agent: &str, op_id: &str) -> crate::control:
 
 /// Prices an operation's tokens unless the harness reported its own cost or nothing was spent.
 fn priced(run: &Run, model: &str, mut usage: Usage, source: CostSource, simulated: bool) -> (Usage, CostSource) {
-    if source == CostSource::Harness || simulated {
+    if source.reported() || simulated {
         return (usage, source);
     }
     match crate::accounting::price_tokens(run.price(model), &usage) {
         Some(cost) => {
             usage.cost_usd = cost;
-            (usage, CostSource::Priced)
+            let source = if source == CostSource::SessionPriced { source } else { CostSource::Priced };
+            (usage, source)
         }
         None => (usage, CostSource::Unpriced),
     }

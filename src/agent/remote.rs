@@ -31,4 +31,10 @@ pub trait Remote: Send + Sync {
     fn worktrees(&self) -> RemoteWorktrees {
         RemoteWorktrees::Refused
     }
+
+    /// Whether an agent with `placement: "pane"` is accepted (it then runs here as the `Remote`
+    /// says, with no pane: a plan); refused by default, as on workers, which have no pane to show.
+    fn panes(&self) -> bool {
+        false
+    }
 }

@@ -14,8 +14,10 @@ use std::sync::Arc;
 type SessionParts = (Box<dyn Session>, Option<Arc<Endpoint>>);
 
 impl AgentBook {
-    /// Starts the harness session (and for `command`, the control socket and launcher). Every
-    /// failure here is the configuration's (`OpenError::is_config`).
+    /// Starts the harness session (and for `command`, the control socket and launcher; for a pane
+    /// agent, its pane, placed `beside` what the layout named when it can be). Every failure here
+    /// is the configuration's (`OpenError::is_config`).
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn session_for(
         &self,
         req: &OpenRequest,
@@ -24,6 +26,7 @@ impl AgentBook {
         responder: Option<Arc<dyn harness::Responder>>,
         sandbox: Option<&crate::sandbox::Chosen>,
         skills: &[harness::cli::skills::Skill],
+        beside: Option<super::panes::Beside>,
     ) -> Result<SessionParts, OpenError> {
         let run = &self.run;
         if let Some(remote) = self.remote() {
@@ -96,16 +99,37 @@ impl AgentBook {
         };
         if cli {
             let cfg = harness::cli::CliConfig::from_runtime(runtime, cli_program, run.scheduler.limits.stall_timeout);
-            let opener = cli_endpoint_opener(self.me.clone(), awf);
-            let session =
-                harness::cli::CliSession::open(runtime.harness, info.clone(), cfg, cwd, dir, endpoint.clone(), opener)
-                    .and_then(|s| s.with_skills(skills))
-                    .and_then(|s| s.forking(req.fork_caller.as_ref()))
-                    .map_err(of_agent)?;
+            let opener = cli_endpoint_opener(self.me.clone(), awf.clone());
+            let session = harness::cli::CliSession::open(
+                runtime.harness,
+                info.clone(),
+                cfg,
+                cwd.clone(),
+                dir,
+                endpoint.clone(),
+                opener,
+            )
+            .and_then(|s| s.with_skills(skills))
+            .and_then(|s| s.forking(req.fork_caller.as_ref()))
+            .map_err(of_agent)?;
+            let session = session.sandboxed(sandbox.clone());
+            let session = match &req.pane {
+                Some(spec) => {
+                    let pane = |source: super::panes::PaneOpenError| OpenError::Pane { agent: req.key.clone(), source };
+                    let stage = crate::run::scope::current().and_then(|f| f.stage.clone());
+                    let (tmux, record) = self
+                        .panes
+                        .open(run, &req.key, runtime.harness.as_str(), spec, beside, stage.as_deref(), &awf, &cwd)
+                        .map_err(|e| pane(e.into()))?;
+                    let seat = harness::cli::interactive::PaneSeat::new(tmux, record.target, awf);
+                    session.in_pane(seat).map_err(|e| pane(e.into()))?
+                }
+                None => session,
+            };
             if let Some(s) = &sandbox {
                 self.sandboxes.seated(run, s, &req.key, runtime.harness);
             }
-            return Ok((Box::new(session.sandboxed(sandbox)), Some(endpoint)));
+            return Ok((Box::new(session), Some(endpoint)));
         }
         let session = harness::command::CommandSession::new(
             info.clone(),

@@ -144,8 +144,9 @@ pub fn agent_lines(view: &RunView, f: &Frame) -> Vec<String> {
                 None => String::new(),
             };
             let last = ago(f.now, row.last).map(|d| format!("  last {} ago", secs(d))).unwrap_or_default();
+            let pane = row.pane.as_ref().map(|p| format!(" in pane {p}")).unwrap_or_default();
             format!(
-                "  {:<key_w$}  {}/{}  {state}{op}{last}  {}",
+                "  {:<key_w$}  {}/{}{pane}  {state}{op}{last}  {}",
                 cut(&row.key, key_w),
                 row.harness,
                 row.model,

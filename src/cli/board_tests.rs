@@ -87,3 +87,31 @@ fn a_cut_counts_what_the_terminal_shows_and_ends_its_colour() {
     assert_eq!(cut("\x1b[36mawf\x1b[0m 12345", 9), "\x1b[36mawf\x1b[0m 12345");
     assert_eq!(cut("\x1b[36mawf\x1b[0m 123456", 9), "\x1b[36mawf\x1b[0m 1234…\x1b[0m");
 }
+
+#[test]
+fn a_pane_agent_shows_its_pane_and_a_released_one_says_kept() {
+    let pane = |k: &str, target: &str| {
+        (
+            "pane-opened",
+            "2026-12-02T10:00:00Z",
+            json!({ "agent": k, "target": target, "session": "awf-r1", "window": "run" }),
+        )
+    };
+    let closed = |k: &str, target: &str, state: &str| {
+        ("pane-closed", "2026-12-02T10:00:09Z", json!({ "agent": k, "target": target, "state": state }))
+    };
+    let mut v = view(&[started(), open("a"), pane("a", "%3"), open("b"), pane("b", "%4"), open("h")]);
+    let f = Frame { width: 120, color: false, rows: 10, now: at("2026-12-02T10:01:00Z") };
+    let lines = agent_lines(&v, &f);
+    let of =
+        |k: &str, lines: &[String]| lines.iter().find(|l| l.trim_start().starts_with(k)).cloned().unwrap_or_default();
+    assert!(of("a", &lines).contains("fake/m in pane %3"), "{lines:?}");
+    assert!(!of("h", &lines).contains("pane"), "a headless agent shows none: {lines:?}");
+    for (ty, at, data) in [closed("a", "%3", "kept"), closed("b", "%4", "closed")] {
+        let line = json!({ "v": 1, "type": ty, "at": at, "attempt": 1, "data": data });
+        v.apply(&EventLine::parse(&line).expect("envelope"));
+    }
+    let lines = agent_lines(&v, &f);
+    assert!(of("a", &lines).contains("in pane %3 kept"), "{lines:?}");
+    assert!(!of("b", &lines).contains("pane"), "a closed pane is no more: {lines:?}");
+}

@@ -11,6 +11,7 @@ macro_rules! out {
 }
 
 mod answer;
+mod attach;
 mod background;
 mod board;
 mod bridge;
@@ -25,6 +26,7 @@ mod live;
 mod logs;
 mod mcp;
 mod nats;
+mod pane_exec;
 mod plan;
 mod records;
 mod runs;
@@ -76,6 +78,9 @@ enum Command {
     /// Runs a program in a sandbox with a listed network (awf's sandbox argv calls it)
     #[command(hide = true)]
     SandboxBridge(bridge::BridgeArgs),
+    /// What runs in a pane agent's tmux pane (awf's panes call it)
+    #[command(hide = true)]
+    PaneExec(pane_exec::PaneExecArgs),
     /// Print a shell completion script: `awf completions bash > /etc/bash_completion.d/awf`
     Completions {
         /// The shell to complete in
@@ -134,6 +139,7 @@ pub fn main() -> i32 {
         Command::Worker(args) => worker::exec(args),
         Command::Wf(args) => return wf::exec(args),
         Command::SandboxBridge(args) => bridge::exec(args),
+        Command::PaneExec(args) => pane_exec::exec(args),
         Command::Completions { shell } => {
             use clap::CommandFactory;
             clap_complete::generate(shell, &mut Cli::command(), "awf", &mut std::io::stdout());

@@ -1,4 +1,4 @@
-//! `awf runs list|show|resume|stop|answer|logs|clean`: reading run folders, new attempts of a run (a script's
+//! `awf runs list|show|resume|stop|answer|logs|attach|clean`: reading run folders, new attempts of a run (a script's
 //! or a strategy's) that reuse its recorded stages and replay its journal, and reaching a live
 //! run from any terminal.
 
@@ -80,7 +80,20 @@ pub enum RunsCommand {
         #[arg(long, value_name = "DIR")]
         runs_dir: Option<PathBuf>,
     },
-    /// Remove what a run left: its agents' worktrees and, with --branches, their branches
+    /// Attach this terminal to a run's tmux session, where its pane agents run (off a terminal:
+    /// print the command that attaches, and each pane agent)
+    Attach {
+        /// The run's id (`awf runs list` shows them)
+        run_id: String,
+        /// Watch only: keys typed are not passed to the panes
+        #[arg(long, short)]
+        read_only: bool,
+        /// The folder holding the runs (default: runs_dir from awf.toml, else .awf/runs)
+        #[arg(long, value_name = "DIR")]
+        runs_dir: Option<PathBuf>,
+    },
+    /// Remove what a run left: its agents' worktrees and, with --branches, their branches; its
+    /// tmux session (released panes, or those of a killed run)
     Clean {
         /// The run's id (`awf runs list` shows them)
         run_id: String,
@@ -201,11 +214,14 @@ pub fn exec(cmd: RunsCommand) -> Result<i32> {
                 return refuse(format!("run {run_id} is running; stop it first (awf runs stop {run_id})"));
             }
             let recorded = crate::record::docs::run(&dir).unwrap_or_default().worktrees.unwrap_or_default();
+            let panes = super::attach::close_session(&dir)
+                .with_context(|| format!("cannot read the events of run {run_id}"))?;
             match recorded.clean(Default::default(), branches) {
                 Ok(done) => {
                     let plural = |n: usize, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
+                    let panes = panes.map(|n| format!(", {} closed", plural(n, "pane", "panes"))).unwrap_or_default();
                     out!(
-                        "run {run_id}: {} removed, {} deleted",
+                        "run {run_id}: {} removed, {} deleted{panes}",
                         plural(done.worktrees, "worktree", "worktrees"),
                         plural(done.branches, "branch", "branches")
                     );
@@ -234,6 +250,13 @@ pub fn exec(cmd: RunsCommand) -> Result<i32> {
                     out!("run {run_id}: checkpoint {key} answered; the run goes on");
                     Ok(EXIT_OK)
                 }
+                Err(e) => refuse(e),
+            }
+        }
+        RunsCommand::Attach { run_id, read_only, runs_dir: given } => {
+            let root = runs_dir(&cwd, given.as_ref())?;
+            match run_dir(&root, &run_id) {
+                Ok(dir) => super::attach::attach(&dir, &run_id, read_only),
                 Err(e) => refuse(e),
             }
         }

@@ -131,6 +131,7 @@ impl Shadows {
                     // A worker runs an owner's agent in the folder it admitted, never a worktree.
                     isolation: Some(crate::worktree::Isolation::None),
                     keep: Default::default(),
+                    pane: None,
                 };
                 match book.open(open) {
                     Ok(a) => {

@@ -76,6 +76,8 @@ impl Host {
         self.control.close();
         self.router.finish(&self.run);
         let decisions = self.decisions.summary().iter().filter_map(|d| serde_json::to_value(d).ok()).collect();
-        self.run.finish(status, value, error, ended_in, (self.agents.sandboxes.summary(), decisions))
+        // Panes close (or are released) before result.json, which says what became of each.
+        let panes = self.agents.settle_panes();
+        self.run.finish(status, value, error, ended_in, (self.agents.sandboxes.summary(), decisions, panes))
     }
 }

@@ -72,6 +72,11 @@ impl Remote for PlanRemote {
         crate::agent::remote::RemoteWorktrees::Planned
     }
 
+    /// A plan's pane agents are planned as any other: no pane is made.
+    fn panes(&self) -> bool {
+        true
+    }
+
     fn session(
         &self,
         req: &OpenRequest,

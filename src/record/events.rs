@@ -23,6 +23,8 @@ pub const TYPED: &[&str] = &[
     "agent-opened",
     "agent-stopped",
     "agent-closed",
+    "pane-opened",
+    "pane-closed",
     "op-started",
     "op-settled",
     "op-rejected",
@@ -178,6 +180,25 @@ pub enum EventRecord {
     },
     BudgetExhausted {
         reason: String,
+    },
+    /// An agent's pane (`placement: "pane"`): its tmux target (`%3`) in `session` on the server
+    /// at `socket`.
+    PaneOpened {
+        agent: String,
+        target: String,
+        session: String,
+        #[serde(default)]
+        window: String,
+        #[serde(default)]
+        socket: Option<std::path::PathBuf>,
+        #[serde(default)]
+        reason: Option<String>,
+    },
+    /// An agent's pane closed, `kept` (released for the operator) or found `gone`.
+    PaneClosed {
+        agent: String,
+        target: String,
+        state: String,
     },
     MessageSent(Message),
     MessageDelivered(Message),

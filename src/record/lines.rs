@@ -64,7 +64,11 @@ pub struct TurnRecord {
 impl TurnRecord {
     /// Whether its cost is a price (a model's or the harness's), not a $0 that says nothing.
     pub fn priced(&self) -> bool {
-        !self.simulated && matches!(self.cost_source, Some(CostSource::Priced | CostSource::Harness))
+        !self.simulated
+            && matches!(
+                self.cost_source,
+                Some(CostSource::Priced | CostSource::Harness | CostSource::SessionFile | CostSource::SessionPriced)
+            )
     }
 
     pub fn cost_usd(&self) -> f64 {

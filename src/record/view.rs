@@ -74,6 +74,8 @@ pub struct AgentRow {
     pub operations: u64,
     pub tokens: u64,
     pub usd: f64,
+    /// The tmux pane it runs in (`placement: "pane"`), `%3`, or `%3 kept` once released.
+    pub pane: Option<String>,
 }
 
 /// A labelled `ctx.parallel`.
@@ -158,8 +160,19 @@ impl RunView {
                         operations: 0,
                         tokens: 0,
                         usd: 0.0,
+                        pane: None,
                     },
                 );
+            }
+            EventRecord::PaneOpened { agent, target, .. } => {
+                if let Some(row) = self.agents.get_mut(agent) {
+                    row.pane = Some(target.clone());
+                }
+            }
+            EventRecord::PaneClosed { agent, target, state } => {
+                if let Some(row) = self.agents.get_mut(agent) {
+                    row.pane = (state == "kept").then(|| format!("{target} kept"));
+                }
             }
             EventRecord::AgentStopped { agent, reason } | EventRecord::AgentClosed { agent, reason } => {
                 if let Some(row) = self.agents.get_mut(agent) {

@@ -42,6 +42,13 @@ events! {
         forked_from: Option<&'a str>,
     },
     AgentStopped = "agent-stopped" { agent: &'a str, reason: &'a str },
+    /// An agent's pane was made (`placement: "pane"`): where it is, the layout asked, where it
+    /// went and why.
+    PaneOpened = "pane-opened" { #[serde(flatten)] pane: &'a crate::pane::spec::PaneRecord },
+    /// An agent's pane was closed, released for the operator (`kept`), or found gone.
+    PaneClosed = "pane-closed" {
+        agent: &'a str, target: &'a crate::pane::PaneId, state: crate::pane::spec::PaneState,
+    },
     AgentClosed = "agent-closed" { agent: &'a str, reason: &'a str },
     AgentSet = "agent-set" { agent: &'a str, model: Option<&'a str>, effort: Option<&'a str> },
     AgentCompacted = "agent-compacted" { agent: &'a str, op_id: &'a str, summary_chars: usize },

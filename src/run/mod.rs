@@ -54,6 +54,9 @@ pub struct ResultDoc {
     pub accounting: crate::accounting::Accounts,
     pub simulated: bool,
     pub sandboxes: Value,
+    /// Agents with placement "pane": where each pane went and what became of it.
+    #[serde(skip_serializing_if = "Value::is_null")]
+    pub panes: Value,
     pub started_at: String,
     pub finished_at: String,
     pub duration_ms: u64,
@@ -494,7 +497,7 @@ impl Run {
         record::read_jsonl(&self.dir().join("turns.jsonl")).unwrap_or_default()
     }
 
-    /// Writes `result.json` (with the books' own summaries: `sandboxes`, `decisions`), completes
+    /// Writes `result.json` (with the books' own summaries: `sandboxes`, `decisions`, `panes`), completes
     /// `run.json`, closes the records and releases the run's lock.
     pub fn finish(
         &self,
@@ -502,7 +505,7 @@ impl Run {
         value: Option<&Value>,
         error: Option<&str>,
         ended_in: Option<&str>,
-        (sandboxes, decisions): (Value, Vec<Value>),
+        (sandboxes, decisions, panes): (Value, Vec<Value>, Value),
     ) -> ResultDoc {
         self.close_children(CHILD_GRACE);
         let finished_at = record::now_iso();
@@ -517,6 +520,7 @@ impl Run {
             accounting: self.scheduler.accounts(),
             simulated: self.simulated(),
             sandboxes,
+            panes,
             started_at: self.started_at.clone(),
             finished_at: finished_at.clone(),
             duration_ms: self.started.elapsed().as_millis() as u64,

@@ -19,6 +19,7 @@ fn a_written_result_reads_back() {
         accounting: Default::default(),
         simulated: true,
         sandboxes: json!([]),
+        panes: serde_json::Value::Null,
         started_at: "2026-01-01T00:00:00.000Z".into(),
         finished_at: "2026-01-01T00:00:01.000Z".into(),
         duration_ms: 1000,

@@ -2,6 +2,7 @@
 //! binary in it with a timeout, and reading the run folder's records.
 #![allow(dead_code)]
 
+pub mod ansi;
 pub mod chrome;
 pub mod cli;
 pub mod council;
@@ -10,6 +11,7 @@ pub mod git;
 pub mod mcp;
 pub mod nats;
 pub mod serve;
+pub mod tmux;
 
 use serde_json::Value;
 use std::io::{BufRead, BufReader};

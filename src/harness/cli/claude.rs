@@ -3,6 +3,8 @@
 //! the agent's home. Cost comes from the `result` event (`total_cost_usd`); a turn fails on
 //! `is_error` or on permission denials (the command did not run).
 
+mod interactive;
+
 use super::{num, operator_dir, CliConfig, CliEnv, Invocation, Turn, ARG_MAX};
 use crate::harness::AgentInfo;
 use crate::harness::HarnessError;
@@ -37,9 +39,15 @@ fn session_exists(home: &Path, id: &str) -> bool {
 }
 
 fn common_args(cfg: &CliConfig, info: &AgentInfo, skills: bool) -> Vec<String> {
+    let mut args: Vec<String> = ["-p", "--output-format", "stream-json", "--verbose"].map(String::from).to_vec();
+    args.extend(agent_args(cfg, info, skills));
+    args
+}
+
+/// The tools, model, effort and instructions, headless or in a pane.
+fn agent_args(cfg: &CliConfig, info: &AgentInfo, skills: bool) -> Vec<String> {
     let tools = if skills { "Bash,Skill" } else { "Bash" };
-    let mut args: Vec<String> =
-        ["-p", "--output-format", "stream-json", "--verbose", "--allowedTools", tools].map(String::from).to_vec();
+    let mut args: Vec<String> = ["--allowedTools", tools].map(String::from).to_vec();
     if let Some(m) = &cfg.model {
         args.extend(["--model".into(), m.clone()]);
     }
@@ -60,6 +68,19 @@ fn with_prompt(mut args: Vec<String>, cfg: &CliConfig, prompt: &str) -> Invocati
     }
     args.extend(["--".into(), prompt.to_string()]);
     Invocation { args, stdin: None }
+}
+
+impl Claude {
+    /// The session flags: its id preset, resumed once it has turns, or a fork's parent forked.
+    fn session_args(&self, home: &Path) -> Vec<String> {
+        match &self.fork_from {
+            Some(parent) if session_exists(home, parent) && !session_exists(home, &self.id) => {
+                vec!["--resume".into(), parent.clone(), "--fork-session".into(), "--session-id".into(), self.id.clone()]
+            }
+            _ if session_exists(home, &self.id) => vec!["--resume".into(), self.id.clone()],
+            _ => vec!["--session-id".into(), self.id.clone()],
+        }
+    }
 }
 
 impl super::Cli for Claude {
@@ -103,15 +124,12 @@ impl super::Cli for Claude {
 
     fn turn(&self, home: &Path, cfg: &CliConfig, info: &AgentInfo, prompt: &str) -> Invocation {
         let mut args = common_args(cfg, info, self.skills);
-        match &self.fork_from {
-            Some(parent) if session_exists(home, parent) && !session_exists(home, &self.id) => {
-                args.extend(["--resume".into(), parent.clone(), "--fork-session".into()]);
-                args.extend(["--session-id".into(), self.id.clone()]);
-            }
-            _ if session_exists(home, &self.id) => args.extend(["--resume".into(), self.id.clone()]),
-            _ => args.extend(["--session-id".into(), self.id.clone()]),
-        }
+        args.extend(self.session_args(home));
         with_prompt(args, cfg, prompt)
+    }
+
+    fn interactive(&self) -> Option<&dyn super::interactive::Interactive> {
+        Some(self)
     }
 
     fn event(&self, ev: &Value, turn: &mut Turn) {

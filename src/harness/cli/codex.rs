@@ -5,6 +5,8 @@
 //! fails on `turn.failed`, or on an `error` event when the turn never completes; an `item.completed`
 //! of type `error` is harmless (HARNESSES.md).
 
+mod interactive;
+
 use super::{num, operator_dir, CliConfig, CliEnv, Invocation, Turn, ARG_MAX};
 use crate::accounting::Usage;
 use crate::harness::AgentInfo;
@@ -56,7 +58,13 @@ fn config(cfg: &CliConfig, info: &AgentInfo) -> String {
     root.insert("feedback".into(), table(&[("enabled", T::Boolean(false))]));
     root.insert(
         "features".into(),
-        table(&[("plugins", T::Boolean(false)), ("unbounded_connection_retries", T::Boolean(false))]),
+        // An interactive Codex (a pane agent) would start an app-server daemon per home that
+        // outlives it and holds the conversation, so that resuming it later is refused.
+        table(&[
+            ("plugins", T::Boolean(false)),
+            ("unbounded_connection_retries", T::Boolean(false)),
+            ("daemon_auto_start", T::Boolean(false)),
+        ]),
     );
     if let Some(url) = &cfg.base_url {
         root.insert("model_provider".into(), T::String("awf".into()));
@@ -76,8 +84,15 @@ fn config(cfg: &CliConfig, info: &AgentInfo) -> String {
 }
 
 fn flags(cfg: &CliConfig) -> Vec<String> {
-    let mut args: Vec<String> =
-        ["--json", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox"].map(String::from).to_vec();
+    let mut args: Vec<String> = ["--json", "--skip-git-repo-check"].map(String::from).to_vec();
+    args.extend(agent_flags(cfg));
+    args
+}
+
+/// No approvals and no sandbox of Codex's own, the model and effort, the runtime's flags:
+/// headless or in a pane.
+fn agent_flags(cfg: &CliConfig) -> Vec<String> {
+    let mut args: Vec<String> = vec!["--dangerously-bypass-approvals-and-sandbox".into()];
     if let Some(m) = &cfg.model {
         args.extend(["-m".into(), m.clone()]);
     }
@@ -130,6 +145,10 @@ impl super::Cli for Codex {
         }
         args.extend(["--".into(), prompt.to_string()]);
         Invocation { args, stdin: None }
+    }
+
+    fn interactive(&self) -> Option<&dyn super::interactive::Interactive> {
+        Some(self)
     }
 
     fn event(&self, ev: &Value, turn: &mut Turn) {

@@ -11,7 +11,8 @@
 //! from exit codes (HARNESSES.md: they lie). `claude.rs`, `codex.rs` and `pi.rs` hold what differs.
 //! `session.rs` (the session and its turns), `run.rs` (one process run of the CLI and its verdict),
 //! `home.rs` (the agent's home and credential seeding), `events.rs` (what a turn's events said) and
-//! `doctor.rs` (`awf doctor`'s checks).
+//! `doctor.rs` (`awf doctor`'s checks); `interactive/` runs a CLI agent in a tmux pane instead
+//! (`placement: "pane"`).
 
 pub mod caller;
 mod carry;
@@ -20,6 +21,7 @@ pub mod codex;
 mod doctor;
 mod events;
 mod home;
+pub mod interactive;
 pub mod pi;
 mod run;
 mod session;
@@ -169,9 +171,18 @@ pub trait Cli: Send + Sync {
     fn probe(&self, _home: &Path) -> Option<caller::CallerProbe> {
         None
     }
+    /// The CLI run interactively in a pane (`interactive/`), when it can be.
+    fn interactive(&self) -> Option<&dyn interactive::Interactive> {
+        None
+    }
     /// The invocation that compacts the session natively, or why this CLI cannot.
     fn compact(&self, home: &Path, cfg: &CliConfig, info: &AgentInfo, prompt: &str)
         -> Result<Invocation, HarnessError>;
+}
+
+/// The version of a CLI harness awf was verified with.
+pub fn pinned_version(harness: HarnessKind) -> &'static str {
+    PINNED.iter().find(|(h, _, _)| *h == harness).map(|(_, _, v)| *v).unwrap_or_default()
 }
 
 /// The npm command that installs the pinned version of a CLI harness.

@@ -4,6 +4,8 @@
 //! exits 0 even when the model call failed: the turn fails when its last assistant message has
 //! `stopReason: "error"`. Compaction is native, through pi's RPC mode.
 
+mod interactive;
+
 use super::{num, operator_dir, CliConfig, CliEnv, Invocation, Turn, ARG_MAX};
 use crate::harness::AgentInfo;
 use crate::harness::HarnessError;
@@ -91,6 +93,30 @@ fn created_session(dir: &Path, id: &str) -> Option<PathBuf> {
     })
 }
 
+impl Pi {
+    /// The session file, or a fork's parent forked into `forked/`.
+    fn session_args(&self, home: &Path) -> Vec<String> {
+        match &self.fork_from {
+            Some(parent) => vec![
+                "--fork".into(),
+                parent.display().to_string(),
+                "--session-dir".into(),
+                session_dir(home).join("forked").display().to_string(),
+            ],
+            None => vec!["--session".into(), self.file.display().to_string()],
+        }
+    }
+}
+
+/// pi takes any argument that starts with `-` for an option, even after `--`.
+fn prompt_arg(prompt: &str) -> String {
+    if prompt.starts_with('-') {
+        format!(" {prompt}")
+    } else {
+        prompt.to_string()
+    }
+}
+
 impl super::Cli for Pi {
     fn harness(&self) -> crate::config::HarnessKind {
         crate::config::HarnessKind::Pi
@@ -122,13 +148,7 @@ impl super::Cli for Pi {
         let mut args: Vec<String> = ["-p", "--mode", "json"].map(String::from).to_vec();
         args.extend(model_args(cfg, info));
         args.extend(skill_args(&self.skills));
-        match &self.fork_from {
-            Some(parent) => {
-                args.extend(["--fork".into(), parent.display().to_string()]);
-                args.extend(["--session-dir".into(), session_dir(home).join("forked").display().to_string()]);
-            }
-            None => args.extend(["--session".into(), self.file.display().to_string()]),
-        }
+        args.extend(self.session_args(home));
         args.extend(cfg.args.iter().cloned());
         if prompt.len() > ARG_MAX {
             // Too long for one argument: pi reads `@file` arguments into the message.
@@ -138,9 +158,12 @@ impl super::Cli for Pi {
                 return Invocation { args, stdin: None };
             }
         }
-        // pi takes any argument that starts with `-` for an option, even after `--`.
-        args.push(if prompt.starts_with('-') { format!(" {prompt}") } else { prompt.to_string() });
+        args.push(prompt_arg(prompt));
         Invocation { args, stdin: None }
+    }
+
+    fn interactive(&self) -> Option<&dyn super::interactive::Interactive> {
+        Some(self)
     }
 
     fn event(&self, ev: &Value, turn: &mut Turn) {

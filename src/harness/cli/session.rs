@@ -20,7 +20,7 @@ pub struct CliSession {
     pub(super) cli: Box<dyn Cli>,
     pub(super) cwd: PathBuf,
     pub(super) agent_dir: PathBuf,
-    home: PathBuf,
+    pub(super) home: PathBuf,
     pub(super) endpoint: Arc<Endpoint>,
     opener: EndpointOpener,
     credentials: Vec<Credential>,
@@ -29,9 +29,11 @@ pub struct CliSession {
     /// (the CLI's HOME) is `home`, so config and session files stay inside the writable home.
     pub(super) sandbox: Option<Sandbox>,
     /// The CLI's session id, as its events last reported it.
-    session_id: Option<String>,
+    pub(super) session_id: Option<String>,
     /// The parent's session id, for a fork.
     forked_from: Option<String>,
+    /// The pane the CLI runs in, for an agent with placement "pane" (`interactive/`).
+    pub(super) pane: Option<super::interactive::PaneSeat>,
 }
 
 impl CliSession {
@@ -83,6 +85,7 @@ impl CliSession {
             sandbox: None,
             session_id: None,
             forked_from: None,
+            pane: None,
         }
     }
 
@@ -104,12 +107,28 @@ impl CliSession {
         Ok(self)
     }
 
+    /// Runs the CLI interactively in `seat`'s pane; a session an earlier attempt of the run left
+    /// in the home is resumed there.
+    pub fn in_pane(mut self, seat: super::interactive::PaneSeat) -> Result<Self, super::interactive::PaneError> {
+        let Some(left) = self.cli.interactive().map(|ia| ia.left(&self.home)) else {
+            return Err(super::interactive::PaneError::NotInteractive(self.cli.harness()));
+        };
+        if let Some(id) = left {
+            // Not resumable (a file of another kind): the pane starts a session of its own.
+            if self.cli.resume(&self.home, &id).is_ok() {
+                self.session_id = Some(id);
+            }
+        }
+        self.pane = Some(seat);
+        Ok(self)
+    }
+
     /// Runs the CLI inside `sandbox` (the agent's seat in it, whose home is this session's home).
     pub fn sandboxed(self, sandbox: Option<Sandbox>) -> Self {
         CliSession { sandbox, ..self }
     }
 
-    fn seed_credentials(&mut self) {
+    pub(super) fn seed_credentials(&mut self) {
         for c in &mut self.credentials {
             if let Err(e) = c.seed() {
                 tracing::warn!("agent {}: {e}", self.info.key);
@@ -117,7 +136,7 @@ impl CliSession {
         }
     }
 
-    fn write_back_credentials(&mut self, log: &mut OpLog) {
+    pub(super) fn write_back_credentials(&mut self, log: &mut OpLog) {
         for c in &mut self.credentials {
             match c.write_back() {
                 Ok(true) => log.event("credentials-written-back", json!({ "file": c.operator })),
@@ -128,7 +147,7 @@ impl CliSession {
     }
 
     /// The environment of one run of the CLI.
-    fn environment(&self, op_id: Option<&str>) -> Result<CliEnv, HarnessError> {
+    pub(super) fn environment(&self, op_id: Option<&str>) -> Result<CliEnv, HarnessError> {
         let mut env = self.cli.prepare(&self.home, &self.cfg, &self.info)?;
         env.set("AWF_LAUNCHER", self.endpoint.launcher.display().to_string());
         env.set("AWF_AGENT", &self.info.key);
@@ -184,6 +203,10 @@ impl CliSession {
     }
 
     async fn run_compact(&mut self, prompt: String) -> crate::harness::Compaction {
+        if self.pane.is_some() {
+            let why = "compacting an agent in a pane is not built: the CLI runs on in its pane; open it headless to compact it";
+            return crate::harness::Compaction::free(Err(HarnessError::Cannot(why.into())), false);
+        }
         let inv = match self.cli.compact(&self.home, &self.cfg, &self.info, &prompt) {
             Ok(inv) => inv,
             Err(why) => return crate::harness::Compaction::free(Err(why), false),
@@ -224,6 +247,13 @@ impl Session for CliSession {
     }
 
     fn turn(&mut self, input: TurnInput) -> BoxFuture<'_, TurnReport> {
+        if self.pane.is_some() {
+            return Box::pin(async move {
+                let report = self.pane_turn(input).await;
+                self.pane_after_turn();
+                report
+            });
+        }
         Box::pin(self.run_turn(input))
     }
 
@@ -269,6 +299,10 @@ impl Session for CliSession {
         if let Some(e) = effort {
             self.cfg.effort = Some(e.to_string());
             self.info.effort = Some(e.to_string());
+        }
+        // A CLI in a pane takes the change when the next turn starts it again, its session resumed.
+        if let Some(seat) = &mut self.pane {
+            seat.restart();
         }
         Ok(())
     }

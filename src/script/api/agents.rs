@@ -107,8 +107,13 @@ others; other harnesses refuse them); `operator` (`true`: it may ask the operato
 with `wf ask-operator` or the `wf_ask_operator` tool; `false` by default); `isolation` (`\"worktree\"`:
 it works in a git worktree of its own, on branch `awf/<run>/<key>`, its `cwd` relative to it;
 default: the run's `--isolation`) and `keep` (`\"on-failure\"` or `\"always\"`: its worktree is kept
-when it closes; default: removed, its branch kept). Opening a key again with a different runtime,
-cwd, instructions, sandbox, skills or isolation is an error.";
+when it closes; default: removed, its branch kept); `placement` (`\"pane\"`: a `claude`, `codex` or
+`pi` agent runs interactively in a tmux pane of the run's session, which `awf runs attach` shows;
+default `\"headless\"`) with `layout` (`#{ beside: \"<agent key>\", split: \"right\" }` or `\"below\"`:
+its pane goes beside that agent's; one that cannot be honoured goes elsewhere, with the reason
+recorded) and `keep_pane` (`\"always\"` or `\"on-failure\"`: its pane is left running for the
+operator when the run ends; default `\"never\"`). Opening a key again with a different runtime,
+cwd, instructions, sandbox, skills, isolation or placement is an error.";
 const STOP: &str = "Stops the agent with this key: its running operation settles `cancelled`, its process ends.
 Returns whether an agent was open under the key.";
 const AGENT_USAGE: &str =
@@ -156,6 +161,9 @@ pub(super) fn parse_spec(spec: &Map) -> Result<OpenRequest, BadArg> {
         "operator",
         "isolation",
         "keep",
+        "placement",
+        "layout",
+        "keep_pane",
     ])?;
     let key = f.string("key")?.ok_or("agent spec needs `key` (a string unique in the run)")?;
     let runtime = match f.get("runtime") {
@@ -188,7 +196,38 @@ pub(super) fn parse_spec(spec: &Map) -> Result<OpenRequest, BadArg> {
         },
         isolation: f.string("isolation")?.map(|s| crate::worktree::Isolation::parse(&s)).transpose()?,
         keep: f.string("keep")?.map(|s| crate::worktree::Keep::parse(&s)).transpose()?.unwrap_or_default(),
+        pane: parse_pane(&f)?,
     })
+}
+
+/// `placement`, `layout` and `keep_pane`: `None` for a headless agent.
+fn parse_pane(f: &Fields) -> Result<Option<crate::pane::spec::PaneSpec>, BadArg> {
+    use crate::pane::spec::{KeepPane, Layout, PaneSpec, Placement, SpecError, Split};
+    let placement = f.string("placement")?.map(|p| Placement::parse(&p)).transpose()?.unwrap_or_default();
+    let layout = match f.get("layout") {
+        None => None,
+        Some(v) if v.is_map() => {
+            let m = v.clone().cast::<Map>();
+            let lf = Fields { map: &m, what: "layout" };
+            lf.check_known(&["beside", "split"])?;
+            let split = lf.string("split")?.map(|s| Split::parse(&s)).transpose()?.unwrap_or_default();
+            Some(Layout { beside: lf.string("beside")?, split })
+        }
+        Some(v) => {
+            return Err(BadArg::Said(format!("`layout` must be a map #{{ beside, split }}, got {}", v.type_name())))
+        }
+    };
+    let keep = f.string("keep_pane")?.map(|k| KeepPane::parse(&k)).transpose()?;
+    if placement == Placement::Headless {
+        if layout.is_some() {
+            return Err(SpecError::NotInPane("layout").into());
+        }
+        if keep.is_some() {
+            return Err(SpecError::NotInPane("keep_pane").into());
+        }
+        return Ok(None);
+    }
+    Ok(Some(PaneSpec { layout: layout.unwrap_or_default(), keep: keep.unwrap_or_default() }))
 }
 
 /// `skills`: a list of skill folder paths (strings).

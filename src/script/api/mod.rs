@@ -138,6 +138,9 @@ pub enum BadArg {
     Policy(#[from] crate::sandbox::policy::PolicyError),
     #[error(transparent)]
     Schema(#[from] crate::run::schema::Invalid),
+    /// `placement`, `layout` or `keep_pane`.
+    #[error(transparent)]
+    Pane(#[from] crate::pane::spec::SpecError),
     /// What else the argument gets wrong, said whole (`turn needs `prompt` (a string)`).
     #[error("{0}")]
     Said(String),
