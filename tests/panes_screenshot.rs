@@ -3,7 +3,7 @@
 //! server (the test's own) runs `awf runs attach ID --read-only` in a 150x40 pane, as an operator
 //! would; its screen is captured (`capture-pane -e`) and rendered by headless Chromium into a PNG.
 //! Both are left in the target's `tmp/` (`panes.png`, `panes.txt`); with `AWF_UPDATE_SCREENSHOT=1`
-//! they also replace `docs/panes.png` and `docs/panes.txt`, which the README shows.
+//! they also replace `tests/snapshots/panes.png` and `tests/snapshots/panes.txt`, which the README shows.
 
 use crate::common;
 use crate::common::fake_model;
@@ -119,10 +119,9 @@ fn the_readme_screenshot_of_a_runs_panes_side_by_side() {
     std::fs::write(tmp.join("panes.txt"), &text).expect("write the screen's text");
     println!("the panes' screenshot: {}", tmp.join("panes.png").display());
     if std::env::var_os("AWF_UPDATE_SCREENSHOT").is_some() {
-        let docs = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs");
-        std::fs::create_dir_all(&docs).expect("docs/");
-        std::fs::write(docs.join("panes.png"), &png).expect("docs/panes.png");
+        let kept = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/snapshots");
+        std::fs::write(kept.join("panes.png"), &png).expect("tests/snapshots/panes.png");
         // Times, ids and paths that change from run to run are left as they were taken.
-        std::fs::write(docs.join("panes.txt"), &text).expect("docs/panes.txt");
+        std::fs::write(kept.join("panes.txt"), &text).expect("tests/snapshots/panes.txt");
     }
 }
