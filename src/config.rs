@@ -121,6 +121,8 @@ pub struct Config {
     pub telemetry: TelemetryConfig,
     #[serde(default)]
     pub cluster: ClusterConfig,
+    /// `[decisions]`: the decision model `ctx.decisions.decide` asks; `None`: decisions are refused.
+    pub decisions: Option<DecisionsConfig>,
     /// Where this configuration was read from; `None` when no file exists.
     #[serde(skip)]
     pub source: Option<PathBuf>,
@@ -159,6 +161,67 @@ pub struct RuntimeConfig {
     pub env: Option<BTreeMap<String, String>>,
     /// Extra command-line flags for a CLI harness.
     pub args: Option<Vec<String>>,
+    /// Set by awf, never read from a file: an `openai` runtime asks for the log-probabilities of
+    /// each reply's tokens with this many alternatives each (a decision model's, `[decisions]`).
+    #[serde(skip)]
+    pub top_logprobs: Option<u32>,
+}
+
+/// The `[decisions]` table: the decision model `ctx.decisions.decide` asks. Either `runtime`
+/// names a runtime, or the table is a runtime itself (`harness = "fake"`, `responder = ...`, or
+/// any other key of a `[runtimes.NAME]` table); `logprobs` beside either.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DecisionsConfig {
+    pub provider: DecisionProvider,
+    /// Whether an `openai` provider is asked for log-probabilities (default true): a model or
+    /// server that refuses them needs `logprobs = false`.
+    pub logprobs: bool,
+}
+
+/// Which runtime the decision model is.
+#[derive(Debug, Clone, PartialEq)]
+pub enum DecisionProvider {
+    /// `runtime = "NAME"`: an alias of `[runtimes]` (or `fake`).
+    Runtime(String),
+    /// The `[decisions]` table's own runtime keys.
+    Inline(Box<RuntimeConfig>),
+}
+
+impl DecisionsConfig {
+    /// The keys of `[decisions]` beside a runtime's own.
+    pub const KEYS: &'static [&'static str] = &["runtime", "logprobs"];
+}
+
+impl<'de> Deserialize<'de> for DecisionsConfig {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        let mut table = toml::Table::deserialize(d)?;
+        let logprobs = match table.remove("logprobs") {
+            None => true,
+            Some(toml::Value::Boolean(b)) => b,
+            Some(other) => return Err(D::Error::custom(format!("`logprobs` must be true or false, got {other}"))),
+        };
+        let provider = match table.remove("runtime") {
+            Some(toml::Value::String(name)) if table.is_empty() => DecisionProvider::Runtime(name),
+            Some(toml::Value::String(_)) => {
+                let keys: Vec<&str> = table.keys().map(String::as_str).collect();
+                return Err(D::Error::custom(format!(
+                    "give `runtime` (a runtime's name) or the runtime's own keys, not both (also given: {})",
+                    keys.join(", ")
+                )));
+            }
+            Some(other) => return Err(D::Error::custom(format!("`runtime` must be a runtime's name, got {other}"))),
+            None if table.is_empty() => {
+                return Err(D::Error::custom(
+                    "name the decision model's runtime (`runtime = \"NAME\"`) or give one (`harness = \"fake\"`, ...)",
+                ))
+            }
+            None => DecisionProvider::Inline(Box::new(
+                RuntimeConfig::deserialize(toml::Value::Table(table)).map_err(D::Error::custom)?,
+            )),
+        };
+        Ok(DecisionsConfig { provider, logprobs })
+    }
 }
 
 /// One `[harnesses.NAME]` table.

@@ -40,11 +40,12 @@
 //! 7. `messaging`: the router. It reaches agents only through the `Directory` trait it defines.
 //! 8. `agent`: the agents of a run (`AgentBook`, the router's `Directory`) and the one operation
 //!    pipeline.
-//! 9. `host`: a run with its books, and `drive`. The script comes in through the `Script` trait.
-//! 10. `script`: the rhai host.
-//! 11. `council`: strategies, and councils convened from a turn.
-//! 12. `cluster`, `plan`: NATS JetStream; a workflow's plan before spending.
-//! 13. `cli`: the commands.
+//! 9. `decision`: decisions, closed questions to the decision model, asked through `agent`.
+//! 10. `host`: a run with its books, and `drive`. The script comes in through the `Script` trait.
+//! 11. `script`: the rhai host.
+//! 12. `council`: strategies, and councils convened from a turn.
+//! 13. `cluster`, `plan`: NATS JetStream; a workflow's plan before spending.
+//! 14. `cli`: the commands.
 //!
 //! # Code map
 //!
@@ -103,7 +104,8 @@
 //!   threads; `doc.rs`: every host function registered with its parameter names and doc comment,
 //!   which `reference.rs` reads; one file per `ctx` namespace: `ctx.rs` (with
 //!   `messages.allow`), `agents.rs`, `caller.rs` (`caller()`, `fork_caller`), `parallel.rs`, `stage.rs`,
-//!   `checkpoint.rs` (`ctx.checkpoint`), `sandboxes.rs` (`ctx.sandboxes.open`, the `Sandbox` handle),
+//!   `checkpoint.rs` (`ctx.checkpoint`), `decisions.rs` (`ctx.decisions.decide`, `configured`),
+//!   `sandboxes.rs` (`ctx.sandboxes.open`, the `Sandbox` handle),
 //!   `worktrees.rs` (`ctx.worktrees.merge`, `a.worktree`)).
 //! - `host/`: `mod.rs` (`Host`: the run, its `AgentBook` and `Router`; `finish` settles the books,
 //!   then the run), `drive.rs` (a run from the script's start to `result.json`: wait, deadline,
@@ -171,10 +173,14 @@
 //!   `error.rs` (`OpenError`, whose `is_config` decides exit 2 against 1; why a sandbox, a
 //!   workflow's sandbox handle or a fork of the caller is refused),
 //!   `caller.rs` (a fork of the run's caller, or why not),
+//!   `decide.rs` (a decision model's turn: a one-off agent per decision, not in the book, one turn
+//!   through the pipeline, billed under its key, with its reply's log-probabilities),
 //!   `remote.rs` (the hook through which `cluster` gives agents remote sessions),
 //!   `op.rs` (**the one operation pipeline**: ids, replay, queue, permit, budget, deadlines,
-//!   cancellation, records), `kinds.rs` (what a turn, message operation, compaction, fork and
-//!   settings change do inside it, and the calls that start them), `supervise.rs` (a turn's nudges,
+//!   cancellation, records), `kinds.rs` (what a turn, a decision's turn, compaction, fork and
+//!   settings change do inside it, and the calls that start them), `message.rs` (message
+//!   operations: an idle agent woken for its held messages, and what one does inside the
+//!   pipeline), `supervise.rs` (a turn's nudges,
 //!   and the routes and held messages shown with every turn), `session.rs` (starting a harness
 //!   session: folder, endpoint, HTTP settings, seat), `seating.rs` (an agent's sandbox chosen,
 //!   seated and recorded), `sandboxes.rs` (the sandboxes a workflow opens: handles, closing),
@@ -182,6 +188,15 @@
 //!   opens, found again on resume, what it left committed as it closes or the run ends, removed or
 //!   kept, `run.json` `worktrees`), `messenger.rs` (an agent's side of the router), `responders.rs` (fake
 //!   responder scripts, compiled once per run).
+//! - `decision/`: decisions (`ctx.decisions.decide`), **the only module that reads a decision's
+//!   distribution**: `mod.rs` (`DecisionBook`: the decisions on record, the keys used and where,
+//!   every decision in the order asked; `decide`: replay, the model, the floor, the fallback (the
+//!   operator at checkpoint `decision-<key>`, a default, an error), the records), `spec.rs` (the
+//!   spec and its every bad input), `prompt.rs` (the question, the options, the state fenced as
+//!   untrusted; the answer's schema), `ask.rs` (the `[decisions]` runtime, the model asked through
+//!   `agent::decide`, its answer read), `logprobs.rs` (the distribution over the options from the
+//!   tokens where the choice was written), `record.rs` (what `result.json` `decisions`, the journal
+//!   and the script get).
 //! - `messaging/`: routes (20 messages unless the workflow says), held messages (a working agent
 //!   is shown them with its next turn or check-in; going idle wakes it only for a question, whose
 //!   asker waits), asks and replies, stages that wait for their routes to fall quiet and record
@@ -394,10 +409,11 @@
 //!                  sandbox-seated, sandbox-closed, sandbox-net-denied, route-granted, route-closed, message-sent, message-delivered,
 //!                  message-undelivered, message-replied, message-ask-failed, http-retry, http-waiting, child-run-started,
 //!                  child-run-ended, checkpoint-asked, checkpoint-answered, checkpoint-timed-out,
-//!                  checkpoint-replayed, council-settled.
+//!                  checkpoint-replayed, council-settled, decision-settled, decision-replayed, decision-rerun.
 //!                  Readers skip types they do not know.
 //!   turns.jsonl    one line per settled operation (and per council billed on its own, background or settled
-//!                  after its operation: kind `council`, op_id `council:<run id>`, its spend billed to its agent):
+//!                  after its operation: kind `council`, op_id `council:<run id>`, its spend billed to its agent;
+//!                  and per decision asked of the model: kind `decision`, agent `decisions`, op_id `decisions#<key>`):
 //!                  attempt, agent, op_id, outcome, reason, stage, label, harness,
 //!                  model, tokens by kind, cost_usd, cost_source, simulated, rejections, delivered_at, settled_at,
 //!                  session ({id, forked_from?}: a CLI harness's own session id, or null),
@@ -409,8 +425,10 @@
 //!                  and nudge's hashes: `op-rerun` says which changed), stage (a resume replays the line only for
 //!                  a turn of that stage, once per attempt), settled, outcome; a line when an agent's
 //!                  answer is accepted (settled: false, no usage yet) and one when the op settles (settled: true);
-//!                  readers keep an op's last line; and per answered operator checkpoint: attempt,
-//!                  checkpoint (its key), question_hash, answer, answered_at
+//!                  readers keep an op's last line; per answered operator checkpoint: attempt,
+//!                  checkpoint (its key), question_hash, answer, answered_at; and per decision: attempt,
+//!                  decision (its key), decision_hash (key, question, options), phase (`model`: the model's
+//!                  answer, before any fallback; `settled`), record (readers keep a key's last line)
 //!   groups.jsonl   one line per turn process started: attempt, pgid, agent, op_id, at (leftovers are found by it)
 //!   lock           held (flock) by the live attempt, its pid inside
 //!   control.sock   the live attempt's control socket (0600): status, stop, kill, answer; removed at its end
@@ -430,6 +448,9 @@
 //!                  (`[limits] confirm_usd`, `--confirm-above`)
 //!   result.json    run_id, status (succeeded|failed|stopped|cancelled), value, error, ended_in, stages,
 //!                  children (child runs: councils its agents convened; present when there are any),
+//!                  decisions (every `ctx.decisions.decide`, in the order asked: key, question, options, choice,
+//!                  confidence, distribution, decided_by, model, source, reason, model_choice, spend, at, error;
+//!                  present when there are any),
 //!                  accounting {by_agent, by_stage, by_model, by_attempt, totals} over every attempt,
 //!                  simulated, started_at, finished_at,
 //!                  sandboxes [{name, scope (run|config|inline|workflow), provider, bwrap, policy,
@@ -445,6 +466,7 @@ pub mod cluster;
 pub mod config;
 pub mod control;
 pub mod council;
+pub mod decision;
 pub mod harness;
 pub mod host;
 pub mod messaging;

@@ -55,15 +55,25 @@ impl Redactor {
 
     /// `text` with every secret value, `Bearer` token and `x-api-key` value replaced by `[redacted]`.
     pub fn scrub(&self, text: &str) -> String {
-        let mut out = text.to_string();
+        let mut out = std::borrow::Cow::Borrowed(text);
         for v in &self.values {
             if out.contains(v.as_str()) {
-                out = out.replace(v.as_str(), REDACTED);
+                out = out.replace(v.as_str(), REDACTED).into();
             }
         }
-        let out = after_marker(&out, "bearer", Separator::Space);
-        after_marker(&out, "x-api-key", Separator::Colon)
+        // Every prompt goes through here: text without a marker is not copied again.
+        for (marker, sep) in [("bearer", Separator::Space), ("x-api-key", Separator::Colon)] {
+            if has_marker(&out, marker) {
+                out = after_marker(&out, marker, sep).into();
+            }
+        }
+        out.into_owned()
     }
+}
+
+/// Whether `text` holds `marker` (lowercase ASCII) in any case.
+fn has_marker(text: &str, marker: &str) -> bool {
+    text.as_bytes().windows(marker.len()).any(|w| w.eq_ignore_ascii_case(marker.as_bytes()))
 }
 
 /// What must come between a marker and the secret it announces.

@@ -52,7 +52,7 @@ fn readme_keys() -> BTreeSet<(String, String)> {
 #[test]
 fn the_readme_table_lists_exactly_the_keys_the_configuration_takes() {
     use awf::config::{ClusterConfig, Config, HarnessConfig, LimitsConfig, RuntimeConfig, TelemetryConfig};
-    let tables = ["runtimes", "harnesses", "limits", "prices", "sandboxes", "telemetry", "cluster"];
+    let tables = ["runtimes", "harnesses", "limits", "prices", "sandboxes", "telemetry", "cluster", "decisions"];
     let mut expected: BTreeSet<(String, String)> = BTreeSet::new();
     for f in fields::<Config>().into_iter().filter(|f| !tables.contains(&f.as_str())) {
         expected.insert(("(top)".into(), f));
@@ -65,6 +65,7 @@ fn the_readme_table_lists_exactly_the_keys_the_configuration_takes() {
         ("[sandboxes.NAME]", fields::<awf::sandbox::Policy>()),
         ("[telemetry]", fields::<TelemetryConfig>()),
         ("[cluster]", fields::<ClusterConfig>()),
+        ("[decisions]", awf::config::DecisionsConfig::KEYS.iter().map(|k| k.to_string()).collect()),
     ] {
         assert!(!keys.is_empty(), "{section}: no fields found");
         expected.extend(keys.into_iter().map(|k| (section.to_string(), k)));

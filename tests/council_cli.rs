@@ -21,7 +21,7 @@ use std::time::Instant;
 
 /// `awf council list` in a folder with no strategies of its own: the built-in catalog.
 const BUILT_IN: &str = "\
-- magi(aggregate, reflect, choices, fork_caller) — contested fork: voters pick on a closed-choice question (yes/no, A/B); majority plus dissent; roster: voters, each an independent core casting one ballot.
+- magi(aggregate, reflect, choices, fork_caller, tie_break) — contested fork: voters pick on a closed-choice question (yes/no, A/B); majority plus dissent; roster: voters, each an independent core casting one ballot.
 - map(max_items, peers, ownership, reviewer, isolation, fork_caller) — N items found at runtime: splitter lists, worker handles each in parallel; roster: [splitter, worker]; default team swarm.
 - pair(rounds, fork_caller) — one member works, a navigator reviews live; roster: [driver, navigator]; default team pair.
 - pipeline(fork_caller) — ad-hoc ordered stages you name (no installed flow needed): each member refines the previous output; the last answer is the result; roster: stages, in order.

@@ -179,6 +179,6 @@ fn an_unknown_param_is_refused_with_the_strategys_params() {
     let env = common::Env::new();
     let out = env.awf(&["council", "run", "magi", "--task", "Ship it?", "--param", "reflct=false"]);
     out.expect_code(2)
-        .stderr_has("magi: unknown param `reflct` (its params: aggregate, reflect, choices, fork_caller)");
+        .stderr_has("magi: unknown param `reflct` (its params: aggregate, reflect, choices, fork_caller, tie_break)");
     assert!(env.run_dirs().is_empty(), "refused before any run folder");
 }

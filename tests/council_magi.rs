@@ -14,7 +14,7 @@ use common::copy_dir;
 /// working folder's `stdlib/`) and a responder answering with `round1` for a core's vote and
 /// `round2` for its reflection. Both are Rhai expressions that see `who` (the persona: melchior,
 /// balthasar or casper) and `turn`, and may call `ballot(choice, confidence, reason)`.
-fn council(round1: &str, round2: &str) -> Env {
+pub(crate) fn council(round1: &str, round2: &str) -> Env {
     let env = Env::new();
     copy_dir(&Path::new(env!("CARGO_MANIFEST_DIR")).join("stdlib"), &env.path().join("stdlib"));
     env.with_responder(&format!(
@@ -34,21 +34,21 @@ fn respond(turn) {{
 }
 
 /// The opening ballots most tests use: Melchior for, Balthasar and Casper against.
-const SPLIT: &str = r#"switch who {
+pub(crate) const SPLIT: &str = r#"switch who {
     "melchior" => ballot("yes", 0.9, "Friday ships are tested and the numbers hold."),
     "balthasar" => ballot("no", 0.7, "A Friday release leaves on-call people fixing it all weekend."),
     _ => ballot("no", 0.6, "I would rather have my weekend."),
 }"#;
 
 /// Every core holds its opening ballot in reflection.
-const HOLD: &str = r#"switch who {
+pub(crate) const HOLD: &str = r#"switch who {
     "melchior" => ballot("yes", 0.9, "Friday ships are tested and the numbers hold."),
     "balthasar" => ballot("no", 0.7, "A Friday release leaves on-call people fixing it all weekend."),
     _ => ballot("no", 0.6, "I would rather have my weekend."),
 }"#;
 
 /// Runs `magi::run` with `params` and `limits` (Rhai map literals) and returns the result map.
-fn magi(env: &Env, params: &str, limits: &str, flags: &[&str]) -> Value {
+pub(crate) fn magi(env: &Env, params: &str, limits: &str, flags: &[&str]) -> Value {
     let out = env.run(&workflow(params, limits), flags);
     out.expect_code(0);
     out.json()
@@ -61,7 +61,7 @@ magi::run(#{{ task: "Ship the release on Friday?", team: "magi", params: {params
     )
 }
 
-fn output(result: &Value) -> &str {
+pub(crate) fn output(result: &Value) -> &str {
     result["output"].as_str().expect("output is text")
 }
 

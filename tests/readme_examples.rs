@@ -177,9 +177,10 @@ fn is_named_file(b: &Block) -> bool {
     b.text.lines().next().is_some_and(|l| l.starts_with("// ") && l.contains(".rhai:"))
 }
 
-/// Whether a workflow needs something beyond the fake harness (a config above it, a sandbox).
+/// Whether a workflow needs something beyond the fake harness (a config above it, a sandbox, a
+/// decision model).
 fn needs_more(b: &Block) -> bool {
-    b.text.contains("sandbox:") || b.text.contains("runtime:")
+    b.text.contains("sandbox:") || b.text.contains("runtime:") || b.text.contains("ctx.decisions.decide")
 }
 
 #[test]

@@ -14,12 +14,13 @@ use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-const NEEDS: &str = "needs llama-server + SmolLM2 (AWF_LLAMA_SERVER, AWF_SMOLLM2_GGUF; .ci/llama.sh builds them)";
+pub(crate) const NEEDS: &str =
+    "needs llama-server + SmolLM2 (AWF_LLAMA_SERVER, AWF_SMOLLM2_GGUF; .ci/llama.sh builds them)";
 
 /// A llama-server on a free port, killed when dropped.
-struct Server {
+pub(crate) struct Server {
     child: Child,
-    port: u16,
+    pub(crate) port: u16,
 }
 
 impl Drop for Server {
@@ -46,7 +47,7 @@ fn server() -> Server {
 }
 
 /// Starts llama-server with `sizes` (its `-c` and `-np`).
-fn server_with(sizes: &[&str]) -> Server {
+pub(crate) fn server_with(sizes: &[&str]) -> Server {
     let var = |name: &str| std::env::var(name).unwrap_or_else(|_| panic!("${name} is not set: this test {NEEDS}"));
     let (bin, model) = (var("AWF_LLAMA_SERVER"), var("AWF_SMOLLM2_GGUF"));
     let port = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port").local_addr().expect("addr").port();
@@ -93,7 +94,7 @@ const CAPITAL: &str = r#"
 
 /// Runs `script` with a 240 s deadline, waiting up to 300 s: a small model on a busy machine
 /// writes a few tokens a second.
-fn run_slow(env: &Env, script: &str) -> Out {
+pub(crate) fn run_slow(env: &Env, script: &str) -> Out {
     env.write("wf.rhai", script);
     let args = ["script", "run", "wf.rhai", "--deadline", "240s"];
     let child = command(env.path(), &args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn awf");

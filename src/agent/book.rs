@@ -229,6 +229,37 @@ impl AgentBook {
         Ok(agent)
     }
 
+    /// Opens a one-off agent the book does not keep: a decision model's (`agent/decide.rs`), a
+    /// fresh session for each decision, on `runtime` (resolved from `req.runtime` by the caller,
+    /// which names it to workers). Its key names it in the records; it takes no agent slot of the
+    /// run and no worktree, and sits in the run's sandbox (`--sandbox`) if there is one.
+    pub(super) fn open_detached(&self, req: OpenRequest, runtime: RuntimeConfig) -> Result<Arc<Agent>, OpenError> {
+        let run = &self.run;
+        let runtime = Arc::new(runtime);
+        let sandbox = self
+            .sandboxes
+            .choose(run, &req.key, None, runtime.harness)
+            .map_err(|source| OpenError::Sandbox { agent: req.key.clone(), source })?;
+        let info = AgentInfo {
+            key: req.key.clone(),
+            instructions: req.instructions.clone(),
+            model: runtime.model.clone().unwrap_or_else(|| runtime.harness.default_model().to_string()),
+            effort: runtime.effort.clone(),
+            labels: req.labels.clone(),
+        };
+        let responder = match &runtime.responder {
+            Some(path) => Some(self.responders.get(run, path).map_err(OpenError::Responder)?),
+            None => None,
+        };
+        let (session, endpoint) = self.session_for(&req, &runtime, &info, responder, sandbox.as_ref(), &[])?;
+        let session = harness::scrubbed::Scrubbed::wrap(session, run.secrets.clone());
+        if let Some(s) = sandbox.filter(|_| runtime.harness.confinement() != Confinement::Wrapped) {
+            self.sandboxes.seated_in_process(run, &s, &req.key, runtime.harness);
+        }
+        let messenger = self.messenger(&req.key);
+        Ok(Arc::new(Agent::new(req, runtime, info, session, endpoint, messenger)))
+    }
+
     /// The agent's skill folders, checked: relative paths are under the script's folder, and
     /// its harness must take skills.
     fn skills(

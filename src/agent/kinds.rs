@@ -1,14 +1,13 @@
 //! What each kind of operation does inside the pipeline (`op::execute`), and the calls that start
-//! them: a turn (`a.run`/`a.turn`/`a.ask`), a message operation (an idle agent woken for the
-//! messages held for it, owned by the route's stage), a compaction, a fork, a settings change.
+//! them: a turn (`a.run`/`a.turn`/`a.ask`), a decision model's turn (started in `decide.rs`), a
+//! compaction, a fork, a settings change. A message operation's are in `message.rs`.
 
 use super::op::{execute, open_slot, remember, turn_hash, turn_parts, Op, OpError};
 use super::supervise::{supervise, Nudge, OpPlan, Settle};
 use super::{lock, Agent, AgentBook};
 use crate::accounting::{CostSource, Usage};
-use crate::control::prompt::AnswerMode;
 use crate::control::slot::ResultSlot;
-use crate::harness::{AgentInfo, Session, TurnEnd, TurnInput, TurnKind};
+use crate::harness::{AgentInfo, Session};
 use crate::run::deadline::Deadline;
 use crate::run::schema::Schema;
 use crate::run::scope::Frame;
@@ -32,10 +31,15 @@ pub struct Turn {
 /// What an operation does inside the pipeline.
 pub(super) enum Body<'a> {
     Turn(&'a Turn),
+    /// A decision model's turn (`agent/decide.rs`): a turn whose reply's log-probabilities are kept.
+    Decision(&'a Turn),
     Message,
     Compact(&'a str),
     Fork(AgentInfo),
-    Set { model: Option<&'a str>, effort: Option<&'a str> },
+    Set {
+        model: Option<&'a str>,
+        effort: Option<&'a str>,
+    },
 }
 
 /// How an operation's body ended.
@@ -48,6 +52,8 @@ pub(super) struct Done {
     pub simulated: bool,
     /// A fork's new session.
     pub forked: Option<Box<dyn Session>>,
+    /// The token log-probabilities of the reply that answered (`ResultSlot::logprobs`).
+    pub logprobs: Option<Value>,
 }
 
 impl Done {
@@ -55,7 +61,7 @@ impl Done {
         Done::of(OutcomeKind::Answered, value, None)
     }
 
-    fn of(kind: OutcomeKind, value: Option<Value>, reason: Option<String>) -> Done {
+    pub(super) fn of(kind: OutcomeKind, value: Option<Value>, reason: Option<String>) -> Done {
         Done {
             kind,
             value,
@@ -64,6 +70,7 @@ impl Done {
             cost_source: CostSource::Simulated,
             simulated: false,
             forked: None,
+            logprobs: None,
         }
     }
 }
@@ -73,6 +80,7 @@ impl Body<'_> {
     pub fn kind_name(&self) -> &'static str {
         match self {
             Body::Turn(_) => "turn",
+            Body::Decision(_) => "decision",
             Body::Message => "message",
             Body::Compact(_) => "compact",
             Body::Fork(_) => "fork",
@@ -84,7 +92,7 @@ impl Body<'_> {
     /// operation's takes anything (it asks for no result); the others have none.
     pub fn slot(&self, run: &Run, op: &Op<'_>) -> Option<Arc<ResultSlot>> {
         match self {
-            Body::Turn(t) => Some(Arc::new(ResultSlot::new(op.op_id.clone(), t.schema.clone()))),
+            Body::Turn(t) | Body::Decision(t) => Some(Arc::new(ResultSlot::new(op.op_id.clone(), t.schema.clone()))),
             Body::Message => open_slot(run, &op.op_id, &json!(true)),
             _ => None,
         }
@@ -93,7 +101,7 @@ impl Body<'_> {
     /// A turn's prompt, as the workflow wrote it.
     pub fn prompt(&self) -> Option<&str> {
         match self {
-            Body::Turn(t) => Some(&t.prompt),
+            Body::Turn(t) | Body::Decision(t) => Some(&t.prompt),
             _ => None,
         }
     }
@@ -108,7 +116,7 @@ impl Body<'_> {
     /// failed leaves the agent as it was.
     pub fn closes_on_failure(&self, budget: bool) -> bool {
         match self {
-            Body::Turn(_) => true,
+            Body::Turn(_) | Body::Decision(_) => true,
             Body::Message => !budget,
             _ => false,
         }
@@ -162,8 +170,9 @@ impl Body<'_> {
     ) -> Done {
         let meter = op.meter.clone();
         match self {
-            Body::Turn(turn) => {
+            Body::Turn(turn) | Body::Decision(turn) => {
                 let Some(slot) = slot else { return Done::of(OutcomeKind::Failed, None, Some("no slot".into())) };
+                let answered = slot.clone();
                 let launcher = agent.launcher();
                 let plan = OpPlan {
                     op_id: &op.op_id,
@@ -191,11 +200,12 @@ impl Body<'_> {
                     cost_source: s.cost_source,
                     simulated: s.simulated,
                     forked: None,
+                    logprobs: matches!(self, Body::Decision(_)).then(|| answered.logprobs()).flatten(),
                 }
             }
             Body::Message => {
                 let Some(slot) = slot else { return Done::of(OutcomeKind::Failed, None, Some("no slot".into())) };
-                message(session, book, agent, op, slot, deadline).await
+                super::message::message(session, book, agent, op, slot, deadline).await
             }
             Body::Compact(prompt) => {
                 let c = session.compact(prompt).await;
@@ -217,61 +227,6 @@ impl Body<'_> {
             },
         }
     }
-}
-
-/// One message operation: the agent is shown the messages held for it, with its routes.
-async fn message(
-    session: &mut dyn Session,
-    book: &Arc<AgentBook>,
-    agent: &Arc<Agent>,
-    op: &Op<'_>,
-    slot: Arc<ResultSlot>,
-    deadline: Option<Deadline>,
-) -> Done {
-    let run = &book.run;
-    let launcher = agent.launcher();
-    // A message operation offers a model its `wf_*` tools even in structured mode.
-    let mode = match session.answer_mode() {
-        AnswerMode::Launcher => AnswerMode::Launcher,
-        _ => AnswerMode::Tool,
-    };
-    let held = book.router.take_held(run, &agent.key);
-    if held.is_empty() {
-        // A turn that got the agent's session first showed them: nothing is left to pay for, and
-        // the record says why no harness was called.
-        let why = "nothing to show: a turn of the agent was shown the messages first";
-        return Done::of(OutcomeKind::Answered, None, Some(why.into()));
-    }
-    let routes = book.router.routes_of(&agent.key);
-    let shown = format!(
-        "You have new messages from other agents. Read them and act: reply where asked, message others if useful.\n\n{}",
-        crate::messaging::context_text(mode, &launcher, &routes, &agent.key, &held)
-    );
-    if let Some(e) = &agent.endpoint {
-        e.open_turn(&op.op_id, slot.clone(), deadline, op.meter.clone());
-    }
-    let input = TurnInput {
-        op_id: op.op_id.clone(),
-        prompt: shown.clone(),
-        shown,
-        nudge: 0,
-        nudge_text: String::new(),
-        max_nudges: 0,
-        meter: op.meter.clone(),
-        n: op.n,
-        slot,
-        deadline,
-        kind: TurnKind::Message,
-        messages: held,
-        messenger: Some(agent.messenger()),
-    };
-    let r = session.turn(input).await;
-    let (kind, reason) = match r.end {
-        TurnEnd::Ended => (OutcomeKind::Answered, None),
-        TurnEnd::Failed(why) => (OutcomeKind::Failed, Some(why)),
-        TurnEnd::Blocked(why) => (OutcomeKind::Blocked, Some(why)),
-    };
-    Done { kind, value: None, reason, usage: r.usage, cost_source: r.cost_source, simulated: r.simulated, forked: None }
 }
 
 /// The next number of an operation that is not a turn or a message (compaction, fork, set).
@@ -357,7 +312,7 @@ pub fn run(book: &Arc<AgentBook>, agent: &Arc<Agent>, turn: Turn, frame: &Frame)
         answers_ask: false,
         meter: Arc::default(),
     };
-    let result = run.rt.block_on(execute(book, agent, op, Body::Turn(&turn), frame));
+    let result = run.rt.block_on(execute(book, agent, op, Body::Turn(&turn), frame)).map(|r| r.outcome);
     // A turn that closed its agent (it failed, or the agent was stopped while it ran) leaves
     // what the agent left in its worktree committed on its branch.
     if agent.closed().is_some() {
@@ -365,17 +320,17 @@ pub fn run(book: &Arc<AgentBook>, agent: &Arc<Agent>, turn: Turn, frame: &Frame)
     }
     // Only explicit ids can recur within a run (default ids count up), so only they are kept for
     // the same-id-same-outcome rule.
-    if let (Ok((outcome, _)), Some(_)) = (&result, &turn.id) {
+    if let (Ok(outcome), Some(_)) = (&result, &turn.id) {
         remember(agent, &op_id, &hash, outcome);
     }
-    result.map(|(o, _)| o)
+    result
 }
 
 /// Replaces the session's history with a summary (a compaction operation) and returns it.
 pub fn compact(book: &Arc<AgentBook>, agent: &Arc<Agent>, prompt: &str, frame: &Frame) -> Result<String, OpError> {
     closed(agent)?;
     let op = other_op(agent, "compact-");
-    let (outcome, _) = book.run.rt.block_on(execute(book, agent, op, Body::Compact(prompt), frame))?;
+    let outcome = book.run.rt.block_on(execute(book, agent, op, Body::Compact(prompt), frame))?.outcome;
     match (outcome.kind, outcome.value) {
         (OutcomeKind::Answered, Some(Value::String(summary))) => {
             book.run.records.event(&Event::AgentCompacted {
@@ -419,8 +374,9 @@ pub fn fork(
         info.effort = effort;
     }
     let op = other_op(parent, "fork-");
-    let (outcome, session) = book.run.rt.block_on(execute(book, parent, op, Body::Fork(info.clone()), frame))?;
-    match session {
+    let ran = book.run.rt.block_on(execute(book, parent, op, Body::Fork(info.clone()), frame))?;
+    let outcome = ran.outcome;
+    match ran.forked {
         Some(s) => book.add_fork(parent, info, s).map_err(|e| OpError::Invalid(e.to_string())),
         None => Err(OpError::Invalid(outcome.reason.unwrap_or_else(|| "the fork failed".into()))),
     }
@@ -437,7 +393,7 @@ pub fn set(
     closed(agent)?;
     let op = other_op(agent, "set-");
     let body = Body::Set { model: model.as_deref(), effort: effort.as_deref() };
-    let (outcome, _) = book.run.rt.block_on(execute(book, agent, op, body, frame))?;
+    let outcome = book.run.rt.block_on(execute(book, agent, op, body, frame))?.outcome;
     if outcome.kind != OutcomeKind::Answered {
         return Err(OpError::Invalid(outcome.reason.unwrap_or_else(|| "the settings change failed".into())));
     }
@@ -452,57 +408,4 @@ pub fn set(
     }
     book.run.records.event(&Event::AgentSet { agent: &agent.key, model: model.as_deref(), effort: effort.as_deref() });
     Ok(())
-}
-
-/// Starts message operations for `agent` in the background: one for the messages held for it,
-/// then more while a question is held (messages sent while an operation runs otherwise wait for
-/// the agent's next turn). The caller has counted it with the router (`waking`); it is uncounted
-/// when done.
-pub fn wake_for_messages(book: Arc<AgentBook>, agent: Arc<Agent>, stage: Option<Arc<str>>) {
-    let rt = book.run.rt.clone();
-    rt.spawn(async move {
-        // Counted busy for the whole round, so that messages arriving meanwhile are held for it.
-        agent.enter();
-        message_round(&book, &agent, &stage).await;
-        agent.leave(&book);
-        book.router.woke(&stage);
-    });
-}
-
-async fn message_round(book: &Arc<AgentBook>, agent: &Arc<Agent>, stage: &Option<Arc<str>>) {
-    let (run, router) = (&book.run, &book.router);
-    let mut frame = Frame::root(run.root.clone(), run.deadline);
-    frame.stage = stage.clone();
-    let mut more = router.has_held(&agent.key);
-    while more && agent.closed().is_none() && !run.root.is_cancelled() {
-        if let Some(limit) = run.scheduler.budget_exhausted() {
-            run.budget_exhausted_once(&limit);
-            let why = limit.to_string();
-            router.fail_asks_to(run, &agent.key, &why, true);
-            // No operation can start again: the held messages would wake the agent forever.
-            router.drop_held(run, &agent.key, &why);
-            return;
-        }
-        let k = agent.message_ops.fetch_add(1, Ordering::SeqCst) + 1;
-        let op = Op {
-            op_id: format!("{}#m{k}", agent.key),
-            n: k,
-            label: None,
-            hash: String::new(),
-            parts: String::new(),
-            own_deadline: None,
-            started: Instant::now(),
-            // An asker keeps its operation slot while it waits for the reply: a message operation
-            // that answers an ask runs on that slot, else with every slot held by askers (always,
-            // with --max-concurrency 1) no reply could ever come.
-            answers_ask: router.holds_ask(&agent.key),
-            meter: Arc::default(),
-        };
-        match execute(book, agent, op, Body::Message, &frame).await {
-            Ok((o, _)) if matches!(o.kind, OutcomeKind::Answered | OutcomeKind::Blocked) => {}
-            _ => return,
-        }
-        // What came while it ran waits for its next turn, unless someone waits for an answer.
-        more = router.holds_ask(&agent.key);
-    }
 }

@@ -7,8 +7,10 @@
 
 mod book;
 mod caller;
+pub mod decide;
 pub mod error;
 mod kinds;
+mod message;
 pub mod messenger;
 pub mod op;
 pub mod remote;

@@ -17,7 +17,8 @@ use crate::run::{Event, Outcome, OutcomeKind, Run, Settled};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-pub use super::kinds::{compact, fork, run, set, wake_for_messages, Turn};
+pub use super::kinds::{compact, fork, run, set, Turn};
+pub use super::message::wake_for_messages;
 
 /// Why an operation call did not return an outcome.
 #[derive(Debug, thiserror::Error)]
@@ -75,6 +76,14 @@ pub(super) struct Op<'a> {
     pub meter: Arc<crate::accounting::Meter>,
 }
 
+/// What an operation left: its settled outcome, a fork's new session, and the log-probabilities
+/// of a decision's answering reply.
+pub(super) struct Ran {
+    pub outcome: Outcome,
+    pub forked: Option<Box<dyn crate::harness::Session>>,
+    pub logprobs: Option<serde_json::Value>,
+}
+
 /// How the pipeline ended an operation, before it is recorded.
 enum End {
     Done(Done),
@@ -87,14 +96,14 @@ enum End {
 }
 
 /// Runs one operation of `agent` under `frame` to its settled outcome and records it. Returns the
-/// outcome and, for a fork, the new session.
+/// outcome and what else the operation left (`Ran`).
 pub(super) async fn execute(
     book: &Arc<AgentBook>,
     agent: &Arc<Agent>,
     op: Op<'_>,
     body: Body<'_>,
     frame: &Frame,
-) -> Result<(Outcome, Option<Box<dyn crate::harness::Session>>), OpError> {
+) -> Result<Ran, OpError> {
     let run = &book.run;
     if frame.cancel.is_cancelled() {
         return Err(OpError::Terminated(run.stop_reason()));
@@ -161,6 +170,7 @@ pub(super) async fn execute(
     let mut simulated = agent.harness() == HarnessKind::Fake;
     let mut terminated = None;
     let mut forked = None;
+    let mut logprobs = None;
     let mut budget = false;
     let (outcome_kind, value, reason) = match end {
         End::Done(d) => {
@@ -168,6 +178,7 @@ pub(super) async fn execute(
             cost_source = d.cost_source;
             simulated |= d.simulated;
             forked = d.forked;
+            logprobs = d.logprobs;
             (d.kind, d.value, d.reason)
         }
         End::Budget(why) => {
@@ -266,7 +277,7 @@ pub(super) async fn execute(
     agent.leave(book);
     match terminated {
         Some(why) => Err(OpError::Terminated(why)),
-        None => Ok((outcome, forked)),
+        None => Ok(Ran { outcome, forked, logprobs }),
     }
 }
 

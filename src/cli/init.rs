@@ -137,6 +137,12 @@ const REST: &str = r#"
 # read_only = []              # folders or files shown read-only (the operator's home is hidden)
 # env = ["OPENAI_API_KEY"]    # variables passed in besides PATH, LANG, TERM, TZ; `NAME_*` by prefix
 
+# The decision model `ctx.decisions.decide` asks closed questions (without it, decide is refused).
+# Name a runtime, or give this table a runtime's own keys instead (harness, model, responder, ...).
+# [decisions]
+# runtime = "fake"
+# logprobs = true             # ask an openai server for log-probabilities (false for models that refuse them)
+
 # OpenTelemetry traces over OTLP/HTTP (else OTEL_EXPORTER_OTLP_ENDPOINT).
 # [telemetry]
 # otlp_endpoint = "http://127.0.0.1:4318"

@@ -128,6 +128,31 @@ impl Reader {
             ),
             EventRecord::Log { level, text } => format!("{level}: {text}"),
             EventRecord::BudgetExhausted { reason } => format!("budget exhausted: {reason}"),
+            EventRecord::DecisionSettled(d) => {
+                let spend = if d.cost_usd > 0.0 {
+                    format!("{} tokens ${:.4}", d.tokens, d.cost_usd)
+                } else {
+                    format!("{} tokens", d.tokens)
+                };
+                match (&d.choice, &d.decided_by, &d.error) {
+                    (Some(choice), Some(by), _) => format!(
+                        "decision {}: {choice} (decided by {}; confidence {:.2} from {}; {}) · {spend}",
+                        d.key,
+                        by.as_str(),
+                        d.confidence,
+                        d.source.as_str(),
+                        d.model
+                    ),
+                    (_, _, error) => {
+                        format!("decision {} failed: {} · {spend}", d.key, error.as_deref().unwrap_or("no choice"))
+                    }
+                }
+            }
+            EventRecord::DecisionReplayed { key, settled: true } => format!("decision {key} replayed from the journal"),
+            EventRecord::DecisionReplayed { key, settled: false } => {
+                format!("decision {key}: the model's answer replayed from the journal; its fallback runs again")
+            }
+            EventRecord::DecisionRerun { key, why } => format!("decision {key} asked again: {why}"),
             EventRecord::Other { ty, data } => format!("{ty} {data}"),
             m => match message_what(m) {
                 Some((what, m)) => {

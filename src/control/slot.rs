@@ -85,6 +85,9 @@ pub struct ResultSlot {
     on_accept: std::sync::OnceLock<OnAccept>,
     on_reject: std::sync::OnceLock<OnReject>,
     recorded: Mutex<Option<tokio::sync::oneshot::Receiver<()>>>,
+    /// The token log-probabilities of the reply submitted last while the slot was open (an
+    /// `openai` structured reply whose runtime asked for them), as chat completions sends them.
+    logprobs: Mutex<Option<Value>>,
 }
 
 impl ResultSlot {
@@ -99,6 +102,7 @@ impl ResultSlot {
             on_accept: std::sync::OnceLock::new(),
             on_reject: std::sync::OnceLock::new(),
             recorded: Mutex::new(None),
+            logprobs: Mutex::new(None),
         }
     }
 
@@ -200,6 +204,22 @@ impl ResultSlot {
             hook(answer, &errors);
         }
         Submission::Rejected(errors)
+    }
+
+    /// Notes the token log-probabilities of the reply about to be submitted (`None`: it has none).
+    /// Once an answer is accepted they are those of its reply, and later ones are ignored.
+    pub fn set_logprobs(&self, tokens: Option<Value>) {
+        if matches!(&*self.lock(), State::Open) {
+            *self.logprobs.lock().unwrap_or_else(|p| p.into_inner()) = tokens;
+        }
+    }
+
+    /// The token log-probabilities of the reply that gave the accepted answer, when it had them.
+    pub fn logprobs(&self) -> Option<Value> {
+        match &*self.lock() {
+            State::Answered(_) => self.logprobs.lock().unwrap_or_else(|p| p.into_inner()).clone(),
+            _ => None,
+        }
     }
 
     /// The accepted answer, if any.

@@ -42,7 +42,9 @@ enum Submitted {
 pub struct FakeSession {
     info: AgentInfo,
     responder: Option<Arc<dyn Responder>>,
-    history: Vec<String>,
+    /// Turns in the session's history (a compaction leaves one, its summary): responders see the
+    /// count, and nothing reads the turns themselves, so only the count is kept.
+    history: usize,
     /// Where each submission's `op-submission` event goes, as for every harness.
     events: EventSink,
     /// The run's `stall_timeout`: a turn that hangs says nothing, and fails `stalled` after it.
@@ -51,13 +53,16 @@ pub struct FakeSession {
 
 impl FakeSession {
     pub fn new(info: AgentInfo, responder: Option<Arc<dyn Responder>>, events: EventSink, stall: Duration) -> Self {
-        FakeSession { info, responder, history: Vec::new(), events, stall }
+        FakeSession { info, responder, history: 0, events, stall }
     }
 
     /// Submits to the slot and records the submission with its verdict.
     fn submit(&self, input: &TurnInput, answer: Submitted) -> Submission {
         let (submission, bytes) = match answer {
-            Submitted::Value(v) => (input.slot.submit(v.clone()), v.to_string().len()),
+            Submitted::Value(v) => {
+                let bytes = json_len(&v);
+                (input.slot.submit(v), bytes)
+            }
             Submitted::Text(text) => (input.slot.submit_text(&text), text.len()),
         };
         let verdict = match &submission {
@@ -89,7 +94,7 @@ impl FakeSession {
             "n": input.n,
             "nudge": input.nudge,
             "rejection": rejection,
-            "history": self.history.len(),
+            "history": self.history,
             "kind": match input.kind { super::TurnKind::Turn => "turn", super::TurnKind::Message => "message" },
             "messages": input.messages,
             "replies": replies,
@@ -208,6 +213,24 @@ fn stalled(stall: Duration) -> String {
     format!("stalled: no output or event for {quiet}")
 }
 
+/// The length of `v` as compact JSON, counted without writing it out.
+fn json_len(v: &Value) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    // Writing a JSON value to a counter cannot fail.
+    let _ = serde_json::to_writer(&mut count, v);
+    count.0
+}
+
 /// A rough token count for simulated usage: four characters a token.
 fn estimate_tokens(text: &str) -> u64 {
     (text.len() as u64).div_ceil(4)
@@ -252,7 +275,7 @@ impl Session for FakeSession {
                         let answer = self.default_answer(&input);
                         if used == Usage::default() {
                             usage.input_tokens += estimate_tokens(&input.shown);
-                            usage.output_tokens += estimate_tokens(&answer.to_string());
+                            usage.output_tokens += (json_len(&answer) as u64).div_ceil(4);
                         }
                         self.submit(&input, Submitted::Value(answer))
                     }
@@ -272,7 +295,7 @@ impl Session for FakeSession {
                     Submission::Rejected(_) if !input.may_retry() => return report(TurnEnd::Ended, usage),
                     Submission::Rejected(_) => rejection = Some(submission.text()),
                     _ => {
-                        self.history.push(input.op_id.clone());
+                        self.history += 1;
                         return report(TurnEnd::Ended, usage);
                     }
                 }
@@ -285,7 +308,7 @@ impl Session for FakeSession {
         Ok(Box::new(FakeSession {
             info,
             responder: self.responder.clone(),
-            history: self.history.clone(),
+            history: self.history,
             stall: self.stall,
             events: self.events.clone(),
         }))
@@ -295,10 +318,10 @@ impl Session for FakeSession {
         let summary = format!(
             "{}: simulated summary of {} turns ({})",
             self.info.key,
-            self.history.len(),
+            self.history,
             prompt.split_whitespace().take(8).collect::<Vec<_>>().join(" ")
         );
-        self.history = vec![summary.clone()];
+        self.history = 1;
         Box::pin(async move { super::Compaction::free(Ok(summary), true) })
     }
 

@@ -28,6 +28,8 @@ pub struct Host {
     pub control: control::Control,
     /// What it may do (convene councils, take slots of the machine's pool).
     pub caps: launch::Capabilities,
+    /// The decisions it asks (`ctx.decisions.decide`), and those on record.
+    pub decisions: crate::decision::DecisionBook,
 }
 
 impl Host {
@@ -43,6 +45,8 @@ impl Host {
         let run_level = spec.sandbox.take();
         let isolation = spec.isolation;
         let id = new_id.unwrap_or_else(crate::record::new_run_id);
+        let recorded = spec.resume.as_mut().map(|r| std::mem::take(&mut r.decisions)).unwrap_or_default();
+        let decisions = crate::decision::DecisionBook::new(recorded);
         let run = Run::start_with_id(spec, id, rt)?;
         let router = Arc::new(Router::default());
         let responders = crate::agent::Responders::new(responders);
@@ -50,7 +54,7 @@ impl Host {
         let recorded = serde_json::from_value(run.doc_field("isolation")).unwrap_or_default();
         agents.worktrees.start(&run, if isolation == Default::default() { recorded } else { isolation });
         let (control, listener) = control::Control::bind(run.dir());
-        let host = Arc::new(Host { run, agents, router, control, caps });
+        let host = Arc::new(Host { run, agents, router, control, caps, decisions });
         if let Some(listener) = listener {
             control::Control::serve(&host, listener);
         }
@@ -71,6 +75,7 @@ impl Host {
     ) -> crate::run::ResultDoc {
         self.control.close();
         self.router.finish(&self.run);
-        self.run.finish(status, value, error, ended_in, self.agents.sandboxes.summary())
+        let decisions = self.decisions.summary().iter().filter_map(|d| serde_json::to_value(d).ok()).collect();
+        self.run.finish(status, value, error, ended_in, (self.agents.sandboxes.summary(), decisions))
     }
 }

@@ -100,6 +100,9 @@ pub struct ResultDoc {
     /// The child runs (councils its agents convened), by run id.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub children: Vec<String>,
+    /// Every decision the run asked (`ctx.decisions.decide`), in the order asked.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub decisions: Vec<Value>,
 }
 
 /// One stage of `result.json`: its name and how it ended.

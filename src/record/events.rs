@@ -3,7 +3,7 @@
 //! read as its type, is kept as `Other { ty, data }`. Fields an older awf did not write read as
 //! their defaults.
 
-use super::status::{OutcomeKind, Recorded, RunStatus, StageStatus};
+use super::status::{DecidedBy, DecisionSource, OutcomeKind, Recorded, RunStatus, StageStatus};
 use serde::Deserialize;
 use serde_json::Value;
 use std::path::Path;
@@ -42,6 +42,9 @@ pub const TYPED: &[&str] = &[
     "message-undelivered",
     "message-replied",
     "message-ask-failed",
+    "decision-settled",
+    "decision-replayed",
+    "decision-rerun",
 ];
 
 /// One `events.jsonl` line: its envelope and its event.
@@ -188,6 +191,16 @@ pub enum EventRecord {
     MessageUndelivered(Message),
     MessageReplied(Message),
     MessageAskFailed(Message),
+    DecisionSettled(Decided),
+    DecisionReplayed {
+        key: String,
+        #[serde(default)]
+        settled: bool,
+    },
+    DecisionRerun {
+        key: String,
+        why: String,
+    },
     /// A type this version does not read (or a line it cannot read as its type), as written.
     #[serde(skip)]
     Other {
@@ -207,6 +220,24 @@ pub struct Rejected {
     pub answer: String,
     #[serde(default)]
     pub bytes: usize,
+}
+
+/// A decision settled, or failed (`error`).
+#[derive(Debug, Clone, Deserialize)]
+pub struct Decided {
+    pub key: String,
+    pub choice: Option<String>,
+    #[serde(default)]
+    pub confidence: f64,
+    pub decided_by: Option<Recorded<DecidedBy>>,
+    pub source: Recorded<DecisionSource>,
+    #[serde(default)]
+    pub model: String,
+    pub error: Option<String>,
+    #[serde(default)]
+    pub tokens: u64,
+    #[serde(default)]
+    pub cost_usd: f64,
 }
 
 /// A message between agents (`message-*`); an ask that failed names no sender.

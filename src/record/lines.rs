@@ -72,12 +72,36 @@ impl TurnRecord {
     }
 }
 
-/// One `journal.jsonl` line: an answered operation, or a checkpoint's answer.
+/// One `journal.jsonl` line: an answered operation, a checkpoint's answer, or a decision.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(untagged)]
 pub enum JournalRecord {
     Checkpoint(CheckpointAnswer),
     Op(JournalOp),
+    Decision(DecisionLine),
+}
+
+/// How far a journalled decision had come: the model answered (written before any fallback), or
+/// it settled (the fallback, if any, done).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DecisionPhase {
+    Model,
+    Settled,
+}
+
+/// A decision on record (`ctx.decisions.decide`); readers keep a key's last line.
+#[derive(Debug, Clone, Deserialize)]
+pub struct DecisionLine {
+    #[serde(default = "first")]
+    pub attempt: u32,
+    /// The decision's key.
+    pub decision: String,
+    /// What it asked (its key, question and options), for matching a later attempt's.
+    pub decision_hash: String,
+    pub phase: DecisionPhase,
+    /// The decision as recorded (`decision::record::DecisionRecord`).
+    pub record: Value,
 }
 
 /// An answered operation on record (its last line counts: one is written on acceptance, one as

@@ -188,13 +188,22 @@ impl Drop for Recorder {
     }
 }
 
-/// Writes `value` as pretty JSON to `path` through a temporary file and a rename.
+/// Writes `value` as pretty JSON to `path` through a temporary file and a rename. The JSON is
+/// streamed to the file rather than built whole in memory first (a 30,000-agent run's
+/// `result.json` is megabytes).
 pub fn write_document<T: Serialize + ?Sized>(path: &Path, value: &T) -> io::Result<()> {
+    use std::io::Write;
     let tmp = path.with_extension("json.tmp");
-    let mut text = serde_json::to_vec_pretty(value).map_err(io::Error::other)?;
-    text.push(b'\n');
-    private::write(&tmp, &text)?;
-    std::fs::File::open(&tmp)?.sync_data()?;
+    let written = (|| {
+        let mut out = io::BufWriter::with_capacity(64 * 1024, private::create(&tmp)?);
+        serde_json::to_writer_pretty(&mut out, value).map_err(io::Error::other)?;
+        out.write_all(b"\n")?;
+        out.into_inner().map_err(|e| e.into_error())?.sync_data()
+    })();
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e);
+    }
     std::fs::rename(&tmp, path)
 }
 

@@ -27,10 +27,14 @@ pub fn append(path: &Path) -> io::Result<File> {
     OpenOptions::new().create(true).append(true).mode(FILE_MODE).open(path)
 }
 
+/// Opens `path` for writing (created 0600, or truncated).
+pub fn create(path: &Path) -> io::Result<File> {
+    OpenOptions::new().create(true).write(true).truncate(true).mode(FILE_MODE).open(path)
+}
+
 /// Writes `bytes` to `path` (created 0600, or truncated).
 pub fn write(path: &Path, bytes: impl AsRef<[u8]>) -> io::Result<()> {
-    let mut f = OpenOptions::new().create(true).write(true).truncate(true).mode(FILE_MODE).open(path)?;
-    f.write_all(bytes.as_ref())
+    create(path)?.write_all(bytes.as_ref())
 }
 
 /// Writes `bytes` to `path` (0600) whole or not at all: through a temporary file beside it and a

@@ -1,5 +1,6 @@
-//! The statuses a run, a stage and an operation end in, as records write them, and `Recorded`: a
-//! status as read back, kept as written when this version does not know it.
+//! The statuses a run, a stage and an operation end in, who made a decision and from what, as
+//! records write them, and `Recorded`: a status as read back, kept as written when this version
+//! does not know it.
 
 use serde::{Deserialize, Serialize};
 
@@ -102,6 +103,50 @@ impl OutcomeKind {
     }
 }
 
+/// Who made a decision's choice (`ctx.decisions.decide`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DecidedBy {
+    /// The decision model, at or above the confidence floor.
+    Model,
+    /// The operator, asked at a checkpoint (`fallback: "operator"`).
+    Operator,
+    /// The spec's `fallback: "default:<option>"`.
+    Default,
+}
+
+impl DecidedBy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DecidedBy::Model => "model",
+            DecidedBy::Operator => "operator",
+            DecidedBy::Default => "default",
+        }
+    }
+}
+
+/// Where a decision's distribution over its options came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DecisionSource {
+    /// The log-probabilities of the tokens where the model wrote its choice.
+    Logprobs,
+    /// The model's own `confidence` for its choice (the rest spread evenly over the others).
+    Claimed,
+    /// The model gave no valid answer: no distribution.
+    None,
+}
+
+impl DecisionSource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DecisionSource::Logprobs => "logprobs",
+            DecisionSource::Claimed => "claimed",
+            DecisionSource::None => "none",
+        }
+    }
+}
+
 /// A value as read back from a record: known to this version, or kept as it was written (a newer
 /// awf's status, say), so that a reader shows it rather than fail.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -145,6 +190,18 @@ impl Named for StageStatus {
 }
 
 impl Named for OutcomeKind {
+    fn name(self) -> &'static str {
+        self.as_str()
+    }
+}
+
+impl Named for DecidedBy {
+    fn name(self) -> &'static str {
+        self.as_str()
+    }
+}
+
+impl Named for DecisionSource {
     fn name(self) -> &'static str {
         self.as_str()
     }

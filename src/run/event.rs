@@ -148,6 +148,20 @@ events! {
         run_id: &'a str, agent: &'a str, strategy: &'a str, status: super::RunStatus, delivery: &'a str,
         message: Option<u64>,
     },
+    /// A decision settled (`ctx.decisions.decide`): its choice and who made it, the model's
+    /// confidence in it and where the distribution came from; `error` when it failed instead
+    /// (`choice` and `decided_by` then null).
+    DecisionSettled = "decision-settled" {
+        key: &'a str, choice: Option<&'a str>, confidence: f64, decided_by: Option<crate::record::status::DecidedBy>,
+        source: crate::record::status::DecisionSource, model: &'a str, error: Option<&'a str>, tokens: u64,
+        #[serde(serialize_with = "crate::accounting::serialize_usd")]
+        cost_usd: f64,
+    },
+    /// An earlier attempt's decision returned from the journal: the model is not asked again
+    /// (`settled` false: only its answer was on record, and the fallback runs again).
+    DecisionReplayed = "decision-replayed" { key: &'a str, settled: bool },
+    /// A decision an earlier attempt made is asked again: its question or options changed.
+    DecisionRerun = "decision-rerun" { key: &'a str, why: &'a str },
     /// An HTTP request that failed in a way worth retrying, and the wait before the next try.
     /// A model request failed and is tried again: try `attempt` of `of`, after `wait_ms`.
     HttpRetry = "http-retry" { agent: &'a str, attempt: u32, of: u32, wait_ms: u64, why: &'a str },

@@ -347,7 +347,13 @@ impl Run {
 
     /// Counts a turn (default id) `agent` started in `stage`.
     pub fn count_stage_run(&self, stage: &str, agent: &str) {
-        *lock(&self.stage_runs).entry(stage.to_string()).or_default().entry(agent.to_string()).or_default() += 1;
+        let mut stages = lock(&self.stage_runs);
+        // The stage's key is copied only when its first turn is counted.
+        let runs = match stages.get_mut(stage) {
+            Some(runs) => runs,
+            None => stages.entry(stage.to_string()).or_default(),
+        };
+        *runs.entry(agent.to_string()).or_default() += 1;
     }
 
     /// The turns each agent started in `stage`: this attempt's, or, for a stage it reuses, those
@@ -466,7 +472,7 @@ impl Run {
         record::read_jsonl(&self.dir().join("turns.jsonl")).unwrap_or_default()
     }
 
-    /// Writes `result.json` (with the books' own summaries, such as `sandboxes`), completes
+    /// Writes `result.json` (with the books' own summaries: `sandboxes`, `decisions`), completes
     /// `run.json`, closes the records and releases the run's lock.
     pub fn finish(
         &self,
@@ -474,7 +480,7 @@ impl Run {
         value: Option<&Value>,
         error: Option<&str>,
         ended_in: Option<&str>,
-        sandboxes: Value,
+        (sandboxes, decisions): (Value, Vec<Value>),
     ) -> ResultDoc {
         self.close_children(CHILD_GRACE);
         let finished_at = record::now_iso();
@@ -493,6 +499,7 @@ impl Run {
             finished_at: finished_at.clone(),
             duration_ms: self.started.elapsed().as_millis() as u64,
             children: self.children.ids(),
+            decisions,
         };
         self.records.event(&Event::RunFinished { status, error });
         self.records.flush(true);

@@ -23,6 +23,7 @@ fn a_written_result_reads_back() {
         finished_at: "2026-01-01T00:00:01.000Z".into(),
         duration_ms: 1000,
         children: Vec::new(),
+        decisions: Vec::new(),
     };
     let written = serde_json::to_value(&doc).expect("json");
     assert_eq!(written["status"], "failed");

@@ -51,6 +51,8 @@ pub struct Resume {
     pub stage_runs: HashMap<String, std::collections::BTreeMap<String, u64>>,
     /// Checkpoint key → (question hash, answer), for every checkpoint the operator answered.
     pub checkpoints: HashMap<String, (String, Value)>,
+    /// Every decision on record, its last line each, in the order first journalled.
+    pub decisions: Vec<crate::record::lines::DecisionLine>,
     /// What the earlier attempts spent: the run's budget and accounts count on from it.
     pub spent: crate::accounting::Accounts,
     /// Whether an earlier attempt's answers came from the fake harness.
@@ -128,6 +130,7 @@ pub fn load(dir: &Path, from_stage: Option<&str>) -> Result<Resume, ResumeError>
     let mut journal = HashMap::new();
     let mut journalled = 0;
     let mut checkpoints = HashMap::new();
+    let mut decisions: Vec<crate::record::lines::DecisionLine> = Vec::new();
     let journal_lines =
         if from_stage.is_some() { Vec::new() } else { lines::journal(dir).map_err(read("journal.jsonl"))? };
     for line in journal_lines {
@@ -135,6 +138,10 @@ pub fn load(dir: &Path, from_stage: Option<&str>) -> Result<Resume, ResumeError>
             JournalRecord::Checkpoint(c) => {
                 checkpoints.insert(c.checkpoint, (c.question_hash, c.answer));
             }
+            JournalRecord::Decision(d) => match decisions.iter_mut().find(|e| e.decision == d.decision) {
+                Some(e) => *e = d,
+                None => decisions.push(d),
+            },
             JournalRecord::Op(op) => {
                 let entry =
                     Journaled { turn_hash: op.turn_hash, parts: op.turn_parts, stage: op.stage, outcome: op.outcome };
@@ -171,6 +178,7 @@ pub fn load(dir: &Path, from_stage: Option<&str>) -> Result<Resume, ResumeError>
         journalled,
         stage_runs,
         checkpoints,
+        decisions,
         spent,
         simulated,
     })

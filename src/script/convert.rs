@@ -51,34 +51,55 @@ fn non_json(value: &Dynamic) -> Option<String> {
     })
 }
 
-/// A fingerprint of a JSON-like script value: equal values give equal fingerprints.
+/// A fingerprint of a JSON-like script value: equal values give equal fingerprints. Every turn
+/// takes one of its schema: the value is written out into a buffer this thread keeps and hashed
+/// once (xxh3's streaming update per key and leaf cost more than the hashing).
 pub fn fingerprint(value: &Dynamic) -> u128 {
-    let mut h = xxhash_rust::xxh3::Xxh3::new();
-    feed(&mut h, value);
-    h.digest128()
+    thread_local! {
+        static BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+    }
+    BUF.with(|buf| {
+        let mut buf = buf.borrow_mut();
+        buf.clear();
+        feed(&mut buf, value);
+        let h = xxhash_rust::xxh3::xxh3_128(&buf);
+        if buf.capacity() > 1 << 20 {
+            buf.shrink_to(64 * 1024);
+        }
+        h
+    })
 }
 
-fn feed(h: &mut xxhash_rust::xxh3::Xxh3, v: &Dynamic) {
+fn feed(h: &mut Vec<u8>, v: &Dynamic) {
     if let Some(map) = v.read_lock::<Map>() {
-        h.update(b"{");
+        h.push(b'{');
         for (k, v) in map.iter() {
-            h.update(k.as_bytes());
-            h.update(b":");
+            h.extend_from_slice(k.as_bytes());
+            h.push(b':');
             feed(h, v);
         }
-        h.update(b"}");
+        h.push(b'}');
     } else if let Some(arr) = v.read_lock::<rhai::Array>() {
-        h.update(b"[");
+        h.push(b'[');
         for v in arr.iter() {
             feed(h, v);
-            h.update(b",");
+            h.push(b',');
         }
-        h.update(b"]");
+        h.push(b']');
     } else {
-        h.update(v.type_name().as_bytes());
-        h.update(b"=");
-        h.update(v.to_string().as_bytes());
-        h.update(b";");
+        h.extend_from_slice(v.type_name().as_bytes());
+        h.push(b'=');
+        // The common leaves are written as they are; others through their text.
+        if let Ok(s) = v.as_immutable_string_ref() {
+            h.extend_from_slice(s.as_bytes());
+        } else if let Ok(i) = v.as_int() {
+            h.extend_from_slice(&i.to_le_bytes());
+        } else if let Ok(b) = v.as_bool() {
+            h.push(b as u8);
+        } else {
+            h.extend_from_slice(v.to_string().as_bytes());
+        }
+        h.push(b';');
     }
 }
 

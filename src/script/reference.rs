@@ -24,6 +24,7 @@ const SECTIONS: &[(&str, &str, &str)] = &[
     ("agents", "ctx.agents", "`ctx.agents`"),
     ("messages", "ctx.messages", "`ctx.messages`"),
     ("worktrees", "ctx.worktrees", "`ctx.worktrees`"),
+    ("decisions", "ctx.decisions", "`ctx.decisions`"),
     ("agent", "a", "`Agent`: a handle `ctx.agents.open` returns"),
     ("caller", "c", "`Caller`: the run's calling session, as `ctx.agents.caller()` returns it"),
     ("sandboxes", "ctx.sandboxes", "`ctx.sandboxes`"),

@@ -1,6 +1,7 @@
-//! A fake model server for the harness tests: speaks OpenAI chat-completions SSE, Anthropic
-//! Messages SSE and OpenAI Responses SSE on 127.0.0.1, answering each request with the next
-//! scripted reply, and keeps every request body for assertions.
+//! A fake model server for the harness tests: speaks OpenAI chat-completions SSE (with token
+//! log-probabilities when a reply carries them), Anthropic Messages SSE and OpenAI Responses SSE
+//! on 127.0.0.1, answering each request with the next scripted reply, and keeps every request
+//! body for assertions.
 //!
 //! In CLI mode (`start_cli`), made for the agent CLIs (Claude Code, Codex, pi), a request whose
 //! last message is a tool result is answered with the text "done" without taking from the script:
@@ -45,6 +46,38 @@ pub enum Reply {
     Hang,
     /// `then`, once `requests` (another server's) holds `n` requests (waited for at most 10 s).
     After { requests: Arc<Mutex<Vec<(String, Value)>>>, n: usize, then: Box<Reply> },
+    /// Chat completions only: text ending the turn, each token in its own chunk with its
+    /// log-probability and alternatives (`logprobs.content`), as llama-server streams them.
+    Logprobs(Vec<Token>),
+}
+
+/// One token of a `Reply::Logprobs`: its text, log-probability and the alternatives listed.
+#[derive(Clone, Debug)]
+pub struct Token {
+    pub text: String,
+    pub logprob: f64,
+    pub top: Vec<(String, f64)>,
+}
+
+impl Token {
+    /// A token the model was sure of: no alternatives.
+    pub fn sure(text: &str) -> Token {
+        Token { text: text.into(), logprob: -0.01, top: Vec::new() }
+    }
+
+    /// A token sampled with probability `p`, beside `others` (text, probability).
+    pub fn among(text: &str, p: f64, others: &[(&str, f64)]) -> Token {
+        let mut top = vec![(text.to_string(), p.ln())];
+        top.extend(others.iter().map(|(t, q)| (t.to_string(), q.ln())));
+        Token { text: text.into(), logprob: p.ln(), top }
+    }
+
+    fn json(&self) -> Value {
+        let entry = |t: &str, lp: f64| json!({ "token": t, "bytes": t.as_bytes(), "logprob": lp });
+        let mut v = entry(&self.text, self.logprob);
+        v["top_logprobs"] = Value::Array(self.top.iter().map(|(t, lp)| entry(t, *lp)).collect());
+        v
+    }
 }
 
 impl Reply {
@@ -509,6 +542,17 @@ fn chat_events(reply: &Reply, id: u64, (prompt, completion): (u64, u64)) -> Vec<
         Reply::Cut(t) => {
             out.push(chunk(json!({ "content": t }), Value::Null));
             out.push(chunk(json!({}), json!("length")));
+        }
+        Reply::Logprobs(tokens) => {
+            for t in tokens {
+                out.push(sse(
+                    None,
+                    json!({ "id": cid, "object": "chat.completion.chunk", "created": 0, "model": "fake-model",
+                            "choices": [{ "index": 0, "delta": { "content": t.text }, "finish_reason": null,
+                                          "logprobs": { "content": [t.json()] } }] }),
+                ));
+            }
+            out.push(chunk(json!({}), json!("stop")));
         }
         _ => {}
     }

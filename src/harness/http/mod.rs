@@ -179,6 +179,9 @@ pub struct HttpConfig {
     pub idle: Duration,
     /// Scrubs error bodies (which may echo the request's headers) before they are recorded.
     pub redactor: std::sync::Arc<crate::redact::Redactor>,
+    /// `openai`: ask for each reply token's log-probability and this many alternatives (a
+    /// decision model's runtime, `RuntimeConfig::top_logprobs`).
+    pub top_logprobs: Option<u32>,
 }
 
 /// A request's wait for the first byte of its reply, unless the runtime says.
@@ -236,6 +239,7 @@ impl HttpConfig {
             stall,
             idle,
             redactor,
+            top_logprobs: runtime.top_logprobs.filter(|_| target.api == Api::OpenAi),
         })
     }
 }
@@ -275,6 +279,9 @@ pub struct Reply {
     pub asked: u64,
     /// The request's size as awf counted it before sending it.
     prompt: context::PromptSize,
+    /// Each token's log-probability and alternatives, as the server sent them (chat completions'
+    /// `logprobs.content` entries), when the request asked for them.
+    pub logprobs: Vec<Value>,
 }
 
 #[cfg(test)]
@@ -298,6 +305,7 @@ pub(super) mod tests {
             stall: Duration::from_secs(600),
             idle: IDLE_TIMEOUT,
             redactor: Default::default(),
+            top_logprobs: None,
         }
     }
 }

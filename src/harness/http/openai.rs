@@ -62,6 +62,10 @@ pub fn body(
     if let Some(e) = &cfg.effort {
         body["reasoning_effort"] = json!(e);
     }
+    if let Some(n) = cfg.top_logprobs {
+        body["logprobs"] = json!(true);
+        body["top_logprobs"] = json!(n);
+    }
     body
 }
 
@@ -87,6 +91,9 @@ pub fn on_event(reply: &mut Reply, state: &mut StreamState, ev: &SseEvent) -> Re
         reply.usage.output_tokens = n("completion_tokens");
     }
     let Some(choice) = v.get("choices").and_then(|c| c.get(0)) else { return Ok(()) };
+    if let Some(tokens) = choice.pointer("/logprobs/content").and_then(Value::as_array) {
+        reply.logprobs.extend(tokens.iter().cloned());
+    }
     if let Some(d) = choice.get("delta") {
         if let Some(t) = d.get("content").and_then(Value::as_str) {
             reply.text.push_str(t);

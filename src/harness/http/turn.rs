@@ -52,6 +52,10 @@ impl HttpSession {
                 }
             }
             if structured {
+                // What the reply's tokens were, when the runtime asked: a decision reads its
+                // distribution over the options from them.
+                let tokens = (!reply.logprobs.is_empty()).then(|| serde_json::Value::Array(reply.logprobs.clone()));
+                input.slot.set_logprobs(tokens);
                 let json = structured_submission(&reply.text, wrapped);
                 let answer = dispatch(&control, Command::Result { op: input.op_id.clone(), json }).await;
                 if answer.exit != exit::REJECTED {

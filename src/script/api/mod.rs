@@ -5,6 +5,7 @@ mod agents;
 mod caller;
 mod checkpoint;
 mod ctx;
+mod decisions;
 pub mod doc;
 mod parallel;
 mod sandboxes;
@@ -76,6 +77,7 @@ pub fn register(engine: &mut Engine) {
         .register_type_with_name::<AgentHandle>("Agent");
     ctx::register(engine);
     checkpoint::register(engine);
+    decisions::register(engine);
     agents::register(engine);
     worktrees::register(engine);
     caller::register(engine);

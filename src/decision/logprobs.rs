@@ -1,0 +1,275 @@
+//! A decision's distribution over its options, read from the log-probabilities of the tokens
+//! where the model wrote its `choice` (chat completions' `logprobs.content`, with
+//! `top_logprobs` alternatives at each token), not from the model's own claim.
+//!
+//! The value's tokens are walked from the one where the choice's string starts. At each token,
+//! every alternative is matched against what each option still needs (its JSON-escaped id and
+//! the closing quote): an alternative that fits one option gives that option its probability;
+//! one that fits every option still in play is the same text cut into other tokens and says
+//! nothing; one that fits several of them (options whose ids share a prefix, such as `yes` and
+//! `yesterday`) is split evenly among them, and the reading says it is approximate. The sampled
+//! token is followed to the next position while it fits several options, so `yes` against
+//! `yesterday` is told apart at the token after `yes`, where the closing quote competes with
+//! `terday`. Probabilities are those the model gave (before any grammar constrained it), and the
+//! options' shares are normalised to sum to 1: mass on text that is no option is dropped.
+
+use serde_json::Value;
+
+/// A distribution read from the tokens.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Reading {
+    /// Each option's probability, in the options' order; they sum to 1.
+    pub probabilities: Vec<f64>,
+    /// The option the model wrote (the sampled one).
+    pub sampled: String,
+    /// Some alternative fitted several options (ids sharing a prefix) and was split among them.
+    pub approximate: bool,
+}
+
+/// Why no distribution could be read.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum NotRead {
+    #[error("the tokens are not chat-completions log-probabilities")]
+    Malformed,
+    #[error("the tokens hold no `choice` string")]
+    NoChoice,
+    #[error("the tokens' choice `{0}` is not one of the options")]
+    NotAnOption(String),
+    #[error("no alternative at the choice's tokens fits any option")]
+    NoMass,
+}
+
+/// One token: its bytes, log-probability and the alternatives the server listed.
+struct Token {
+    bytes: Vec<u8>,
+    logprob: f64,
+    top: Vec<(Vec<u8>, f64)>,
+}
+
+fn bytes_of(v: &Value) -> Option<Vec<u8>> {
+    match v.get("bytes").and_then(Value::as_array) {
+        Some(b) => b.iter().map(|x| x.as_u64().and_then(|n| u8::try_from(n).ok())).collect(),
+        None => v.get("token").and_then(Value::as_str).map(|t| t.as_bytes().to_vec()),
+    }
+}
+
+fn parse(tokens: &[Value]) -> Option<Vec<Token>> {
+    tokens
+        .iter()
+        .map(|t| {
+            let top = t.get("top_logprobs").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
+            let top = top.iter().map(|a| Some((bytes_of(a)?, a.get("logprob")?.as_f64()?))).collect::<Option<_>>()?;
+            Some(Token { bytes: bytes_of(t)?, logprob: t.get("logprob")?.as_f64()?, top })
+        })
+        .collect()
+}
+
+/// Where the `choice` string's value starts in `text`: just after its opening quote.
+fn value_start(text: &[u8]) -> Option<usize> {
+    let key = b"\"choice\"";
+    let at = text.windows(key.len()).position(|w| w == key)? + key.len();
+    let mut i = at;
+    let skip = |i: &mut usize| {
+        while text.get(*i).is_some_and(|b| b.is_ascii_whitespace()) {
+            *i += 1;
+        }
+    };
+    skip(&mut i);
+    (text.get(i) == Some(&b':')).then_some(())?;
+    i += 1;
+    skip(&mut i);
+    (text.get(i) == Some(&b'"')).then_some(i + 1)
+}
+
+/// Whether `token` can be the next piece of `rest` (what an option still needs), or completes it
+/// and runs on past its closing quote.
+fn fits(rest: &[u8], token: &[u8]) -> bool {
+    !token.is_empty() && (rest.starts_with(token) || token.starts_with(rest))
+}
+
+/// Reads the distribution over `ids` from the tokens of a structured reply whose JSON holds
+/// `"choice": "<id>"`.
+pub fn read(tokens: &Value, ids: &[String]) -> Result<Reading, NotRead> {
+    let tokens = parse(tokens.as_array().ok_or(NotRead::Malformed)?).ok_or(NotRead::Malformed)?;
+    let text: Vec<u8> = tokens.iter().flat_map(|t| t.bytes.iter().copied()).collect();
+    let start = value_start(&text).ok_or(NotRead::NoChoice)?;
+    let mut stream = serde_json::Deserializer::from_slice(&text[start - 1..]).into_iter::<String>();
+    let sampled = match stream.next() {
+        Some(Ok(s)) => s,
+        _ => return Err(NotRead::NoChoice),
+    };
+    if !ids.contains(&sampled) {
+        return Err(NotRead::NotAnOption(sampled));
+    }
+    // The token the value starts in, and the part of it before the value (a quote, a space).
+    let mut at = 0;
+    let mut first = 0;
+    for (i, t) in tokens.iter().enumerate() {
+        if at + t.bytes.len() > start {
+            first = i;
+            break;
+        }
+        at += t.bytes.len();
+    }
+    let lead = &text[at..start];
+    // What each option writes from that token on: the lead, its JSON-escaped id, the closing quote.
+    let wants: Vec<Vec<u8>> = ids
+        .iter()
+        .map(|id| {
+            let quoted = serde_json::to_string(id).unwrap_or_default();
+            [lead, &quoted.as_bytes()[1..]].concat()
+        })
+        .collect();
+    let mut walk = Walk { tokens: &tokens, wants: &wants, mass: vec![0.0; ids.len()], approximate: false };
+    walk.from(first, 0, (0..ids.len()).collect(), 1.0);
+    let total: f64 = walk.mass.iter().sum();
+    if total <= 0.0 || !total.is_finite() {
+        return Err(NotRead::NoMass);
+    }
+    let probabilities = walk.mass.iter().map(|m| m / total).collect();
+    Ok(Reading { probabilities, sampled, approximate: walk.approximate })
+}
+
+struct Walk<'a> {
+    tokens: &'a [Token],
+    wants: &'a [Vec<u8>],
+    mass: Vec<f64>,
+    approximate: bool,
+}
+
+impl Walk<'_> {
+    /// Gives out `mass` (the probability of the sampled path so far) at token `i`, where
+    /// `consumed` bytes of every option in `live` are written.
+    fn from(&mut self, i: usize, consumed: usize, live: Vec<usize>, mass: f64) {
+        let Some(t) = self.tokens.get(i) else { return };
+        let mut alternatives = t.top.clone();
+        if !alternatives.iter().any(|(b, _)| *b == t.bytes) {
+            alternatives.push((t.bytes.clone(), t.logprob));
+        }
+        for (bytes, logprob) in alternatives {
+            let p = mass * logprob.exp();
+            let fit: Vec<usize> = live
+                .iter()
+                .copied()
+                .filter(|&o| self.wants[o].get(consumed..).is_some_and(|rest| fits(rest, &bytes)))
+                .collect();
+            let sampled = bytes == t.bytes;
+            match fit.len() {
+                0 => {}
+                1 => self.mass[fit[0]] += p,
+                _ if sampled => self.from(i + 1, consumed + bytes.len(), fit, p),
+                // The same text as the sampled path, cut into other tokens: it tells no option apart.
+                n if n == live.len() => {}
+                n => {
+                    self.approximate = true;
+                    for o in fit {
+                        self.mass[o] += p / n as f64;
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn tok(t: &str, lp: f64, top: &[(&str, f64)]) -> Value {
+        json!({ "token": t, "logprob": lp, "top_logprobs": top.iter().map(|(a, l)| json!({ "token": a, "logprob": l })).collect::<Vec<_>>() })
+    }
+
+    fn ids(list: &[&str]) -> Vec<String> {
+        list.iter().map(|s| s.to_string()).collect()
+    }
+
+    fn close(a: &[f64], b: &[f64]) -> bool {
+        a.len() == b.len() && a.iter().zip(b).all(|(x, y)| (x - y).abs() < 1e-9)
+    }
+
+    /// llama-server's tokens for `{"choice": "yes", ...}` (a fence first, as it writes one).
+    #[test]
+    fn the_choice_tokens_alternatives_give_the_distribution() {
+        let (pyes, pno) = (0.8f64, 0.1f64);
+        let tokens = json!([
+            tok("```json\n", -9.0, &[("No", -0.9)]),
+            tok("{", -0.1, &[]),
+            tok("\n  \"", -0.2, &[]),
+            tok("choice", -0.1, &[("type", -1.0)]),
+            tok("\":", -0.1, &[]),
+            tok(" \"", -0.1, &[(" `", -3.0)]),
+            tok("yes", pyes.ln(), &[("yes", pyes.ln()), ("no", pno.ln()), ("Yes", -3.0), ("maybe", -4.0)]),
+            tok("\",", -0.3, &[]),
+        ]);
+        let r = read(&tokens, &ids(&["yes", "no"])).expect("read");
+        assert_eq!(r.sampled, "yes");
+        assert!(close(&r.probabilities, &[pyes / (pyes + pno), pno / (pyes + pno)]), "{r:?}");
+        assert!(!r.approximate);
+        // An option absent from the alternatives gets nothing; the rest still sum to 1.
+        let r = read(&tokens, &ids(&["no", "yes", "never"])).expect("read");
+        assert!(close(&r.probabilities, &[pno / (pyes + pno), pyes / (pyes + pno), 0.0]), "{r:?}");
+    }
+
+    #[test]
+    fn a_token_holding_the_quote_and_the_value_is_matched_with_its_lead() {
+        let tokens = json!([
+            tok("{\"choice\":", -0.1, &[]),
+            tok(" \"b", 0.6f64.ln(), &[(" \"a", 0.3f64.ln()), (" \"b", 0.6f64.ln()), (" ", -2.0)]),
+            tok("\"}", -0.1, &[]),
+        ]);
+        let r = read(&tokens, &ids(&["a", "b"])).expect("read");
+        assert_eq!(r.sampled, "b");
+        assert!(close(&r.probabilities, &[1.0 / 3.0, 2.0 / 3.0]), "{r:?}");
+    }
+
+    /// `yes` and `yesterday`: the token `yes` fits both, so the walk goes on to the next token,
+    /// where the closing quote (yes) competes with `terday` (yesterday).
+    #[test]
+    fn options_sharing_a_prefix_are_told_apart_where_they_part() {
+        let tokens = json!([
+            tok("{\"choice\": \"", -0.1, &[]),
+            tok("yes", 0.9f64.ln(), &[("yes", 0.9f64.ln()), ("no", 0.1f64.ln())]),
+            tok("\"", 0.75f64.ln(), &[("\"", 0.75f64.ln()), ("terday", 0.25f64.ln())]),
+            tok("}", -0.1, &[]),
+        ]);
+        let r = read(&tokens, &ids(&["yes", "yesterday", "no"])).expect("read");
+        assert_eq!(r.sampled, "yes");
+        let total = 0.9 * 0.75 + 0.9 * 0.25 + 0.1;
+        assert!(close(&r.probabilities, &[0.9 * 0.75 / total, 0.9 * 0.25 / total, 0.1 / total]), "{r:?}");
+        assert!(!r.approximate, "every share was read where the options part");
+        // An alternative that is a shared prefix off the sampled path is split, and said so.
+        let tokens = json!([
+            tok("{\"choice\": \"", -0.1, &[]),
+            tok("no", 0.5f64.ln(), &[("no", 0.5f64.ln()), ("ye", 0.4f64.ln())]),
+            tok("\"}", -0.1, &[]),
+        ]);
+        let r = read(&tokens, &ids(&["yes", "yesterday", "no"])).expect("read");
+        assert!(close(&r.probabilities, &[0.4 / 0.9 / 2.0, 0.4 / 0.9 / 2.0, 0.5 / 0.9]), "{r:?}");
+        assert!(r.approximate);
+    }
+
+    #[test]
+    fn ids_are_matched_as_json_writes_them_and_bytes_win_over_text() {
+        let id = "say \"hi\"";
+        let tokens = json!([
+            tok("{\"choice\":\"", -0.1, &[]),
+            tok("say", -0.1, &[("no", 0.5f64.ln())]),
+            { "token": "?", "bytes": b" \\\"hi\\\"\"".to_vec(), "logprob": -0.1, "top_logprobs": [] },
+        ]);
+        let r = read(&tokens, &ids(&[id, "no"])).expect("read");
+        assert_eq!(r.sampled, id);
+        // `say` fits only the quoted id: its share is read there; the bytes made the text.
+        let p = (-0.1f64).exp();
+        assert!(close(&r.probabilities, &[p / (p + 0.5), 0.5 / (p + 0.5)]), "{r:?}");
+    }
+
+    #[test]
+    fn what_cannot_be_read_says_why() {
+        assert_eq!(read(&json!({}), &ids(&["a"])), Err(NotRead::Malformed));
+        assert_eq!(read(&json!([{ "token": "x" }]), &ids(&["a"])), Err(NotRead::Malformed));
+        assert_eq!(read(&json!([tok("{\"pick\": \"a\"}", -0.1, &[])]), &ids(&["a"])), Err(NotRead::NoChoice));
+        let other = json!([tok("{\"choice\": \"", -0.1, &[]), tok("c", -0.1, &[]), tok("\"}", -0.1, &[])]);
+        assert_eq!(read(&other, &ids(&["a", "b"])), Err(NotRead::NotAnOption("c".into())));
+    }
+}
