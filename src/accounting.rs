@@ -246,8 +246,9 @@ impl Tally {
     }
 }
 
-/// The accounting section of `result.json`.
-#[derive(Debug, Clone, Default, Serialize)]
+/// The accounting section of `result.json` (read back with what an older awf did not write empty).
+#[derive(Debug, Clone, Default, Serialize, serde::Deserialize)]
+#[serde(default)]
 pub struct Accounts {
     pub by_agent: BTreeMap<String, Tally>,
     pub by_stage: BTreeMap<String, Tally>,

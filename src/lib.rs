@@ -282,7 +282,8 @@
 //!   harnesses create their folders in a run folder through it), `scratch.rs` (a throwaway runs
 //!   folder, removed when dropped: a plan's), and the read side: `status.rs`
 //!   (`RunStatus`, `StageStatus`, `OutcomeKind`, and `Recorded`, a status kept as written when this
-//!   version does not know it), `docs.rs` (`run.json`, `result.json`), `lines.rs` (turns, journal,
+//!   version does not know it), `docs.rs` (`run.json`; `result.json` as the `ResultDoc` the run core
+//!   writes, read back by every reader; `background.json`, which `host::pool` writes), `lines.rs` (turns, journal,
 //!   stages), `events.rs` (events, an unknown type kept as `Other`), `view.rs` (events folded into
 //!   a run's view: each agent's state, operation, last activity and spend; stages, groups,
 //!   checkpoints; `Follow` reads a growing `events.jsonl`; `view_tests.rs` its tests): every reader of a run folder

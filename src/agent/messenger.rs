@@ -156,7 +156,7 @@ impl Messenger for AgentMessenger {
         &self,
         ids: Vec<String>,
         deadline: Option<crate::run::deadline::Deadline>,
-    ) -> BoxFuture<'static, Result<Vec<serde_json::Value>, MessageError>> {
+    ) -> BoxFuture<'static, Result<Vec<crate::control::convene::Settled>, MessageError>> {
         match self.book().and_then(|b| b.convener().ok_or_else(cannot)) {
             Ok(convener) => convener.join(&self.key, ids, deadline),
             Err(e) => Box::pin(async move { Err(e) }),

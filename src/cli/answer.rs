@@ -40,7 +40,7 @@ pub fn answer(dir: &Path, id: &str, key: Option<String>, value: Value) -> Result
     let until = Instant::now() + Duration::from_secs(2);
     loop {
         match control::request(dir, &req, Duration::from_secs(10)) {
-            Ok(reply) => return Ok(reply["key"].as_str().unwrap_or_default().to_string()),
+            Ok(reply) => return Ok(reply.key.unwrap_or_default()),
             Err(ControlError::Unreachable { .. }) if Instant::now() < until && listing::live(dir) => {
                 std::thread::sleep(Duration::from_millis(50));
             }

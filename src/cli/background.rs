@@ -5,10 +5,11 @@
 //! folder says it is `queued`.
 
 use crate::host::pool::write;
+use crate::record::docs::{self, BackgroundDoc};
 use crate::record::private;
-use crate::run::RunSpec;
+use crate::record::status::Recorded;
+use crate::run::{RunSpec, RunStatus};
 use anyhow::{Context, Result};
-use serde_json::json;
 use std::path::Path;
 
 pub use crate::host::pool::{Slot, DEFAULT_SLOTS, FILE};
@@ -23,11 +24,12 @@ fn alive(pid: i64) -> bool {
 /// `cancelled` when it was stopped in the queue, `failed` when it could not start, `interrupted`
 /// when its process died first.
 pub fn status(dir: &Path) -> String {
-    let doc = super::listing::read(&dir.join(FILE));
-    match (doc["status"].as_str(), doc["pid"].as_i64()) {
-        (Some("queued"), Some(pid)) if !alive(pid) => "interrupted".into(),
-        (Some(s), _) => s.to_string(),
-        (None, _) => "?".into(),
+    match docs::background(dir) {
+        Some(d) if d.status == Recorded::Known(RunStatus::Queued) && d.pid.is_some_and(|p| !alive(p)) => {
+            RunStatus::Interrupted.to_string()
+        }
+        Some(d) => d.status.as_str().to_string(),
+        None => "?".into(),
     }
 }
 
@@ -36,9 +38,9 @@ pub fn queued_pid(dir: &Path) -> Option<i32> {
     if dir.join("run.json").exists() {
         return None;
     }
-    let doc = super::listing::read(&dir.join(FILE));
-    let pid = doc["pid"].as_i64().filter(|p| alive(*p))?;
-    (doc["status"] == "queued").then(|| i32::try_from(pid).ok()).flatten()
+    let doc = docs::background(dir)?;
+    let pid = doc.pid.filter(|p| alive(*p))?;
+    (doc.status == Recorded::Known(RunStatus::Queued)).then(|| i32::try_from(pid).ok()).flatten()
 }
 
 /// Starts this command again in the background as run `id` under `runs_dir`; returns the id.
@@ -46,11 +48,17 @@ pub fn detach(runs_dir: &Path, script: &str) -> Result<String> {
     let id = crate::record::new_run_id();
     let dir = runs_dir.join(&id);
     private::create_dir(&dir).with_context(|| format!("cannot create the run folder {}", dir.display()))?;
-    write(
-        &dir,
-        &json!({ "v": 1, "id": id, "script": script, "queued_at": crate::record::now_iso(),
-                          "status": "queued", "pid": null }),
-    )?;
+    let queued = BackgroundDoc {
+        v: 1,
+        id: id.clone(),
+        script: Some(script.to_string()),
+        queued_at: Some(crate::record::now_iso()),
+        status: RunStatus::Queued.into(),
+        pid: None,
+        error: None,
+        finished_at: None,
+    };
+    write(&dir, &queued)?;
     let out = private::append(&dir.join(OUTPUT)).context("cannot create output.log")?;
     let err = out.try_clone().context("cannot share output.log")?;
     let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).filter(|a| a != "--detach").collect();
@@ -66,13 +74,12 @@ pub fn detach(runs_dir: &Path, script: &str) -> Result<String> {
     Ok(id)
 }
 
-/// Marks a background run that never started: `cancelled` or `failed`, with why.
-pub fn mark(dir: &Path, status: &str, why: &str) {
-    let mut doc = super::listing::read(&dir.join(FILE));
-    if doc.is_object() {
-        doc["status"] = json!(status);
-        doc["error"] = json!(why);
-        doc["finished_at"] = json!(crate::record::now_iso());
+/// Marks a background run that never started: `Cancelled` or `Failed`, with why.
+pub fn mark(dir: &Path, status: RunStatus, why: &str) {
+    if let Some(mut doc) = docs::background(dir) {
+        doc.status = status.into();
+        doc.error = Some(why.to_string());
+        doc.finished_at = Some(crate::record::now_iso());
         let _ = write(dir, &doc);
     }
 }
@@ -97,8 +104,8 @@ pub fn wait_in_queue(rt: &tokio::runtime::Runtime, spec: &RunSpec, id: &str) -> 
             }
         };
         tokio::select! {
-            slot = crate::host::pool::admit(&dir, id, slots) => slot.map_err(|e| ("failed", format!("cannot queue: {e:#}"))),
-            name = stop => Err(("cancelled", format!("stopped while queued ({})", name.unwrap_or("a signal")))),
+            slot = crate::host::pool::admit(&dir, id, slots) => slot.map_err(|e| (RunStatus::Failed, format!("cannot queue: {e}"))),
+            name = stop => Err((RunStatus::Cancelled, format!("stopped while queued ({})", name.unwrap_or("a signal")))),
         }
     });
     admitted.map_err(|(status, why)| {

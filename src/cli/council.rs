@@ -86,8 +86,8 @@ pub fn exec(cmd: CouncilCommand) -> Result<i32> {
             if let Some(team) = s.meta.get("team").and_then(Value::as_str) {
                 out!("\ndefault team {team}:");
                 for m in teams.get(team).and_then(Value::as_array).into_iter().flatten() {
-                    let name =
-                        m.as_str().map(String::from).unwrap_or_else(|| m["name"].as_str().unwrap_or("?").to_string());
+                    let member = council::Member::of(m);
+                    let name = member.as_ref().and_then(council::Member::name).unwrap_or("?").to_string();
                     let p = personas.get(&name).cloned().unwrap_or_else(|| m.clone());
                     let label = p.get("label").and_then(Value::as_str).unwrap_or(&name);
                     let instructions = p.get("instructions").and_then(Value::as_str).unwrap_or("");

@@ -20,12 +20,6 @@ pub fn runs_dir(cwd: &Path, given: Option<&PathBuf>) -> Result<PathBuf> {
     Ok(crate::record::runs_dir(cwd, given.map(PathBuf::as_path), config.runs_dir.as_deref()))
 }
 
-/// A JSON document, or null when it is missing or unreadable: `background.json`, which
-/// `cli::background` owns (awf's run documents read as types: `record::docs`).
-pub fn read(path: &Path) -> Value {
-    std::fs::read_to_string(path).ok().and_then(|t| serde_json::from_str(&t).ok()).unwrap_or(Value::Null)
-}
-
 fn is_run(dir: &Path) -> bool {
     dir.join("run.json").is_file() || dir.join(background::FILE).is_file() || dir.join(accepted::FILE).is_file()
 }
@@ -168,10 +162,11 @@ pub fn strategy_name(script: &Path) -> Option<String> {
 pub fn summary(root: &Path, id: &str, cwd: &Path) -> Summary {
     let dir = root.join(id);
     let run = docs::run(&dir).unwrap_or_default();
-    let bg = read(&dir.join(background::FILE));
+    let bg = docs::background(&dir);
     let kept = accepted::read(&dir);
     let asked = kept.as_ref().map(|a| requested_script(&a.request));
-    let script = run.script.as_deref().or(bg["script"].as_str()).or(asked.as_deref()).unwrap_or_default();
+    let queued = bg.as_ref().and_then(|b| b.script.as_deref());
+    let script = run.script.as_deref().or(queued).or(asked.as_deref()).unwrap_or_default();
     let script = match Path::new(script).file_name().and_then(|n| n.to_str()) {
         Some(n) if n.starts_with("council:") => n.trim_end_matches(".rhai").to_string(),
         _ => Path::new(script).strip_prefix(cwd).map(|p| p.display().to_string()).unwrap_or_else(|_| script.into()),
@@ -180,7 +175,7 @@ pub fn summary(root: &Path, id: &str, cwd: &Path) -> Summary {
         .attempts
         .first()
         .and_then(|a| a.started_at.as_deref())
-        .or(bg["queued_at"].as_str())
+        .or(bg.as_ref().and_then(|b| b.queued_at.as_deref()))
         .map(String::from)
         .or(kept.map(|a| a.accepted_at));
     let turns = lines::turns(&dir).unwrap_or_default();

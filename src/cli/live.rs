@@ -114,10 +114,7 @@ impl Live {
         for w in self.run.waiting().iter().take(4) {
             lines.push(format!(
                 "  waiting for the operator ({}): {} · awf runs answer {} --key {} --json VALUE",
-                w["key"].as_str().unwrap_or("?"),
-                w["question"].as_str().unwrap_or("?"),
-                self.run.id,
-                w["key"].as_str().unwrap_or("?")
+                w.key, w.question, self.run.id, w.key
             ));
         }
         lines

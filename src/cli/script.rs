@@ -7,7 +7,7 @@ use crate::config::{parse_duration, Config};
 use crate::host::launch::{self, Admission, CouncilPool, Request};
 use crate::host::Output;
 use crate::run::schema::SchemaCache;
-use crate::run::{Limits, RunSpec};
+use crate::run::{RunSpec, RunStatus};
 use crate::script::{self, Program};
 use anyhow::{anyhow, bail, Context, Result};
 use serde_json::{Map, Value};
@@ -334,7 +334,7 @@ pub fn execute_attempt(
         Ok(s) => s,
         Err(e) => {
             if let Some(id) = &flags.as_run {
-                super::background::mark(&failed_runs_dir(flags).join(id), "failed", &super::shown(&e));
+                super::background::mark(&failed_runs_dir(flags).join(id), RunStatus::Failed, &super::shown(&e));
             }
             return Err(e);
         }
@@ -407,7 +407,7 @@ pub fn prepare(
 ) -> Result<RunSpec> {
     let cwd = cwd()?;
     let config = Config::load(&cwd)?;
-    let recorded = resume.as_ref().and_then(|r| serde_json::from_value::<Limits>(r.run_doc["limits"].clone()).ok());
+    let recorded = resume.as_ref().and_then(|r| r.limits.clone());
     let limits = crate::run::limits::resolve(&flags.overrides(), recorded, &config)?;
     let deadline = match &flags.deadline {
         Some(d) => Some(parse_duration(d).map_err(|e| anyhow!("--deadline: {e}"))?),

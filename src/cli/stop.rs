@@ -3,7 +3,7 @@
 //! leaves the queue, and a run queued in `awf serve` is cancelled there. A run that is not in flight is said so plainly.
 
 use super::{background, listing, EXIT_FAILED, EXIT_OK, EXIT_USAGE};
-use crate::host::control::{self, Request};
+use crate::host::control::{self, Request, State};
 use anyhow::Result;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -58,10 +58,11 @@ pub fn stop(dir: &Path, id: &str, now: bool) -> Result<i32> {
             return Ok(EXIT_USAGE);
         }
     };
-    match reply["state"].as_str() {
-        Some("already-stopping") => eprintln!("awf: run {id} is already stopping; waiting for it to end"),
-        Some("killed") => eprintln!("awf: ending run {id} at once (process {})", reply["pid"]),
-        _ => eprintln!("awf: stopping run {id} (process {}); its script has 5 s to unwind", reply["pid"]),
+    let pid = serde_json::json!(reply.pid);
+    match reply.state {
+        Some(State::AlreadyStopping) => eprintln!("awf: run {id} is already stopping; waiting for it to end"),
+        Some(State::Killed) => eprintln!("awf: ending run {id} at once (process {pid})"),
+        _ => eprintln!("awf: stopping run {id} (process {pid}); its script has 5 s to unwind"),
     }
     if !wait_until(|| crate::record::lock::held(dir) != Some(true), WAIT) {
         eprintln!(
@@ -103,11 +104,11 @@ fn stop_queued(dir: &Path, id: &str) -> Result<i32> {
                 return stop(dir, id, false);
             }
             if background::status(dir) == "interrupted" {
-                background::mark(dir, "cancelled", "stopped by awf runs stop while queued");
+                background::mark(dir, crate::run::RunStatus::Cancelled, "stopped by awf runs stop while queued");
             }
         }
         // Its process has not said who it is yet: it reads this before it queues.
-        None => background::mark(dir, "cancelled", "stopped by awf runs stop while queued"),
+        None => background::mark(dir, crate::run::RunStatus::Cancelled, "stopped by awf runs stop while queued"),
     }
     out!("run {id}: {}", background::status(dir));
     Ok(EXIT_OK)

@@ -10,7 +10,7 @@ use super::error::ClusterError;
 use super::key::ClusterKey;
 use super::seal::{self, Kind, Place};
 use async_nats::jetstream::kv;
-use serde_json::{json, Value};
+
 use std::time::Duration;
 
 /// How long a lease stands without renewal.
@@ -21,16 +21,22 @@ pub fn key(journal_key: &str) -> String {
     format!("lease.{}", journal_key.strip_prefix("op.").unwrap_or(journal_key))
 }
 
+/// What a lease says: the worker that holds it.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Lease {
+    worker: String,
+}
+
 /// A lease's value: who holds it, sealed to expire `LEASE_TTL` from now.
 fn body(k: &ClusterKey, place: &Place, worker: &str) -> Vec<u8> {
     let expires = seal::now_ms() + LEASE_TTL.as_millis() as u64;
-    seal::seal(k, Kind::Lease, place.clone(), expires, &json!({ "worker": worker }))
+    seal::seal(k, Kind::Lease, place.clone(), expires, &Lease { worker: worker.to_string() })
 }
 
 /// The holder of a fresh lease for `place`, if the value is one.
 fn holder(k: &ClusterKey, place: &Place, value: &[u8]) -> Option<String> {
-    let env = seal::open::<Value>(k, value, Kind::Lease).ok().filter(|e| e.place.same_op(place))?;
-    env.body["worker"].as_str().map(String::from)
+    let env = seal::open::<Lease>(k, value, Kind::Lease).ok().filter(|e| e.place.same_op(place))?;
+    Some(env.body.worker)
 }
 
 /// Whether this worker holds the lease (and at which revision), or who does.

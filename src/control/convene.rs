@@ -61,8 +61,8 @@ pub struct Convened {
     pub ok: bool,
     /// Its `output` text, or why it failed.
     pub output: String,
-    /// Its `result.json`.
-    pub result: Value,
+    /// Its `result.json`; `None` when it ended without one (its task failed).
+    pub result: Option<crate::record::docs::ResultDoc>,
     /// Everything it spent: billed to the calling agent.
     pub usage: Usage,
     /// What it spent by the model that spent it (its `by_model`).
@@ -76,6 +76,18 @@ pub struct NotInCatalog {
     pub name: String,
     /// The catalog's strategies, listed.
     pub catalog: String,
+}
+
+/// A background council once settled, as its agent gets it (`wf council --wait` prints these, a
+/// waking message says them). Fields in the order they print.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Settled {
+    pub ok: bool,
+    /// Its `output` text, or why it failed.
+    pub output: String,
+    pub run_id: String,
+    pub status: crate::run::RunStatus,
+    pub strategy: String,
 }
 
 /// Runs councils for the agents of one run. Implemented by `council::child`.
@@ -96,7 +108,7 @@ pub trait Convener: Send + Sync {
         agent: &str,
         ids: Vec<String>,
         deadline: Option<Deadline>,
-    ) -> BoxFuture<'static, Result<Vec<Value>, MessageError>>;
+    ) -> BoxFuture<'static, Result<Vec<Settled>, MessageError>>;
     /// The background councils `agent` started: `run_id`, `strategy`, `status`, `spent`.
     fn list(&self, agent: &str) -> Vec<Value>;
     /// Those still running, as (run id, strategy): each turn of the agent's says so.
@@ -214,7 +226,9 @@ pub(super) async fn dispatch(control: &Control, name: String, params: &str, json
         Err(e @ MessageError::Refused(_)) => control.refuse(e.to_string(), frame),
         Err(MessageError::Failed(why)) => Response::new(exit::REFUSED, why),
         Ok(c) => {
-            let text = if json { serde_json::to_string_pretty(&c.result).unwrap_or_default() } else { c.output };
+            // As `result.json` reads as JSON: keys sorted.
+            let doc = serde_json::to_value(&c.result).unwrap_or_default();
+            let text = if json { serde_json::to_string_pretty(&doc).unwrap_or_default() } else { c.output };
             if c.ok {
                 Response::new(exit::OK, text)
             } else if json {
@@ -241,7 +255,7 @@ pub(super) async fn wait(control: &Control, ids: Vec<String>) -> Response {
     };
     match m.join_councils(ids, op.deadline).await {
         Ok(outputs) => {
-            let ok = outputs.iter().all(|o| o["ok"] == true);
+            let ok = outputs.iter().all(|o| o.ok);
             let text = serde_json::to_string_pretty(&outputs).unwrap_or_default();
             Response::new(if ok { exit::OK } else { exit::REFUSED }, text)
         }

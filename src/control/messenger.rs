@@ -93,7 +93,7 @@ pub trait Messenger: Send + Sync {
         &self,
         ids: Vec<String>,
         deadline: Option<crate::run::deadline::Deadline>,
-    ) -> BoxFuture<'static, Result<Vec<serde_json::Value>, MessageError>> {
+    ) -> BoxFuture<'static, Result<Vec<crate::control::convene::Settled>, MessageError>> {
         let _ = (ids, deadline);
         Box::pin(async move { Err(MessageError::Refused("this agent started no background councils".into())) })
     }

@@ -9,6 +9,7 @@
 //! wakes the agent (`council-settled` says which).
 
 use super::child::{bill, settled, start, unsettled};
+use crate::control::convene::Settled;
 use crate::control::convene::{Call, Convened};
 use crate::control::messenger::MessageError;
 use crate::host::launch::{self, Admission, CouncilPool};
@@ -38,8 +39,8 @@ struct Entry {
     child: Weak<Host>,
     /// What it spent, once settled (tokens, USD).
     spent: (u64, f64),
-    /// Once settled: `run_id`, `strategy`, `status`, `ok`, `output`; and its status.
-    output: Option<Value>,
+    /// Once settled: what its agent gets; and its status.
+    output: Option<Settled>,
     status: RunStatus,
     /// A `wf council --wait` joined it: the output goes there, not in a message.
     joined: bool,
@@ -182,8 +183,8 @@ fn deliver(parent: &Host, e: &mut Entry) -> (&'static str, Option<u64>) {
     if parent.run.root.is_cancelled() {
         return ("none", None);
     }
-    let (name, id, said) = (&e.strategy, o["run_id"].as_str().unwrap_or(""), o["output"].as_str().unwrap_or(""));
-    let text = if o["ok"] == true {
+    let (name, id, said) = (&e.strategy, &o.run_id, &o.output);
+    let text = if o.ok {
         format!("Council {name} (run {id}), which you started in the background, finished. Its output:\n{said}")
     } else {
         format!("Council {name} (run {id}), which you started in the background, failed: {said}")
@@ -212,8 +213,13 @@ impl Councils {
     /// A council settled: its output kept for `--wait`, and sent to its agent in a message that
     /// wakes it unless a `--wait` joined it or the run is stopping.
     fn settle(&self, parent: &Host, call: &Call, c: &Convened, status: RunStatus) {
-        let output =
-            json!({ "run_id": c.run_id, "strategy": call.name, "status": status, "ok": c.ok, "output": c.output });
+        let output = Settled {
+            ok: c.ok,
+            output: c.output.clone(),
+            run_id: c.run_id.clone(),
+            status,
+            strategy: call.name.clone(),
+        };
         let mut inner = lock(&self.inner);
         let Some(e) = inner.get_mut(&c.run_id) else { return };
         e.output = Some(output);
@@ -238,7 +244,7 @@ impl Councils {
         agent: &str,
         ids: Vec<String>,
         deadline: Option<Deadline>,
-    ) -> Result<Vec<Value>, MessageError> {
+    ) -> Result<Vec<Settled>, MessageError> {
         let parent = parent.upgrade().ok_or_else(|| MessageError::Refused("the run has ended".into()))?;
         let deadline = deadline.map(|d| {
             let left = d.remaining();
@@ -274,7 +280,7 @@ impl Councils {
             changed.as_mut().enable();
             let outputs = {
                 let mut inner = lock(&self.inner);
-                let outputs: Option<Vec<Value>> =
+                let outputs: Option<Vec<Settled>> =
                     ids.iter().map(|id| inner.get(id).and_then(|e| e.output.clone())).collect();
                 if outputs.is_some() {
                     for id in &ids {

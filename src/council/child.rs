@@ -116,7 +116,7 @@ impl Convener for ChildConvener {
         agent: &str,
         ids: Vec<String>,
         deadline: Option<Deadline>,
-    ) -> BoxFuture<'static, Result<Vec<Value>, MessageError>> {
+    ) -> BoxFuture<'static, Result<Vec<crate::control::convene::Settled>, MessageError>> {
         let councils = self.background.clone();
         let parent = self.parent.clone();
         let agent = agent.to_string();
@@ -165,7 +165,7 @@ pub(super) fn unsettled(child: &crate::run::Run, why: &str) -> Convened {
         run_id: child.id.clone(),
         ok: false,
         output: why.to_string(),
-        result: Value::Null,
+        result: None,
         usage: accounts.totals.usage(),
         by_model: accounts.by_model,
     }
@@ -181,7 +181,7 @@ pub(super) fn bill(run: &crate::run::Run, call: &Call, c: &Convened, started_at:
     if on_op && call.meter.add_convened(&c.usage, &c.by_model) {
         return;
     }
-    let simulated = c.result["simulated"].as_bool().unwrap_or(false);
+    let simulated = c.result.as_ref().is_some_and(|r| r.simulated);
     let late = on_op.then(|| format!("settled after the operation that convened it ({})", call.op_id));
     let reason = match (c.ok, late) {
         (true, None) => None,
@@ -197,7 +197,7 @@ pub(super) fn bill(run: &crate::run::Run, call: &Call, c: &Convened, started_at:
         reason,
         usage: c.usage,
         by_model: &c.by_model,
-        duration_ms: c.result["duration_ms"].as_u64().unwrap_or(0),
+        duration_ms: c.result.as_ref().map_or(0, |r| r.duration_ms),
         simulated,
         started_at,
     });
@@ -363,7 +363,7 @@ pub(super) fn settled(parent: &Host, call: &Call, run_id: &str, end: RunEnd) -> 
         ok,
         output,
         by_model: end.result.accounting.by_model.clone(),
-        result: serde_json::to_value(&end.result).unwrap_or_default(),
+        result: Some(end.result.clone()),
         usage,
     }
 }

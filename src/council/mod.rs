@@ -120,6 +120,35 @@ pub fn find(cwd: &Path, name: &str) -> Result<Strategy, CallError> {
     })
 }
 
+/// A member of a team in `teams.rhai` (or of a call's `roster`): a persona's name, or a map with
+/// its `name` and its own persona fields (`label`, `instructions`, ...).
+#[derive(Debug, Clone, PartialEq, serde::Deserialize)]
+#[serde(untagged)]
+pub enum Member {
+    Name(String),
+    Spec {
+        #[serde(default)]
+        name: Option<String>,
+        #[serde(flatten)]
+        persona: Map<String, Value>,
+    },
+}
+
+impl Member {
+    /// A member as written: `None` for what is neither a name nor a map.
+    pub fn of(v: &Value) -> Option<Member> {
+        serde_json::from_value(v.clone()).ok()
+    }
+
+    /// Its name, when it has one.
+    pub fn name(&self) -> Option<&str> {
+        match self {
+            Member::Name(n) => Some(n),
+            Member::Spec { name, .. } => name.as_deref(),
+        }
+    }
+}
+
 /// `TEAMS` and `PERSONAS` from the teams file the resolver would use.
 pub fn teams(cwd: &Path) -> (Map<String, Value>, Map<String, Value>) {
     let Some((text, origin)) = stdlib_text(cwd, "teams.rhai") else { return Default::default() };

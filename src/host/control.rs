@@ -7,7 +7,7 @@
 use super::Host;
 use crate::run::StopCause;
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -129,47 +129,92 @@ async fn answer(host: Weak<Host>, stream: tokio::net::UnixStream) {
     let mut reader = tokio::io::BufReader::new(tokio::io::AsyncReadExt::take(read, MAX_REQUEST));
     let read = tokio::time::timeout(Duration::from_secs(5), reader.read_line(&mut line)).await;
     let reply = match (read, host.upgrade()) {
-        (_, None) => json!({ "ok": false, "error": "the run has finished" }),
+        (_, None) => Reply::refused("the run has finished"),
         (Ok(Ok(_)), Some(host)) => match serde_json::from_str::<Request>(line.trim()) {
             Ok(req) => handle(&host, req).await,
-            Err(e) => json!({ "ok": false, "error": format!("bad request {:?}: {e}", line.trim()) }),
+            Err(e) => Reply::refused(format!("bad request {:?}: {e}", line.trim())),
         },
-        (_, Some(_)) => json!({ "ok": false, "error": "no request line within 5 s" }),
+        (_, Some(_)) => Reply::refused("no request line within 5 s"),
     };
-    let _ = write.write_all(format!("{reply}\n").as_bytes()).await;
+    // A struct of strings, numbers and checkpoints always serialises.
+    let line = serde_json::to_string(&reply).unwrap_or_default();
+    let _ = write.write_all(format!("{line}\n").as_bytes()).await;
+}
+
+/// Where a run stands, as its answer says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum State {
+    Running,
+    Waiting,
+    Stopping,
+    AlreadyStopping,
+    Killed,
+    Answered,
+}
+
+/// A run's answer, one JSON line: `ok`, and what the request asked for; `error` when it refused.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Reply {
+    pub ok: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
+    /// The process the run lives in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<State>,
+    /// `status`: the checkpoints it waits on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting: Option<Vec<crate::record::docs::Waiting>>,
+    /// `answer`: the checkpoint answered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl Reply {
+    fn refused(why: impl Into<String>) -> Reply {
+        Reply { error: Some(why.into()), ..Reply::default() }
+    }
 }
 
 /// Carries out a request against the run.
-pub async fn handle(host: &Host, req: Request) -> Value {
+pub async fn handle(host: &Host, req: Request) -> Reply {
     let run = &host.run;
-    let base = |state: &str| json!({ "ok": true, "run_id": run.id, "pid": std::process::id(), "state": state });
+    let base = |state: State| Reply {
+        ok: true,
+        run_id: Some(run.id.clone()),
+        pid: Some(std::process::id()),
+        state: Some(state),
+        ..Reply::default()
+    };
     match req {
         Request::Status => {
             let waiting = run.waiting();
             let state = match (run.stop_cause(), waiting.is_empty()) {
-                (Some(_), _) => "stopping",
-                (None, true) => "running",
-                (None, false) => "waiting",
+                (Some(_), _) => State::Stopping,
+                (None, true) => State::Running,
+                (None, false) => State::Waiting,
             };
-            let mut reply = base(state);
-            reply["waiting"] = Value::Array(waiting);
-            reply
+            Reply { waiting: Some(waiting), ..base(state) }
         }
         Request::Answer { key, value } => match run.answer_checkpoint(key.as_deref(), value).await {
-            Ok(key) => json!({ "ok": true, "run_id": run.id, "key": key, "state": "answered" }),
-            Err(e) => json!({ "ok": false, "error": e.to_string() }),
+            Ok(key) => Reply { key: Some(key), pid: None, ..base(State::Answered) },
+            Err(e) => Reply::refused(e.to_string()),
         },
         Request::Stop { by } => {
             if run.stop_cause().is_some() {
-                return base("already-stopping");
+                return base(State::AlreadyStopping);
             }
             run.stop_with(StopCause::Cancelled(format!("stopped by {by}")));
-            base("stopping")
+            base(State::Stopping)
         }
         Request::Kill { by } => {
             run.stop_with(StopCause::Cancelled(format!("killed by {by}")));
             host.control.killed.cancel();
-            base("killed")
+            base(State::Killed)
         }
     }
 }
@@ -198,7 +243,7 @@ pub enum ControlError {
 }
 
 /// Asks the run in `dir` over its control socket (blocking; bounded by `timeout`).
-pub fn request(dir: &Path, req: &Request, timeout: Duration) -> Result<Value, ControlError> {
+pub fn request(dir: &Path, req: &Request, timeout: Duration) -> Result<Reply, ControlError> {
     let path = socket(dir);
     let io = |what: &'static str, path: &Path| {
         let path = path.to_path_buf();
@@ -213,17 +258,18 @@ pub fn request(dir: &Path, req: &Request, timeout: Duration) -> Result<Value, Co
     stream.write_all(format!("{text}\n").as_bytes()).map_err(io("cannot write to", &path))?;
     let mut line = String::new();
     BufReader::new(stream).read_line(&mut line).map_err(io("no answer on", &path))?;
-    let reply: Value =
+    let reply: Reply =
         serde_json::from_str(line.trim()).map_err(|source| ControlError::BadAnswer { path: path.clone(), source })?;
-    match reply["ok"].as_bool() {
-        Some(true) => Ok(reply),
-        _ => Err(ControlError::Refused(reply["error"].as_str().unwrap_or("the run refused the request").to_string())),
+    match reply.ok {
+        true => Ok(reply),
+        false => Err(ControlError::Refused(reply.error.unwrap_or_else(|| "the run refused the request".into()))),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn requests_are_one_tagged_json_line() {
@@ -236,5 +282,21 @@ mod tests {
         let keyed: Request = serde_json::from_str(r#"{"cmd":"answer","key":"k","value":1}"#).expect("parse");
         assert_eq!(keyed, Request::Answer { key: Some("k".into()), value: json!(1) });
         assert!(serde_json::from_str::<Request>(r#"{"cmd":"answer","key":"k"}"#).is_err(), "an answer needs a value");
+    }
+
+    #[test]
+    fn replies_are_one_json_line_that_reads_back_as_written() {
+        let stopping = Reply {
+            ok: true,
+            run_id: Some("r".into()),
+            pid: Some(7),
+            state: Some(State::AlreadyStopping),
+            ..Reply::default()
+        };
+        let line = serde_json::to_string(&stopping).expect("json");
+        assert_eq!(line, r#"{"ok":true,"run_id":"r","pid":7,"state":"already-stopping"}"#);
+        assert_eq!(serde_json::from_str::<Reply>(&line).expect("reads back"), stopping);
+        let refused: Reply = serde_json::from_str(r#"{"ok":false,"error":"no"}"#).expect("a refusal");
+        assert_eq!((refused.ok, refused.error.as_deref(), refused.state), (false, Some("no"), None));
     }
 }

@@ -5,13 +5,12 @@
 
 use crate::record::private;
 use nix::fcntl::{Flock, FlockArg};
-use serde_json::{json, Value};
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-/// The background record in a run folder.
-pub const FILE: &str = "background.json";
+/// The background record in a run folder (`record::docs::BackgroundDoc`).
+pub use crate::record::docs::BACKGROUND as FILE;
 /// Background runs at once on this machine when `[limits] background` is not set.
 pub const DEFAULT_SLOTS: usize = 4;
 
@@ -28,14 +27,9 @@ fn failed<'a>(what: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error)
     move |source| PoolError { what, path: path.to_path_buf(), source }
 }
 
-/// A JSON document, or null when it is missing or unreadable.
-pub fn read(path: &Path) -> Value {
-    std::fs::read_to_string(path).ok().and_then(|t| serde_json::from_str(&t).ok()).unwrap_or(Value::Null)
-}
-
 /// Writes the background record of run folder `dir`, atomically, 0600 and synced, as the run's
 /// other documents are (`record::write_document`).
-pub fn write(dir: &Path, doc: &Value) -> std::io::Result<()> {
+pub fn write(dir: &Path, doc: &crate::record::docs::BackgroundDoc) -> std::io::Result<()> {
     crate::record::write_document(&dir.join(FILE), doc)
 }
 
@@ -100,9 +94,8 @@ fn first_live(tickets: &Path, mine: &str) -> Option<String> {
 /// Dropping the future leaves the queue (the ticket is removed).
 pub async fn admit(dir: &Path, id: &str, slots: usize) -> Result<Slot, PoolError> {
     let record = dir.join(FILE);
-    let mut doc = read(&record);
-    if doc.is_object() {
-        doc["pid"] = json!(std::process::id());
+    if let Some(mut doc) = crate::record::docs::background(dir) {
+        doc.pid = Some(i64::from(std::process::id()));
         write(dir, &doc).map_err(failed("update", &record))?;
     }
     let state = state_dir();

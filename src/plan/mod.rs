@@ -196,10 +196,9 @@ async fn answer_checkpoints(run: Arc<crate::run::Run>, answered: Arc<std::sync::
     loop {
         tick.tick().await;
         for open in run.waiting() {
-            let key = open["key"].as_str().unwrap_or_default().to_string();
-            let value = crate::run::schema::example_value(&open["schema"], "planned");
-            if run.answer_checkpoint(Some(&key), value).await.is_ok() {
-                answered.lock().unwrap_or_else(|p| p.into_inner()).push(key);
+            let value = crate::run::schema::example_value(&open.schema, "planned");
+            if run.answer_checkpoint(Some(&open.key), value).await.is_ok() {
+                answered.lock().unwrap_or_else(|p| p.into_inner()).push(open.key);
             }
         }
     }

@@ -3,11 +3,10 @@
 //! version does not know is kept as written (`Recorded::Other`).
 
 use super::status::{Recorded, RunStatus, StageStatus};
-use crate::accounting::Tally;
+use crate::accounting::Accounts;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use std::collections::BTreeMap;
 use std::path::Path;
 
 /// A run's `run.json`, as readers need it (the run core rewrites it as written, unknown fields kept).
@@ -66,38 +65,80 @@ impl Waiting {
     }
 }
 
-/// A run's `result.json`, as readers need it.
-#[derive(Debug, Clone, Deserialize)]
-pub struct ResultRecord {
+/// `result.json`: how the run ended, its value or error, its stages and its whole spend. The run
+/// core writes it (`run::Run::finish`) and every reader of a run folder reads it back through this
+/// type: a field an older awf did not write reads as its default, a status this version does not
+/// know as written.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ResultDoc {
+    #[serde(default)]
+    pub v: u32,
     #[serde(default)]
     pub run_id: String,
     pub status: Recorded<RunStatus>,
     #[serde(default)]
-    pub value: Value,
+    pub value: Option<Value>,
     #[serde(default)]
     pub error: Option<String>,
+    /// The stage an error went through first.
+    #[serde(default)]
+    pub ended_in: Option<String>,
     #[serde(default)]
     pub stages: Vec<StageEntry>,
     #[serde(default)]
-    pub accounting: Accounting,
+    pub accounting: Accounts,
     #[serde(default)]
-    pub finished_at: Option<String>,
+    pub simulated: bool,
+    #[serde(default)]
+    pub sandboxes: Value,
+    /// Agents with placement "pane": where each pane went and what became of it.
+    #[serde(default, skip_serializing_if = "Value::is_null")]
+    pub panes: Value,
+    #[serde(default)]
+    pub started_at: String,
+    #[serde(default)]
+    pub finished_at: String,
+    #[serde(default)]
+    pub duration_ms: u64,
+    /// The child runs (councils its agents convened), by run id.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub children: Vec<String>,
+    /// Every decision the run asked (`ctx.decisions.decide`), in the order asked.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub decisions: Vec<Value>,
 }
 
-/// One stage of `result.json`.
-#[derive(Debug, Clone, Deserialize)]
+/// One stage of `result.json`: its name and how it ended.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StageEntry {
     pub name: String,
     pub status: Recorded<StageStatus>,
 }
 
-/// The accounting of `result.json`, as far as readers print it.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(default)]
-pub struct Accounting {
-    pub totals: Tally,
-    pub by_attempt: BTreeMap<u32, Tally>,
+/// `background.json`: a `--detach`ed run before its run starts (`host::pool` writes it): `queued`
+/// while its process waits in the machine's pool (`pid`, once it waits), else how it ended before
+/// starting (`cancelled`, `failed`) and why. Its statuses are `RunStatus`es.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BackgroundDoc {
+    #[serde(default)]
+    pub v: u32,
+    #[serde(default)]
+    pub id: String,
+    #[serde(default)]
+    pub script: Option<String>,
+    #[serde(default)]
+    pub queued_at: Option<String>,
+    pub status: Recorded<RunStatus>,
+    #[serde(default)]
+    pub pid: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished_at: Option<String>,
 }
+
+/// The background record's name in a run folder.
+pub const BACKGROUND: &str = "background.json";
 
 /// Why a document could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -124,8 +165,13 @@ pub fn run(dir: &Path) -> Option<RunDoc> {
     read(&dir.join("run.json")).ok().flatten()
 }
 
+/// The run's `background.json`, or `None` when it is missing or unreadable.
+pub fn background(dir: &Path) -> Option<BackgroundDoc> {
+    read(&dir.join(BACKGROUND)).ok().flatten()
+}
+
 /// The run's `result.json`, or `None` when it is missing or unreadable.
-pub fn result(dir: &Path) -> Option<ResultRecord> {
+pub fn result(dir: &Path) -> Option<ResultDoc> {
     read(&dir.join("result.json")).ok().flatten()
 }
 
@@ -152,9 +198,9 @@ mod tests {
     fn a_document_that_is_not_json_is_an_error_naming_its_file() {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("result.json");
-        assert!(read::<ResultRecord>(&path).expect("missing is no error").is_none());
+        assert!(read::<ResultDoc>(&path).expect("missing is no error").is_none());
         std::fs::write(&path, "{ not json").expect("write");
-        let e = read::<ResultRecord>(&path).expect_err("not json");
+        let e = read::<ResultDoc>(&path).expect_err("not json");
         assert!(e.to_string().contains("result.json is not a document"), "{e}");
         assert!(result(dir.path()).is_none());
     }

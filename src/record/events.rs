@@ -117,6 +117,13 @@ pub enum EventRecord {
         label: Option<String>,
         prompt: Option<String>,
     },
+    /// An agent's operation waits (on a question it asked, the operator, a council).
+    OpWaiting {
+        agent: String,
+        op_id: String,
+        #[serde(default)]
+        reason: String,
+    },
     OpSettled {
         agent: String,
         op_id: String,

@@ -1,7 +1,7 @@
 //! `groups.jsonl`: the process group of every turn process an attempt started, written when the
 //! process starts, so that a later attempt can find what a killed one left running.
 
-use serde_json::{json, Value};
+use serde_json::json;
 use std::io::Write;
 use std::path::Path;
 
@@ -20,11 +20,19 @@ pub fn append(run_dir: &Path, attempt: u32, pgid: i32, agent: &str, op_id: &str)
     }
 }
 
+/// One line of `groups.jsonl`, as far as a reader needs it.
+#[derive(serde::Deserialize)]
+struct Group {
+    #[serde(default)]
+    pgid: Option<i64>,
+}
+
 /// Every process group on record, oldest first (a torn last line is skipped).
 pub fn read(run_dir: &Path) -> Vec<i32> {
-    let lines: Vec<Value> = super::read_jsonl(&run_dir.join(FILE)).unwrap_or_else(|e| {
+    let lines: Vec<serde_json::Value> = super::read_jsonl(&run_dir.join(FILE)).unwrap_or_else(|e| {
         tracing::error!("cannot read {FILE}: {e}");
         Vec::new()
     });
-    lines.iter().filter_map(|l| l["pgid"].as_i64()).filter_map(|p| i32::try_from(p).ok()).filter(|p| *p > 1).collect()
+    let pgid = |l: &serde_json::Value| serde_json::from_value::<Group>(l.clone()).ok().and_then(|g| g.pgid);
+    lines.iter().filter_map(pgid).filter_map(|p| i32::try_from(p).ok()).filter(|p| *p > 1).collect()
 }

@@ -156,6 +156,12 @@ pub enum Recorded<T> {
     Other(String),
 }
 
+impl<T> From<T> for Recorded<T> {
+    fn from(known: T) -> Recorded<T> {
+        Recorded::Known(known)
+    }
+}
+
 impl<T: Copy> Recorded<T> {
     /// The value, when this version knows it.
     pub fn known(&self) -> Option<T> {

@@ -202,12 +202,7 @@ impl RunView {
                     };
                 }
             }
-            EventRecord::Other { ty, data } if ty == "op-waiting" => {
-                let reason = data["reason"].as_str().unwrap_or("").to_string();
-                if let Some(agent) = &line.agent {
-                    self.set_busy(agent, AgentState::Waiting(reason));
-                }
-            }
+            EventRecord::OpWaiting { agent, reason, .. } => self.set_busy(agent, AgentState::Waiting(reason.clone())),
             EventRecord::MessageSent(m) => {
                 self.messages += 1;
                 if let Some(row) = m.from.as_ref().and_then(|a| self.agents.get_mut(a)) {

@@ -5,6 +5,7 @@
 
 use super::schema::Schema;
 use super::{lock, Event, Run, RunStatus};
+use crate::record::docs::Waiting;
 use crate::record::Stream;
 use serde_json::{json, Value};
 use std::collections::HashMap;
@@ -139,9 +140,9 @@ impl Run {
         Ok(Asked::Waiting(rx))
     }
 
-    /// The checkpoints waiting for an answer, as status readers show them.
-    pub fn waiting(&self) -> Vec<Value> {
-        lock(&self.checkpoints.open).iter().map(Open::json).collect()
+    /// The checkpoints waiting for an answer, as `run.json` `waiting` records them.
+    pub fn waiting(&self) -> Vec<Waiting> {
+        lock(&self.checkpoints.open).iter().map(Open::waiting).collect()
     }
 
     /// Answers the open checkpoint `key` (or the only one) with `value`: refused with the reasons
@@ -216,7 +217,7 @@ impl Run {
                 m.remove("waiting");
             }
             Some(m) => {
-                m.insert("waiting".into(), Value::Array(open.iter().map(Open::json).collect()));
+                m.insert("waiting".into(), json!(open.iter().map(Open::waiting).collect::<Vec<_>>()));
             }
             None => {}
         }
@@ -231,9 +232,15 @@ fn keys(open: &[Open]) -> String {
 }
 
 impl Open {
-    fn json(&self) -> Value {
-        json!({ "key": self.key, "question": self.question, "schema": self.schema.value.as_ref(),
-                "asked_at": self.asked_at, "timeout_ms": self.timeout_ms, "agent": self.agent })
+    fn waiting(&self) -> Waiting {
+        Waiting {
+            key: self.key.clone(),
+            question: self.question.clone(),
+            schema: (*self.schema.value).clone(),
+            asked_at: Some(self.asked_at.clone()),
+            timeout_ms: self.timeout_ms,
+            agent: self.agent.clone(),
+        }
     }
 }
 

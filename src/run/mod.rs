@@ -40,33 +40,8 @@ pub use scheduler::Limits;
 /// A boxed future, as the trait objects between the layers return them.
 pub type BoxFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
 
-/// `result.json`: how the run ended, its value or error, its stages and its whole spend.
-#[derive(Debug, serde::Serialize)]
-pub struct ResultDoc {
-    pub v: u32,
-    pub run_id: String,
-    pub status: RunStatus,
-    pub value: Option<Value>,
-    pub error: Option<String>,
-    /// The stage an error went through first.
-    pub ended_in: Option<String>,
-    pub stages: Value,
-    pub accounting: crate::accounting::Accounts,
-    pub simulated: bool,
-    pub sandboxes: Value,
-    /// Agents with placement "pane": where each pane went and what became of it.
-    #[serde(skip_serializing_if = "Value::is_null")]
-    pub panes: Value,
-    pub started_at: String,
-    pub finished_at: String,
-    pub duration_ms: u64,
-    /// The child runs (councils its agents convened), by run id.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub children: Vec<String>,
-    /// Every decision the run asked (`ctx.decisions.decide`), in the order asked.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub decisions: Vec<Value>,
-}
+/// `result.json`, written by `finish` and read back by every reader of a run folder.
+pub use crate::record::docs::ResultDoc;
 
 /// What a resumed attempt makes of an operation the journal may hold.
 pub enum Replay {
@@ -512,7 +487,7 @@ impl Run {
         let result = ResultDoc {
             v: record::FORMAT_VERSION,
             run_id: self.id.clone(),
-            status,
+            status: status.into(),
             value: value.cloned(),
             error: error.map(String::from),
             ended_in: ended_in.map(String::from),

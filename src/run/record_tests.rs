@@ -1,5 +1,5 @@
-//! What the run core writes reads back through `record`'s read types: `result.json` as
-//! `ResultRecord`, and each event the readers show as its typed variant.
+//! What the run core writes reads back through `record`'s read types: `result.json` as the
+//! `ResultDoc` it was written from, and each event the readers show as its typed variant.
 
 use super::{Event, ResultDoc, RunStatus, StageStatus};
 use crate::record::events::{self, EventRecord};
@@ -11,11 +11,11 @@ fn a_written_result_reads_back() {
     let doc = ResultDoc {
         v: 1,
         run_id: "r1".into(),
-        status: RunStatus::Failed,
+        status: RunStatus::Failed.into(),
         value: None,
         error: Some("boom".into()),
         ended_in: Some("plan".into()),
-        stages: json!([{ "name": "plan", "status": StageStatus::Failed }]),
+        stages: vec![crate::record::docs::StageEntry { name: "plan".into(), status: StageStatus::Failed.into() }],
         accounting: Default::default(),
         simulated: true,
         sandboxes: json!([]),
@@ -26,12 +26,15 @@ fn a_written_result_reads_back() {
         children: Vec::new(),
         decisions: Vec::new(),
     };
-    let read: crate::record::docs::ResultRecord =
-        serde_json::from_value(serde_json::to_value(&doc).expect("json")).expect("reads back");
+    let written = serde_json::to_value(&doc).expect("json");
+    assert_eq!(written["status"], "failed");
+    assert_eq!(written["stages"], json!([{ "name": "plan", "status": "failed" }]));
+    let read: ResultDoc = serde_json::from_value(written.clone()).expect("reads back");
     assert_eq!(read.status, Recorded::Known(RunStatus::Failed));
     assert_eq!(read.error.as_deref(), Some("boom"));
     assert_eq!(read.stages[0].status, Recorded::Known(StageStatus::Failed));
-    assert_eq!(read.finished_at.as_deref(), Some("2026-01-01T00:00:01.000Z"));
+    assert_eq!(read.finished_at, "2026-01-01T00:00:01.000Z");
+    assert_eq!(serde_json::to_value(&read).expect("json"), written, "read and written again, the same document");
 }
 
 #[test]

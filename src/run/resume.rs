@@ -36,6 +36,9 @@ pub struct Resume {
     pub run_doc: Value,
     /// `run.json` read as a type.
     pub run: RunDoc,
+    /// The limits the run started with (`run.json` `limits`), which stand in for awf.toml's; `None`
+    /// for a run recorded before limits were kept.
+    pub limits: Option<super::Limits>,
     /// Stage name → (value, summary), for the stages this attempt reuses.
     pub stages: HashMap<String, (Value, Option<String>)>,
     /// (agent, op id) → what the journal says of it, for every answered operation on record.
@@ -76,6 +79,14 @@ pub enum ResumeError {
     NoSuchStage { stage: String, recorded: String },
 }
 
+/// What `run.json` keeps of the run core's own types (the record layer's `RunDoc` cannot name
+/// them).
+#[derive(serde::Deserialize)]
+struct Kept {
+    #[serde(default)]
+    limits: Option<super::Limits>,
+}
+
 /// Reads a run folder for a new attempt. With `from_stage`, only the stages recorded before it
 /// are reused; a stage the run never recorded is refused with the list of those it did.
 /// The run's lock is taken first: a run with a live attempt is refused, and of two resumes that
@@ -89,6 +100,7 @@ pub fn load(dir: &Path, from_stage: Option<&str>) -> Result<Resume, ResumeError>
         .map_err(|source| ResumeError::NotRunJson { path: run_json.clone(), source })?;
     let run_id = run.id.clone();
     let attempt = run.attempts.len() as u32 + 1;
+    let limits = serde_json::from_value::<Kept>(run_doc.clone()).ok().and_then(|k| k.limits);
     let read = |name: &'static str| move |source| ResumeError::Read { name, source };
     let mut order: Vec<String> = Vec::new();
     let mut done: HashMap<String, (Value, Option<String>)> = HashMap::new();
@@ -160,6 +172,7 @@ pub fn load(dir: &Path, from_stage: Option<&str>) -> Result<Resume, ResumeError>
         from_stage: from_stage.map(String::from),
         run_doc,
         run,
+        limits,
         stages,
         journal,
         journalled,

@@ -2,7 +2,7 @@
 
 use super::StageStatus;
 use crate::record::{Recorder, Stream};
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::collections::HashSet;
 use std::sync::Mutex;
 
@@ -81,8 +81,12 @@ impl StageBook {
     }
 
     /// `[{name, status}]` in the order stages ended.
-    pub fn summary(&self) -> Value {
-        Value::Array(self.lock().ended.iter().map(|(n, s)| json!({ "name": n, "status": s })).collect())
+    pub fn summary(&self) -> Vec<crate::record::docs::StageEntry> {
+        let entry = |(name, status): &(String, StageStatus)| crate::record::docs::StageEntry {
+            name: name.clone(),
+            status: (*status).into(),
+        };
+        self.lock().ended.iter().map(entry).collect()
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {

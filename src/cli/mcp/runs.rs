@@ -3,7 +3,7 @@
 //! through `awf runs stop`.
 
 use super::super::listing;
-use crate::record::docs::{self, ResultRecord};
+use crate::record::docs::{self, ResultDoc};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 
@@ -25,7 +25,7 @@ pub struct Seen {
     pub status: String,
     /// `result.json` once the run ended with one: as written (`run_result` returns it whole), and
     /// read as a type.
-    pub result: Option<(Value, ResultRecord)>,
+    pub result: Option<(Value, ResultDoc)>,
 }
 
 impl Seen {
@@ -71,11 +71,11 @@ pub fn status(run: &RunDir) -> Value {
 pub fn answer(run: &RunDir, seen: &Seen) -> (String, bool) {
     let Some((_, result)) = &seen.result else {
         // A background run that never started says why in its background record.
-        let why = listing::read(&run.dir.join("background.json"))["error"].as_str().map(String::from);
+        let why = docs::background(&run.dir).and_then(|b| b.error);
         let why = why.unwrap_or_else(|| "no result.json: its process is gone".into());
         return (format!("run {}: {}: {why}", run.id, seen.status), true);
     };
-    let value = &result.value;
+    let value = result.value.as_ref().unwrap_or(&Value::Null);
     let shown = match value.get("output") {
         Some(Value::String(s)) => s.clone(),
         Some(other) if !other.is_null() => other.to_string(),

@@ -94,7 +94,7 @@ fn row(e: &Entry) -> Value {
     let waiting = e.run.as_ref().map(|r| r.waiting()).unwrap_or_default();
     if !waiting.is_empty() && e.status == RunStatus::Running {
         row["status"] = json!(RunStatus::Waiting);
-        row["waiting"] = Value::Array(waiting);
+        row["waiting"] = json!(waiting);
     }
     row
 }
@@ -191,10 +191,8 @@ pub(super) async fn stop_run(State(server): State<Shared>, UrlPath(id): UrlPath<
     }
     let req = Request::Stop { by: "the API".into() };
     match tokio::task::spawn_blocking(move || control::request(&dir, &req, Duration::from_secs(5))).await {
-        Ok(Ok(reply)) => {
-            (StatusCode::ACCEPTED, Json(json!({ "run_id": id, "status": "stopping", "pid": reply["pid"] })))
-                .into_response()
-        }
+        Ok(Ok(reply)) => (StatusCode::ACCEPTED, Json(json!({ "run_id": id, "status": "stopping", "pid": reply.pid })))
+            .into_response(),
         Ok(Err(e)) => error(StatusCode::CONFLICT, format!("run {id} cannot be reached: {e}")),
         Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, format!("run {id}: {e}")),
     }

@@ -53,6 +53,15 @@ fn walk(
     Ok(())
 }
 
+/// One file of a packed home, as `pack` writes it: its path under the home and its bytes, base64.
+#[derive(serde::Deserialize)]
+struct Packed {
+    #[serde(default)]
+    path: Option<String>,
+    #[serde(default)]
+    data: Option<String>,
+}
+
 /// Writes the packed `files` into `home` (private files and folders). Every entry is checked and
 /// decoded first, so that a refused one (a path that leaves the home, data that does not decode)
 /// leaves nothing; then the files are written into a fresh folder beside the home and moved into
@@ -62,12 +71,13 @@ pub fn unpack(home: &Path, files: &Value) -> Result<(), HarnessError> {
     let list = files.as_array().ok_or_else(|| stored("the stored home is not a list of files"))?;
     let mut decoded = Vec::with_capacity(list.len());
     for f in list {
-        let rel = PathBuf::from(f["path"].as_str().ok_or_else(|| stored("a stored file has no path"))?);
+        let f = serde_json::from_value::<Packed>(f.clone()).unwrap_or(Packed { path: None, data: None });
+        let rel = PathBuf::from(f.path.ok_or_else(|| stored("a stored file has no path"))?);
         if rel.is_absolute() || rel.components().any(|c| !matches!(c, std::path::Component::Normal(_))) {
             return Err(HarnessError::Stored(format!("the stored file {} leaves the home", rel.display())));
         }
         let data = base64::engine::general_purpose::STANDARD
-            .decode(f["data"].as_str().unwrap_or_default())
+            .decode(f.data.unwrap_or_default())
             .map_err(|source| HarnessError::Decode { file: rel.clone(), source })?;
         decoded.push((rel, data));
     }
