@@ -202,40 +202,14 @@ impl AgentBook {
             .choose(run, &req.key, req.sandbox.as_ref(), runtime.harness)
             .map_err(|source| OpenError::Sandbox { agent: agent(), source })?;
         run.scheduler.admit_agent()?;
-        let info = AgentInfo {
-            key: req.key.clone(),
-            instructions: req.instructions.clone(),
-            model: runtime.model.clone().unwrap_or_else(|| runtime.harness.default_model().to_string()),
-            effort: runtime.effort.clone(),
-            labels: req.labels.clone(),
-        };
-        let responder = match &runtime.responder {
-            Some(path) => Some(self.responders.get(run, path).map_err(OpenError::Responder)?),
-            None => None,
-        };
-        let (session, endpoint) =
-            self.session_for(&req, &runtime, &info, responder, sandbox.as_ref(), &skills, beside)?;
-        // Every harness reports through this wrapper: its texts reach the engine scrubbed of secrets.
-        let session = harness::scrubbed::Scrubbed::wrap(session, run.secrets.clone());
-        if let Some(s) = sandbox.filter(|_| runtime.harness.confinement() != Confinement::Wrapped) {
-            self.sandboxes.seated_in_process(run, &s, &req.key, runtime.harness);
-        }
-        let messenger = self.messenger(&req.key);
-        let agent = Arc::new(Agent::new(req, runtime, info, session, endpoint, messenger));
+        let agent = self.assemble(req, runtime, sandbox, &skills, beside)?;
         if let Some(n) = lock(&self.skipped).remove(&agent.key) {
             agent.skip_runs(n);
         }
         open.insert(agent.key.clone(), agent.clone());
         drop(open);
         run.progress.agents_open.fetch_add(1, Ordering::Relaxed);
-        run.records.event(&Event::AgentOpened {
-            agent: &agent.key,
-            harness: agent.harness().as_str(),
-            model: &agent.model(),
-            effort: agent.effort().as_deref(),
-            labels: &agent.request.labels,
-            forked_from: None,
-        });
+        agent.announce(run);
         if let Some(pane) = self.panes.record_of(&agent.key) {
             run.records.event(&Event::PaneOpened { pane: &pane });
         }
@@ -289,6 +263,21 @@ impl AgentBook {
             .sandboxes
             .choose(run, &req.key, None, runtime.harness)
             .map_err(|source| OpenError::Sandbox { agent: req.key.clone(), source })?;
+        self.assemble(req, runtime, sandbox, &[], None)
+    }
+
+    /// An agent put together from its checked request: its harness session (with its responder,
+    /// sandbox seat, skills and pane), wrapped so that every text it reports reaches the engine
+    /// scrubbed of secrets, and its messenger. `open` and `open_detached` differ only before this.
+    fn assemble(
+        &self,
+        req: OpenRequest,
+        runtime: Arc<RuntimeConfig>,
+        sandbox: Option<crate::sandbox::Chosen>,
+        skills: &[harness::cli::skills::Skill],
+        beside: Option<super::panes::Beside>,
+    ) -> Result<Arc<Agent>, OpenError> {
+        let run = &self.run;
         let info = AgentInfo {
             key: req.key.clone(),
             instructions: req.instructions.clone(),
@@ -300,7 +289,8 @@ impl AgentBook {
             Some(path) => Some(self.responders.get(run, path).map_err(OpenError::Responder)?),
             None => None,
         };
-        let (session, endpoint) = self.session_for(&req, &runtime, &info, responder, sandbox.as_ref(), &[], None)?;
+        let (session, endpoint) =
+            self.session_for(&req, &runtime, &info, responder, sandbox.as_ref(), skills, beside)?;
         let session = harness::scrubbed::Scrubbed::wrap(session, run.secrets.clone());
         if let Some(s) = sandbox.filter(|_| runtime.harness.confinement() != Confinement::Wrapped) {
             self.sandboxes.seated_in_process(run, &s, &req.key, runtime.harness);

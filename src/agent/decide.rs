@@ -10,7 +10,7 @@ use super::op::{execute, turn_hash, turn_parts, Op, OpError};
 use super::{AgentBook, OpenError, OpenRequest, RuntimeChoice};
 use crate::config::RuntimeConfig;
 use crate::run::scope::Frame;
-use crate::run::{Event, Outcome};
+use crate::run::Outcome;
 use serde_json::Value;
 use std::sync::Arc;
 use std::time::Instant;
@@ -76,14 +76,7 @@ pub fn ask(book: &Arc<AgentBook>, ask: Ask<'_>, frame: &Frame) -> Result<Answere
     };
     let agent = book.open_detached(req, ask.runtime)?;
     if ask.first {
-        run.records.event(&Event::AgentOpened {
-            agent: &agent.key,
-            harness: agent.harness().as_str(),
-            model: &agent.model(),
-            effort: agent.effort().as_deref(),
-            labels: &agent.request.labels,
-            forked_from: None,
-        });
+        agent.announce(run);
     }
     let op = Op {
         op_id: ask.op_id,

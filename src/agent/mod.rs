@@ -159,6 +159,18 @@ impl Agent {
         }
     }
 
+    /// Records `agent-opened` for this agent (not a fork: a fork's event names its parent).
+    pub(crate) fn announce(&self, run: &crate::run::Run) {
+        run.records.event(&crate::run::Event::AgentOpened {
+            agent: &self.key,
+            harness: self.harness().as_str(),
+            model: &self.model(),
+            effort: self.effort().as_deref(),
+            labels: &self.request.labels,
+            forked_from: None,
+        });
+    }
+
     pub fn messenger(&self) -> Arc<dyn crate::control::messenger::Messenger> {
         self.messenger.clone()
     }
