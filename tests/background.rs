@@ -115,6 +115,35 @@ fn detached_runs_queue_past_the_limit_start_in_order_and_are_followed_and_stoppe
     assert!(output.contains("awf: stopping") || output.contains("cancelled"), "{output}");
 }
 
+/// A stop that lands while the queued run's process is still saying who it is (the race CI once
+/// hit: the stop's `cancelled` was overwritten by the process's pid) leaves the run cancelled, and
+/// it never starts.
+#[test]
+fn a_run_stopped_the_moment_it_is_queued_stays_cancelled_and_never_starts() {
+    let env = Env::new();
+    let _reaper = setup(&env, 1);
+    let run = ["script", "run", "wf.rhai", "--detach"];
+    let holder = detach(&env, &run);
+    wait_status(&env, &holder, "running");
+    for _ in 0..8 {
+        let id = detach(&env, &run);
+        stop(&env, &id).stdout_has(&format!("run {id}: cancelled"));
+        let dir = env.runs_root().join(&id);
+        let until = Instant::now() + common::TIMEOUT;
+        // Its process ends without queueing: no ticket left, and no run.json ever.
+        while read_json(&dir.join("background.json"))["pid"]
+            .as_i64()
+            .is_some_and(|p| std::path::Path::new(&format!("/proc/{p}")).exists())
+        {
+            assert!(Instant::now() < until, "the cancelled run's process stayed");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert_eq!(status(&env, &id), "cancelled");
+        assert!(!dir.join("run.json").exists(), "a cancelled run started");
+    }
+    stop(&env, &holder).stdout_has(&format!("run {holder}: cancelled"));
+}
+
 #[test]
 fn a_detached_council_run_goes_on_and_its_log_is_followed_to_the_end() {
     let env = Env::new();

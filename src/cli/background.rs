@@ -4,7 +4,7 @@
 //! machine's background pool (`host::pool`). Until its run starts, `background.json` in the run
 //! folder says it is `queued`.
 
-use crate::host::pool::write;
+use crate::host::pool::{update, write};
 use crate::record::docs::{self, BackgroundDoc};
 use crate::record::private;
 use crate::record::status::Recorded;
@@ -31,16 +31,6 @@ pub fn status(dir: &Path) -> String {
         Some(d) => d.status.as_str().to_string(),
         None => "?".into(),
     }
-}
-
-/// The pid of the process waiting in the queue for run `dir`, while it waits.
-pub fn queued_pid(dir: &Path) -> Option<i32> {
-    if dir.join("run.json").exists() {
-        return None;
-    }
-    let doc = docs::background(dir)?;
-    let pid = doc.pid.filter(|p| alive(*p))?;
-    (doc.status == Recorded::Known(RunStatus::Queued)).then(|| i32::try_from(pid).ok()).flatten()
 }
 
 /// Starts this command again in the background as run `id` under `runs_dir`; returns the id.
@@ -74,14 +64,32 @@ pub fn detach(runs_dir: &Path, script: &str) -> Result<String> {
     Ok(id)
 }
 
+fn ended(doc: &mut BackgroundDoc, status: RunStatus, why: &str) {
+    doc.status = status.into();
+    doc.error = Some(why.to_string());
+    doc.finished_at = Some(crate::record::now_iso());
+}
+
 /// Marks a background run that never started: `Cancelled` or `Failed`, with why.
 pub fn mark(dir: &Path, status: RunStatus, why: &str) {
-    if let Some(mut doc) = docs::background(dir) {
-        doc.status = status.into();
-        doc.error = Some(why.to_string());
-        doc.finished_at = Some(crate::record::now_iso());
-        let _ = write(dir, &doc);
-    }
+    let _ = update(dir, |doc| ended(doc, status, why));
+}
+
+/// Stops a background run still queued: when its process has not yet said who it is, the run is
+/// marked cancelled (its process reads that before it queues) and `None` comes back; otherwise
+/// the record is left alone and the waiting process's pid comes back, for the caller to signal.
+pub fn cancel_queued(dir: &Path, why: &str) -> Option<i32> {
+    let mut waiting = None;
+    let _ = update(dir, |doc| {
+        if doc.status != Recorded::Known(RunStatus::Queued) {
+            return;
+        }
+        match doc.pid.and_then(|p| i32::try_from(p).ok()) {
+            Some(pid) => waiting = Some(pid),
+            None => ended(doc, RunStatus::Cancelled, why),
+        }
+    });
+    waiting
 }
 
 /// A background run's process: out of the terminal's session, then its place in the machine's
@@ -90,13 +98,20 @@ pub fn wait_in_queue(rt: &tokio::runtime::Runtime, spec: &RunSpec, id: &str) -> 
     // A new session: no terminal's Ctrl-C or hang-up reaches it.
     let _ = nix::unistd::setsid();
     let dir = spec.runs_dir.join(id);
-    if status(&dir) != "queued" {
-        eprintln!("awf: run {id} was {} before it started", status(&dir));
-        return Err(crate::host::exit::CANCELLED);
-    }
     let slots = spec.config.limits.background.unwrap_or(DEFAULT_SLOTS);
     let admitted = rt.block_on(async {
+        // The signals are caught before the pid is written: a stop that reads it is heard.
         let mut signals = super::ending::Signals::new().ok();
+        // Under the record's lock: a stop that came first has marked it, and then it never queues.
+        let me = i64::from(std::process::id());
+        let still = update(&dir, |doc| {
+            if doc.status == Recorded::Known(RunStatus::Queued) {
+                doc.pid = Some(me);
+            }
+        });
+        if !matches!(&still, Ok(Some(d)) if d.pid == Some(me) && d.status == Recorded::Known(RunStatus::Queued)) {
+            return Err(None);
+        }
         let stop = async {
             match signals.as_mut() {
                 Some(s) => s.next().await,
@@ -104,13 +119,18 @@ pub fn wait_in_queue(rt: &tokio::runtime::Runtime, spec: &RunSpec, id: &str) -> 
             }
         };
         tokio::select! {
-            slot = crate::host::pool::admit(&dir, id, slots) => slot.map_err(|e| (RunStatus::Failed, format!("cannot queue: {e}"))),
-            name = stop => Err((RunStatus::Cancelled, format!("stopped while queued ({})", name.unwrap_or("a signal")))),
+            slot = crate::host::pool::admit(id, slots) => slot.map_err(|e| Some((RunStatus::Failed, format!("cannot queue: {e}")))),
+            name = stop => Err(Some((RunStatus::Cancelled, format!("stopped while queued ({})", name.unwrap_or("a signal"))))),
         }
     });
-    admitted.map_err(|(status, why)| {
-        mark(&dir, status, &why);
-        eprintln!("awf: run {id}: {why}");
+    admitted.map_err(|ended| {
+        match ended {
+            Some((status, why)) => {
+                mark(&dir, status, &why);
+                eprintln!("awf: run {id}: {why}");
+            }
+            None => eprintln!("awf: run {id} was {} before it started", status(&dir)),
+        }
         crate::host::exit::CANCELLED
     })
 }

@@ -95,20 +95,19 @@ fn stop_queued(dir: &Path, id: &str) -> Result<i32> {
         eprintln!("awf: run {id} is not in flight: it never started ({status})");
         return Ok(EXIT_OK);
     }
-    match background::queued_pid(dir) {
-        Some(pid) => {
-            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGTERM);
-            // It leaves the queue, or it was just starting: then it is stopped like any run.
-            wait_until(|| background::status(dir) != "queued" || dir.join("run.json").exists(), WAIT);
-            if dir.join("run.json").exists() {
-                return stop(dir, id, false);
-            }
-            if background::status(dir) == "interrupted" {
-                background::mark(dir, crate::run::RunStatus::Cancelled, "stopped by awf runs stop while queued");
-            }
+    const WHY: &str = "stopped by awf runs stop while queued";
+    // Its process has not said who it is yet: then the record is marked, and it reads that before
+    // it queues. Otherwise it is told to leave the queue.
+    if let Some(pid) = background::cancel_queued(dir, WHY) {
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGTERM);
+        // It leaves the queue, or it was just starting: then it is stopped like any run.
+        wait_until(|| background::status(dir) != "queued" || dir.join("run.json").exists(), WAIT);
+        if dir.join("run.json").exists() {
+            return stop(dir, id, false);
         }
-        // Its process has not said who it is yet: it reads this before it queues.
-        None => background::mark(dir, crate::run::RunStatus::Cancelled, "stopped by awf runs stop while queued"),
+        if background::status(dir) == "interrupted" {
+            background::mark(dir, crate::run::RunStatus::Cancelled, WHY);
+        }
     }
     out!("run {id}: {}", background::status(dir));
     Ok(EXIT_OK)

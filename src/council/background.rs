@@ -134,9 +134,8 @@ async fn run_child(
     let admission = match parent.caps.councils {
         CouncilPool::Machine => {
             let slots = prun.config.limits.background.unwrap_or(crate::host::pool::DEFAULT_SLOTS);
-            let dir = child.run.dir().to_path_buf();
             tokio::select! {
-                slot = crate::host::pool::admit(&dir, &child.run.id, slots) => match slot {
+                slot = crate::host::pool::admit(&child.run.id, slots) => match slot {
                     Ok(slot) => Admission::Pool(slot),
                     Err(why) => {
                         prun.log("warn", &format!("council {}: no slot of the background pool ({why}); it runs without one", child.run.id), &Value::Null);

@@ -33,6 +33,21 @@ pub fn write(dir: &Path, doc: &crate::record::docs::BackgroundDoc) -> std::io::R
     crate::record::write_document(&dir.join(FILE), doc)
 }
 
+/// Reads, changes and writes the background record of run folder `dir` under an exclusive flock
+/// of the folder itself, so the waiting process saying who it is and `awf runs stop` cancelling
+/// the run never overwrite each other. The record as written; `None` when there is none.
+pub fn update(
+    dir: &Path,
+    change: impl FnOnce(&mut crate::record::docs::BackgroundDoc),
+) -> std::io::Result<Option<crate::record::docs::BackgroundDoc>> {
+    let folder = File::open(dir)?;
+    let _held = Flock::lock(folder, FlockArg::LockExclusive).map_err(|(_, e)| std::io::Error::from(e))?;
+    let Some(mut doc) = crate::record::docs::background(dir) else { return Ok(None) };
+    change(&mut doc);
+    write(dir, &doc)?;
+    Ok(Some(doc))
+}
+
 fn state_dir() -> PathBuf {
     let base = std::env::var_os("XDG_STATE_HOME")
         .filter(|v| !v.is_empty())
@@ -87,17 +102,12 @@ fn first_live(tickets: &Path, mine: &str) -> Option<String> {
     None
 }
 
-/// Marks run `dir` as waiting in this process, then waits until it is first in line and one of
-/// `slots` is free.
+/// Waits until run `id` is first in line and one of `slots` is free. The caller has written its
+/// pid in the run's background record first (`update`), so a stop can reach it while it waits.
 ///
 /// # Cancel safety
 /// Dropping the future leaves the queue (the ticket is removed).
-pub async fn admit(dir: &Path, id: &str, slots: usize) -> Result<Slot, PoolError> {
-    let record = dir.join(FILE);
-    if let Some(mut doc) = crate::record::docs::background(dir) {
-        doc.pid = Some(i64::from(std::process::id()));
-        write(dir, &doc).map_err(failed("update", &record))?;
-    }
+pub async fn admit(id: &str, slots: usize) -> Result<Slot, PoolError> {
     let state = state_dir();
     let tickets = state.join("tickets");
     let slot_dir = state.join("slots");
