@@ -216,6 +216,10 @@ fn a_council_stops_when_the_operation_that_convened_it_ends() {
     let events = read_jsonl(&parent.join("events.jsonl"));
     let ended = events.iter().find(|e| e["type"] == "child-run-ended").expect("child-run-ended before the run's end");
     assert_eq!(ended["data"]["status"], "cancelled");
+    // The turn ended while the council ran (the agent exits 1 once it has started), not after the
+    // agent gave up waiting for it (exit 9).
+    let turn = events.iter().find(|e| e["type"] == "op-settled" && e["data"]["op_id"] == "boss#1").expect("the turn");
+    assert!(turn["data"]["reason"].as_str().is_some_and(|r| r.contains("exit status: 1")), "{turn}");
 }
 
 #[test]
