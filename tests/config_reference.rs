@@ -182,6 +182,38 @@ fn doctor_checks_the_configured_cli_runtimes_and_programs() {
     }
 }
 
+/// tmux (for pane agents) and the `[decisions]` provider, resolved as a decision resolves it.
+#[test]
+fn doctor_checks_tmux_and_the_decision_model() {
+    let env = Env::new();
+    let doctor = |env: &Env, path: Option<&str>| {
+        let mut cmd = common::command(env.path(), &["doctor", "--json"]);
+        if let Some(p) = path {
+            cmd.env("PATH", p);
+        }
+        let out = cmd.output().expect("awf doctor");
+        let checks: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).expect("JSON");
+        move |name: &str| {
+            checks.iter().find(|c| c["name"] == name).cloned().unwrap_or_else(|| panic!("no {name}: {checks:?}"))
+        }
+    };
+    env.write("awf.toml", "[decisions]\nruntime = \"nope\"\n");
+    let check = doctor(&env, None);
+    let tmux = check("panes: tmux");
+    assert_eq!(tmux["ok"], true, "tmux is installed where the tests run: {tmux}");
+    assert!(tmux["detail"].as_str().unwrap_or("").starts_with("tmux "), "{tmux}");
+    let decisions = check("decisions");
+    assert_eq!(decisions["ok"], false, "{decisions}");
+    assert!(decisions["detail"].as_str().unwrap_or("").contains("unknown runtime alias `nope`"), "{decisions}");
+
+    env.write("awf.toml", "[decisions]\nharness = \"fake\"\nresponder = \"r.rhai\"\n");
+    let check = doctor(&env, Some("/nonexistent"));
+    assert_eq!(check("decisions")["ok"], true);
+    let tmux = check("panes: tmux");
+    assert_eq!(tmux["ok"], false);
+    assert!(tmux["detail"].as_str().unwrap_or("").contains("tmux is not on PATH"), "{tmux}");
+}
+
 #[test]
 fn a_model_with_no_price_is_warned_about_once_and_counted_in_the_summary() {
     let env = Env::new();

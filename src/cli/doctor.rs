@@ -70,7 +70,34 @@ fn checks(deep: bool) -> Vec<Check> {
     all.extend(cli_runtime_checks(&config, &clis));
     all.extend(clis.into_iter().map(|(name, ok, detail)| Check::new(&name, ok, detail)));
     all.extend(http_checks(&config, deep));
+    all.push(pane_check());
+    all.extend(decisions_check(&config));
     all
+}
+
+/// tmux, for agents opened with `placement: "pane"`.
+fn pane_check() -> Check {
+    match crate::pane::Tmux::default().version() {
+        Ok(v) => Check::new("panes: tmux", true, format!("{v}: agents with placement: \"pane\" can run here")),
+        Err(why) => Check::new("panes: tmux", false, why.to_string()),
+    }
+}
+
+/// The decision model `ctx.decisions.decide` asks, when `[decisions]` names one: resolved as a
+/// decision resolves it.
+fn decisions_check(config: &crate::config::Config) -> Option<Check> {
+    let decisions = config.decisions.as_ref()?;
+    Some(match crate::decision::ask::provider(config, decisions) {
+        Ok((_, r)) => {
+            let model = r.model.as_deref().map(|m| format!(" {m}")).unwrap_or_default();
+            let confidence = match (r.harness, decisions.logprobs) {
+                (HarnessKind::Openai, true) => "the distribution read from log-probabilities",
+                _ => "the model's own confidence",
+            };
+            Check::new("decisions", true, format!("{}{model}; {confidence}", r.harness))
+        }
+        Err(why) => Check::new("decisions", false, why.to_string()),
+    })
 }
 
 /// Each configured CLI runtime: its program usable (from the CLI checks), its `base_url` reachable.

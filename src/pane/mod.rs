@@ -133,7 +133,12 @@ impl Tmux {
 
     /// Checks that tmux runs here.
     pub fn probe(&self) -> Result<(), Error> {
-        self.run(&["-V"]).map(|_| ())
+        self.version().map(|_| ())
+    }
+
+    /// What `tmux -V` says (`tmux 3.3a`).
+    pub fn version(&self) -> Result<String, Error> {
+        self.run(&["-V"])
     }
 
     /// Whether the server holds session `name`.
