@@ -8,6 +8,14 @@ use std::time::{Duration, Instant};
 
 const HANG: &str = r#"fn respond(turn) { if turn.agent == "stuck" { #{ hang: true } } else { () } }"#;
 
+/// Waits until each of `ops` has started (its `op-started` event is on file).
+fn wait_started(env: &Env, ops: &[&str]) {
+    common::poll(&format!("{ops:?} started"), common::TIMEOUT, || {
+        let started = env.events_of("op-started");
+        ops.iter().all(|op| started.iter().any(|e| e["data"]["op_id"] == *op)).then_some(())
+    });
+}
+
 #[test]
 fn ctrl_c_cancels_the_run_and_its_hanging_turn() {
     let env = Env::new();
@@ -25,6 +33,8 @@ fn ctrl_c_cancels_the_run_and_its_hanging_turn() {
     );
     let mut run = Running::start(env.path(), &["script", "run", "wf.rhai"]);
     run.wait_for_line("ready");
+    // `ready` is printed before the ask: Ctrl-C must come once the turn runs.
+    wait_started(&env, &["stuck#1"]);
     let sent = Instant::now();
     common::signal(run.pid, "-INT");
     let out = run.finish();
@@ -53,7 +63,7 @@ fn ctrl_c_cancels_turns_in_every_parallel_branch() {
         ctx.stage("all", || {
             ctx.parallel([1, 2, 3], |x, i| {
                 let a = ctx.agents.open(#{ key: `stuck-${x}` });
-                if x == 3 { ctx.sleep(100); print("ready"); }
+                if x == 3 { print("ready"); }
                 a.ask("x")
             }, #{ label: "hangers" });
             ()
@@ -62,12 +72,13 @@ fn ctrl_c_cancels_turns_in_every_parallel_branch() {
     );
     let mut run = Running::start(env.path(), &["script", "run", "wf.rhai"]);
     run.wait_for_line("ready");
+    wait_started(&env, &["stuck-1#1", "stuck-2#1", "stuck-3#1"]);
     common::signal(run.pid, "-INT");
     let out = run.finish();
     out.expect_code(4);
     assert_eq!(env.result()["status"], "cancelled");
     let turns = env.turns();
-    assert!(!turns.is_empty(), "the running turns must be recorded");
+    assert_eq!(turns.len(), 3, "every running turn is recorded: {turns:#?}");
     assert!(turns.iter().all(|t| t["outcome"] == "cancelled"), "{turns:#?}");
     let stages = env.stages();
     assert_eq!(stages.len(), 1);
