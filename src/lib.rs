@@ -116,7 +116,8 @@
 //!   `launch.rs` (**the one way a run starts**: `Request`, the `Capabilities` a host is built with
 //!   (responders, the council convener, how background councils are admitted), `Admission` (at once,
 //!   the machine's pool, serve's run limit, a worker's slot), `start` and `run`), `pool.rs` (the
-//!   machine-wide background pool: flock'd tickets and slots, `background.json`).
+//!   machine-wide background pool: flock'd tickets and slots, `background.json`, changed under a
+//!   flock of its run folder so a stop and the waiting process never overwrite each other).
 //! - `cluster/`: runs' agent operations on NATS JetStream, **the only module that names
 //!   async-nats** (unused on one machine). `options.rs` (what a connection takes, from `[cluster]` and
 //!   the `--nats*` flags: a server list, one way to authenticate (URL, variables, nkey seed or
@@ -216,7 +217,8 @@
 //!   calling op's, stopped when it ends; run on a task of its own that bills its spend once: on
 //!   the calling op's meter, or on a `council` line when the op settled first),
 //!   `background.rs` (`wf council --background`: the same child run outliving the calling op, a
-//!   slot of the machine's background pool through the hook `cli` installs, the parent's unreserved
+//!   slot of the machine's background pool (`host::pool`, when the host's capabilities say
+//!   `CouncilPool::Machine`), the parent's unreserved
 //!   budget set aside, billed once as a `council` line, its output to the agent once: a waking
 //!   message or `wf council --wait`; a wait that gives up leaves the councils to wake the agent).
 //! - `watch.rs`: notify events filtered to `.rhai` changes, debounced. `stdlib.rs`: `stdlib/` as
