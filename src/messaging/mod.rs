@@ -175,6 +175,21 @@ fn lock(m: &Mutex<Inner>) -> std::sync::MutexGuard<'_, Inner> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// Holds `m` for its addressee, and wakes the addressee when it is idle (counting a message
+/// operation of `m`'s stage), after releasing `inner`.
+fn hold(mut inner: std::sync::MutexGuard<'_, Inner>, agents: &dyn Directory, presence: Presence, m: Message) {
+    let (to, stage) = (m.to.clone(), m.stage.clone());
+    inner.held.entry(to.clone()).or_default().push(m);
+    let idle = presence == Presence::Idle;
+    if idle {
+        *inner.waking.entry(stage.clone()).or_default() += 1;
+    }
+    drop(inner);
+    if idle {
+        agents.wake(&to, stage);
+    }
+}
+
 impl Router {
     /// Grants a route; `stage` is the stage it was granted in (it closes with it).
     pub fn allow(&self, run: &Run, mut route: Route) -> u64 {
@@ -327,15 +342,7 @@ impl Router {
             stage: None,
             wakes: true,
         };
-        inner.held.entry(to.to_string()).or_default().push(m);
-        let idle = presence == Presence::Idle;
-        if idle {
-            *inner.waking.entry(None).or_default() += 1;
-        }
-        drop(inner);
-        if idle {
-            agents.wake(to, None);
-        }
+        hold(inner, agents, presence, m);
         Ok(n)
     }
 
@@ -383,25 +390,18 @@ impl Router {
         if let Some(reply) = ask {
             inner.owed.insert(n, Owed { asker: from.into(), to: to.into(), stage: stage.clone(), reply, shown: false });
         }
-        inner.held.entry(to.to_string()).or_default().push(Message {
+        run.progress.messages_sent.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let m = Message {
             n,
             route: route_id,
             from: from.into(),
             to: to.into(),
             text: text.into(),
             asks,
-            stage: stage.clone(),
+            stage,
             wakes: false,
-        });
-        run.progress.messages_sent.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let idle = presence == Presence::Idle;
-        if idle {
-            *inner.waking.entry(stage.clone()).or_default() += 1;
-        }
-        drop(inner);
-        if idle {
-            agents.wake(to, stage);
-        }
+        };
+        hold(inner, agents, presence, m);
         Ok(n)
     }
 
