@@ -89,6 +89,22 @@ fn flags(cfg: &CliConfig) -> Vec<String> {
     args
 }
 
+impl Codex {
+    /// `flags` with the session this agent's turn continues: `resume FLAGS THREAD` once it has a
+    /// thread, `fork FLAGS PARENT` for a fork's first turn, else `FLAGS` alone.
+    fn session_args(&self, flags: Vec<String>) -> Vec<String> {
+        let (verb, id) = match (&self.thread, &self.fork_from) {
+            (Some(t), _) => ("resume", t),
+            (None, Some(parent)) => ("fork", parent),
+            (None, None) => return flags,
+        };
+        let mut args = vec![verb.to_string()];
+        args.extend(flags);
+        args.push(id.clone());
+        args
+    }
+}
+
 /// No approvals and no sandbox of Codex's own, the model and effort, the runtime's flags:
 /// headless or in a pane.
 fn agent_flags(cfg: &CliConfig) -> Vec<String> {
@@ -126,19 +142,7 @@ impl super::Cli for Codex {
 
     fn turn(&self, _home: &Path, cfg: &CliConfig, _info: &AgentInfo, prompt: &str) -> Invocation {
         let mut args: Vec<String> = vec!["exec".into()];
-        match (&self.thread, &self.fork_from) {
-            (Some(t), _) => {
-                args.push("resume".into());
-                args.extend(flags(cfg));
-                args.push(t.clone());
-            }
-            (None, Some(parent)) => {
-                args.push("fork".into());
-                args.extend(flags(cfg));
-                args.push(parent.clone());
-            }
-            (None, None) => args.extend(flags(cfg)),
-        }
+        args.extend(self.session_args(flags(cfg)));
         if prompt.len() > ARG_MAX {
             args.extend(["--".into(), "-".into()]);
             return Invocation { args, stdin: Some((prompt.to_string(), false)) };

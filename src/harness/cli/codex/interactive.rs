@@ -59,20 +59,7 @@ impl Interactive for Codex {
     }
 
     fn start(&self, _home: &Path, cfg: &CliConfig, _info: &AgentInfo, prompt: &str) -> Vec<String> {
-        let mut args = Vec::new();
-        match (&self.thread, &self.fork_from) {
-            (Some(t), _) => {
-                args.push("resume".into());
-                args.extend(agent_flags(cfg));
-                args.push(t.clone());
-            }
-            (None, Some(parent)) => {
-                args.push("fork".into());
-                args.extend(agent_flags(cfg));
-                args.push(parent.clone());
-            }
-            (None, None) => args.extend(agent_flags(cfg)),
-        }
+        let mut args = self.session_args(agent_flags(cfg));
         args.extend(["--".into(), prompt.to_string()]);
         args
     }
