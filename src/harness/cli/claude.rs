@@ -146,11 +146,7 @@ impl super::Cli for Claude {
             }
             ("result", _) => {
                 turn.done = true;
-                let u = &ev["usage"];
-                turn.usage.input_tokens += num(u, "input_tokens");
-                turn.usage.output_tokens += num(u, "output_tokens");
-                turn.usage.cache_read_tokens += num(u, "cache_read_input_tokens");
-                turn.usage.cache_write_tokens += num(u, "cache_creation_input_tokens");
+                add_usage(&ev["usage"], &mut turn.usage);
                 if let Some(cost) = ev["total_cost_usd"].as_f64() {
                     turn.usage.cost_usd += cost;
                     turn.cost_reported = true;
@@ -258,6 +254,15 @@ fn summary_of(text: &str) -> String {
         None => body,
     };
     body.trim().to_string()
+}
+
+/// Adds an Anthropic `usage` object (`input_tokens`, `output_tokens`, `cache_read_input_tokens`,
+/// `cache_creation_input_tokens`) to `usage`: a headless turn's result, a pane's session line.
+pub(super) fn add_usage(u: &Value, usage: &mut crate::accounting::Usage) {
+    usage.input_tokens += num(u, "input_tokens");
+    usage.output_tokens += num(u, "output_tokens");
+    usage.cache_read_tokens += num(u, "cache_read_input_tokens");
+    usage.cache_write_tokens += num(u, "cache_creation_input_tokens");
 }
 
 #[cfg(test)]

@@ -170,16 +170,7 @@ impl super::Cli for Pi {
         match ev["type"].as_str().unwrap_or_default() {
             "session" => turn.session_id = ev["id"].as_str().map(String::from),
             "message_end" if ev.pointer("/message/role").and_then(Value::as_str) == Some("assistant") => {
-                let u = &ev["message"]["usage"];
-                turn.usage.input_tokens += num(u, "input");
-                turn.usage.output_tokens += num(u, "output");
-                turn.usage.cache_read_tokens += num(u, "cacheRead");
-                turn.usage.cache_write_tokens += num(u, "cacheWrite");
-                let cost = u.pointer("/cost/total").and_then(Value::as_f64).unwrap_or(0.0);
-                if cost > 0.0 {
-                    turn.usage.cost_usd += cost;
-                    turn.cost_reported = true;
-                }
+                turn.cost_reported |= add_usage(&ev["message"]["usage"], &mut turn.usage);
             }
             "agent_end" => {
                 turn.done = true;
@@ -311,6 +302,20 @@ impl super::Cli for Pi {
         let command = json!({ "type": "compact", "customInstructions": prompt, "id": COMPACT_ID });
         Ok(Invocation { args, stdin: Some((format!("{command}\n"), true)) })
     }
+}
+
+/// Adds a pi assistant message's `usage` (`input`, `output`, `cacheRead`, `cacheWrite`,
+/// `cost.total`) to `usage`, headless or in a pane; whether pi reported a cost.
+pub(super) fn add_usage(u: &Value, usage: &mut crate::accounting::Usage) -> bool {
+    usage.input_tokens += num(u, "input");
+    usage.output_tokens += num(u, "output");
+    usage.cache_read_tokens += num(u, "cacheRead");
+    usage.cache_write_tokens += num(u, "cacheWrite");
+    let cost = u.pointer("/cost/total").and_then(Value::as_f64).unwrap_or(0.0);
+    if cost > 0.0 {
+        usage.cost_usd += cost;
+    }
+    cost > 0.0
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@
 
 use super::{agent_args, session_exists, Claude};
 use crate::harness::cli::interactive::{trusted_folders, Interactive, PaneError, Seen};
-use crate::harness::cli::{num, CliConfig, CliEnv};
+use crate::harness::cli::{CliConfig, CliEnv};
 use crate::harness::AgentInfo;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
@@ -74,10 +74,7 @@ impl Interactive for Claude {
                 let id = m["id"].as_str().unwrap_or_default().to_string();
                 let u = &m["usage"];
                 if u.is_object() && (id.is_empty() || seen.counted.insert(id)) {
-                    seen.usage.input_tokens += num(u, "input_tokens");
-                    seen.usage.output_tokens += num(u, "output_tokens");
-                    seen.usage.cache_read_tokens += num(u, "cache_read_input_tokens");
-                    seen.usage.cache_write_tokens += num(u, "cache_creation_input_tokens");
+                    super::add_usage(u, &mut seen.usage);
                 }
                 if v["isApiErrorMessage"] == true {
                     let text = m.pointer("/content/0/text").and_then(Value::as_str).unwrap_or("no message");

@@ -1,9 +1,9 @@
 //! pi in a pane: `pi [--provider awf --model M] --session <file> PROMPT`, its home as for a
 //! headless run (pi shows no first-run screen); the session file is read as it grows.
 
-use super::{model_args, prompt_arg, skill_args, Pi};
+use super::{add_usage, model_args, prompt_arg, skill_args, Pi};
 use crate::harness::cli::interactive::{Interactive, PaneError, Seen};
-use crate::harness::cli::{num, CliConfig, CliEnv};
+use crate::harness::cli::{CliConfig, CliEnv};
 use crate::harness::AgentInfo;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -34,16 +34,7 @@ impl Interactive for Pi {
                 match m["role"].as_str().unwrap_or_default() {
                     "user" => seen.start(),
                     "assistant" => {
-                        let u = &m["usage"];
-                        seen.usage.input_tokens += num(u, "input");
-                        seen.usage.output_tokens += num(u, "output");
-                        seen.usage.cache_read_tokens += num(u, "cacheRead");
-                        seen.usage.cache_write_tokens += num(u, "cacheWrite");
-                        let cost = u.pointer("/cost/total").and_then(Value::as_f64).unwrap_or(0.0);
-                        if cost > 0.0 {
-                            seen.usage.cost_usd += cost;
-                            seen.cost_reported = true;
-                        }
+                        seen.cost_reported |= add_usage(&m["usage"], &mut seen.usage);
                         match m["stopReason"].as_str().unwrap_or_default() {
                             "toolUse" => {}
                             "error" => {
