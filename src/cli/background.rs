@@ -22,15 +22,20 @@ fn alive(pid: i64) -> bool {
 
 /// The status of a background run that has not started: `queued` while its process waits,
 /// `cancelled` when it was stopped in the queue, `failed` when it could not start, `interrupted`
-/// when its process died first.
-pub fn status(dir: &Path) -> String {
+/// when its process died first; `?` when there is no background record.
+pub fn status(dir: &Path) -> Recorded<RunStatus> {
     match docs::background(dir) {
         Some(d) if d.status == Recorded::Known(RunStatus::Queued) && d.pid.is_some_and(|p| !alive(p)) => {
-            RunStatus::Interrupted.to_string()
+            RunStatus::Interrupted.into()
         }
-        Some(d) => d.status.as_str().to_string(),
-        None => "?".into(),
+        Some(d) => d.status,
+        None => Recorded::Other("?".into()),
     }
+}
+
+/// Whether the background run in `dir` still waits in the queue.
+pub fn queued(dir: &Path) -> bool {
+    status(dir) == Recorded::Known(RunStatus::Queued)
 }
 
 /// Starts this command again in the background as run `id` under `runs_dir`; returns the id.
@@ -129,7 +134,7 @@ pub fn wait_in_queue(rt: &tokio::runtime::Runtime, spec: &RunSpec, id: &str) -> 
                 mark(&dir, status, &why);
                 eprintln!("awf: run {id}: {why}");
             }
-            None => eprintln!("awf: run {id} was {} before it started", status(&dir)),
+            None => eprintln!("awf: run {id} was {} before it started", status(&dir).as_str()),
         }
         crate::host::exit::CANCELLED
     })

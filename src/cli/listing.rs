@@ -81,7 +81,7 @@ pub fn run_status(dir: &Path) -> String {
     let Some(run) = docs::run(dir) else {
         return match accepted::read(dir) {
             Some(a) => not_started(dir, &a).to_string(),
-            None => background::status(dir),
+            None => background::status(dir).as_str().to_string(),
         };
     };
     let result = docs::result(dir);

@@ -179,7 +179,7 @@ impl Reader {
 /// Whether the run in `dir` may still write events: queued, starting, or its attempt alive.
 fn live(dir: &Path) -> bool {
     if !dir.join("run.json").exists() {
-        return background::status(dir) == "queued";
+        return background::queued(dir);
     }
     crate::record::lock::held(dir) == Some(true)
 }

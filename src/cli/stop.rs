@@ -4,6 +4,8 @@
 
 use super::{background, listing, EXIT_FAILED, EXIT_OK, EXIT_USAGE};
 use crate::host::control::{self, Request, State};
+use crate::record::status::Recorded;
+use crate::run::RunStatus;
 use anyhow::Result;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -90,9 +92,8 @@ fn stop_queued(dir: &Path, id: &str) -> Result<i32> {
         out!("run {id}: cancelled (it was queued in awf serve, which will not start it)");
         return Ok(EXIT_OK);
     }
-    let status = background::status(dir);
-    if status != "queued" {
-        eprintln!("awf: run {id} is not in flight: it never started ({status})");
+    if !background::queued(dir) {
+        eprintln!("awf: run {id} is not in flight: it never started ({})", background::status(dir).as_str());
         return Ok(EXIT_OK);
     }
     const WHY: &str = "stopped by awf runs stop while queued";
@@ -101,14 +102,14 @@ fn stop_queued(dir: &Path, id: &str) -> Result<i32> {
     if let Some(pid) = background::cancel_queued(dir, WHY) {
         let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGTERM);
         // It leaves the queue, or it was just starting: then it is stopped like any run.
-        wait_until(|| background::status(dir) != "queued" || dir.join("run.json").exists(), WAIT);
+        wait_until(|| !background::queued(dir) || dir.join("run.json").exists(), WAIT);
         if dir.join("run.json").exists() {
             return stop(dir, id, false);
         }
-        if background::status(dir) == "interrupted" {
-            background::mark(dir, crate::run::RunStatus::Cancelled, WHY);
+        if background::status(dir) == Recorded::Known(RunStatus::Interrupted) {
+            background::mark(dir, RunStatus::Cancelled, WHY);
         }
     }
-    out!("run {id}: {}", background::status(dir));
+    out!("run {id}: {}", background::status(dir).as_str());
     Ok(EXIT_OK)
 }
