@@ -171,7 +171,19 @@ fn events(env: &Env, ty: &str, n: usize) -> Vec<Value> {
 #[test]
 #[ignore = "needs tmux and the pinned CLIs"]
 fn the_operators_keystrokes_reach_the_cli_and_its_answer_is_validated() {
-    let test = "the_operators_keystrokes_reach_the_cli_and_its_answer_is_validated";
+    operator_answers("the_operators_keystrokes_reach_the_cli_and_its_answer_is_validated", false);
+}
+
+#[test]
+#[ignore = "needs tmux and the pinned CLIs"]
+fn a_line_the_operator_types_while_the_cli_is_busy_is_answered_too() {
+    operator_answers("a_line_the_operator_types_while_the_cli_is_busy_is_answered_too", true);
+}
+
+/// The operator types a wrong answer and a right one into a Claude Code pane whose operation
+/// waits for them: once the CLI is idle, or (`busy`) while its shell tool still runs, as on a
+/// loaded machine, where Claude Code queues the line and folds it into the tool's result.
+fn operator_answers(test: &str, busy: bool) {
     if !installed("claude", test) || rerun_in_netns(test) {
         return;
     }
@@ -183,30 +195,43 @@ fn the_operators_keystrokes_reach_the_cli_and_its_answer_is_validated() {
 let o = a.run(#{{ prompt: args.wait, schema: {SCHEMA} }});
 #{{ kind: o.kind, value: o.value, reason: o.reason }}"#
     );
-    let wait =
-        "The operator decides.\nFAKE_RUN: \"$AWF_LAUNCHER\" waiting a#1 --reason \"the operator answers\" --timeout 2m";
+    // When `busy`, the CLI's shell tool runs on until the operator has typed (bounded at 60 s).
+    let typed = env.path().join("operator-typed");
+    let hold = format!("; for i in $(seq 600); do [ -e '{}' ] && break; sleep 0.1; done", typed.display());
+    let wait = format!(
+        "The operator decides.\nFAKE_RUN: \"$AWF_LAUNCHER\" waiting a#1 --reason \"the operator answers\" --timeout 2m{}",
+        if busy { hold.as_str() } else { "" }
+    );
     let argv = workflow(&env, &script, &json!({ "wait": wait }));
     let child = start(&env, &tmux, &strs(&argv));
     events(&env, "op-waiting", 1);
     let pane = tmux.pane_of("a").expect("a's pane");
     let screen = tmux.capture(&pane.id);
     assert!(screen.contains("The operator decides."), "capture-pane shows the CLI's screen:\n{screen}");
+    if !busy {
+        // The operator types once the CLI has ended its turn (the fake model's "done").
+        poll("the CLI idle", LIMIT, || tmux.capture(&pane.id).contains("● done").then_some(()));
+    }
     // The operator types a command for the CLI to run: a wrong answer, then a right one.
     let answers = r#"FAKE_RUN: printf '%s' '{"verdict":7}' | "$AWF_LAUNCHER" result a#1; printf '%s' '{"verdict":"from the operator"}' | "$AWF_LAUNCHER" result a#1"#;
     tmux.type_line(&pane.id, answers);
+    std::fs::write(&typed, "").expect("mark the line typed");
     // Typed at machine speed, the line reaches Claude Code as a paste, whose Enter it may miss under
     // load: the operator presses Enter again while nothing was submitted.
     let mut pressed = std::time::Instant::now();
-    poll("the operator's answers submitted", LIMIT, || {
-        if !env.events_of("op-submission").is_empty() {
-            return Some(());
+    let end = std::time::Instant::now() + LIMIT;
+    while env.events_of("op-submission").is_empty() {
+        if std::time::Instant::now() >= end {
+            let screen = tmux.capture(&pane.id);
+            let last = server.bodies().last().map(|b| b["messages"].as_array().and_then(|m| m.last()).cloned());
+            panic!("the operator's answers were not submitted within {LIMIT:?}; the pane:\n{screen}\nthe last request's last message: {last:?}");
         }
         if pressed.elapsed() > Duration::from_secs(2) {
             tmux.run(&["send-keys", "-t", &pane.id, "Enter"]);
             pressed = std::time::Instant::now();
         }
-        None
-    });
+        std::thread::sleep(Duration::from_millis(50));
+    }
     let out = common::wait_within(child, LIMIT);
     out.expect_code(0);
     let v = out.json();

@@ -363,12 +363,22 @@ fn items(wire: Wire, body: &Value) -> Vec<Value> {
     }
 }
 
+/// How Claude Code 2.x introduces a message the operator typed while it was busy: it folds the
+/// line into the tool's result, in a system reminder, and a model answers it (read from its bundle
+/// and seen in its requests).
+const TYPED_WHILE_BUSY: &str = "The user sent a new message while you were working:";
+
 /// Whether the conversation ends with a tool's result (the client ran a tool and waits for the
 /// model's next step). Claude Code may put a `system` message last: it is skipped.
 pub fn last_is_tool_result(wire: Wire, body: &Value) -> bool {
     let items = items(wire, body);
     let last = items.iter().rev().find(|m| m["role"] != "system" && m["role"] != "developer");
     let Some(last) = last else { return false };
+    let mut said = Vec::new();
+    strings(last, &mut said);
+    if said.iter().any(|s| s.contains(TYPED_WHILE_BUSY)) {
+        return false;
+    }
     match wire {
         Wire::Chat => last["role"] == "tool",
         // A tool result, unless a new instruction follows it in the same message (Claude Code's

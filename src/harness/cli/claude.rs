@@ -103,6 +103,9 @@ impl super::Cli for Claude {
             "DISABLE_AUTOUPDATER",
             "DISABLE_ERROR_REPORTING",
             "DISABLE_BUG_COMMAND",
+            // In a pane, the session survey ("How is Claude doing?") would take the digits of a
+            // pasted turn as its answer.
+            "CLAUDE_CODE_DISABLE_FEEDBACK_SURVEY",
         ] {
             env.set(var, "1");
         }
