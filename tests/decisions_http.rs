@@ -137,3 +137,31 @@ fn an_unreachable_decision_model_fails_as_fast_and_in_the_same_words_as_an_agent
     assert!(decision.ends_with(agent), "the same reason: {decision} / {agent}");
     assert!(env.result()["decisions"][0]["error"].as_str().is_some_and(|e| e.contains("failed")), "recorded");
 }
+
+#[test]
+fn a_model_slower_than_the_decisions_timeout_leaves_it_to_the_fallback() {
+    let slow = |pause_ms| Reply::Slow { pause_ms, then: Box::new(choice_tokens("yes", 0.9, &[("no", 0.1)])) };
+    let server = FakeModel::start(vec![slow(20_000), slow(20_000)]);
+    let env = env_on(&server, "");
+    let started = Instant::now();
+    let decide = |fallback: &str| {
+        format!(
+            r#"ctx.decisions.decide(#{{ key: "ship", question: "Ship it?", options: ["yes", "no"], timeout_ms: 300, fallback: "{fallback}" }})"#
+        )
+    };
+    let out = env.run(&decide("default:no"), &["--json"]);
+    out.expect_code(0);
+    let d = &out.json()["value"];
+    assert_eq!((d["choice"].as_str(), d["decided_by"].as_str()), (Some("no"), Some("default")), "{d}");
+    assert_eq!(d["no_answer"], "no answer within timeout_ms 300", "{d}");
+    assert_eq!(d["model_choice"], Value::Null, "{d}");
+    assert!(started.elapsed() < Duration::from_secs(15), "the decision waited {:?}", started.elapsed());
+    assert_eq!(env.result()["decisions"][0]["no_answer"], "no answer within timeout_ms 300");
+    assert_eq!(env.turn("decisions#ship")["outcome"], "timed-out");
+    std::fs::remove_dir_all(env.runs_root()).expect("clear the runs");
+
+    // With "fail", the error says why.
+    let out = env.run(&format!("let e = \"\"; try {{ {}; }} catch (x) {{ e = `${{x}}`; }} e", decide("fail")), &[]);
+    out.expect_code(0)
+        .stdout_has("the model gave no valid answer (no answer within timeout_ms 300) and the fallback is \"fail\"");
+}

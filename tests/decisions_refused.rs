@@ -1,6 +1,6 @@
 //! `ctx.decisions.decide` refuses bad input by name, before the model is asked: no decision model
 //! configured (with the fix), options empty, duplicated or blank, a floor outside 0..1, an unknown
-//! fallback, a default that is no option, a key used twice in one attempt (both call sites named),
+//! fallback, a default that is no option, a `timeout_ms` that is not a positive number, a key used twice in one attempt (both call sites named),
 //! fields of the wrong type; and a `[decisions]` table that is not one.
 
 use crate::common;
@@ -58,6 +58,9 @@ fn every_bad_spec_is_refused_by_name_before_the_model_is_asked() {
         (r#"options: [#{ doc: "no id" }]"#, "an option must be an id string or #{ id, doc }"),
         (r#"options: [1]"#, "an option must be an id string"),
         (r#"options: ["a"], floor: 0.5"#, "spec: unknown field `floor`"),
+        (r#"options: ["a"], timeout_ms: 0"#, "`timeout_ms` must be a positive number of milliseconds, got 0"),
+        (r#"options: ["a"], timeout_ms: -5"#, "`timeout_ms` must be a positive number of milliseconds, got -5"),
+        (r#"options: ["a"], timeout_ms: "1s""#, "`timeout_ms` must be a number of milliseconds, got string"),
     ] {
         let thrown = refusal(&env, &decide(fields));
         assert!(thrown.contains(&format!("ctx.decisions.decide: {said}")), "{fields}: {thrown}");

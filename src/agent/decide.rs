@@ -9,11 +9,12 @@ use super::kinds::{Body, Turn};
 use super::op::{execute, turn_hash, turn_parts, Op, OpError};
 use super::{AgentBook, OpenError, OpenRequest, RuntimeChoice};
 use crate::config::RuntimeConfig;
+use crate::run::deadline::Deadline;
 use crate::run::scope::Frame;
 use crate::run::Outcome;
 use serde_json::Value;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// What the decision model's turn gave.
 #[derive(Debug)]
@@ -84,7 +85,7 @@ pub fn ask(book: &Arc<AgentBook>, ask: Ask<'_>, frame: &Frame) -> Result<Answere
         label: Some(ask.label),
         hash: turn_hash(&ask.turn),
         parts: turn_parts(&ask.turn),
-        own_deadline: None,
+        own_deadline: ask.turn.timeout_ms.map(|ms| Deadline::after(Duration::from_millis(ms))),
         started: Instant::now(),
         answers_ask: false,
         meter: Arc::default(),

@@ -50,8 +50,9 @@ pub fn provider(config: &Config, decisions: &DecisionsConfig) -> Result<(Runtime
 }
 
 /// Asks the model `spec` under `frame`. An answer that is no option is rejected and re-asked
-/// within the run's nudge limit; after that the answer is `None` (the fallback decides). A turn
-/// that fails (an unreachable server, a harness error) is an error, as an agent's is.
+/// within the run's nudge limit; after that, or past the spec's `timeout_ms`, the answer is
+/// `None` (the fallback decides). A turn that fails (an unreachable server, a harness error) is an
+/// error, as an agent's is.
 pub fn model(
     agents: &Arc<AgentBook>,
     decisions: &DecisionsConfig,
@@ -67,7 +68,7 @@ pub fn model(
         schema,
         id: None,
         label: None,
-        timeout_ms: None,
+        timeout_ms: spec.timeout_ms,
         deadline_ms: None,
         nudge: Nudge { text: DEFAULT_NUDGE.into(), max: run.scheduler.limits.nudges },
     };
@@ -97,6 +98,12 @@ pub fn model(
     match (o.kind, &o.value) {
         (OutcomeKind::Answered, Some(v)) => Ok(read(run, spec, v, answered.logprobs.as_ref(), none(None))),
         (OutcomeKind::Unanswered, _) => Ok(none(o.reason.clone().or_else(|| Some("no valid answer".into())))),
+        // The decision's own time ran out (not its scope's, which ends the script): the fallback
+        // decides.
+        (OutcomeKind::TimedOut, _) if spec.timeout_ms.is_some() && frame.expired().is_none() => {
+            let ms = spec.timeout_ms.unwrap_or_default();
+            Ok(none(Some(format!("no answer within timeout_ms {ms}"))))
+        }
         (kind, _) => Err(DecideError::Provider(format!(
             "its turn on {} {}: {}",
             answered.model,

@@ -248,6 +248,7 @@ fn failed(run: &Run, spec: &Spec, answer: Option<&ModelAnswer>, error: &str) -> 
         model_choice: answer.and_then(|a| a.choice.clone()),
         sampled: answer.and_then(|a| a.sampled.clone()),
         approximate: answer.is_some_and(|a| a.approximate),
+        no_answer: answer.and_then(|a| a.why_none.clone()),
         min_confidence: spec.min_confidence,
         fallback: spec.fallback.text(),
         spend: answer.map(|a| a.spend).unwrap_or_default(),

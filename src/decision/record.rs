@@ -67,6 +67,9 @@ pub struct DecisionRecord {
     pub sampled: Option<String>,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub approximate: bool,
+    /// Why the model gave no valid answer (it gave none: the fallback decided).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub no_answer: Option<String>,
     pub min_confidence: f64,
     pub fallback: String,
     pub spend: Spend,
@@ -81,7 +84,8 @@ pub struct DecisionRecord {
 
 impl DecisionRecord {
     /// The map a script gets back: `#{ key, choice, confidence, distribution, decided_by, model,
-    /// reason, source, model_choice, replayed }` (and `sampled`, `approximate` when they apply).
+    /// reason, source, model_choice, replayed }` (and `sampled`, `approximate`, `no_answer` when
+    /// they apply).
     pub fn script_value(&self) -> Value {
         let mut v = json!({
             "key": self.key, "choice": self.choice, "confidence": self.confidence,
@@ -94,6 +98,9 @@ impl DecisionRecord {
         }
         if self.approximate {
             v["approximate"] = json!(true);
+        }
+        if let Some(why) = &self.no_answer {
+            v["no_answer"] = json!(why);
         }
         v
     }

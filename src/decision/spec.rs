@@ -56,6 +56,8 @@ pub struct Spec {
     /// Under this confidence (0..1) the fallback decides.
     pub min_confidence: f64,
     pub fallback: Fallback,
+    /// How long the model has to answer (ms); past it, the fallback decides.
+    pub timeout_ms: Option<u64>,
 }
 
 /// What is wrong with a spec.
@@ -82,6 +84,8 @@ pub enum SpecError {
     UnknownFallback(String),
     #[error("fallback `default:{default}` names no option (the options: {options})")]
     DefaultNotAnOption { default: String, options: String },
+    #[error("`timeout_ms` must be a positive number of milliseconds, got {0}")]
+    Timeout(i64),
 }
 
 impl Spec {
@@ -156,6 +160,7 @@ mod tests {
             state: None,
             min_confidence: 0.5,
             fallback: Fallback::Fail,
+            timeout_ms: None,
         }
     }
 

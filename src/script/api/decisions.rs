@@ -29,18 +29,20 @@ pub fn register(engine: &mut Engine) {
     }
 }
 
-const DECIDE: &str = "Asks the decision model (`[decisions]` in `awf.toml`) a closed question and returns
-`#{ key, choice, confidence, distribution, decided_by, model, reason, source, model_choice,
-replayed }`. `spec`: `key` (required; once per attempt), `question` (required), `options` (a list
-of ids, or of `#{ id, doc }` maps), `state` (any value: shown to the model as fenced, untrusted
-data), `min_confidence` (0..1, default 0) and `fallback` (`\"operator\"`: a checkpoint asks the
-person, showing the model's pick and confidence; `\"default:<option>\"`; `\"fail\"`, the default: a
-catchable error). Under the floor, or when the model gives no valid option within the run's
-nudges, the fallback decides. `confidence` is the model's probability of `choice`, `distribution`
-every option's; `source` says where they came from: `logprobs` (an `openai` server that returns
-log-probabilities, read at the tokens of the choice) or `claimed` (the model's own `confidence`,
-the rest spread evenly). `decided_by`: `model`, `operator` or `default`. Billed like a turn under
-the agent `decisions`; a resumed run replays a decision with the same key, question and options.";
+const DECIDE: &str = "Asks the decision model (`[decisions]` in `awf.toml`) a closed question and
+returns `#{ key, choice, confidence, distribution, decided_by, model, reason, source,
+model_choice, replayed }`. `spec`: `key` (required; once per attempt), `question` (required),
+`options` (a list of ids, or of `#{ id, doc }` maps), `state` (any value: shown to the model as
+fenced, untrusted data), `min_confidence` (0..1, default 0), `fallback` (`\"operator\"`: a
+checkpoint asks the person, showing the model's pick and confidence; `\"default:<option>\"`;
+`\"fail\"`, the default: a catchable error) and `timeout_ms` (how long the model has; none by
+default). Under the floor, when the model gives no valid option within the run's nudges, or when
+it has not answered within `timeout_ms`, the fallback decides (`no_answer` then says why the model
+gave none). `confidence` is the model's probability of `choice`, `distribution` every option's;
+`source` says where they came from: `logprobs` (an `openai` server that returns log-probabilities,
+read at the tokens of the choice) or `claimed` (the model's own `confidence`, the rest spread
+evenly). `decided_by`: `model`, `operator` or `default`. Billed like a turn under the agent
+`decisions`; a resumed run replays a decision with the same key, question and options.";
 const CONFIGURED: &str = "Whether a decision model is configured (`[decisions]`): `decide` is refused without one.";
 
 fn decide(nc: NativeCallContext, d: &mut Decisions, spec: Map) -> RResult<Map> {
@@ -80,7 +82,7 @@ fn parse(spec: &Map) -> Result<Spec, SpecError> {
     let field = SpecError::Field;
     let arg = |e: BadArg| SpecError::Field(e.to_string());
     let f = Fields { map: spec, what: "spec" };
-    f.check_known(&["key", "question", "options", "state", "min_confidence", "fallback"]).map_err(arg)?;
+    f.check_known(&["key", "question", "options", "state", "min_confidence", "fallback", "timeout_ms"]).map_err(arg)?;
     let key = f.string("key").map_err(arg)?.ok_or(SpecError::EmptyKey)?;
     let question = f.string("question").map_err(arg)?.ok_or(SpecError::EmptyQuestion)?;
     let options = match f.get("options") {
@@ -101,7 +103,17 @@ fn parse(spec: &Map) -> Result<Spec, SpecError> {
         None => Fallback::Fail,
         Some(text) => Fallback::parse(&text)?,
     };
-    Ok(Spec { key, question, options, state, min_confidence, fallback })
+    let timeout_ms = match f.get("timeout_ms") {
+        None => None,
+        Some(v) => match v.as_int() {
+            Ok(ms) if ms > 0 => Some(ms as u64),
+            Ok(ms) => return Err(SpecError::Timeout(ms)),
+            Err(_) => {
+                return Err(field(format!("`timeout_ms` must be a number of milliseconds, got {}", v.type_name())))
+            }
+        },
+    };
+    Ok(Spec { key, question, options, state, min_confidence, fallback, timeout_ms })
 }
 
 /// One option: an id string, or `#{ id, doc }`.
