@@ -2,7 +2,7 @@
 
 use super::StageStatus;
 use crate::record::{Recorder, Stream};
-use serde_json::Value;
+use serde_json::value::RawValue;
 use std::collections::HashSet;
 use std::sync::Mutex;
 
@@ -23,7 +23,8 @@ pub struct StageEnd<'a> {
     pub name: &'a str,
     pub attempt: u32,
     pub status: StageStatus,
-    pub value: Option<&'a Value>,
+    /// The value as JSON text.
+    pub value: Option<&'a RawValue>,
     pub summary: Option<&'a str>,
     pub reason: Option<&'a str>,
     /// The turns (default ids) each agent started in the stage: a later attempt that reuses it
@@ -31,9 +32,10 @@ pub struct StageEnd<'a> {
     pub runs: &'a std::collections::BTreeMap<String, u64>,
 }
 
-/// A `stages.jsonl` line, serialised from borrowed fields (the value is not copied into a
-/// `serde_json::Value` first: a 10,000-item stage's copy was its run's peak memory). The fields are
-/// in the order the line has always had: alphabetical, as a JSON map's.
+/// A `stages.jsonl` line, serialised from borrowed fields; the value comes as JSON text (written
+/// straight from the script's value when its schema asks only for a type: a 10,000-item stage's
+/// JSON copy was its run's peak memory). The fields are in the order the line has always had:
+/// alphabetical, as a JSON map's.
 #[derive(serde::Serialize)]
 struct StageLine<'a> {
     at: &'a str,
@@ -43,7 +45,7 @@ struct StageLine<'a> {
     runs: &'a std::collections::BTreeMap<String, u64>,
     status: StageStatus,
     summary: Option<&'a str>,
-    value: Option<&'a Value>,
+    value: Option<&'a RawValue>,
 }
 
 /// A stage name used a second time in a run.

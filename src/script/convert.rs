@@ -103,6 +103,84 @@ fn feed(h: &mut Vec<u8>, v: &Dynamic) {
     }
 }
 
+/// A script value made only of maps, arrays, strings, characters, numbers, booleans and `()`,
+/// written as the JSON text `to_json` would give, without a `serde_json::Value` copy of it (a
+/// 10,000-item value's copy was a run's peak memory); `None` for any other value (timestamps,
+/// blobs, host values), which goes through `to_json`.
+pub fn to_json_text(value: &Dynamic) -> Option<Box<serde_json::value::RawValue>> {
+    if !plain(value) {
+        return None;
+    }
+    serde_json::value::to_raw_value(&Plain(value)).ok()
+}
+
+fn plain(v: &Dynamic) -> bool {
+    if let Some(map) = v.read_lock::<Map>() {
+        return map.values().all(plain);
+    }
+    if let Some(arr) = v.read_lock::<rhai::Array>() {
+        return arr.iter().all(plain);
+    }
+    v.is_unit() || v.is_bool() || v.is_int() || v.is_float() || v.is_string() || v.is_char()
+}
+
+/// Serialises a `plain` value as `rhai::serde::from_dynamic::<Value>` would read it: maps in
+/// their (sorted) key order, a non-finite float as `null`.
+struct Plain<'a>(&'a Dynamic);
+
+impl serde::Serialize for Plain<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::{SerializeMap, SerializeSeq};
+        let v = self.0;
+        if let Some(map) = v.read_lock::<Map>() {
+            let mut m = s.serialize_map(Some(map.len()))?;
+            for (k, x) in map.iter() {
+                m.serialize_entry(k.as_str(), &Plain(x))?;
+            }
+            return m.end();
+        }
+        if let Some(arr) = v.read_lock::<rhai::Array>() {
+            let mut q = s.serialize_seq(Some(arr.len()))?;
+            for x in arr.iter() {
+                q.serialize_element(&Plain(x))?;
+            }
+            return q.end();
+        }
+        if let Ok(b) = v.as_bool() {
+            return s.serialize_bool(b);
+        }
+        if let Ok(i) = v.as_int() {
+            return s.serialize_i64(i);
+        }
+        if let Ok(f) = v.as_float() {
+            return s.serialize_f64(f);
+        }
+        if let Ok(c) = v.as_char() {
+            return s.serialize_char(c);
+        }
+        if let Ok(t) = v.as_immutable_string_ref() {
+            return s.serialize_str(&t);
+        }
+        s.serialize_unit()
+    }
+}
+
+/// Whether `value` is of the JSON Schema type `ty` as its JSON would be (`false` when unsure:
+/// the caller then validates the JSON itself).
+pub fn has_json_type(value: &Dynamic, ty: &str) -> bool {
+    let finite = || value.as_float().is_ok_and(f64::is_finite);
+    match ty {
+        "object" => value.read_lock::<Map>().is_some(),
+        "array" => value.read_lock::<rhai::Array>().is_some(),
+        "string" => value.is_string() || value.is_char(),
+        "boolean" => value.is_bool(),
+        "null" => value.is_unit(),
+        "number" => value.is_int() || finite(),
+        "integer" => value.is_int() || (finite() && value.as_float().is_ok_and(|f| f.fract() == 0.0)),
+        _ => false,
+    }
+}
+
 /// Converts JSON to a script value (objects become maps, arrays become arrays).
 pub fn to_dynamic(value: &Value) -> Dynamic {
     // Conversion from serde_json::Value cannot fail: every JSON value has a Dynamic form.
@@ -122,5 +200,40 @@ mod tests {
         m.insert("f".into(), Dynamic::from(rhai::FnPtr::new("x").expect("fnptr")));
         let err = to_json(&Dynamic::from_map(m)).expect_err("closure refused");
         assert!(matches!(&err, NotJson::Kind(k) if k == "function pointer (closure)"), "{err}");
+    }
+
+    #[test]
+    fn the_json_text_is_what_to_json_writes() {
+        let v = json!({"z": [1, -2.5, 1e300, "x\n\"q\u{1}", null, true, {"b": 1, "a": [{}]}], "a": {}, "é": 0.1});
+        let mut d = to_dynamic(&v);
+        d.write_lock::<Map>().expect("a map").insert("c".into(), Dynamic::from('c'));
+        d.write_lock::<Map>().expect("a map").insert("n".into(), Dynamic::from(f64::NAN));
+        let text = to_json_text(&d).expect("plain");
+        assert_eq!(text.get(), serde_json::to_string(&to_json(&d).expect("json")).expect("text"));
+        let shared = Dynamic::from_array(vec![Dynamic::from(1_i64)]).into_shared();
+        assert_eq!(to_json_text(&shared).expect("plain").get(), "[1]");
+        assert!(to_json_text(&Dynamic::from_blob(vec![1, 2])).is_none(), "a blob goes through to_json");
+        let closure = Dynamic::from(rhai::FnPtr::new("x").expect("fnptr"));
+        assert!(to_json_text(&Dynamic::from_array(vec![closure])).is_none());
+    }
+
+    #[test]
+    fn json_types_are_told_as_json_tells_them() {
+        let cases: [(Dynamic, &[&str]); 7] = [
+            (Dynamic::from_map(Map::new()), &["object"]),
+            (Dynamic::from_array(vec![]), &["array"]),
+            (Dynamic::from("s"), &["string"]),
+            (Dynamic::from(true), &["boolean"]),
+            (Dynamic::UNIT, &["null"]),
+            (Dynamic::from(3_i64), &["integer", "number"]),
+            (Dynamic::from(2.0_f64), &["integer", "number"]),
+        ];
+        for (v, types) in cases {
+            for ty in ["object", "array", "string", "boolean", "null", "integer", "number", "other"] {
+                assert_eq!(has_json_type(&v, ty), types.contains(&ty), "{v:?} as {ty}");
+            }
+        }
+        assert!(has_json_type(&Dynamic::from(2.5_f64), "number") && !has_json_type(&Dynamic::from(2.5_f64), "integer"));
+        assert!(!has_json_type(&Dynamic::from(f64::NAN), "number"), "NaN is null in JSON");
     }
 }

@@ -6,9 +6,10 @@ use super::{script_err, Ctx, Fields, RResult, ScriptRun};
 use crate::run::scope::{self, Frame};
 use crate::run::stages::StageEnd;
 use crate::run::{StageStatus, StopCause};
-use crate::script::convert::to_json;
+use crate::script::convert::{has_json_type, to_json, to_json_text};
 use crate::script::render;
 use rhai::{Dynamic, FnPtr, Map, NativeCallContext};
+use serde_json::value::RawValue;
 use std::sync::Arc;
 
 pub fn register(engine: &mut rhai::Engine) {
@@ -66,15 +67,15 @@ fn stage(nc: &NativeCallContext, host: &Arc<ScriptRun>, name: &str, opts: Map, f
     let run = &host.run;
     let fields = Fields { map: &opts, what: "stage options" };
     fields.check_known(&["result", "summary"]).map_err(|e| script_err(nc, format!("ctx.stage(\"{name}\"): {e}")))?;
-    let schema = match fields.get("result") {
-        None => None,
+    let (schema, types) = match fields.get("result") {
+        None => (None, None),
         Some(v) => {
             let json = to_json(v).map_err(|e| script_err(nc, format!("ctx.stage(\"{name}\"): `result`: {e}")))?;
-            Some(
-                run.schemas
-                    .compile(&json)
-                    .map_err(|e| script_err(nc, format!("ctx.stage(\"{name}\"): `result` is {e}")))?,
-            )
+            let compiled = run
+                .schemas
+                .compile(&json)
+                .map_err(|e| script_err(nc, format!("ctx.stage(\"{name}\"): `result` is {e}")))?;
+            (Some(compiled), type_only(&json))
         }
     };
     let summary = match fields.get("summary") {
@@ -110,11 +111,12 @@ fn stage(nc: &NativeCallContext, host: &Arc<ScriptRun>, name: &str, opts: Map, f
     if let Some((value, summary)) = recorded {
         let runs = run.stage_runs(name);
         host.agents.skip_runs(&runs);
+        let text = serde_json::value::to_raw_value(value).ok();
         let reuse = StageEnd {
             name,
             attempt: run.attempt,
             status: StageStatus::Reused,
-            value: Some(value),
+            value: text.as_deref(),
             summary: summary.as_deref(),
             reason: None,
             runs: &runs,
@@ -142,7 +144,7 @@ fn stage(nc: &NativeCallContext, host: &Arc<ScriptRun>, name: &str, opts: Map, f
     };
     host.router.close_stage(run, name);
     run.progress.stage_ended(name);
-    let end = |status: StageStatus, value: Option<&serde_json::Value>, summary: Option<&str>, reason: Option<&str>| {
+    let end = |status: StageStatus, value: Option<&RawValue>, summary: Option<&str>, reason: Option<&str>| {
         let runs = run.stage_runs(name);
         run.stages
             .end(&run.records, StageEnd { name, attempt: run.attempt, status, value, summary, reason, runs: &runs });
@@ -175,15 +177,26 @@ fn stage(nc: &NativeCallContext, host: &Arc<ScriptRun>, name: &str, opts: Map, f
         end(StageStatus::Succeeded, None, None, None);
         return Ok(Dynamic::UNIT);
     };
-    let json = to_json(&value).map_err(|e| fail(format!("stage `{name}` returned a value that is not JSON: {e}")))?;
-    let violations = schema.violations(&json);
-    if !violations.is_empty() {
-        let list: Vec<String> = violations.iter().map(|v| v.to_string()).collect();
-        return Err(fail(format!(
-            "stage `{name}` returned a value that does not match its result schema: {}",
-            list.join("; ")
-        )));
-    }
+    // A schema that asks only for a type is checked on the value itself, and the value written
+    // as JSON text straight from it; any other is validated on a JSON copy of the value.
+    let typed = types.as_ref().is_some_and(|t| t.iter().any(|ty| has_json_type(&value, ty)));
+    let text = match typed.then(|| to_json_text(&value)).flatten() {
+        Some(text) => text,
+        None => {
+            let json =
+                to_json(&value).map_err(|e| fail(format!("stage `{name}` returned a value that is not JSON: {e}")))?;
+            let violations = schema.violations(&json);
+            if !violations.is_empty() {
+                let list: Vec<String> = violations.iter().map(|v| v.to_string()).collect();
+                return Err(fail(format!(
+                    "stage `{name}` returned a value that does not match its result schema: {}",
+                    list.join("; ")
+                )));
+            }
+            serde_json::value::to_raw_value(&json)
+                .map_err(|e| fail(format!("stage `{name}` returned a value that is not JSON: {e}")))?
+        }
+    };
     let summary_text = match summary {
         None => None,
         Some(s) => Some(
@@ -192,6 +205,20 @@ fn stage(nc: &NativeCallContext, host: &Arc<ScriptRun>, name: &str, opts: Map, f
                 .to_string(),
         ),
     };
-    end(StageStatus::Succeeded, Some(&json), summary_text.as_deref(), None);
+    end(StageStatus::Succeeded, Some(&text), summary_text.as_deref(), None);
     Ok(value)
+}
+
+/// The JSON types a schema asks for when it asks for nothing else (`#{ type: "array" }`, with a
+/// title or description at most).
+fn type_only(schema: &serde_json::Value) -> Option<Vec<String>> {
+    let map = schema.as_object()?;
+    if map.keys().any(|k| !matches!(k.as_str(), "type" | "title" | "description" | "$comment")) {
+        return None;
+    }
+    match map.get("type")? {
+        serde_json::Value::String(t) => Some(vec![t.clone()]),
+        serde_json::Value::Array(list) => list.iter().map(|t| t.as_str().map(String::from)).collect(),
+        _ => None,
+    }
 }
