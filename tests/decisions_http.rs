@@ -3,7 +3,8 @@
 //! log-probabilities; the distribution is read from the tokens where the choice was written, not
 //! from the model's claim, and the record says which source it used; without log-probabilities
 //! the claim is used; `logprobs = false` asks for none; an unreachable server fails the decision
-//! as fast, and in the same words, as an agent's turn.
+//! as fast, and in the same words, as an agent's turn; a reply cut off, or slower than the
+//! decision's `timeout_ms`, is no answer and the fallback decides.
 
 use crate::common;
 
@@ -164,4 +165,31 @@ fn a_model_slower_than_the_decisions_timeout_leaves_it_to_the_fallback() {
     let out = env.run(&format!("let e = \"\"; try {{ {}; }} catch (x) {{ e = `${{x}}`; }} e", decide("fail")), &[]);
     out.expect_code(0)
         .stdout_has("the model gave no valid answer (no answer within timeout_ms 300) and the fallback is \"fail\"");
+}
+
+#[test]
+fn a_reply_cut_off_at_max_tokens_is_no_answer_and_the_fallback_decides() {
+    let cut = || Reply::with_usage(100, 64, Reply::Cut("{\"choice\": \"ye".into()));
+    let server = FakeModel::start(vec![cut(), cut()]);
+    let env = env_on(&server, "");
+    let toml = std::fs::read_to_string(env.path().join("awf.toml")).expect("awf.toml");
+    env.write("awf.toml", &toml.replace("model = \"judge\"\n", "model = \"judge\"\nmax_tokens = 64\n"));
+    let decide = |fallback: &str| {
+        format!(
+            r#"ctx.decisions.decide(#{{ key: "ship", question: "Ship it?", options: ["yes", "no"], fallback: "{fallback}" }})"#
+        )
+    };
+    let out = env.run(&decide("default:no"), &["--json"]);
+    out.expect_code(0);
+    let d = &out.json()["value"];
+    assert_eq!((d["choice"].as_str(), d["decided_by"].as_str()), (Some("no"), Some("default")), "{d}");
+    let why = d["no_answer"].as_str().unwrap_or_default();
+    assert!(why.starts_with("its reply failed: the reply was cut off at max_tokens (64 tokens"), "{d}");
+    // Billed: the model spent the tokens.
+    assert_eq!(env.result()["decisions"][0]["spend"]["tokens"], 164);
+    std::fs::remove_dir_all(env.runs_root()).expect("clear the runs");
+
+    let out = env.run(&format!("let e = \"\"; try {{ {}; }} catch (x) {{ e = `${{x}}`; }} e", decide("fail")), &[]);
+    out.expect_code(0)
+        .stdout_has("the model gave no valid answer (its reply failed: the reply was cut off at max_tokens");
 }

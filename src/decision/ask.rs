@@ -50,9 +50,10 @@ pub fn provider(config: &Config, decisions: &DecisionsConfig) -> Result<(Runtime
 }
 
 /// Asks the model `spec` under `frame`. An answer that is no option is rejected and re-asked
-/// within the run's nudge limit; after that, or past the spec's `timeout_ms`, the answer is
-/// `None` (the fallback decides). A turn that fails (an unreachable server, a harness error) is an
-/// error, as an agent's is.
+/// within the run's nudge limit; after that, past the spec's `timeout_ms`, or when the turn failed
+/// after the model replied (a reply cut off), the answer is `None` (the fallback decides). A turn
+/// that fails before any reply (an unreachable server, a harness error) is an error, as an
+/// agent's is.
 pub fn model(
     agents: &Arc<AgentBook>,
     decisions: &DecisionsConfig,
@@ -103,6 +104,12 @@ pub fn model(
         (OutcomeKind::TimedOut, _) if spec.timeout_ms.is_some() && frame.expired().is_none() => {
             let ms = spec.timeout_ms.unwrap_or_default();
             Ok(none(Some(format!("no answer within timeout_ms {ms}"))))
+        }
+        // A turn that failed after the model wrote something (its reply cut off at max_tokens or
+        // by the context, a stream broken mid-answer) is an answer that is no option: the
+        // fallback decides. One the model never replied to is the provider's failure.
+        (OutcomeKind::Failed, _) if o.usage.output_tokens > 0 => {
+            Ok(none(Some(format!("its reply failed: {}", o.reason.as_deref().unwrap_or("no reason given")))))
         }
         (kind, _) => Err(DecideError::Provider(format!(
             "its turn on {} {}: {}",
