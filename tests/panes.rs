@@ -9,7 +9,8 @@
 //! failed agent's pane running; a pane the operator closes fails its operation and `runs stop`
 //! closes the rest but the kept one; a run killed with -9 whose tmux session is gone resumes in
 //! new panes with the CLI's session resumed; a turn ended without an answer is nudged in the
-//! pane; a sandboxed pane agent runs its CLI in its sandbox.
+//! pane; a sandboxed pane agent runs its CLI in its sandbox; a fork of a pane agent runs headless
+//! on a copy of its conversation.
 
 use crate::common;
 use crate::common::fake_model;
@@ -444,4 +445,47 @@ fn a_pane_agent_that_ends_its_turn_without_answering_is_nudged_in_its_pane() {
     let nudge =
         server.bodies().into_iter().map(|b| b.to_string()).any(|b| b.contains("You finished without reporting"));
     assert!(nudge, "the model saw the nudge");
+}
+
+#[test]
+#[ignore = "needs tmux and the pinned CLIs"]
+fn a_fork_of_a_pane_agent_runs_headless_on_a_copy_of_its_conversation() {
+    let test = "a_fork_of_a_pane_agent_runs_headless_on_a_copy_of_its_conversation";
+    if !installed("claude", test) || rerun_in_netns(test) {
+        return;
+    }
+    let server = FakeModel::start_cli(vec![]);
+    let env = setup("claude", &server.base(), "");
+    let tmux = Tmux::new(&env);
+    let script = format!(
+        r#"let a = ctx.agents.open(#{{ key: "a", placement: "pane" }});
+let one = a.turn(#{{ prompt: args.a1, schema: {SCHEMA} }});
+let b = a.fork(#{{ key: "b" }});
+let two = b.turn(#{{ prompt: args.b1, schema: {SCHEMA} }});
+#{{ one: one.value.verdict, two: two.value.verdict, harness: b.harness }}"#
+    );
+    let args = json!({
+        "a1": answering("Remember the word pelican.", "a#1", "one"),
+        "b1": answering("Give the forked verdict.", "b#1", "two"),
+    });
+    let argv = workflow(&env, &script, &args);
+    let out = awf(&env, &tmux, &strs(&argv));
+    out.expect_code(0);
+    let v = out.json();
+    assert_eq!(
+        (v["one"].as_str(), v["two"].as_str(), v["harness"].as_str()),
+        (Some("one"), Some("two"), Some("claude"))
+    );
+    // Only `a` had a pane; the fork ran headless.
+    let panes = env.result()["panes"].clone();
+    assert_eq!(panes.as_array().map(Vec::len), Some(1), "{panes}");
+    assert_eq!(panes[0]["agent"], "a");
+    assert!(tmux.pane_of("b").is_none(), "no pane for the fork");
+    // The fork's turn carried a's conversation.
+    let forked = server.bodies().into_iter().map(|b| b.to_string()).find(|b| b.contains("Give the forked verdict."));
+    let forked = forked.expect("the fork's request");
+    assert!(forked.contains("Remember the word pelican."), "the fork's conversation is a copy of a's");
+    let opened = env.events_of("agent-opened");
+    let b = opened.iter().find(|e| e["data"]["agent"] == "b").expect("b opened");
+    assert_eq!(b["data"]["forked_from"], "a", "{b}");
 }
