@@ -111,7 +111,9 @@ pub fn to_json_text(value: &Dynamic) -> Option<Box<serde_json::value::RawValue>>
     if !plain(value) {
         return None;
     }
-    serde_json::value::to_raw_value(&Plain(value)).ok()
+    // rhai's own serialiser writes a plain value as `from_dynamic::<Value>` reads it: maps in
+    // their (sorted) key order, a non-finite float as `null` (the test below holds them equal).
+    serde_json::value::to_raw_value(value).ok()
 }
 
 fn plain(v: &Dynamic) -> bool {
@@ -122,47 +124,6 @@ fn plain(v: &Dynamic) -> bool {
         return arr.iter().all(plain);
     }
     v.is_unit() || v.is_bool() || v.is_int() || v.is_float() || v.is_string() || v.is_char()
-}
-
-/// Serialises a `plain` value as `rhai::serde::from_dynamic::<Value>` would read it: maps in
-/// their (sorted) key order, a non-finite float as `null`.
-struct Plain<'a>(&'a Dynamic);
-
-impl serde::Serialize for Plain<'_> {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::{SerializeMap, SerializeSeq};
-        let v = self.0;
-        if let Some(map) = v.read_lock::<Map>() {
-            let mut m = s.serialize_map(Some(map.len()))?;
-            for (k, x) in map.iter() {
-                m.serialize_entry(k.as_str(), &Plain(x))?;
-            }
-            return m.end();
-        }
-        if let Some(arr) = v.read_lock::<rhai::Array>() {
-            let mut q = s.serialize_seq(Some(arr.len()))?;
-            for x in arr.iter() {
-                q.serialize_element(&Plain(x))?;
-            }
-            return q.end();
-        }
-        if let Ok(b) = v.as_bool() {
-            return s.serialize_bool(b);
-        }
-        if let Ok(i) = v.as_int() {
-            return s.serialize_i64(i);
-        }
-        if let Ok(f) = v.as_float() {
-            return s.serialize_f64(f);
-        }
-        if let Ok(c) = v.as_char() {
-            return s.serialize_char(c);
-        }
-        if let Ok(t) = v.as_immutable_string_ref() {
-            return s.serialize_str(&t);
-        }
-        s.serialize_unit()
-    }
 }
 
 /// Whether `value` is of the JSON Schema type `ty` as its JSON would be (`false` when unsure:
