@@ -60,7 +60,7 @@ fn every_bad_spec_is_refused_by_name_before_the_model_is_asked() {
         (r#"options: ["a"], floor: 0.5"#, "spec: unknown field `floor`"),
         (r#"options: ["a"], timeout_ms: 0"#, "`timeout_ms` must be a positive number of milliseconds, got 0"),
         (r#"options: ["a"], timeout_ms: -5"#, "`timeout_ms` must be a positive number of milliseconds, got -5"),
-        (r#"options: ["a"], timeout_ms: "1s""#, "`timeout_ms` must be a number of milliseconds, got string"),
+        (r#"options: ["a"], timeout_ms: "1s""#, "spec: `timeout_ms` must be an integer, got string"),
     ] {
         let thrown = refusal(&env, &decide(fields));
         assert!(thrown.contains(&format!("ctx.decisions.decide: {said}")), "{fields}: {thrown}");

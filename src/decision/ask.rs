@@ -96,22 +96,19 @@ pub fn model(
         why_none: why,
         spend,
     };
-    match (o.kind, &o.value) {
-        (OutcomeKind::Answered, Some(v)) => Ok(read(run, spec, v, answered.logprobs.as_ref(), none(None))),
-        (OutcomeKind::Unanswered, _) => Ok(none(o.reason.clone().or_else(|| Some("no valid answer".into())))),
-        // The decision's own time ran out (not its scope's, which ends the script): the fallback
-        // decides.
-        (OutcomeKind::TimedOut, _) if spec.timeout_ms.is_some() && frame.expired().is_none() => {
-            let ms = spec.timeout_ms.unwrap_or_default();
-            Ok(none(Some(format!("no answer within timeout_ms {ms}"))))
-        }
+    // The decision's own time, while its scope's has not run out (that one ends the script).
+    let own_timeout = spec.timeout_ms.filter(|_| frame.expired().is_none());
+    match (o.kind, &o.value, own_timeout) {
+        (OutcomeKind::Answered, Some(v), _) => Ok(read(run, spec, v, answered.logprobs.as_ref(), none(None))),
+        (OutcomeKind::Unanswered, ..) => Ok(none(o.reason.clone().or_else(|| Some("no valid answer".into())))),
+        (OutcomeKind::TimedOut, _, Some(ms)) => Ok(none(Some(format!("no answer within timeout_ms {ms}")))),
         // A turn that failed after the model wrote something (its reply cut off at max_tokens or
         // by the context, a stream broken mid-answer) is an answer that is no option: the
         // fallback decides. One the model never replied to is the provider's failure.
-        (OutcomeKind::Failed, _) if o.usage.output_tokens > 0 => {
+        (OutcomeKind::Failed, ..) if o.usage.output_tokens > 0 => {
             Ok(none(Some(format!("its reply failed: {}", o.reason.as_deref().unwrap_or("no reason given")))))
         }
-        (kind, _) => Err(DecideError::Provider(format!(
+        (kind, ..) => Err(DecideError::Provider(format!(
             "its turn on {} {}: {}",
             answered.model,
             kind.as_str(),

@@ -103,15 +103,9 @@ fn parse(spec: &Map) -> Result<Spec, SpecError> {
         None => Fallback::Fail,
         Some(text) => Fallback::parse(&text)?,
     };
-    let timeout_ms = match f.get("timeout_ms") {
-        None => None,
-        Some(v) => match v.as_int() {
-            Ok(ms) if ms > 0 => Some(ms as u64),
-            Ok(ms) => return Err(SpecError::Timeout(ms)),
-            Err(_) => {
-                return Err(field(format!("`timeout_ms` must be a number of milliseconds, got {}", v.type_name())))
-            }
-        },
+    let timeout_ms = match f.int("timeout_ms").map_err(arg)? {
+        Some(ms) if ms <= 0 => return Err(SpecError::Timeout(ms)),
+        ms => ms.map(|ms| ms as u64),
     };
     Ok(Spec { key, question, options, state, min_confidence, fallback, timeout_ms })
 }
