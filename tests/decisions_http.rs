@@ -139,17 +139,25 @@ fn an_unreachable_decision_model_fails_as_fast_and_in_the_same_words_as_an_agent
     assert!(env.result()["decisions"][0]["error"].as_str().is_some_and(|e| e.contains("failed")), "recorded");
 }
 
+/// Decides "Ship it?" (yes or no) with the spec's `fields` and `fallback`.
+fn ship(fields: &str, fallback: &str) -> String {
+    format!(
+        r#"ctx.decisions.decide(#{{ key: "ship", question: "Ship it?", options: ["yes", "no"], {fields} fallback: "{fallback}" }})"#
+    )
+}
+
+/// Runs `call` in a workflow that catches what it throws and returns it as text.
+fn caught(env: &Env, call: &str) -> common::Out {
+    env.run(&format!("let e = \"\"; try {{ {call}; }} catch (x) {{ e = `${{x}}`; }} e"), &[])
+}
+
 #[test]
 fn a_model_slower_than_the_decisions_timeout_leaves_it_to_the_fallback() {
     let slow = |pause_ms| Reply::Slow { pause_ms, then: Box::new(choice_tokens("yes", 0.9, &[("no", 0.1)])) };
     let server = FakeModel::start(vec![slow(20_000), slow(20_000)]);
     let env = env_on(&server, "");
     let started = Instant::now();
-    let decide = |fallback: &str| {
-        format!(
-            r#"ctx.decisions.decide(#{{ key: "ship", question: "Ship it?", options: ["yes", "no"], timeout_ms: 300, fallback: "{fallback}" }})"#
-        )
-    };
+    let decide = |fallback: &str| ship("timeout_ms: 300,", fallback);
     let out = env.run(&decide("default:no"), &["--json"]);
     out.expect_code(0);
     let d = &out.json()["value"];
@@ -162,7 +170,7 @@ fn a_model_slower_than_the_decisions_timeout_leaves_it_to_the_fallback() {
     std::fs::remove_dir_all(env.runs_root()).expect("clear the runs");
 
     // With "fail", the error says why.
-    let out = env.run(&format!("let e = \"\"; try {{ {}; }} catch (x) {{ e = `${{x}}`; }} e", decide("fail")), &[]);
+    let out = caught(&env, &decide("fail"));
     out.expect_code(0)
         .stdout_has("the model gave no valid answer (no answer within timeout_ms 300) and the fallback is \"fail\"");
 }
@@ -174,11 +182,7 @@ fn a_reply_cut_off_at_max_tokens_is_no_answer_and_the_fallback_decides() {
     let env = env_on(&server, "");
     let toml = std::fs::read_to_string(env.path().join("awf.toml")).expect("awf.toml");
     env.write("awf.toml", &toml.replace("model = \"judge\"\n", "model = \"judge\"\nmax_tokens = 64\n"));
-    let decide = |fallback: &str| {
-        format!(
-            r#"ctx.decisions.decide(#{{ key: "ship", question: "Ship it?", options: ["yes", "no"], fallback: "{fallback}" }})"#
-        )
-    };
+    let decide = |fallback: &str| ship("", fallback);
     let out = env.run(&decide("default:no"), &["--json"]);
     out.expect_code(0);
     let d = &out.json()["value"];
@@ -189,7 +193,7 @@ fn a_reply_cut_off_at_max_tokens_is_no_answer_and_the_fallback_decides() {
     assert_eq!(env.result()["decisions"][0]["spend"]["tokens"], 164);
     std::fs::remove_dir_all(env.runs_root()).expect("clear the runs");
 
-    let out = env.run(&format!("let e = \"\"; try {{ {}; }} catch (x) {{ e = `${{x}}`; }} e", decide("fail")), &[]);
+    let out = caught(&env, &decide("fail"));
     out.expect_code(0)
         .stdout_has("the model gave no valid answer (its reply failed: the reply was cut off at max_tokens");
 }
