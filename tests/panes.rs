@@ -31,6 +31,19 @@ fn answering(text: &str, op: &str, verdict: &str) -> String {
     format!("{text}\nFAKE_RUN: printf '%s' '{{\"verdict\":\"{verdict}\"}}' | \"$AWF_LAUNCHER\" result {op}")
 }
 
+/// The test's fake model server (CLI mode, nothing scripted), its folder set up for `cli` and a
+/// tmux server of its own; `None` when `cli` is not installed or the test has just re-run itself
+/// in a network namespace.
+fn begin(cli: &str, test: &str) -> Option<(FakeModel, Env, Tmux)> {
+    if !installed(cli, test) || rerun_in_netns(test) {
+        return None;
+    }
+    let server = FakeModel::start_cli(vec![]);
+    let env = setup(cli, &server.base(), "");
+    let tmux = Tmux::new(&env);
+    Some((server, env, tmux))
+}
+
 /// Runs `awf ARGS` to its end (bounded) with the test's tmux and the operator's home kept out.
 fn awf(env: &Env, tmux: &Tmux, args: &[&str]) -> Out {
     let child = awf_command(env, tmux, &env.path().join("operator-home"), args).spawn().expect("spawn awf");
@@ -67,12 +80,7 @@ fn run(args) {
 "#;
 
 fn two_panes_beside_each_other(cli: &str, test: &str) {
-    if !installed(cli, test) || rerun_in_netns(test) {
-        return;
-    }
-    let server = FakeModel::start_cli(vec![]);
-    let env = setup(cli, &server.base(), "");
-    let tmux = Tmux::new(&env);
+    let Some((server, env, tmux)) = begin(cli, test) else { return };
     let args = json!({
         "a1": answering("Give a first verdict.", "a#1", "one"),
         "b1": answering("Give the other verdict.", "b#1", "two"),
@@ -185,12 +193,7 @@ fn a_line_the_operator_types_while_the_cli_is_busy_is_answered_too() {
 /// waits for them: once the CLI is idle, or (`busy`) while its shell tool still runs, as on a
 /// loaded machine, where Claude Code queues the line and folds it into the tool's result.
 fn operator_answers(test: &str, busy: bool) {
-    if !installed("claude", test) || rerun_in_netns(test) {
-        return;
-    }
-    let server = FakeModel::start_cli(vec![]);
-    let env = setup("claude", &server.base(), "");
-    let tmux = Tmux::new(&env);
+    let Some((server, env, tmux)) = begin("claude", test) else { return };
     let script = format!(
         r#"let a = ctx.agents.open(#{{ key: "a", placement: "pane" }});
 let o = a.run(#{{ prompt: args.wait, schema: {SCHEMA} }});
@@ -289,12 +292,7 @@ let y = good.run(#{{ prompt: args.good, schema: {SCHEMA} }});
 #[ignore = "needs tmux and the pinned CLIs"]
 fn a_pane_closed_by_the_operator_fails_its_operation_and_runs_stop_closes_all_but_the_kept() {
     let test = "a_pane_closed_by_the_operator_fails_its_operation_and_runs_stop_closes_all_but_the_kept";
-    if !installed("pi", test) || rerun_in_netns(test) {
-        return;
-    }
-    let server = FakeModel::start_cli(vec![]);
-    let env = setup("pi", &server.base(), "");
-    let tmux = Tmux::new(&env);
+    let Some((_server, env, tmux)) = begin("pi", test) else { return };
     let script = format!(
         r#"ctx.parallel(["x", "y", "z"], |k| {{
     let keep = if k == "y" {{ "always" }} else {{ "never" }};
@@ -334,12 +332,7 @@ FAKE_RUN: "$AWF_LAUNCHER" waiting ${{k}}#1 --reason "held" --timeout 5m`, schema
 #[ignore = "needs tmux and the pinned CLIs"]
 fn a_run_killed_whose_tmux_session_is_gone_resumes_in_new_panes_with_the_session_resumed() {
     let test = "a_run_killed_whose_tmux_session_is_gone_resumes_in_new_panes_with_the_session_resumed";
-    if !installed("claude", test) || rerun_in_netns(test) {
-        return;
-    }
-    let server = FakeModel::start_cli(vec![]);
-    let env = setup("claude", &server.base(), "");
-    let tmux = Tmux::new(&env);
+    let Some((server, env, tmux)) = begin("claude", test) else { return };
     let go = env.path().join("go");
     let script = r#"
 fn run(args) {
@@ -451,12 +444,7 @@ fn a_pane_agent_that_ends_its_turn_without_answering_is_nudged_in_its_pane() {
 #[ignore = "needs tmux and the pinned CLIs"]
 fn a_fork_of_a_pane_agent_runs_headless_on_a_copy_of_its_conversation() {
     let test = "a_fork_of_a_pane_agent_runs_headless_on_a_copy_of_its_conversation";
-    if !installed("claude", test) || rerun_in_netns(test) {
-        return;
-    }
-    let server = FakeModel::start_cli(vec![]);
-    let env = setup("claude", &server.base(), "");
-    let tmux = Tmux::new(&env);
+    let Some((server, env, tmux)) = begin("claude", test) else { return };
     let script = format!(
         r#"let a = ctx.agents.open(#{{ key: "a", placement: "pane" }});
 let one = a.turn(#{{ prompt: args.a1, schema: {SCHEMA} }});
