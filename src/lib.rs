@@ -229,7 +229,11 @@
 //!   what a harness cannot do, a bad setting, its own files' I/O, a program that does not start, a
 //!   stored session it cannot take, each with its source; `Scrubbed` when its text held a secret);
 //!   `spawn.rs` (starting a turn's process in a session of its own: death with awf, `AWF_RUN_ID`,
-//!   its group recorded, its session admitted to the socket); `process.rs` (the one lifecycle of
+//!   its group recorded, its session admitted to the socket; `spawn/program.rs` the program, its
+//!   environment and folder, found on PATH and made ready to exec; `spawn/start.rs` the start
+//!   itself, `clone(CLONE_VM | CLONE_VFORK)` as `posix_spawn` does, plus `setsid` and
+//!   `PR_SET_PDEATHSIG`; `spawn/child.rs` the started process: pipes, exit through a pidfd,
+//!   killed and reaped when dropped); `process.rs` (the one lifecycle of
 //!   a turn's process, for `command` and the CLIs: `process/pipes.rs` stdin in the background, the
 //!   captures, stdout's lines;
 //!   `process/watch.rs` the state machine (running, killed, draining, over) with the stall clock
@@ -341,7 +345,7 @@
 //! - A `command` or CLI turn runs in its own session and process group (`harness/spawn.rs`,
 //!   `setsid`, so no other turn can join its group), and the group is killed when the turn ends
 //!   (after an acknowledged wait or the answer's grace) or is cancelled, timed out or stalled.
-//!   Its leader dies with awf (`PR_SET_PDEATHSIG`, forked from a thread that never exits); a new
+//!   Its leader dies with awf (`PR_SET_PDEATHSIG`, started from a thread that never exits); a new
 //!   attempt first kills what an earlier one left (`run/leftovers.rs`).
 //! - One live attempt per run: it holds the flock on `<run>/lock` from its start to `finish`.
 //! - A run `awf serve` answers 202 for is on disk first (`serve.json`), held by one serve at a time

@@ -80,12 +80,12 @@ impl Session for CommandSession {
             let mut cmd = match &self.sandbox {
                 Some(s) => {
                     let wrapped = s.wrap(&self.argv, &vars);
-                    let mut cmd = tokio::process::Command::new(&wrapped.argv[0]);
+                    let mut cmd = crate::harness::spawn::Program::new(&wrapped.argv[0]);
                     cmd.args(&wrapped.argv[1..]).env_clear().envs(wrapped.env);
                     cmd
                 }
                 None => {
-                    let mut cmd = tokio::process::Command::new(&self.argv[0]);
+                    let mut cmd = crate::harness::spawn::Program::new(&self.argv[0]);
                     cmd.args(&self.argv[1..]).envs(vars);
                     cmd
                 }

@@ -9,15 +9,14 @@
 mod pipes;
 mod watch;
 
-use super::spawn::spawn;
+use super::spawn::{spawn, Program};
 use crate::control::server::{Endpoint, OpControl};
 use crate::record::agent_files::OpLog;
 use pipes::Pipes;
 use serde_json::{json, Value};
 use std::path::Path;
-use std::process::{ExitStatus, Stdio};
+use std::process::ExitStatus;
 use std::time::{Duration, Instant};
-use tokio::process::Command;
 use watch::Watch;
 
 /// How long a turn may keep running after its answer was accepted.
@@ -81,14 +80,12 @@ pub(crate) struct Exit {
 /// saying why. Cancel safety: dropping the future kills the process group (and the process) and
 /// leaves nothing running.
 pub(crate) async fn run(
-    mut cmd: Command,
+    program: Program,
     spec: Spec<'_>,
     log: &mut OpLog,
     stdout: Stdout<'_>,
 ) -> Result<Exit, super::HarnessError> {
-    let stdin_io = if spec.stdin.is_some() { Stdio::piped() } else { Stdio::null() };
-    cmd.stdin(stdin_io).stdout(Stdio::piped()).stderr(Stdio::piped());
-    let (mut child, group) = match spawn(cmd, spec.endpoint, spec.agent, spec.capture).await {
+    let (mut child, group) = match spawn(program, spec.stdin.is_some(), spec.endpoint, spec.agent, spec.capture).await {
         Ok(started) => started,
         Err(source) => {
             let why =

@@ -2,14 +2,22 @@
 //! pid is its process group and its session, and no other turn can join its group), whose leader
 //! dies with awf (`PR_SET_PDEATHSIG`), with `AWF_RUN_ID` in its environment, its group recorded in
 //! the run folder (`groups.jsonl`) and its session admitted to the agent's control socket until
-//! the group is killed.
+//! the group is killed. The process is started without copying awf (`spawn/start.rs`), its pipes
+//! and exit held by `spawn/child.rs`.
 
 use crate::control::peer::Admission;
 use crate::control::server::Endpoint;
 use std::io;
+use std::os::fd::AsRawFd;
 use std::sync::{mpsc, OnceLock};
-use tokio::process::{Child, Command};
 use tokio::sync::oneshot;
+
+mod child;
+mod program;
+mod start;
+
+pub(crate) use child::Child;
+pub use program::Program;
 
 /// A turn's process group (its session leader's pid): killed when dropped, so nothing a turn
 /// started outlives it. While it lives, the processes of its session may use the agent's control
@@ -39,13 +47,14 @@ impl Drop for Group {
 }
 
 struct Job {
-    cmd: Command,
+    program: Program,
+    stdin: bool,
     rt: tokio::runtime::Handle,
     reply: oneshot::Sender<io::Result<Child>>,
 }
 
-/// The thread every turn process is forked from. `PR_SET_PDEATHSIG` fires when the *thread* that
-/// forked the child exits, not only the process: a runtime worker or a script branch thread may
+/// The thread every turn process is started from. `PR_SET_PDEATHSIG` fires when the *thread* that
+/// started the child exits, not only the process: a runtime worker or a script branch thread may
 /// end while the turn runs, this one never does (its sender lives in a static, so its loop only
 /// ends with the process).
 fn spawner() -> io::Result<&'static mpsc::Sender<Job>> {
@@ -54,9 +63,9 @@ fn spawner() -> io::Result<&'static mpsc::Sender<Job>> {
         .get_or_init(|| {
             let (tx, rx) = mpsc::channel::<Job>();
             let thread = std::thread::Builder::new().name("awf-spawner".into()).spawn(move || {
-                for mut job in rx {
+                for job in rx {
                     let _rt = job.rt.enter();
-                    if let Err(Ok(child)) = job.reply.send(job.cmd.spawn()) {
+                    if let Err(Ok(child)) = job.reply.send(start_with_pipes(&job.program, job.stdin)) {
                         // The turn was dropped while its process started: end the whole group.
                         if let Some(pid) = child.id() {
                             let _ = nix::sys::signal::killpg(
@@ -73,43 +82,49 @@ fn spawner() -> io::Result<&'static mpsc::Sender<Job>> {
         .ok_or_else(|| io::Error::other("cannot start the thread that starts agent processes"))
 }
 
-/// Makes the process the leader of a session of its own (hence of a process group of its own),
-/// dying (SIGKILL) when awf does, even by `kill -9`.
-#[allow(unsafe_code)]
-fn own_session_dying_with_awf(cmd: &mut Command) {
-    let awf = nix::unistd::getpid();
-    // SAFETY: the hook runs in the forked child before exec, where only async-signal-safe calls
-    // are allowed: it makes three system calls (setsid(2), prctl(2), getppid(2)) and allocates
-    // nothing (its errors are raw errnos). setsid fails only in a group leader, which the fresh
-    // child is not as long as nothing (`process_group`) makes it one before the hook. The parent
-    // check closes the race where awf died before the prctl.
-    unsafe {
-        cmd.pre_exec(move || {
-            nix::unistd::setsid()?;
-            nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)?;
-            if nix::unistd::getppid() != awf {
-                return Err(io::Error::from_raw_os_error(nix::libc::ESRCH));
-            }
-            Ok(())
-        });
-    }
+/// Starts `program` (`start.rs`) with stdin a pipe (`stdin`) or `/dev/null`, stdout and stderr
+/// pipes, in a session of its own that dies with awf.
+fn start_with_pipes(program: &Program, stdin: bool) -> io::Result<Child> {
+    use nix::fcntl::OFlag;
+    let prepared = program.prepare()?;
+    let pipe = || nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(io::Error::from);
+    let (stdin_theirs, stdin_ours) = match stdin {
+        true => {
+            let (r, w) = pipe()?;
+            (r, Some(w))
+        }
+        false => (std::fs::File::open("/dev/null")?.into(), None),
+    };
+    let (stdout_ours, stdout_theirs) = pipe()?;
+    let (stderr_ours, stderr_theirs) = pipe()?;
+    let stdio = [stdin_theirs.as_raw_fd(), stdout_theirs.as_raw_fd(), stderr_theirs.as_raw_fd()];
+    let pid = start::start(&prepared, stdio)?;
+    drop((stdin_theirs, stdout_theirs, stderr_theirs));
+    // From here the process runs: a pipe that cannot be registered leaves it without that stream.
+    let child = Child::new(
+        pid,
+        stdin_ours.and_then(|w| tokio::net::unix::pipe::Sender::from_owned_fd(w).ok()),
+        tokio::net::unix::pipe::Receiver::from_owned_fd(stdout_ours).ok(),
+        tokio::net::unix::pipe::Receiver::from_owned_fd(stderr_ours).ok(),
+    );
+    Ok(child)
 }
 
 /// Starts a turn's process for `agent`'s operation `op_id`.
 pub(crate) async fn spawn(
-    mut cmd: Command,
+    mut program: Program,
+    stdin: bool,
     endpoint: &Endpoint,
     agent: &str,
     op_id: &str,
 ) -> io::Result<(Child, Group)> {
-    cmd.env("AWF_RUN_ID", &endpoint.run.id).kill_on_drop(true);
-    own_session_dying_with_awf(&mut cmd);
+    program.env("AWF_RUN_ID", &endpoint.run.id);
     let rt = tokio::runtime::Handle::try_current().map_err(io::Error::other)?;
     let stopped = || io::Error::other("the thread that starts agent processes has stopped");
     // Until the new leader is admitted, a call on the socket from an unknown process waits for it.
     let spawning = endpoint.turns().spawning();
     let (reply, started) = oneshot::channel();
-    spawner()?.send(Job { cmd, rt, reply }).map_err(|_| stopped())?;
+    spawner()?.send(Job { program, stdin, rt, reply }).map_err(|_| stopped())?;
     let child = started.await.map_err(|_| stopped())??;
     let pgid = child.id().map(|p| p as i32);
     let admission = pgid.map(|p| {
@@ -117,4 +132,81 @@ pub(crate) async fn spawn(
         spawning.admit(p)
     });
     Ok((child, Group { pgid, admission }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    async fn started(program: Program, stdin: bool) -> io::Result<Child> {
+        let rt = tokio::runtime::Handle::current();
+        let (reply, started) = oneshot::channel();
+        spawner()?.send(Job { program, stdin, rt, reply }).map_err(io::Error::other)?;
+        started.await.map_err(io::Error::other)?
+    }
+
+    async fn output(child: &mut Child) -> String {
+        let mut text = String::new();
+        child.stdout.take().expect("stdout").read_to_string(&mut text).await.expect("stdout read");
+        text
+    }
+
+    #[tokio::test]
+    async fn the_process_leads_a_session_of_its_own_in_its_folder_with_its_stdin() {
+        let dir = tempfile::tempdir().expect("a folder");
+        let mut p = Program::new("sh");
+        p.args(["-c", "echo $$ $(ps -o sid= -p $$) $(pwd) $AWF_T; cat"]).env("AWF_T", "set").current_dir(dir.path());
+        let mut child = started(p, true).await.expect("started");
+        let pid = child.id().expect("a pid");
+        let mut stdin = child.stdin.take().expect("stdin");
+        stdin.write_all(b"from stdin\n").await.expect("written");
+        drop(stdin);
+        let out = output(&mut child).await;
+        let cwd = dir.path().canonicalize().expect("canonical");
+        assert_eq!(out, format!("{pid} {pid} {} set\nfrom stdin\n", cwd.display()));
+        assert!(child.wait().await.expect("waited").success());
+        assert_eq!(child.id(), None, "reaped");
+    }
+
+    #[tokio::test]
+    async fn a_missing_program_or_folder_is_an_error_and_no_process() {
+        let missing = started(Program::new("awf-no-such-program"), false).await.err().map(|e| e.kind());
+        assert_eq!(missing, Some(io::ErrorKind::NotFound));
+        let mut p = Program::new("true");
+        p.current_dir("/awf-no-such-folder");
+        assert_eq!(started(p, false).await.err().map(|e| e.kind()), Some(io::ErrorKind::NotFound));
+    }
+
+    #[tokio::test]
+    async fn a_script_without_an_interpreter_line_runs_under_sh_and_signals_are_its_defaults() {
+        let dir = tempfile::tempdir().expect("a folder");
+        let script = dir.path().join("bare");
+        std::fs::write(&script, "grep SigIgn /proc/$$/status; kill -TERM $$\n").expect("written");
+        std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).expect("executable");
+        let mut child = started(Program::new(&script), false).await.expect("started");
+        // awf ignores SIGPIPE (as every Rust program); its processes start with it at its default.
+        let out = output(&mut child).await;
+        let ignored = out.trim().strip_prefix("SigIgn:\t").and_then(|hex| u64::from_str_radix(hex, 16).ok());
+        let sigpipe = 1u64 << (nix::libc::SIGPIPE - 1);
+        assert_eq!(ignored.map(|mask| mask & sigpipe), Some(0), "{out}");
+        let status = child.wait().await.expect("waited");
+        assert_eq!(std::os::unix::process::ExitStatusExt::signal(&status), Some(15));
+    }
+
+    #[tokio::test]
+    async fn a_child_dropped_unreaped_is_killed_and_reaped() {
+        let mut p = Program::new("sleep");
+        p.args(["30"]);
+        let child = started(p, false).await.expect("started");
+        let pid = nix::unistd::Pid::from_raw(child.id().expect("a pid") as i32);
+        drop(child);
+        let gone = tokio::time::timeout(std::time::Duration::from_secs(10), async {
+            // Reaped: the pid is no longer this process's child (ECHILD) nor alive.
+            while nix::sys::signal::kill(pid, None).is_ok() {
+                tokio::task::yield_now().await;
+            }
+        });
+        gone.await.expect("the dropped child was killed and reaped");
+    }
 }

@@ -28,11 +28,11 @@ impl CliSession {
     /// needs is passed in: its own variables (home, settings, `AWF_*`, the runtime's `env`) and the
     /// key named by `api_key_env` (the runtime names it, so it may enter); bwrap is started with
     /// that environment, never with values on its command line.
-    fn command(&self, args: &[String], env: &CliEnv) -> tokio::process::Command {
+    fn command(&self, args: &[String], env: &CliEnv) -> crate::harness::spawn::Program {
         let mut argv = vec![self.cfg.program.clone()];
         argv.extend(args.iter().cloned());
         let Some(s) = &self.sandbox else {
-            let mut cmd = tokio::process::Command::new(&argv[0]);
+            let mut cmd = crate::harness::spawn::Program::new(&argv[0]);
             cmd.args(&argv[1..]);
             for k in &env.remove {
                 cmd.env_remove(k);
@@ -43,7 +43,7 @@ impl CliSession {
         let key = self.cfg.api_key_env.as_ref().and_then(|k| Some((k.clone(), std::env::var(k).ok()?)));
         let vars: Vec<(String, String)> = key.into_iter().chain(env.set.iter().cloned()).collect();
         let wrapped = s.wrap(&argv, &vars);
-        let mut cmd = tokio::process::Command::new(&wrapped.argv[0]);
+        let mut cmd = crate::harness::spawn::Program::new(&wrapped.argv[0]);
         cmd.args(&wrapped.argv[1..]).env_clear().envs(wrapped.env);
         cmd
     }

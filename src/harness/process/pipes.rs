@@ -3,12 +3,12 @@
 //! harness that reads its events there), noting when output last came.
 
 use super::{Stdin, DRAIN};
+use crate::harness::spawn::Child;
 use crate::record::agent_files::{Capture, Scrub};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWriteExt};
-use tokio::process::Child;
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 use tokio::task::JoinHandle;
 

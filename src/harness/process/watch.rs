@@ -5,13 +5,12 @@
 
 use super::{LineHandler, ANSWER_GRACE, DRAIN};
 use crate::control::server::{Endpoint, OpControl};
-use crate::harness::spawn::Group;
+use crate::harness::spawn::{Child, Group};
 use crate::record::agent_files::OpLog;
 use serde_json::json;
 use std::process::ExitStatus;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use tokio::process::Child;
 use tokio::sync::mpsc::UnboundedReceiver;
 
 /// Where the process is in its life.

@@ -1,0 +1,120 @@
+//! A started turn process as awf holds it: its pid, its pipes, and its exit awaited through a
+//! pidfd (readable once it exits); killed and reaped in the background when dropped unreaped, so
+//! it never outlives its turn nor stays a zombie.
+
+use nix::libc;
+use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+use nix::unistd::Pid;
+use std::io;
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::os::unix::process::ExitStatusExt;
+use std::process::ExitStatus;
+use std::time::Duration;
+use tokio::io::unix::AsyncFd;
+use tokio::net::unix::pipe;
+
+/// How often an exit is looked for on a kernel without pidfds (before Linux 5.3).
+const POLL: Duration = Duration::from_millis(20);
+
+pub(crate) struct Child {
+    pid: Pid,
+    /// Readable once the process has exited; `None` on a kernel without pidfds.
+    pidfd: Option<AsyncFd<OwnedFd>>,
+    status: Option<ExitStatus>,
+    pub(crate) stdin: Option<pipe::Sender>,
+    pub(crate) stdout: Option<pipe::Receiver>,
+    pub(crate) stderr: Option<pipe::Receiver>,
+}
+
+impl Child {
+    pub(super) fn new(
+        pid: i32,
+        stdin: Option<pipe::Sender>,
+        stdout: Option<pipe::Receiver>,
+        stderr: Option<pipe::Receiver>,
+    ) -> Child {
+        Child { pid: Pid::from_raw(pid), pidfd: pidfd(pid), status: None, stdin, stdout, stderr }
+    }
+
+    pub(crate) fn id(&self) -> Option<u32> {
+        self.status.is_none().then_some(self.pid.as_raw() as u32)
+    }
+
+    /// Its exit status, once it exited (reaping it).
+    pub(crate) fn try_wait(&mut self) -> io::Result<Option<ExitStatus>> {
+        if self.status.is_some() {
+            return Ok(self.status);
+        }
+        let status = match waitpid(self.pid, Some(WaitPidFlag::WNOHANG)).map_err(io::Error::from)? {
+            WaitStatus::Exited(_, code) => ExitStatus::from_raw((code & 0xff) << 8),
+            WaitStatus::Signaled(_, signal, core) => ExitStatus::from_raw(signal as i32 | if core { 0x80 } else { 0 }),
+            _ => return Ok(None),
+        };
+        self.status = Some(status);
+        self.pidfd = None;
+        Ok(self.status)
+    }
+
+    /// Waits for it to exit; cancel safe.
+    pub(crate) async fn wait(&mut self) -> io::Result<ExitStatus> {
+        loop {
+            if let Some(status) = self.try_wait()? {
+                return Ok(status);
+            }
+            match &self.pidfd {
+                Some(fd) => fd.readable().await?.clear_ready(),
+                None => tokio::time::sleep(POLL).await,
+            }
+        }
+    }
+
+    /// Sends it SIGKILL (unless it was already reaped).
+    pub(crate) fn start_kill(&mut self) -> io::Result<()> {
+        if self.status.is_some() {
+            return Ok(());
+        }
+        nix::sys::signal::kill(self.pid, nix::sys::signal::Signal::SIGKILL).map_err(io::Error::from)
+    }
+}
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        if self.status.is_some() || self.start_kill().is_err() {
+            return;
+        }
+        // Killed: reaped once it is gone, on the runtime when there is one.
+        let pid = self.pid;
+        let pidfd = self.pidfd.take();
+        let reap = move || {
+            let _ = waitpid(pid, None);
+        };
+        match (tokio::runtime::Handle::try_current(), pidfd) {
+            (Ok(rt), Some(fd)) => {
+                rt.spawn(async move {
+                    let _ = fd.readable().await;
+                    reap();
+                });
+            }
+            _ => {
+                let _ = std::thread::Builder::new().name("awf-reaper".into()).spawn(reap);
+            }
+        }
+    }
+}
+
+/// A pidfd for `pid`, registered with the runtime; `None` where the kernel has none.
+#[allow(unsafe_code)]
+fn pidfd(pid: i32) -> Option<AsyncFd<OwnedFd>> {
+    // SAFETY: pidfd_open(2) takes a pid and flags and returns a new fd or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    if fd < 0 {
+        return None;
+    }
+    // SAFETY: `fd` was just returned by pidfd_open and is owned by nothing else; the `OwnedFd`
+    // keeps it open, the same fd, for as long as the `AsyncFd` that owns it lives. Called in the
+    // runtime's context (the spawner thread enters it).
+    unsafe {
+        let owned = OwnedFd::from_raw_fd(fd as i32);
+        AsyncFd::register_with_interest(owned, tokio::io::Interest::READABLE).ok()
+    }
+}

@@ -1,0 +1,162 @@
+//! Starting a process the way `posix_spawn` does (the child shares awf's memory and awf's thread
+//! waits until the child has exec'd: `clone(CLONE_VM | CLONE_VFORK)`), with the two steps
+//! `posix_spawn` cannot take: dying with awf (`PR_SET_PDEATHSIG`) and checking that awf is still
+//! its parent. `fork` from a large, many-threaded awf copied its page tables and flushed every
+//! core's TLB on each turn, and the exec right after threw the copy away; this costs neither.
+//!
+//! The child runs on a stack of its own and makes only system calls on data prepared before the
+//! clone (nothing allocated, locked or looked up), as glibc's own `posix_spawn` does; awf's signals
+//! are blocked around the clone, and the child sets every handled signal to its default before it
+//! unblocks them, so no handler of awf's ever runs in the child.
+
+use super::program::Prepared;
+use nix::libc::{self, c_char, c_int, c_void};
+use std::io;
+use std::os::fd::RawFd;
+use std::ptr;
+use std::sync::atomic::{AtomicI32, Ordering};
+
+/// The child's stack: it makes a few system calls, then execs.
+const STACK: usize = 64 * 1024;
+/// Signals 1 to 64 (Linux's `_NSIG` is 65).
+const SIGNALS: c_int = 65;
+
+/// Everything the child reads: pointers into `Prepared`, which outlives the clone.
+struct Plan {
+    path: *const c_char,
+    argv: Vec<*const c_char>,
+    envp: Vec<*const c_char>,
+    /// `sh path args...`, for a file exec refuses as not a program (`ENOEXEC`), as `execvp` does.
+    sh_argv: Vec<*const c_char>,
+    cwd: *const c_char,
+    /// The child's stdin, stdout and stderr.
+    stdio: [RawFd; 3],
+    /// awf's pid: the child's parent must still be awf once it asked to die with it.
+    awf: libc::pid_t,
+    empty_mask: libc::sigset_t,
+    /// The errno of the step that failed in the child; 0 when it exec'd.
+    error: AtomicI32,
+}
+
+/// Starts `program` in a session of its own with `stdio` as its fds 0 to 2, dying (SIGKILL) when
+/// the calling thread does; its pid. The fds stay open here (the caller closes its copies).
+#[allow(unsafe_code)]
+pub(super) fn start(program: &Prepared, stdio: [RawFd; 3]) -> io::Result<libc::pid_t> {
+    let nul_ended = |strings: &[std::ffi::CString]| -> Vec<*const c_char> {
+        strings.iter().map(|s| s.as_ptr()).chain(std::iter::once(ptr::null())).collect()
+    };
+    let sh_argv: Vec<*const c_char> = [c"/bin/sh".as_ptr(), program.path.as_ptr()]
+        .into_iter()
+        .chain(program.argv.iter().skip(1).map(|s| s.as_ptr()))
+        .chain(std::iter::once(ptr::null()))
+        .collect();
+    // SAFETY: sigset_t is plain data; sigemptyset initialises it.
+    let mut empty_mask: libc::sigset_t = unsafe { std::mem::zeroed() };
+    unsafe { libc::sigemptyset(&mut empty_mask) };
+    let plan = Plan {
+        path: program.path.as_ptr(),
+        argv: nul_ended(&program.argv),
+        envp: nul_ended(&program.envp),
+        sh_argv,
+        cwd: program.cwd.as_ref().map_or(ptr::null(), |c| c.as_ptr()),
+        stdio,
+        awf: nix::unistd::getpid().as_raw(),
+        empty_mask,
+        error: AtomicI32::new(0),
+    };
+    let mut stack = vec![0u8; STACK];
+    // SAFETY: the top of the stack, 16-byte aligned as the ABI asks (the stack grows down).
+    let top = unsafe { stack.as_mut_ptr().add(STACK) };
+    let top = (top as usize & !15) as *mut c_void;
+    // SAFETY: all signals are blocked on this thread for the clone (restored just after), so no
+    // handler runs in the child before it resets them. With CLONE_VFORK this thread resumes only
+    // once the child has exec'd or exited, so `plan` and `stack` outlive its use of them; the
+    // child touches nothing else of awf's memory.
+    let pid = unsafe {
+        let mut all: libc::sigset_t = std::mem::zeroed();
+        let mut old: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut all);
+        libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
+        let pid = libc::clone(
+            child,
+            top,
+            libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+            &plan as *const Plan as *mut c_void,
+        );
+        let clone_error = io::Error::last_os_error();
+        libc::pthread_sigmask(libc::SIG_SETMASK, &old, ptr::null_mut());
+        if pid < 0 {
+            return Err(clone_error);
+        }
+        pid
+    };
+    drop(stack);
+    match plan.error.load(Ordering::Acquire) {
+        0 => Ok(pid),
+        errno => {
+            // It exited without exec'ing: reap it, and say why.
+            let _ = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(pid), None);
+            Err(io::Error::from_raw_os_error(errno))
+        }
+    }
+}
+
+/// The child, from the clone to its exec. Only system calls on `Plan`'s prepared data.
+#[allow(unsafe_code)]
+extern "C" fn child(arg: *mut c_void) -> c_int {
+    // SAFETY: `arg` is the `Plan` the parent keeps alive until this child has exec'd or exited
+    // (CLONE_VFORK), and the calls below are system calls on that data, as posix_spawn makes.
+    unsafe {
+        let plan = &*(arg as *const Plan);
+        let fail = |plan: &Plan| -> ! {
+            plan.error.store(*libc::__errno_location(), Ordering::Release);
+            libc::_exit(127)
+        };
+        // No handler of awf's may run here: every handled signal goes back to its default, and
+        // SIGPIPE (which Rust ignores) too, as std does for the processes it starts.
+        for sig in 1..SIGNALS {
+            let mut old: libc::sigaction = std::mem::zeroed();
+            if sig == libc::SIGKILL || sig == libc::SIGSTOP || libc::sigaction(sig, ptr::null(), &mut old) != 0 {
+                continue;
+            }
+            if old.sa_sigaction != libc::SIG_DFL && (old.sa_sigaction != libc::SIG_IGN || sig == libc::SIGPIPE) {
+                let mut default: libc::sigaction = std::mem::zeroed();
+                default.sa_sigaction = libc::SIG_DFL;
+                libc::sigaction(sig, &default, ptr::null_mut());
+            }
+        }
+        // A session of its own: its pid is its group and its session, and no other turn can join.
+        if libc::setsid() < 0 {
+            fail(plan);
+        }
+        if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) != 0 {
+            fail(plan);
+        }
+        // awf died before the prctl: nothing would kill this process with it.
+        if libc::getppid() != plan.awf {
+            *libc::__errno_location() = libc::ESRCH;
+            fail(plan);
+        }
+        for (target, &fd) in plan.stdio.iter().enumerate() {
+            let target = target as c_int;
+            let done = if fd == target {
+                // Already in place: it must only survive the exec.
+                libc::fcntl(fd, libc::F_SETFD, 0)
+            } else {
+                libc::dup2(fd, target)
+            };
+            if done < 0 {
+                fail(plan);
+            }
+        }
+        if !plan.cwd.is_null() && libc::chdir(plan.cwd) != 0 {
+            fail(plan);
+        }
+        libc::pthread_sigmask(libc::SIG_SETMASK, &plan.empty_mask, ptr::null_mut());
+        libc::execve(plan.path, plan.argv.as_ptr(), plan.envp.as_ptr());
+        if *libc::__errno_location() == libc::ENOEXEC {
+            libc::execve(c"/bin/sh".as_ptr(), plan.sh_argv.as_ptr(), plan.envp.as_ptr());
+        }
+        fail(plan)
+    }
+}
