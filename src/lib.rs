@@ -232,7 +232,8 @@
 //!   its group recorded, its session admitted to the socket; `spawn/program.rs` the program, its
 //!   environment and folder, found on PATH and made ready to exec; `spawn/start.rs` the start
 //!   itself, `clone(CLONE_VM | CLONE_VFORK)` as `posix_spawn` does, plus `setsid` and
-//!   `PR_SET_PDEATHSIG`; `spawn/child.rs` the started process: pipes, exit through a pidfd,
+//!   `PR_SET_PDEATHSIG`, with a copy of only the descriptors below the agents' listeners (which
+//!   `control/server.rs` keeps from `LISTENER_FDS_FROM` up); `spawn/child.rs` the started process: pipes, exit through a pidfd,
 //!   killed and reaped when dropped); `process.rs` (the one lifecycle of
 //!   a turn's process, for `command` and the CLIs: `process/pipes.rs` stdin in the background, the
 //!   captures, stdout's lines;

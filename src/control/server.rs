@@ -17,6 +17,11 @@ use tokio::net::{UnixListener, UnixStream};
 
 pub use super::dispatch::{EventSink, OpControl};
 
+/// Agents' listening sockets are moved to descriptors from this one up (when the open-file limit
+/// allows), away from the low ones a turn's pipes take: a turn's process then starts with a copy of
+/// the descriptors below it only (`harness/spawn`), not one per open agent.
+pub const LISTENER_FDS_FROM: i32 = 1024;
+
 /// The longest socket path a `sockaddr_un` takes, less a margin.
 const MAX_SOCKET_PATH: usize = 100;
 /// The longest frame accepted (an answer's JSON is inside it).
@@ -88,7 +93,7 @@ impl Endpoint {
             short_dir = Some(short);
         }
         let _ = std::fs::remove_file(&socket);
-        let listener = UnixListener::bind(&socket)?;
+        let listener = UnixListener::from_std(high_fd(std::os::unix::net::UnixListener::bind(&socket)?)?)?;
         // A socket takes its mode from the umask; its folder is already 0700, so tightening it here
         // leaves no moment when another user could reach it.
         std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o600))?;
@@ -200,4 +205,20 @@ pub fn request_line(cmd: Command) -> String {
     let mut s = serde_json::to_string(&super::protocol::Request { v: VERSION, cmd }).unwrap_or_default();
     s.push('\n');
     s
+}
+
+/// The listener on a descriptor from `LISTENER_FDS_FROM` up (close-on-exec, non-blocking, as tokio
+/// takes it), or on its own descriptor where the open-file limit stops short of that.
+#[allow(unsafe_code)]
+fn high_fd(listener: std::os::unix::net::UnixListener) -> std::io::Result<std::os::unix::net::UnixListener> {
+    use nix::fcntl::{fcntl, FcntlArg};
+    use std::os::fd::{FromRawFd, OwnedFd};
+    let listener = match fcntl(&listener, FcntlArg::F_DUPFD_CLOEXEC(LISTENER_FDS_FROM)) {
+        // SAFETY: F_DUPFD_CLOEXEC returned a new descriptor that nothing else owns; the old one
+        // closes when `listener` drops.
+        Ok(fd) => std::os::unix::net::UnixListener::from(unsafe { OwnedFd::from_raw_fd(fd) }),
+        Err(_) => listener,
+    };
+    listener.set_nonblocking(true)?;
+    Ok(listener)
 }

@@ -98,7 +98,7 @@ fn start_with_pipes(program: &Program, stdin: bool) -> io::Result<Child> {
     let (stdout_ours, stdout_theirs) = pipe()?;
     let (stderr_ours, stderr_theirs) = pipe()?;
     let stdio = [stdin_theirs.as_raw_fd(), stdout_theirs.as_raw_fd(), stderr_theirs.as_raw_fd()];
-    let pid = start::start(&prepared, stdio)?;
+    let pid = start::start(&prepared, stdio, crate::control::server::LISTENER_FDS_FROM)?;
     drop((stdin_theirs, stdout_theirs, stderr_theirs));
     // From here the process runs: a pipe that cannot be registered leaves it without that stream.
     let child = Child::new(
@@ -208,5 +208,30 @@ mod tests {
             }
         });
         gone.await.expect("the dropped child was killed and reaped");
+    }
+
+    #[tokio::test]
+    async fn the_process_gets_the_descriptors_below_the_listeners_and_none_above() {
+        use nix::fcntl::{fcntl, FcntlArg};
+        use nix::sys::resource::{getrlimit, setrlimit, Resource};
+        let base = crate::control::server::LISTENER_FDS_FROM;
+        let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE).expect("the open-file limit");
+        assert!(hard > base as u64 + 1, "this test needs an open-file limit above {base}, the hard one is {hard}");
+        setrlimit(Resource::RLIMIT_NOFILE, soft.max(base as u64 + 64).min(hard), hard).expect("the limit raised");
+        // Two descriptors left open across exec (no close-on-exec), one below the listeners' and
+        // one among them: the first is the process's, the second is not copied to it.
+        let file = std::fs::File::open("/dev/null").expect("a file");
+        let low = fcntl(&file, FcntlArg::F_DUPFD(100)).expect("a low descriptor");
+        let high = fcntl(&file, FcntlArg::F_DUPFD(base + 10)).expect("a high descriptor");
+        let mut p = Program::new("sh");
+        p.args([
+            "-c",
+            &format!("test -e /proc/self/fd/{low} && echo low; test -e /proc/self/fd/{high} && echo high; true"),
+        ]);
+        let mut child = started(p, false).await.expect("started");
+        let out = output(&mut child).await;
+        let _ = nix::unistd::close(low);
+        let _ = nix::unistd::close(high);
+        assert_eq!(out, "low\n");
     }
 }

@@ -33,6 +33,10 @@ struct Plan {
     stdio: [RawFd; 3],
     /// awf's pid: the child's parent must still be awf once it asked to die with it.
     awf: libc::pid_t,
+    /// When not 0, the child shares awf's descriptor table from the clone and first takes a copy
+    /// of the descriptors below this one only (`close_range` with `CLOSE_RANGE_UNSHARE`), leaving
+    /// the agents' listeners above it uncopied; 0: the clone copies the whole table.
+    copy_below: libc::c_uint,
     empty_mask: libc::sigset_t,
     /// The errno of the step that failed in the child; 0 when it exec'd.
     error: AtomicI32,
@@ -40,8 +44,16 @@ struct Plan {
 
 /// Starts `program` in a session of its own with `stdio` as its fds 0 to 2, dying (SIGKILL) when
 /// the calling thread does; its pid. The fds stay open here (the caller closes its copies).
+///
+/// The child gets a copy of only the descriptors below `copy_below` when the kernel can do that
+/// (Linux 5.9) and `stdio` lies below it: exec would otherwise copy, then close one by one, every
+/// descriptor awf holds (one per open agent), on every turn.
 #[allow(unsafe_code)]
-pub(super) fn start(program: &Prepared, stdio: [RawFd; 3]) -> io::Result<libc::pid_t> {
+pub(super) fn start(program: &Prepared, stdio: [RawFd; 3], copy_below: RawFd) -> io::Result<libc::pid_t> {
+    let copy_below = match stdio.iter().all(|&fd| fd < copy_below) && can_copy_part() {
+        true => copy_below as libc::c_uint,
+        false => 0,
+    };
     let nul_ended = |strings: &[std::ffi::CString]| -> Vec<*const c_char> {
         strings.iter().map(|s| s.as_ptr()).chain(std::iter::once(ptr::null())).collect()
     };
@@ -61,6 +73,7 @@ pub(super) fn start(program: &Prepared, stdio: [RawFd; 3]) -> io::Result<libc::p
         cwd: program.cwd.as_ref().map_or(ptr::null(), |c| c.as_ptr()),
         stdio,
         awf: nix::unistd::getpid().as_raw(),
+        copy_below,
         empty_mask,
         error: AtomicI32::new(0),
     };
@@ -77,10 +90,11 @@ pub(super) fn start(program: &Prepared, stdio: [RawFd; 3]) -> io::Result<libc::p
         let mut old: libc::sigset_t = std::mem::zeroed();
         libc::sigfillset(&mut all);
         libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
+        let share = if copy_below > 0 { libc::CLONE_FILES } else { 0 };
         let pid = libc::clone(
             child,
             top,
-            libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+            libc::CLONE_VM | libc::CLONE_VFORK | share | libc::SIGCHLD,
             &plan as *const Plan as *mut c_void,
         );
         let clone_error = io::Error::last_os_error();
@@ -112,6 +126,12 @@ extern "C" fn child(arg: *mut c_void) -> c_int {
             plan.error.store(*libc::__errno_location(), Ordering::Release);
             libc::_exit(127)
         };
+        // Sharing awf's descriptors: a table of its own first, before any descriptor is touched.
+        if plan.copy_below > 0
+            && libc::syscall(libc::SYS_close_range, plan.copy_below, libc::c_uint::MAX, libc::CLOSE_RANGE_UNSHARE) != 0
+        {
+            fail(plan);
+        }
         // No handler of awf's may run here: every handled signal goes back to its default, and
         // SIGPIPE (which Rust ignores) too, as std does for the processes it starts.
         for sig in 1..SIGNALS {
@@ -159,4 +179,12 @@ extern "C" fn child(arg: *mut c_void) -> c_int {
         }
         fail(plan)
     }
+}
+
+/// Whether the kernel has `close_range` (Linux 5.9, with `CLOSE_RANGE_UNSHARE`): closing a range
+/// past every descriptor succeeds and closes nothing.
+#[allow(unsafe_code)]
+fn can_copy_part() -> bool {
+    // SAFETY: close_range(2) on the one descriptor number no process can hold.
+    unsafe { libc::syscall(libc::SYS_close_range, libc::c_uint::MAX, libc::c_uint::MAX, 0) == 0 }
 }
