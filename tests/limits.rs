@@ -92,3 +92,38 @@ fn a_hundred_thousand_pushes_complete() {
     out.expect_code(0);
     assert_eq!(out.json(), serde_json::json!([100000, "item 99999"]));
 }
+
+/// A run holding more agents open than a common soft limit on open files (1024) allows: awf
+/// raises its soft limit to the hard one, so every agent's socket opens and each agent answers.
+#[test]
+fn a_run_holds_more_agents_open_than_a_1024_file_limit_allows() {
+    use nix::sys::resource::{getrlimit, Resource};
+    use std::process::{Command, Stdio};
+    let (_, hard) = getrlimit(Resource::RLIMIT_NOFILE).expect("the open-file limit");
+    assert!(hard >= 2048, "this test needs a hard open-file limit of 2048 or more, it is {hard}");
+    let env = Env::new();
+    env.write(
+        "wf.rhai",
+        r#"
+        let spec = #{ runtime: #{ harness: "command", command: ["sh", "-c", "cat >/dev/null; echo 7 | \"$AWF_LAUNCHER\" result \"$AWF_OP\""] } };
+        let agents = [];
+        for i in 0..1100 { agents.push(ctx.agents.open(spec + #{ key: `a${i}` })); }
+        agents[0].ask("go", #{ type: "integer" }) + agents[1099].ask("go", #{ type: "integer" })
+        "#,
+    );
+    // The test's own command for awf, started by a shell that lowers the soft limit first.
+    let isolated = common::command(env.path(), &[]);
+    let child = Command::new("sh")
+        .args(["-c", "ulimit -S -n 1024 && exec \"$0\" script run wf.rhai --max-agents 1200", common::bin()])
+        .current_dir(env.path())
+        .envs(isolated.get_envs().filter_map(|(k, v)| Some((k, v?))))
+        .env_remove("AWF_RUNTIME")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("sh started");
+    let out = common::wait_with_timeout(child);
+    out.expect_code(0);
+    assert_eq!(out.stdout.trim(), "14");
+}

@@ -189,22 +189,9 @@ pub fn exec(args: ServeArgs) -> Result<i32> {
         queue: Mutex::new(queue::Queue::new(args.max_runs, args.max_queued)),
         registry,
     });
-    raise_open_files();
     let rt =
         tokio::runtime::Builder::new_multi_thread().enable_all().build().context("cannot start the async runtime")?;
     rt.block_on(serve(server, args, cwd))
-}
-
-/// Each run the server holds keeps its `serve.lock` open, and each running one its records and
-/// agents': the soft limit on open files goes up to the hard one (a run refused for want of one is
-/// a 500 naming it, never a run lost).
-fn raise_open_files() {
-    use nix::sys::resource::{getrlimit, setrlimit, Resource};
-    if let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) {
-        if soft < hard {
-            let _ = setrlimit(Resource::RLIMIT_NOFILE, hard, hard);
-        }
-    }
 }
 
 async fn serve(server: Shared, args: ServeArgs, cwd: PathBuf) -> Result<i32> {
