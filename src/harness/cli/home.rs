@@ -94,7 +94,8 @@ pub fn write_config(path: &Path, text: &str) -> Result<(), HarnessError> {
 }
 
 /// Copies a folder tree (files, folders and symlinks whose names `keep` accepts; sockets and
-/// the like are skipped).
+/// the like are skipped). The tree may be a live CLI's home: an entry that goes away while it is
+/// copied (a lock or a temporary file) is skipped, not an error.
 pub fn copy_tree(from: &Path, to: &Path, keep: &dyn Fn(&str) -> bool) -> std::io::Result<()> {
     crate::record::private::create_dir(to)?;
     for entry in std::fs::read_dir(from)? {
@@ -102,16 +103,24 @@ pub fn copy_tree(from: &Path, to: &Path, keep: &dyn Fn(&str) -> bool) -> std::io
         if !keep(&entry.file_name().to_string_lossy()) {
             continue;
         }
-        let ty = entry.file_type()?;
+        let source = entry.path();
         let target = to.join(entry.file_name());
-        if ty.is_dir() {
-            copy_tree(&entry.path(), &target, keep)?;
-        } else if ty.is_file() {
-            crate::record::private::copy(&entry.path(), &target)?;
-        } else if ty.is_symlink() {
-            let link = std::fs::read_link(entry.path())?;
-            let _ = std::fs::remove_file(&target);
-            std::os::unix::fs::symlink(link, &target)?;
+        let copied = entry.file_type().and_then(|ty| {
+            if ty.is_dir() {
+                copy_tree(&source, &target, keep)
+            } else if ty.is_file() {
+                crate::record::private::copy(&source, &target).map(|_| ())
+            } else if ty.is_symlink() {
+                let link = std::fs::read_link(&source)?;
+                let _ = std::fs::remove_file(&target);
+                std::os::unix::fs::symlink(link, &target)
+            } else {
+                Ok(())
+            }
+        });
+        match copied {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && std::fs::symlink_metadata(&source).is_err() => {}
+            other => other?,
         }
     }
     Ok(())
@@ -120,6 +129,32 @@ pub fn copy_tree(from: &Path, to: &Path, keep: &dyn Fn(&str) -> bool) -> std::io
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_entry_that_goes_away_while_the_tree_is_copied_is_skipped() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let from = dir.path().join("home");
+        std::fs::create_dir_all(from.join("sub")).expect("mkdir");
+        for name in ["keep.json", "lock", "sub/inner"] {
+            std::fs::write(from.join(name), name).expect("write");
+        }
+        // The live CLI removes its lock (and a folder) between the listing and the copy.
+        let gone = |name: &str| {
+            match name {
+                "lock" => std::fs::remove_file(from.join("lock")).expect("removed"),
+                "sub" => std::fs::remove_dir_all(from.join("sub")).expect("removed"),
+                _ => {}
+            }
+            true
+        };
+        let to = dir.path().join("copy");
+        copy_tree(&from, &to, &gone).expect("copied without what went away");
+        assert_eq!(std::fs::read_to_string(to.join("keep.json")).expect("copied"), "keep.json");
+        assert!(!to.join("lock").exists() && !to.join("sub/inner").exists());
+        // A destination that cannot be written is still an error.
+        std::fs::write(dir.path().join("file"), "").expect("write");
+        assert!(copy_tree(&to, &dir.path().join("file/below"), &|_: &str| true).is_err());
+    }
 
     #[test]
     fn credentials_are_seeded_and_written_back_only_when_refreshed() {
