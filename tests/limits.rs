@@ -94,7 +94,8 @@ fn a_hundred_thousand_pushes_complete() {
 }
 
 /// A run holding more agents open than a common soft limit on open files (1024) allows: awf
-/// raises its soft limit to the hard one, so every agent's socket opens and each agent answers.
+/// raises its soft limit to the hard one, so every agent's socket opens and each agent answers;
+/// the agents' processes get the limit awf started with (1024), as from the operator's shell.
 #[test]
 fn a_run_holds_more_agents_open_than_a_1024_file_limit_allows() {
     use nix::sys::resource::{getrlimit, Resource};
@@ -108,13 +109,14 @@ fn a_run_holds_more_agents_open_than_a_1024_file_limit_allows() {
         let spec = #{ runtime: #{ harness: "command", command: ["sh", "-c", "cat >/dev/null; echo 7 | \"$AWF_LAUNCHER\" result \"$AWF_OP\""] } };
         let agents = [];
         for i in 0..1100 { agents.push(ctx.agents.open(spec + #{ key: `a${i}` })); }
-        agents[0].ask("go", #{ type: "integer" }) + agents[1099].ask("go", #{ type: "integer" })
+        let own = ctx.agents.open(#{ key: "own", runtime: #{ harness: "command", command: ["sh", "-c", "cat >/dev/null; ulimit -n | \"$AWF_LAUNCHER\" result \"$AWF_OP\""] } });
+        [agents[0].ask("go", #{ type: "integer" }) + agents[1099].ask("go", #{ type: "integer" }), own.ask("go", #{ type: "integer" })]
         "#,
     );
     // The test's own command for awf, started by a shell that lowers the soft limit first.
     let isolated = common::command(env.path(), &[]);
     let child = Command::new("sh")
-        .args(["-c", "ulimit -S -n 1024 && exec \"$0\" script run wf.rhai --max-agents 1200", common::bin()])
+        .args(["-c", "ulimit -S -n 1024 && exec \"$0\" script run wf.rhai --max-agents 1200 --json", common::bin()])
         .current_dir(env.path())
         .envs(isolated.get_envs().filter_map(|(k, v)| Some((k, v?))))
         .env_remove("AWF_RUNTIME")
@@ -125,5 +127,5 @@ fn a_run_holds_more_agents_open_than_a_1024_file_limit_allows() {
         .expect("sh started");
     let out = common::wait_with_timeout(child);
     out.expect_code(0);
-    assert_eq!(out.stdout.trim(), "14");
+    assert_eq!(out.json()["value"], serde_json::json!([14, 1024]));
 }

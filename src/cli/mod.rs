@@ -112,19 +112,6 @@ fn launcher_args(args: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
     out
 }
 
-/// Every open agent holds a socket, every running turn its pipes, a serve every run it holds: the
-/// soft limit on open files goes up to the hard one, so that a run of a thousand agents is not
-/// refused for want of descriptors (1024 is a common soft limit). The processes awf starts inherit
-/// it. The launcher (`wf`) opens one socket and leaves it as it is.
-fn raise_open_files() {
-    use nix::sys::resource::{getrlimit, setrlimit, Resource};
-    if let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) {
-        if soft < hard {
-            let _ = setrlimit(Resource::RLIMIT_NOFILE, hard, hard);
-        }
-    }
-}
-
 /// Parses the command line and runs it; returns the process exit code.
 pub fn main() -> i32 {
     if let Ok(filter) = std::env::var("AWF_LOG") {
@@ -141,8 +128,9 @@ pub fn main() -> i32 {
             return if e.use_stderr() { EXIT_USAGE } else { EXIT_OK };
         }
     };
+    // The launcher (`wf`) opens one socket and leaves the limit as it is.
     if !matches!(cli.command, Command::Wf(_)) {
-        raise_open_files();
+        crate::harness::spawn::raise_open_files();
     }
     let result = match cli.command {
         Command::Script(cmd) => script::exec(cmd),

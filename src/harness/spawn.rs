@@ -2,8 +2,9 @@
 //! pid is its process group and its session, and no other turn can join its group), whose leader
 //! dies with awf (`PR_SET_PDEATHSIG`), with `AWF_RUN_ID` in its environment, its group recorded in
 //! the run folder (`groups.jsonl`) and its session admitted to the agent's control socket until
-//! the group is killed. The process is started without copying awf (`spawn/start.rs`), its pipes
-//! and exit held by `spawn/child.rs`.
+//! the group is killed. The process is started without copying awf (`spawn/start.rs`), with the
+//! open-file limit awf started with (`raise_open_files`), its pipes and exit held by
+//! `spawn/child.rs`.
 
 use crate::control::peer::Admission;
 use crate::control::server::Endpoint;
@@ -58,6 +59,12 @@ struct Job {
 /// end while the turn runs, this one never does (its sender lives in a static, so its loop only
 /// ends with the process).
 fn spawner() -> io::Result<&'static mpsc::Sender<Job>> {
+    spawner_giving(None)
+}
+
+/// The spawner; the first call starts it, with the open-file limit its processes get (`None`:
+/// awf's own).
+fn spawner_giving(open_files: Option<(u64, u64)>) -> io::Result<&'static mpsc::Sender<Job>> {
     static SPAWNER: OnceLock<Option<mpsc::Sender<Job>>> = OnceLock::new();
     SPAWNER
         .get_or_init(|| {
@@ -65,7 +72,7 @@ fn spawner() -> io::Result<&'static mpsc::Sender<Job>> {
             let thread = std::thread::Builder::new().name("awf-spawner".into()).spawn(move || {
                 for job in rx {
                     let _rt = job.rt.enter();
-                    if let Err(Ok(child)) = job.reply.send(start_with_pipes(&job.program, job.stdin)) {
+                    if let Err(Ok(child)) = job.reply.send(start_with_pipes(&job.program, job.stdin, open_files)) {
                         // The turn was dropped while its process started: end the whole group.
                         if let Some(pid) = child.id() {
                             let _ = nix::sys::signal::killpg(
@@ -84,7 +91,7 @@ fn spawner() -> io::Result<&'static mpsc::Sender<Job>> {
 
 /// Starts `program` (`start.rs`) with stdin a pipe (`stdin`) or `/dev/null`, stdout and stderr
 /// pipes, in a session of its own that dies with awf.
-fn start_with_pipes(program: &Program, stdin: bool) -> io::Result<Child> {
+fn start_with_pipes(program: &Program, stdin: bool, open_files: Option<(u64, u64)>) -> io::Result<Child> {
     use nix::fcntl::OFlag;
     let prepared = program.prepare()?;
     let pipe = || nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(io::Error::from);
@@ -98,7 +105,7 @@ fn start_with_pipes(program: &Program, stdin: bool) -> io::Result<Child> {
     let (stdout_ours, stdout_theirs) = pipe()?;
     let (stderr_ours, stderr_theirs) = pipe()?;
     let stdio = [stdin_theirs.as_raw_fd(), stdout_theirs.as_raw_fd(), stderr_theirs.as_raw_fd()];
-    let pid = start::start(&prepared, stdio, crate::control::server::LISTENER_FDS_FROM)?;
+    let pid = start::start(&prepared, stdio, crate::control::server::LISTENER_FDS_FROM, open_files)?;
     drop((stdin_theirs, stdout_theirs, stderr_theirs));
     // From here the process runs: a pipe that cannot be registered leaves it without that stream.
     let child = Child::new(
@@ -108,6 +115,19 @@ fn start_with_pipes(program: &Program, stdin: bool) -> io::Result<Child> {
         tokio::net::unix::pipe::Receiver::from_owned_fd(stderr_ours).ok(),
     );
     Ok(child)
+}
+
+/// Raises awf's soft limit on open files to the hard one: every open agent holds a socket, every
+/// running turn its pipes, so a run of a thousand agents needs more than the common soft limit of
+/// 1024. The processes awf starts get the limit awf started with, as from the operator's shell
+/// (a program using `select(2)` must not see descriptors past 1024). Call it first, before any
+/// turn starts: the spawner it starts keeps that limit.
+pub fn raise_open_files() {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) else { return };
+    if soft < hard && setrlimit(Resource::RLIMIT_NOFILE, hard, hard).is_ok() {
+        let _ = spawner_giving(Some((soft, hard)));
+    }
 }
 
 /// Starts a turn's process for `agent`'s operation `op_id`.

@@ -37,6 +37,8 @@ struct Plan {
     /// of the descriptors below this one only (`close_range` with `CLOSE_RANGE_UNSHARE`), leaving
     /// the agents' listeners above it uncopied; 0: the clone copies the whole table.
     copy_below: libc::c_uint,
+    /// The open-file limit the child gets back, when awf raised its own.
+    open_files: Option<libc::rlimit>,
     empty_mask: libc::sigset_t,
     /// The errno of the step that failed in the child; 0 when it exec'd.
     error: AtomicI32,
@@ -49,7 +51,12 @@ struct Plan {
 /// (Linux 5.9) and `stdio` lies below it: exec would otherwise copy, then close one by one, every
 /// descriptor awf holds (one per open agent), on every turn.
 #[allow(unsafe_code)]
-pub(super) fn start(program: &Prepared, stdio: [RawFd; 3], copy_below: RawFd) -> io::Result<libc::pid_t> {
+pub(super) fn start(
+    program: &Prepared,
+    stdio: [RawFd; 3],
+    copy_below: RawFd,
+    open_files: Option<(u64, u64)>,
+) -> io::Result<libc::pid_t> {
     let copy_below = match stdio.iter().all(|&fd| fd < copy_below) && can_copy_part() {
         true => copy_below as libc::c_uint,
         false => 0,
@@ -74,6 +81,7 @@ pub(super) fn start(program: &Prepared, stdio: [RawFd; 3], copy_below: RawFd) ->
         stdio,
         awf: nix::unistd::getpid().as_raw(),
         copy_below,
+        open_files: open_files.map(|(soft, hard)| libc::rlimit { rlim_cur: soft, rlim_max: hard }),
         empty_mask,
         error: AtomicI32::new(0),
     };
@@ -171,6 +179,9 @@ extern "C" fn child(arg: *mut c_void) -> c_int {
         }
         if !plan.cwd.is_null() && libc::chdir(plan.cwd) != 0 {
             fail(plan);
+        }
+        if let Some(limit) = &plan.open_files {
+            libc::setrlimit(libc::RLIMIT_NOFILE, limit);
         }
         libc::pthread_sigmask(libc::SIG_SETMASK, &plan.empty_mask, ptr::null_mut());
         libc::execve(plan.path, plan.argv.as_ptr(), plan.envp.as_ptr());
