@@ -177,12 +177,16 @@ impl Agent {
 
     /// Closes the agent because an operation failed; asks to it fail with the reason.
     pub fn close_with(&self, book: &AgentBook, why: &str) {
-        let run = &book.run;
+        self.mark_closed(book, why);
+        book.router.fail_asks_to(&book.run, &self.key, &format!("{} closed: {why}", self.key), true);
+    }
+
+    /// Closes the agent (recorded once) and leaves the asks to it to the caller.
+    pub fn mark_closed(&self, book: &AgentBook, why: &str) {
         if self.close(why) {
-            run.progress.agents_closed.fetch_add(1, Ordering::Relaxed);
-            run.records.event(&crate::run::Event::AgentClosed { agent: &self.key, reason: why });
+            book.run.progress.agents_closed.fetch_add(1, Ordering::Relaxed);
+            book.run.records.event(&crate::run::Event::AgentClosed { agent: &self.key, reason: why });
         }
-        book.router.fail_asks_to(run, &self.key, &format!("{} closed: {why}", self.key), true);
     }
 
     /// The CLI session the agent is in now (for a council it convenes: the child run's caller).

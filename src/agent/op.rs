@@ -251,27 +251,32 @@ pub(super) async fn execute(
         run.settle(&settled, admission);
     }
     let closes = body.closes_on_failure(budget) && matches!(outcome_kind, OutcomeKind::Failed | OutcomeKind::TimedOut);
-    let close = || {
-        let why = format!(
+    let why_closed = || {
+        format!(
             "its {} {} {}: {}",
             body.noun(),
             op.op_id,
             outcome_kind.as_str(),
             outcome.reason.as_deref().unwrap_or("")
-        );
-        agent.close_with(book, &why);
+        )
     };
+    let close = || agent.close_with(book, &why_closed());
     // Asks this agent was shown during the operation and left unanswered fail now. A failed turn
     // closes the agent first (its asks fail with that reason); a message operation's asks fail with
-    // what became of the operation.
+    // what became of the operation, but the agent is closed before any asker learns of it (an asker
+    // told first could reach it again while it still looked open).
     let asks = body.unanswered_asks(agent, &outcome);
     if closes && !body.asks_fail_first() {
         close();
+    }
+    if closes && body.asks_fail_first() {
+        agent.mark_closed(book, &why_closed());
     }
     if let Some(why) = asks {
         book.router.fail_asks_to(run, &agent.key, &why, false);
     }
     if closes && body.asks_fail_first() {
+        // What asks are left fail with the reason it closed.
         close();
     }
     agent.leave(book);
