@@ -70,9 +70,10 @@ fn spawner_giving(open_files: Option<(u64, u64)>) -> io::Result<&'static mpsc::S
         .get_or_init(|| {
             let (tx, rx) = mpsc::channel::<Job>();
             let thread = std::thread::Builder::new().name("awf-spawner".into()).spawn(move || {
+                let heritage = start::Heritage::settle(crate::control::server::LISTENER_FDS_FROM, open_files);
                 for job in rx {
                     let _rt = job.rt.enter();
-                    if let Err(Ok(child)) = job.reply.send(start_with_pipes(&job.program, job.stdin, open_files)) {
+                    if let Err(Ok(child)) = job.reply.send(start_with_pipes(&job.program, job.stdin, heritage)) {
                         // The turn was dropped while its process started: end the whole group.
                         if let Some(pid) = child.id() {
                             let _ = nix::sys::signal::killpg(
@@ -91,7 +92,7 @@ fn spawner_giving(open_files: Option<(u64, u64)>) -> io::Result<&'static mpsc::S
 
 /// Starts `program` (`start.rs`) with stdin a pipe (`stdin`) or `/dev/null`, stdout and stderr
 /// pipes, in a session of its own that dies with awf.
-fn start_with_pipes(program: &Program, stdin: bool, open_files: Option<(u64, u64)>) -> io::Result<Child> {
+fn start_with_pipes(program: &Program, stdin: bool, heritage: start::Heritage) -> io::Result<Child> {
     use nix::fcntl::OFlag;
     let prepared = program.prepare()?;
     let pipe = || nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(io::Error::from);
@@ -105,7 +106,7 @@ fn start_with_pipes(program: &Program, stdin: bool, open_files: Option<(u64, u64
     let (stdout_ours, stdout_theirs) = pipe()?;
     let (stderr_ours, stderr_theirs) = pipe()?;
     let stdio = [stdin_theirs.as_raw_fd(), stdout_theirs.as_raw_fd(), stderr_theirs.as_raw_fd()];
-    let pid = start::start(&prepared, stdio, crate::control::server::LISTENER_FDS_FROM, open_files)?;
+    let pid = start::start(&prepared, stdio, heritage)?;
     drop((stdin_theirs, stdout_theirs, stderr_theirs));
     // From here the process runs: a pipe that cannot be registered leaves it without that stream.
     let child = Child::new(

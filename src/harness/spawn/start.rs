@@ -21,6 +21,27 @@ const STACK: usize = 64 * 1024;
 /// Signals 1 to 64 (Linux's `_NSIG` is 65).
 const SIGNALS: c_int = 65;
 
+/// What every process the spawner starts gets from awf, settled once when the spawner starts.
+#[derive(Clone, Copy)]
+pub(super) struct Heritage {
+    /// The child takes a copy of only the descriptors below this one, where the kernel can
+    /// (`close_range` with `CLOSE_RANGE_UNSHARE`, Linux 5.9); `None`: of all of them.
+    copy_below: Option<RawFd>,
+    /// The open-file limit the child gets back, when awf raised its own.
+    open_files: Option<libc::rlimit>,
+}
+
+impl Heritage {
+    /// Descriptors from `listeners_from` up stay out of the child where the kernel allows; the
+    /// child gets `open_files` (soft, hard) when given.
+    pub(super) fn settle(listeners_from: RawFd, open_files: Option<(u64, u64)>) -> Heritage {
+        Heritage {
+            copy_below: can_copy_part().then_some(listeners_from),
+            open_files: open_files.map(|(soft, hard)| libc::rlimit { rlim_cur: soft, rlim_max: hard }),
+        }
+    }
+}
+
 /// Everything the child reads: pointers into `Prepared`, which outlives the clone.
 struct Plan {
     path: *const c_char,
@@ -47,19 +68,14 @@ struct Plan {
 /// Starts `program` in a session of its own with `stdio` as its fds 0 to 2, dying (SIGKILL) when
 /// the calling thread does; its pid. The fds stay open here (the caller closes its copies).
 ///
-/// The child gets a copy of only the descriptors below `copy_below` when the kernel can do that
-/// (Linux 5.9) and `stdio` lies below it: exec would otherwise copy, then close one by one, every
-/// descriptor awf holds (one per open agent), on every turn.
+/// The child gets a copy of only the descriptors below `heritage.copy_below` when `stdio` lies
+/// below it: exec would otherwise copy, then close one by one, every descriptor awf holds (one per
+/// open agent), on every turn.
 #[allow(unsafe_code)]
-pub(super) fn start(
-    program: &Prepared,
-    stdio: [RawFd; 3],
-    copy_below: RawFd,
-    open_files: Option<(u64, u64)>,
-) -> io::Result<libc::pid_t> {
-    let copy_below = match stdio.iter().all(|&fd| fd < copy_below) && can_copy_part() {
-        true => copy_below as libc::c_uint,
-        false => 0,
+pub(super) fn start(program: &Prepared, stdio: [RawFd; 3], heritage: Heritage) -> io::Result<libc::pid_t> {
+    let copy_below = match heritage.copy_below {
+        Some(below) if stdio.iter().all(|&fd| fd < below) => below as libc::c_uint,
+        _ => 0,
     };
     let nul_ended = |strings: &[std::ffi::CString]| -> Vec<*const c_char> {
         strings.iter().map(|s| s.as_ptr()).chain(std::iter::once(ptr::null())).collect()
@@ -81,7 +97,7 @@ pub(super) fn start(
         stdio,
         awf: nix::unistd::getpid().as_raw(),
         copy_below,
-        open_files: open_files.map(|(soft, hard)| libc::rlimit { rlim_cur: soft, rlim_max: hard }),
+        open_files: heritage.open_files,
         empty_mask,
         error: AtomicI32::new(0),
     };
