@@ -266,11 +266,10 @@ pub(super) async fn execute(
     // what became of the operation, but the agent is closed before any asker learns of it (an asker
     // told first could reach it again while it still looked open).
     let asks = body.unanswered_asks(agent, &outcome);
-    if closes && !body.asks_fail_first() {
-        close();
-    }
-    if closes && body.asks_fail_first() {
-        agent.mark_closed(book, &why_closed());
+    match (closes, body.asks_fail_first()) {
+        (true, false) => close(),
+        (true, true) => agent.mark_closed(book, &why_closed()),
+        (false, _) => {}
     }
     if let Some(why) = asks {
         book.router.fail_asks_to(run, &agent.key, &why, false);
