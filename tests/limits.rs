@@ -99,7 +99,6 @@ fn a_hundred_thousand_pushes_complete() {
 #[test]
 fn a_run_holds_more_agents_open_than_a_1024_file_limit_allows() {
     use nix::sys::resource::{getrlimit, Resource};
-    use std::process::{Command, Stdio};
     let (_, hard) = getrlimit(Resource::RLIMIT_NOFILE).expect("the open-file limit");
     assert!(hard >= 2048, "this test needs a hard open-file limit of 2048 or more, it is {hard}");
     let env = Env::new();
@@ -113,19 +112,11 @@ fn a_run_holds_more_agents_open_than_a_1024_file_limit_allows() {
         [agents[0].ask("go", #{ type: "integer" }) + agents[1099].ask("go", #{ type: "integer" }), own.ask("go", #{ type: "integer" })]
         "#,
     );
-    // The test's own command for awf, started by a shell that lowers the soft limit first.
-    let isolated = common::command(env.path(), &[]);
-    let child = Command::new("sh")
-        .args(["-c", "ulimit -S -n 1024 && exec \"$0\" script run wf.rhai --max-agents 1200 --json", common::bin()])
-        .current_dir(env.path())
-        .envs(isolated.get_envs().filter_map(|(k, v)| Some((k, v?))))
-        .env_remove("AWF_RUNTIME")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("sh started");
-    let out = common::wait_with_timeout(child);
+    let out = common::awf_after(
+        env.path(),
+        "ulimit -S -n 1024",
+        &["script", "run", "wf.rhai", "--max-agents", "1200", "--json"],
+    );
     out.expect_code(0);
     assert_eq!(out.json()["value"], serde_json::json!([14, 1024]));
 }

@@ -5,12 +5,11 @@
 use crate::common;
 use crate::common::fake_model;
 
-use common::{bin, wait_with_timeout, Env};
+use common::Env;
 use fake_model::{FakeModel, Reply};
 use serde_json::json;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 
 /// Every path under `dir` (itself included) with its mode, symlinks left out (their mode means
 /// nothing; what they point at is checked where it lies).
@@ -46,19 +45,7 @@ ctx.stage("both", #{ result: #{ type: "array" } }, || {
 })
 "#;
     env.write("wf.rhai", script);
-    let child = Command::new("sh")
-        .args(["-c", "umask 022 && exec \"$0\" script run wf.rhai"])
-        .arg(bin())
-        .current_dir(env.path())
-        .env("XDG_CONFIG_HOME", env.path().join(".xdg-config"))
-        .env("NO_COLOR", "1")
-        .env_remove("AWF_RUNTIME")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn awf");
-    let out = wait_with_timeout(child);
+    let out = common::awf_after(env.path(), "umask 022", &["script", "run", "wf.rhai"]);
     out.expect_code(0);
     assert_eq!(out.json(), json!(["fine", "ok"]));
     let run = env.run_dir();

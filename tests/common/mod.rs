@@ -140,6 +140,26 @@ pub fn awf(dir: &Path, args: &[&str]) -> Out {
     wait_with_timeout(child)
 }
 
+/// Runs `awf ARGS` in `dir` as `awf` does, from a shell that first runs `setup` (`ulimit ...`,
+/// `umask ...`), and waits (bounded) for it.
+pub fn awf_after(dir: &Path, setup: &str, args: &[&str]) -> Out {
+    let isolated = command(dir, args);
+    let mut cmd = Command::new("sh");
+    cmd.args(["-c", &format!("{setup} && exec \"$0\" \"$@\""), bin()])
+        .args(args)
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for (key, value) in isolated.get_envs() {
+        match value {
+            Some(v) => cmd.env(key, v),
+            None => cmd.env_remove(key),
+        };
+    }
+    wait_with_timeout(cmd.spawn().expect("sh started"))
+}
+
 /// Reads a JSONL file into values; every line must parse.
 pub fn read_jsonl(path: &Path) -> Vec<Value> {
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
