@@ -82,13 +82,15 @@ pub fn runtime(cli: &str, base: &str) -> String {
 }
 
 /// A working folder whose default runtime `m` is `cli` at `base`, with `extra` appended to
-/// `awf.toml`, and an empty home for the operator.
+/// `awf.toml`, and an empty home for the operator. Its stall timeout (60 s) leaves room for a
+/// CLI's start on a loaded machine: CI saw Claude Code and Codex take over 15 s to write their
+/// first session line in a pane; these tests are not about stalls (`cli_harness` is).
 pub fn setup(cli: &str, base: &str, extra: &str) -> Env {
     let env = Env::new();
     env.write(
         "awf.toml",
         &format!(
-            "default_runtime = \"m\"\n[runtimes.m]\n{}\n[prices.\"fake-model\"]\ninput = 1.0\noutput = 2.0\n[limits]\nstall_timeout = \"15s\"\n{extra}",
+            "default_runtime = \"m\"\n[runtimes.m]\n{}\n[prices.\"fake-model\"]\ninput = 1.0\noutput = 2.0\n[limits]\nstall_timeout = \"60s\"\n{extra}",
             runtime(cli, base)
         ),
     );
