@@ -39,6 +39,8 @@ pub struct AgentBook {
     remote: std::sync::OnceLock<Arc<dyn super::remote::Remote>>,
     /// Turns agents not open yet started in stages this attempt reused: their op ids count on.
     skipped: Mutex<HashMap<String, u64>>,
+    /// awf's own path, which every local agent's `wf` links to: read once, at the first open.
+    launcher: std::sync::OnceLock<std::path::PathBuf>,
 }
 
 impl AgentBook {
@@ -63,7 +65,17 @@ impl AgentBook {
             convener: std::sync::OnceLock::new(),
             remote: std::sync::OnceLock::new(),
             skipped: Mutex::new(HashMap::new()),
+            launcher: std::sync::OnceLock::new(),
         })
+    }
+
+    /// awf's own path (`std::env::current_exe`), read at the first open and kept.
+    pub(super) fn launcher(&self) -> std::io::Result<std::path::PathBuf> {
+        if let Some(path) = self.launcher.get() {
+            return Ok(path.clone());
+        }
+        let path = std::env::current_exe()?;
+        Ok(self.launcher.get_or_init(|| path).clone())
     }
 
     /// Counts on the op ids of the agents that started `runs` turns in a stage this attempt

@@ -39,7 +39,7 @@ impl AgentBook {
         }
         let slug = self.claim_slug(&req.key);
         let dir = crate::record::agent_files::agent_dir(run.dir(), &slug);
-        let awf = std::env::current_exe().map_err(OpenError::Launcher)?;
+        let awf = self.launcher().map_err(OpenError::Launcher)?;
         let of_agent = |e: HarnessError| OpenError::Harness(e.of_agent(&req.key));
         if runtime.harness.is_http() {
             let stall = run.scheduler.limits.stall_timeout;
