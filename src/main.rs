@@ -7,5 +7,6 @@
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() {
-    awf::cli::end(awf::cli::main())
+    let code = awf::cli::main();
+    std::process::exit(code);
 }

@@ -112,20 +112,6 @@ fn launcher_args(args: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
     out
 }
 
-/// Ends the process with `code` once what was printed is flushed (what `std::process::exit` does
-/// first), but without libc's exit handlers: the one that matters is the allocator's, which gives
-/// every page it holds back to the kernel (an madvise each) just before the kernel takes the whole
-/// address space anyway. It cost ~0.9 ms a process, paid by every agent's `wf` call.
-#[allow(unsafe_code)]
-pub fn end(code: i32) -> ! {
-    use std::io::Write;
-    let _ = std::io::stdout().flush();
-    let _ = std::io::stderr().flush();
-    // SAFETY: _exit ends the process at once; no Rust code runs after it, and what was printed
-    // is flushed above.
-    unsafe { nix::libc::_exit(code) }
-}
-
 /// Parses the command line and runs it; returns the process exit code.
 pub fn main() -> i32 {
     if let Ok(filter) = std::env::var("AWF_LOG") {
