@@ -103,8 +103,10 @@ impl Drop for Admission {
 /// Whether `pid`, or an ancestor, is one of `leaders` or in one of their sessions (which no
 /// process can join: `setsid` makes a new one, led by the caller).
 fn belongs(pid: i32, leaders: &[i32]) -> bool {
-    // The common case in one system call: a turn's own process, in its leader's session.
-    if nix::unistd::getsid(Some(nix::unistd::Pid::from_raw(pid))).is_ok_and(|sid| leaders.contains(&sid.as_raw())) {
+    // The common case in one system call: a turn's own process, in its leader's session. (A
+    // session led from outside this pid namespace reads as 0, which is nobody's.)
+    let sid = nix::unistd::getsid(Some(nix::unistd::Pid::from_raw(pid))).map_or(0, |s| s.as_raw());
+    if sid > 0 && leaders.contains(&sid) {
         return true;
     }
     let mut cur = pid;
@@ -145,6 +147,7 @@ mod tests {
         if s.ppid > 1 {
             assert!(belongs(me, &[s.ppid]), "a parent is an ancestor");
         }
+        assert!(!belongs(me, &[0]), "0 is no process's session, whatever getsid or /proc reads");
         assert!(!belongs(me, &[i32::MAX - 7]));
         assert!(!belongs(i32::MAX - 7, &[me]), "a process that does not exist belongs nowhere");
     }
