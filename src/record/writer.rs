@@ -2,7 +2,10 @@
 //! thread writes them in batches (group commit). An append wakes the thread only when it finds it
 //! idle; the thread then gathers lines for a short window, so a busy run makes one write per file
 //! per window and no wake per line, while a quiet one still writes each line within the window.
-//! A flush, a durable line or close cuts the window short.
+//! A flush, a durable line or close cuts the window short. A durable line whose appender finds no
+//! batch being written is written by the appender itself, with everything queued before it
+//! (write-through): an answer's journal line is then on file without waiting for the writer
+//! thread to be scheduled. Whoever writes holds the files, so batches go out in order.
 
 use std::fs::File;
 use std::io::{self, Write};
@@ -101,6 +104,10 @@ pub struct Queue {
     work: Condvar,
     /// Flushes wait here for the writer's progress.
     progress: Condvar,
+    /// The files, held by whoever writes a batch (the writer thread, or a durable line's appender
+    /// writing through): taken before `state`, so that batches are written in the order taken.
+    /// `None` until the writer starts and once it has stopped.
+    files: Mutex<Option<Files>>,
 }
 
 impl Queue {
@@ -120,12 +127,18 @@ impl Queue {
             writer: Writer::Busy,
             wakes: 0,
         };
-        Queue { state: Mutex::new(state), work: Condvar::new(), progress: Condvar::new() }
+        Queue { state: Mutex::new(state), work: Condvar::new(), progress: Condvar::new(), files: Mutex::new(None) }
     }
 
     /// Times an append or a flush woke the writer: at most one per window while lines keep coming.
     pub fn wakes(&self) -> u64 {
         self.lock().wakes
+    }
+
+    /// The files, for writing a batch; taken before `lock` whenever both are held.
+    fn files(&self) -> MutexGuard<'_, Option<Files>> {
+        // Holds only the open files: a panic while writing leaves them usable.
+        self.files.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -157,6 +170,45 @@ impl Queue {
     /// Queues one line as `append` does; `ack` is answered once it is written, or dropped if it
     /// never is.
     pub fn append_acked(&self, stream: Stream, json: &[u8], ack: tokio::sync::oneshot::Sender<()>) {
+        // Write-through when nobody is writing a batch: never waits behind the writer's write or sync.
+        let Ok(mut files) = self.files.try_lock() else { return self.queue_acked(stream, json, ack) };
+        let Some(out) = files.as_mut() else {
+            drop(files);
+            return self.queue_acked(stream, json, ack);
+        };
+        let mut st = self.lock();
+        if st.closing {
+            return;
+        }
+        st.push(stream, json);
+        let mut batch = std::mem::take(&mut st.pending);
+        let upto = st.appended;
+        let acks = std::mem::take(&mut st.acks);
+        st.queued = 0;
+        drop(st);
+        out.write(&mut batch);
+        let mut st = self.lock();
+        st.written = st.written.max(upto);
+        // The buffers go back where nothing was queued meanwhile, keeping their capacity.
+        for (mine, pending) in batch.iter_mut().zip(st.pending.iter_mut()) {
+            if pending.is_empty() {
+                std::mem::swap(mine, pending);
+            }
+        }
+        let waiting = st.flushers > 0;
+        drop(st);
+        drop(files);
+        if waiting {
+            self.progress.notify_all();
+        }
+        let _ = ack.send(());
+        for ack in acks {
+            let _ = ack.send(());
+        }
+    }
+
+    /// Queues a durable line for the writer thread, which is woken to write it at once.
+    fn queue_acked(&self, stream: Stream, json: &[u8], ack: tokio::sync::oneshot::Sender<()>) {
         let mut st = self.lock();
         if st.closing {
             return;
@@ -258,8 +310,9 @@ impl Drop for Stopped<'_> {
 }
 
 /// Runs until the queue is closed, writing what is queued in batches.
-pub fn run(mut files: Files, queue: &Queue) {
+pub fn run(files: Files, queue: &Queue) {
     let _stopped = Stopped(queue);
+    *queue.files() = Some(files);
     let mut batch: [Vec<u8>; 4] = Default::default();
     loop {
         let mut st = queue.lock();
@@ -277,6 +330,11 @@ pub fn run(mut files: Files, queue: &Queue) {
             st = queue.work.wait_timeout(st, left).map(|(g, _)| g).unwrap_or_else(|p| p.into_inner().0);
         }
         st.writer = Writer::Busy;
+        // The files first, then the queue again: a durable line written through meanwhile took
+        // what was queued before it, and what is left goes out after it.
+        drop(st);
+        let mut files = queue.files();
+        let mut st = queue.lock();
         for (taken, spare) in st.pending.iter_mut().zip(batch.iter_mut()) {
             std::mem::swap(taken, spare);
         }
@@ -288,17 +346,24 @@ pub fn run(mut files: Files, queue: &Queue) {
         st.urgent = false;
         drop(st);
 
-        files.write(&mut batch);
-        if sync {
-            files.sync();
+        if let Some(out) = files.as_mut() {
+            out.write(&mut batch);
+            if sync {
+                out.sync();
+            }
+        }
+        if closing {
+            // The files close here, once everything is written and synced.
+            *files = None;
         }
         let mut st = queue.lock();
-        st.written = upto;
+        st.written = st.written.max(upto);
         if sync {
             st.synced = upto;
         }
         let waiting = st.flushers > 0;
         drop(st);
+        drop(files);
         if waiting {
             queue.progress.notify_all();
         }
@@ -308,5 +373,66 @@ pub fn run(mut files: Files, queue: &Queue) {
         if closing {
             return;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read(dir: &Path, name: &str) -> String {
+        std::fs::read_to_string(dir.join(name)).unwrap_or_default()
+    }
+
+    /// A queue whose files are open but whose writer thread never runs: only a write-through writes.
+    fn idle_queue(dir: &Path) -> Queue {
+        let queue = Queue::new();
+        *queue.files() = Some(Files::open(dir).expect("files"));
+        queue
+    }
+
+    #[test]
+    fn a_durable_line_writes_itself_and_what_was_queued_before_it_when_nobody_is_writing() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let queue = idle_queue(dir.path());
+        queue.append(Stream::Events, br#"{"i":1}"#);
+        queue.append(Stream::Journal, br#"{"op":"a"}"#);
+        let (earlier, mut earlier_done) = tokio::sync::oneshot::channel();
+        queue.queue_acked(Stream::Journal, br#"{"op":"b"}"#, earlier);
+        let (ack, mut done) = tokio::sync::oneshot::channel();
+        queue.append_acked(Stream::Journal, br#"{"op":"c"}"#, ack);
+        assert_eq!(done.try_recv(), Ok(()), "acknowledged before append_acked returns, with no writer thread");
+        assert_eq!(earlier_done.try_recv(), Ok(()), "a durable line queued before it is acknowledged too");
+        assert_eq!(read(dir.path(), "journal.jsonl"), "{\"op\":\"a\"}\n{\"op\":\"b\"}\n{\"op\":\"c\"}\n", "in order");
+        assert_eq!(read(dir.path(), "events.jsonl"), "{\"i\":1}\n");
+        let st = queue.lock();
+        assert_eq!((st.written, st.queued), (4, 0));
+        assert!(st.pending.iter().all(Vec::is_empty));
+    }
+
+    #[test]
+    fn a_durable_line_never_waits_behind_a_batch_being_written() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let queue = std::sync::Arc::new(idle_queue(dir.path()));
+        let writing = queue.files(); // as the writer holds them while it writes or syncs
+        let (ack, mut done) = tokio::sync::oneshot::channel();
+        let q = queue.clone();
+        let appender = std::thread::spawn(move || q.append_acked(Stream::Journal, br#"{"op":"a"}"#, ack));
+        appender.join().expect("append_acked returned while the files were held");
+        drop(writing);
+        assert!(done.try_recv().is_err(), "queued for the writer, not written through");
+        assert_eq!(queue.lock().pending[Stream::Journal as usize], b"{\"op\":\"a\"}\n");
+        assert!(read(dir.path(), "journal.jsonl").is_empty());
+    }
+
+    #[test]
+    fn after_close_a_durable_line_is_dropped_not_written_through() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let queue = idle_queue(dir.path());
+        queue.close();
+        let (ack, done) = tokio::sync::oneshot::channel();
+        queue.append_acked(Stream::Journal, br#"{"op":"a"}"#, ack);
+        assert!(done.blocking_recv().is_err());
+        assert!(read(dir.path(), "journal.jsonl").is_empty());
     }
 }
