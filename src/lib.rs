@@ -281,7 +281,8 @@
 //! - `record/`: the run folder, **the only module that writes it**: the JSONL envelope (a
 //!   `RecordEvent` names its type), atomic JSON documents, readers tolerant of a torn last line;
 //!   `writer.rs` (per-file buffers behind one lock and the writer thread that writes them in
-//!   batches, woken only when it is idle or a caller waits), `groups.rs` (turn process groups on
+//!   batches, woken only when it is idle or a caller waits; a durable line whose appender finds no
+//!   batch being written is written by the appender), `groups.rs` (turn process groups on
 //!   record), `lock.rs` (the run's lock, and whether a live attempt holds it), `accepted.rs`
 //!   (`serve.json` and `serve.lock`: a run a serve accepted, and which serve holds it),
 //!   `agent_files.rs` (an agent's part of the folder: each operation's liveness log and captured
@@ -367,7 +368,8 @@
 //!   `["host:port", ...]`) has no network of its own: what leaves it goes through awf's proxy
 //!   (`harness/net/proxy.rs`), which lets through only the listed `host:port` and records each
 //!   refusal (`sandbox-net-denied`).
-//! - Records only grow: each line is written whole by one writer thread; `stages.jsonl` and the
+//! - Records only grow: each line is written whole, in the order appended, by whoever holds the
+//!   files (the writer thread, or a durable line's appender); `stages.jsonl` and the
 //!   rest are synced to disk at every stage end and at the run's end.
 //! - `awf serve` trusts no local user: on TCP every request carries the token (Host, then Origin,
 //!   then token; a browser the cookie `/login` gave for it, and a change it asks also this server's

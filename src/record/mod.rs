@@ -1,6 +1,7 @@
-//! The run folder: the only module that writes it. Layout, the versioned JSONL envelope, whole-line
-//! appends through one writer thread, atomic JSON documents, and readers that tolerate a torn line:
-//! its documents and lines read back as types (`docs`, `lines`, `events`, `status`).
+//! The run folder: the only module that writes it. Layout, the versioned JSONL envelope,
+//! whole-line appends in order (by a writer thread, or by a durable line's appender), atomic JSON
+//! documents, and readers that tolerate a torn line: its documents and lines read back as types
+//! (`docs`, `lines`, `events`, `status`).
 
 pub mod accepted;
 pub mod agent_files;
@@ -30,8 +31,8 @@ pub use writer::Stream;
 pub const FORMAT_VERSION: u32 = 1;
 
 /// Appends records to one run folder. Lines are queued to a writer thread that writes each one
-/// whole (several lines may share one write); `flush` waits until they are on disk. Dropping it
-/// closes it.
+/// whole (several lines may share one write; a durable line may write the queue itself, see
+/// `writer`); `flush` waits until they are on disk. Dropping it closes it.
 pub struct Recorder {
     dir: PathBuf,
     attempt: u32,
