@@ -14,6 +14,17 @@ pub mod seat;
 pub use policy::{Named, Network, Policy};
 pub use seat::Seat;
 
+/// The first executable file named `name` in the absolute folders of `path` (a PATH value), as
+/// exec finds a program; relative entries are skipped, since they would name folders of awf's own
+/// working directory, not the program's.
+pub fn on_path(name: &std::ffi::OsStr, path: &std::ffi::OsStr) -> Option<std::path::PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    std::env::split_paths(path)
+        .filter(|d| d.is_absolute())
+        .map(|d| d.join(name))
+        .find(|p| std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0))
+}
+
 /// Why a sandbox cannot be made for an agent: the agent is refused, never run without it.
 #[derive(Debug, thiserror::Error)]
 #[error("sandbox `{name}` cannot be made: {why}")]

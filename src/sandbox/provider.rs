@@ -4,7 +4,6 @@
 
 use super::bwrap;
 use std::ffi::OsStr;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -32,12 +31,7 @@ pub enum Unavailable {
 
 /// `bwrap` on `path` (a PATH value), or why it is not there.
 pub fn find(path: Option<&OsStr>) -> Result<PathBuf, Unavailable> {
-    path.into_iter()
-        .flat_map(std::env::split_paths)
-        .filter(|d| d.is_absolute())
-        .map(|d| d.join("bwrap"))
-        .find(|p| std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0))
-        .ok_or(Unavailable::Missing)
+    path.and_then(|path| super::on_path(OsStr::new("bwrap"), path)).ok_or(Unavailable::Missing)
 }
 
 /// Runs the probe (`bwrap --unshare-all ... bwrap --version`); an error says what failed and how

@@ -5,7 +5,6 @@
 use super::policy::{normalize, Policy};
 use serde::Serialize;
 use std::ffi::OsString;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 /// Why an agent cannot be seated: what the sandbox could not enforce for it.
@@ -171,10 +170,7 @@ fn find_program(name: &str, cwd: &Path, path: Option<&OsString>) -> Option<PathB
         let p = cwd.join(name);
         return p.is_file().then_some(p);
     }
-    std::env::split_paths(path?)
-        .filter(|d| d.is_absolute())
-        .map(|d| d.join(name))
-        .find(|p| std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0))
+    super::on_path(name.as_ref(), path?)
 }
 
 /// The interpreter named by a `#!` line, found on PATH for `#!/usr/bin/env NAME`.
@@ -295,6 +291,7 @@ pub fn seat(policy: &Policy, place: &Placement<'_>, op: &Operator) -> Result<Sea
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::PermissionsExt;
 
     fn roots() -> Vec<(PathBuf, usize)> {
         home_roots(Some(Path::new("/home/me")))

@@ -6,7 +6,6 @@
 use std::ffi::{CString, OsStr, OsString};
 use std::io;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 /// PATH when neither the process's environment nor awf's names one (glibc's default for exec).
@@ -93,7 +92,7 @@ impl Program {
         } else {
             let search =
                 env.iter().find(|(k, _)| k == "PATH").map(|(_, v)| v.clone()).or_else(|| std::env::var_os("PATH"));
-            find_on_path(name, search.as_deref().unwrap_or(OsStr::new(DEFAULT_PATH)))
+            crate::sandbox::on_path(name, search.as_deref().unwrap_or(OsStr::new(DEFAULT_PATH)))
                 .ok_or_else(|| io::Error::from_raw_os_error(nix::libc::ENOENT))?
         };
         let c = |s: &OsStr| CString::new(s.as_bytes()).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput));
@@ -121,16 +120,10 @@ pub(super) struct Prepared {
     pub(super) cwd: Option<CString>,
 }
 
-/// The first executable file named `name` in the folders of `path`, as exec would find it.
-fn find_on_path(name: &OsStr, path: &OsStr) -> Option<PathBuf> {
-    std::env::split_paths(path).map(|dir| dir.join(name)).find(|candidate| {
-        std::fs::metadata(candidate).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::PermissionsExt;
 
     fn env_of(p: &Program) -> Vec<String> {
         p.prepare().expect("prepared").envp.iter().map(|c| c.to_string_lossy().into_owned()).collect()
