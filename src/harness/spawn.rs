@@ -54,20 +54,24 @@ struct Job {
     reply: oneshot::Sender<io::Result<Child>>,
 }
 
-/// The thread every turn process is started from. `PR_SET_PDEATHSIG` fires when the *thread* that
-/// started the child exits, not only the process: a runtime worker or a script branch thread may
-/// end while the turn runs, this one never does (its sender lives in a static, so its loop only
-/// ends with the process).
-fn spawner() -> io::Result<&'static mpsc::Sender<Job>> {
-    spawner_giving(None)
+/// The thread every turn process is started from, and the open-file limit its processes get.
+/// `PR_SET_PDEATHSIG` fires when the *thread* that started the child exits, not only the process:
+/// a runtime worker or a script branch thread may end while the turn runs, this one never does
+/// (its sender lives in the static, so its loop only ends with the process).
+struct Spawner {
+    /// The limit awf started with, when `raise_open_files` raised it (set before any turn starts).
+    open_files: OnceLock<(u64, u64)>,
+    /// Started at the first turn, not before: a command that starts none starts no thread.
+    sender: OnceLock<Option<mpsc::Sender<Job>>>,
 }
 
-/// The spawner; the first call starts it, with the open-file limit its processes get (`None`:
-/// awf's own).
-fn spawner_giving(open_files: Option<(u64, u64)>) -> io::Result<&'static mpsc::Sender<Job>> {
-    static SPAWNER: OnceLock<Option<mpsc::Sender<Job>>> = OnceLock::new();
+static SPAWNER: Spawner = Spawner { open_files: OnceLock::new(), sender: OnceLock::new() };
+
+fn spawner() -> io::Result<&'static mpsc::Sender<Job>> {
     SPAWNER
+        .sender
         .get_or_init(|| {
+            let open_files = SPAWNER.open_files.get().copied();
             let (tx, rx) = mpsc::channel::<Job>();
             let thread = std::thread::Builder::new().name("awf-spawner".into()).spawn(move || {
                 let heritage = start::Heritage::settle(crate::control::server::LISTENER_FDS_FROM, open_files);
@@ -120,14 +124,14 @@ fn start_with_pipes(program: &Program, stdin: bool, heritage: start::Heritage) -
 
 /// Raises awf's soft limit on open files to the hard one: every open agent holds a socket, every
 /// running turn its pipes, so a run of a thousand agents needs more than the common soft limit of
-/// 1024. The processes awf starts get the limit awf started with, as from the operator's shell
-/// (a program using `select(2)` must not see descriptors past 1024). Call it first, before any
-/// turn starts: the spawner it starts keeps that limit.
+/// 1024. The processes of turns get back the limit awf started with, as from the operator's
+/// shell (a program using `select(2)` must not see descriptors past 1024). Call it first, before
+/// any turn starts: the spawner reads that limit when the first turn starts it.
 pub fn raise_open_files() {
     use nix::sys::resource::{getrlimit, setrlimit, Resource};
     let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) else { return };
     if soft < hard && setrlimit(Resource::RLIMIT_NOFILE, hard, hard).is_ok() {
-        let _ = spawner_giving(Some((soft, hard)));
+        let _ = SPAWNER.open_files.set((soft, hard));
     }
 }
 
