@@ -233,11 +233,10 @@
 //!   environment and folder, found on PATH and made ready to exec; `spawn/start.rs` the start
 //!   itself, `clone(CLONE_VM | CLONE_VFORK)` as `posix_spawn` does, plus `setsid` and
 //!   `PR_SET_PDEATHSIG`, with a copy of only the descriptors below the agents' listeners (which
-//!   `control/server.rs` keeps from `LISTENER_FDS_FROM` up); `spawn/child.rs` the started process: pipes, exit through a pidfd,
-//!   killed and reaped when dropped); `process.rs` (the one lifecycle of
-//!   a turn's process, for `command` and the CLIs: `process/pipes.rs` stdin in the background, the
-//!   captures, stdout's lines;
-//!   `process/watch.rs` the state machine (running, killed, draining, over) with the stall clock
+//!   `control/server.rs` keeps from `LISTENER_FDS_FROM` up); `spawn/child.rs` the started
+//!   process: pipes, exit through a pidfd, killed and reaped when dropped); `process.rs` (the one
+//!   lifecycle of a turn's process, for `command` and the CLIs: `process/pipes.rs` stdin in the
+//!   background, the captures, stdout's lines; `process/watch.rs` the state machine (running, killed, draining, over) with the stall clock
 //!   and the answer's and the final event's graces; then an acknowledged wait, the group killed);
 //!   `scrubbed.rs` (the wrapper every session is opened in: what a harness reports is scrubbed of
 //!   the run's secrets before the engine sees it); `http/` (`openai`, `anthropic`; `session.rs`:
@@ -271,7 +270,8 @@
 //!   layer implements, the prompt text on convening), `server.rs` (one agent's socket and launcher), `peer.rs`
 //!   (which processes a socket serves: those of its agent's running turns' sessions or trees).
 //! - `sandbox/`: where a program agent (`command`, `claude`, `codex`, `pi`) runs confined, as data
-//!   and pure functions. `mod.rs` (how each harness meets a sandbox; a seated agent's sandbox),
+//!   and pure functions. `mod.rs` (how each harness meets a sandbox; a seated agent's sandbox;
+//!   `on_path`, the one PATH search, which turn processes use too),
 //!   `policy.rs` (the policy as data, **no I/O**), `seat.rs` (an agent's concrete paths: workspace,
 //!   own home, control folder, hidden home folders and what the program needs from them),
 //!   `bwrap.rs` (**the one pure function** policy + seat → bwrap argv and the environment it is
