@@ -234,8 +234,9 @@
 //!   itself, `clone(CLONE_VM | CLONE_VFORK)` as `posix_spawn` does, plus `setsid` and
 //!   `PR_SET_PDEATHSIG`, with a copy of only the descriptors below the agents' listeners (which
 //!   `control/server.rs` keeps from `LISTENER_FDS_FROM` up); `spawn/child.rs` the started
-//!   process: pipes, exit through a pidfd, killed and reaped when dropped); `process.rs` (the one
-//!   lifecycle of a turn's process, for `command` and the CLIs: `process/pipes.rs` stdin in the
+//!   process: pipes, stdin's text put in its pipe before the start, exit through a pidfd, killed
+//!   and reaped when dropped); `process.rs` (the one lifecycle of a turn's process, for `command`
+//!   and the CLIs: `process/pipes.rs` what of stdin the pipe did not take, written in the
 //!   background, the captures, stdout's lines; `process/watch.rs` the state machine (running, killed, draining, over) with the stall clock
 //!   and the answer's and the final event's graces; then an acknowledged wait, the group killed);
 //!   `scrubbed.rs` (the wrapper every session is opened in: what a harness reports is scrubbed of

@@ -1,7 +1,7 @@
 //! One turn's process, the lifecycle `command` and the CLI harnesses share: started through
-//! `spawn.rs` in a process group of its own; its pipes (`pipes.rs`: stdin written in the
-//! background, held open when asked; stdout captured and, for a CLI, handed to the harness line by
-//! line; stderr captured); watched (`watch.rs`, a state machine) until it exits, stalls, or
+//! `spawn.rs` in a process group of its own, its stdin's text in its pipe; its pipes (`pipes.rs`:
+//! what of stdin the pipe did not take written in the background, stdin held open when asked;
+//! stdout captured and, for a CLI, handed to the harness line by line; stderr captured); watched (`watch.rs`, a state machine) until it exits, stalls, or
 //! outlives an answer's or a final event's grace; an acknowledged wait held; its group killed.
 //! Every step is a line of the op log (`ops/<op>.jsonl`): spawn-failed, spawned, answered,
 //! released, stalled, exited, waiting, group-killed.
@@ -38,7 +38,8 @@ pub(crate) struct Spec<'a> {
     pub capture: &'a str,
     /// The operation whose answer is watched for, when the process serves one.
     pub op: Option<&'a OpControl>,
-    /// Written to stdin in the background; `None`: stdin is `/dev/null`.
+    /// Put in stdin's pipe as the process starts (what the pipe cannot take, written in the
+    /// background); `None`: stdin is `/dev/null`.
     pub stdin: Option<Stdin>,
     /// No output and no frame on the socket for this long, before an answer, kills the group.
     pub stall: Duration,
@@ -50,11 +51,7 @@ pub(crate) struct Spec<'a> {
     pub shown: Value,
 }
 
-/// What goes to stdin: the text, then stdin is closed, or held open until the process ends.
-pub(crate) struct Stdin {
-    pub text: String,
-    pub keep_open: bool,
-}
+pub(crate) use super::spawn::Stdin;
 
 /// How stdout is read.
 pub(crate) enum Stdout<'h> {
@@ -85,7 +82,7 @@ pub(crate) async fn run(
     log: &mut OpLog,
     stdout: Stdout<'_>,
 ) -> Result<Exit, super::HarnessError> {
-    let (mut child, group) = match spawn(program, spec.stdin.is_some(), spec.endpoint, spec.agent, spec.capture).await {
+    let (mut child, group) = match spawn(program, spec.stdin, spec.endpoint, spec.agent, spec.capture).await {
         Ok(started) => started,
         Err(source) => {
             let why =
@@ -105,7 +102,7 @@ pub(crate) async fn run(
     };
     let secrets = spec.endpoint.run.secrets.clone();
     let scrub: crate::record::agent_files::Scrub = std::sync::Arc::new(move |text: &str| secrets.scrub(text));
-    let mut pipes = Pipes::open(&mut child, spec.agent_dir, spec.capture, scrub, spec.stdin, handler.is_some());
+    let mut pipes = Pipes::open(&mut child, spec.agent_dir, spec.capture, scrub, handler.is_some());
     let mut watch = Watch::new(group, spec.endpoint, pipes.activity.clone(), spec.stall, final_grace);
     watch.watch(&mut child, spec.op, &mut pipes.lines, &mut handler, log).await;
     if watch.status.is_none() {

@@ -17,7 +17,7 @@ mod child;
 mod program;
 mod start;
 
-pub(crate) use child::Child;
+pub(crate) use child::{Child, StdinLeft};
 pub use program::Program;
 
 /// A turn's process group (its session leader's pid): killed when dropped, so nothing a turn
@@ -47,9 +47,16 @@ impl Drop for Group {
     }
 }
 
+/// What goes to a process's stdin: the text, then stdin is closed, or held open until the process
+/// ends.
+pub(crate) struct Stdin {
+    pub text: String,
+    pub keep_open: bool,
+}
+
 struct Job {
     program: Program,
-    stdin: bool,
+    stdin: Option<Stdin>,
     rt: tokio::runtime::Handle,
     reply: oneshot::Sender<io::Result<Child>>,
 }
@@ -94,18 +101,23 @@ fn spawner() -> io::Result<&'static mpsc::Sender<Job>> {
         .ok_or_else(|| io::Error::other("cannot start the thread that starts agent processes"))
 }
 
-/// Starts `program` (`start.rs`) with stdin a pipe (`stdin`) or `/dev/null`, stdout and stderr
-/// pipes, in a session of its own that dies with awf.
-fn start_with_pipes(program: &Program, stdin: bool, heritage: start::Heritage) -> io::Result<Child> {
+/// Starts `program` (`start.rs`) with stdin a pipe holding `stdin`'s text or `/dev/null`, stdout
+/// and stderr pipes, in a session of its own that dies with awf.
+///
+/// The text goes into the pipe before the process starts, as much as the pipe holds: a prompt of
+/// common size is then waiting for the program when it reads, its end too (the pipe closed),
+/// with no task to wake. What the pipe cannot hold is left to the caller (`Child::stdin`).
+fn start_with_pipes(program: &Program, stdin: Option<Stdin>, heritage: start::Heritage) -> io::Result<Child> {
     use nix::fcntl::OFlag;
     let prepared = program.prepare()?;
     let pipe = || nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(io::Error::from);
     let (stdin_theirs, stdin_ours) = match stdin {
-        true => {
+        Some(Stdin { text, keep_open }) => {
             let (r, w) = pipe()?;
-            (r, Some(w))
+            let left = child::Prefilled::fill(w, text.into_bytes(), keep_open);
+            (r, left)
         }
-        false => (std::fs::File::open("/dev/null")?.into(), None),
+        None => (std::fs::File::open("/dev/null")?.into(), None),
     };
     let (stdout_ours, stdout_theirs) = pipe()?;
     let (stderr_ours, stderr_theirs) = pipe()?;
@@ -115,7 +127,7 @@ fn start_with_pipes(program: &Program, stdin: bool, heritage: start::Heritage) -
     // From here the process runs: a pipe that cannot be registered leaves it without that stream.
     let child = Child::new(
         pid,
-        stdin_ours.and_then(|w| tokio::net::unix::pipe::Sender::from_owned_fd(w).ok()),
+        stdin_ours.and_then(|left| left.registered()),
         tokio::net::unix::pipe::Receiver::from_owned_fd(stdout_ours).ok(),
         tokio::net::unix::pipe::Receiver::from_owned_fd(stderr_ours).ok(),
     );
@@ -138,7 +150,7 @@ pub fn raise_open_files() {
 /// Starts a turn's process for `agent`'s operation `op_id`.
 pub(crate) async fn spawn(
     mut program: Program,
-    stdin: bool,
+    stdin: Option<Stdin>,
     endpoint: &Endpoint,
     agent: &str,
     op_id: &str,
@@ -164,7 +176,7 @@ mod tests {
     use super::*;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-    async fn started(program: Program, stdin: bool) -> io::Result<Child> {
+    async fn started(program: Program, stdin: Option<Stdin>) -> io::Result<Child> {
         let rt = tokio::runtime::Handle::current();
         let (reply, started) = oneshot::channel();
         spawner()?.send(Job { program, stdin, rt, reply }).map_err(io::Error::other)?;
@@ -182,11 +194,10 @@ mod tests {
         let dir = tempfile::tempdir().expect("a folder");
         let mut p = Program::new("sh");
         p.args(["-c", "echo $$ $(ps -o sid= -p $$) $(pwd) $AWF_T; cat"]).env("AWF_T", "set").current_dir(dir.path());
-        let mut child = started(p, true).await.expect("started");
+        let stdin = Stdin { text: "from stdin\n".into(), keep_open: false };
+        let mut child = started(p, Some(stdin)).await.expect("started");
         let pid = child.id().expect("a pid");
-        let mut stdin = child.stdin.take().expect("stdin");
-        stdin.write_all(b"from stdin\n").await.expect("written");
-        drop(stdin);
+        assert!(child.stdin.is_none(), "a short text is all in the pipe, which is closed");
         let out = output(&mut child).await;
         let cwd = dir.path().canonicalize().expect("canonical");
         assert_eq!(out, format!("{pid} {pid} {} set\nfrom stdin\n", cwd.display()));
@@ -195,12 +206,42 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_text_longer_than_the_pipe_is_left_to_write_and_a_kept_stdin_stays_open() {
+        // 1 MiB: far more than a pipe holds (64 KiB by default).
+        let text: String = (0..1 << 20).map(|i| char::from(b'a' + (i % 26) as u8)).collect();
+        let mut child =
+            started(Program::new("cat"), Some(Stdin { text: text.clone(), keep_open: false })).await.expect("started");
+        let StdinLeft { mut pipe, rest, keep_open } = child.stdin.take().expect("the rest of the text");
+        assert!(!keep_open && !rest.is_empty() && rest.len() < text.len(), "{} left", rest.len());
+        let writer = tokio::spawn(async move {
+            pipe.write_all(&rest).await.expect("the rest written");
+        });
+        assert_eq!(output(&mut child).await, text, "the text arrives whole and in order");
+        writer.await.expect("the writer");
+        // Held open: the process sees the text but no end of it.
+        let mut p = Program::new("sh");
+        p.args(["-c", "read line; echo \"got $line\"; cat; echo ended"]);
+        let mut child = started(p, Some(Stdin { text: "one\n".into(), keep_open: true })).await.expect("started");
+        let held = child.stdin.take().expect("stdin held open");
+        assert!(held.keep_open && held.rest.is_empty());
+        let mut out = child.stdout.take().expect("stdout");
+        let mut first = [0u8; 8];
+        out.read_exact(&mut first).await.expect("the first line");
+        assert_eq!(&first, b"got one\n");
+        drop(held);
+        let mut rest = String::new();
+        out.read_to_string(&mut rest).await.expect("the rest");
+        assert_eq!(rest, "ended\n", "closing the held stdin ends cat");
+        assert!(child.wait().await.expect("waited").success());
+    }
+
+    #[tokio::test]
     async fn a_missing_program_or_folder_is_an_error_and_no_process() {
-        let missing = started(Program::new("awf-no-such-program"), false).await.err().map(|e| e.kind());
+        let missing = started(Program::new("awf-no-such-program"), None).await.err().map(|e| e.kind());
         assert_eq!(missing, Some(io::ErrorKind::NotFound));
         let mut p = Program::new("true");
         p.current_dir("/awf-no-such-folder");
-        assert_eq!(started(p, false).await.err().map(|e| e.kind()), Some(io::ErrorKind::NotFound));
+        assert_eq!(started(p, None).await.err().map(|e| e.kind()), Some(io::ErrorKind::NotFound));
     }
 
     #[tokio::test]
@@ -209,7 +250,7 @@ mod tests {
         let script = dir.path().join("bare");
         std::fs::write(&script, "grep SigIgn /proc/$$/status; kill -TERM $$\n").expect("written");
         std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).expect("executable");
-        let mut child = started(Program::new(&script), false).await.expect("started");
+        let mut child = started(Program::new(&script), None).await.expect("started");
         // awf ignores SIGPIPE (as every Rust program); its processes start with it at its default.
         let out = output(&mut child).await;
         let ignored = out.trim().strip_prefix("SigIgn:\t").and_then(|hex| u64::from_str_radix(hex, 16).ok());
@@ -223,7 +264,7 @@ mod tests {
     async fn a_child_dropped_unreaped_is_killed_and_reaped() {
         let mut p = Program::new("sleep");
         p.args(["30"]);
-        let child = started(p, false).await.expect("started");
+        let child = started(p, None).await.expect("started");
         let pid = nix::unistd::Pid::from_raw(child.id().expect("a pid") as i32);
         drop(child);
         let gone = tokio::time::timeout(std::time::Duration::from_secs(10), async {
@@ -253,7 +294,7 @@ mod tests {
             "-c",
             &format!("test -e /proc/self/fd/{low} && echo low; test -e /proc/self/fd/{high} && echo high; true"),
         ]);
-        let mut child = started(p, false).await.expect("started");
+        let mut child = started(p, None).await.expect("started");
         let out = output(&mut child).await;
         let _ = nix::unistd::close(low);
         let _ = nix::unistd::close(high);

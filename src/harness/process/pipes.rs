@@ -1,9 +1,10 @@
-//! A turn process's pipes: stdin written in the background (a program that never reads it must not
-//! block the turn), stdout and stderr copied into their captures (stdout also line by line, for a
-//! harness that reads its events there), noting when output last came.
+//! A turn process's pipes: what of stdin's text the pipe did not take when the process started,
+//! written in the background (a program that never reads it must not block the turn); stdout and
+//! stderr copied into their captures (stdout also line by line, for a harness that reads its
+//! events there), noting when output last came.
 
-use super::{Stdin, DRAIN};
-use crate::harness::spawn::Child;
+use super::DRAIN;
+use crate::harness::spawn::{Child, StdinLeft};
 use crate::record::agent_files::{Capture, Scrub};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -28,20 +29,16 @@ pub(super) struct Pipes {
     /// When output last arrived on stdout or stderr.
     pub(super) activity: Arc<Mutex<Instant>>,
     readers: Vec<JoinHandle<()>>,
+    /// Writes what of stdin's text the pipe could not take when the process started.
     writer: Option<AbortOnDrop>,
+    /// Stdin held open, all its text written.
+    held: Option<tokio::net::unix::pipe::Sender>,
     stderr: Arc<Mutex<Capture>>,
 }
 
 impl Pipes {
     /// Takes the child's pipes: its captures go under `agent_dir` as `<capture>.stdout|.stderr`.
-    pub(super) fn open(
-        child: &mut Child,
-        agent_dir: &Path,
-        capture: &str,
-        scrub: Scrub,
-        stdin: Option<Stdin>,
-        by_line: bool,
-    ) -> Pipes {
+    pub(super) fn open(child: &mut Child, agent_dir: &Path, capture: &str, scrub: Scrub, by_line: bool) -> Pipes {
         let activity = Arc::new(Mutex::new(Instant::now()));
         let stdout = Arc::new(Mutex::new(Capture::open(agent_dir, capture, "stdout", scrub.clone())));
         let stderr = Arc::new(Mutex::new(Capture::open(agent_dir, capture, "stderr", scrub)));
@@ -59,24 +56,28 @@ impl Pipes {
         if let Some(err) = child.stderr.take() {
             readers.push(pump(err, stderr.clone(), activity.clone()));
         }
-        let writer = match (child.stdin.take(), stdin) {
-            (Some(mut pipe), Some(Stdin { text, keep_open })) => Some(AbortOnDrop(tokio::spawn(async move {
-                let _ = pipe.write_all(text.as_bytes()).await;
-                let _ = pipe.flush().await;
-                if keep_open {
-                    std::future::pending::<()>().await;
-                }
-            }))),
-            _ => None,
+        let (writer, held) = match child.stdin.take() {
+            Some(StdinLeft { pipe, rest, keep_open: true }) if rest.is_empty() => (None, Some(pipe)),
+            Some(StdinLeft { mut pipe, rest, keep_open }) => {
+                let writer = AbortOnDrop(tokio::spawn(async move {
+                    let _ = pipe.write_all(&rest).await;
+                    let _ = pipe.flush().await;
+                    if keep_open {
+                        std::future::pending::<()>().await;
+                    }
+                }));
+                (Some(writer), None)
+            }
+            None => (None, None),
         };
-        Pipes { lines, activity, readers, writer, stderr }
+        Pipes { lines, activity, readers, writer, held, stderr }
     }
 
     /// Closes stdin and lets the output still in the pipes arrive (`DRAIN` at most); the tail of
     /// stderr.
     pub(super) async fn close(self) -> String {
-        let Pipes { lines, readers, writer, stderr, .. } = self;
-        drop((writer, lines));
+        let Pipes { lines, readers, writer, held, stderr, .. } = self;
+        drop((writer, held, lines));
         let until = tokio::time::Instant::now() + DRAIN;
         for r in readers {
             let _ = tokio::time::timeout_at(until, r).await;

@@ -21,7 +21,7 @@ pub(crate) struct Child {
     /// Readable once the process has exited; `None` on a kernel without pidfds.
     pidfd: Option<AsyncFd<OwnedFd>>,
     status: Option<ExitStatus>,
-    pub(crate) stdin: Option<pipe::Sender>,
+    pub(crate) stdin: Option<StdinLeft>,
     pub(crate) stdout: Option<pipe::Receiver>,
     pub(crate) stderr: Option<pipe::Receiver>,
 }
@@ -29,7 +29,7 @@ pub(crate) struct Child {
 impl Child {
     pub(super) fn new(
         pid: i32,
-        stdin: Option<pipe::Sender>,
+        stdin: Option<StdinLeft>,
         stdout: Option<pipe::Receiver>,
         stderr: Option<pipe::Receiver>,
     ) -> Child {
@@ -74,6 +74,55 @@ impl Child {
             return Ok(());
         }
         nix::sys::signal::kill(self.pid, nix::sys::signal::Signal::SIGKILL).map_err(io::Error::from)
+    }
+}
+
+/// What of a process's stdin text its pipe could not take before the process started, with the
+/// pipe's writing end: the turn writes it, then closes stdin unless it is `keep_open`.
+pub(crate) struct StdinLeft {
+    pub(crate) pipe: pipe::Sender,
+    pub(crate) rest: Vec<u8>,
+    pub(crate) keep_open: bool,
+}
+
+/// A stdin pipe filled before its process starts, with what it could not take.
+pub(super) struct Prefilled {
+    fd: OwnedFd,
+    rest: Vec<u8>,
+    keep_open: bool,
+}
+
+impl Prefilled {
+    /// Writes as much of `text` into the pipe's writing end `fd` as the pipe takes without
+    /// waiting. `None` when all of it went in and stdin is not kept open: the end is closed, and
+    /// the process reads the text, then its end. A write that fails loses the text, as a write to
+    /// a process that closed its stdin does.
+    pub(super) fn fill(fd: OwnedFd, mut text: Vec<u8>, keep_open: bool) -> Option<Prefilled> {
+        use nix::errno::Errno;
+        use nix::fcntl::{fcntl, FcntlArg, OFlag};
+        let mut done = 0;
+        if fcntl(&fd, FcntlArg::F_SETFL(OFlag::O_NONBLOCK)).is_ok() {
+            while done < text.len() {
+                match nix::unistd::write(&fd, &text[done..]) {
+                    Ok(n) => done += n,
+                    Err(Errno::EINTR) => {}
+                    Err(Errno::EAGAIN) => break,
+                    Err(_) => {
+                        done = text.len();
+                        break;
+                    }
+                }
+            }
+        }
+        text.drain(..done);
+        (!text.is_empty() || keep_open).then_some(Prefilled { fd, rest: text, keep_open })
+    }
+
+    /// Registered with the runtime (the spawner thread enters it); `None` when it cannot be,
+    /// which closes stdin.
+    pub(super) fn registered(self) -> Option<StdinLeft> {
+        let pipe = pipe::Sender::from_owned_fd(self.fd).ok()?;
+        Some(StdinLeft { pipe, rest: self.rest, keep_open: self.keep_open })
     }
 }
 
