@@ -1,12 +1,120 @@
-//! The `awf` binary: parse arguments, call the library, map the outcome to an exit code.
+//! The `awf` binary: parse arguments, call the library, map the outcome to an exit code; and the
+//! allocator the process uses.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicU8, Ordering};
 
 /// mimalloc in place of the system allocator: a run allocates a few hundred times per operation
 /// (records, JSON values, the script's values), and glibc's malloc and free were a quarter of
-/// the instructions of a 10,000-agent map.
+/// the instructions of a 10,000-agent map. But mimalloc's arenas, set up at the first allocation
+/// and purged at exit, cost a process about 0.6 ms, more than an agent's launcher (`wf`: one call
+/// on its agent's socket, then exit) spends on anything else of its own: awf started as a
+/// launcher uses the system's allocator.
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: Allocator = Allocator;
+
+struct Allocator;
+
+const UNDECIDED: u8 = 0;
+const MIMALLOC: u8 = 1;
+const SYSTEM: u8 = 2;
+
+/// The allocator of this process: chosen at its first allocation, and never changed after, so
+/// that every block is freed by the allocator that gave it.
+static CHOSEN: AtomicU8 = AtomicU8::new(UNDECIDED);
+
+fn chosen() -> u8 {
+    match CHOSEN.load(Ordering::Relaxed) {
+        UNDECIDED => {
+            let choice = if started_as_launcher() { SYSTEM } else { MIMALLOC };
+            // The first allocation comes before any other thread exists; were two to race, both
+            // take the one value stored.
+            match CHOSEN.compare_exchange(UNDECIDED, choice, Ordering::Relaxed, Ordering::Relaxed) {
+                Ok(_) => choice,
+                Err(stored) => stored,
+            }
+        }
+        stored => stored,
+    }
+}
+
+/// Whether the file awf was started as is named `wf`, an agent's launcher (`cli::launcher_args`
+/// reads argv[0] by the same rule): read from the auxiliary vector, which needs no allocation.
+#[allow(unsafe_code)]
+fn started_as_launcher() -> bool {
+    use nix::libc;
+    // SAFETY: getauxval reads the auxiliary vector; AT_EXECFN is the address of the NUL-ended
+    // path the process was exec'd by, which the kernel put on its stack for its whole life, or 0.
+    let path = unsafe { libc::getauxval(libc::AT_EXECFN) } as *const libc::c_char;
+    if path.is_null() {
+        return false;
+    }
+    // SAFETY: not null, so the kernel's NUL-ended path (above).
+    is_launcher(unsafe { std::ffi::CStr::from_ptr(path) }.to_bytes())
+}
+
+/// A path whose last part is `wf`.
+fn is_launcher(path: &[u8]) -> bool {
+    path.rsplit(|b| *b == b'/').next() == Some(b"wf".as_slice())
+}
+
+// SAFETY: every call goes to the one allocator chosen for the process (`chosen`), so a block is
+// freed and grown by the allocator that gave it; each of the two keeps GlobalAlloc's contract.
+#[allow(unsafe_code)]
+unsafe impl GlobalAlloc for Allocator {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        match chosen() {
+            SYSTEM => System.alloc(layout),
+            _ => mimalloc::MiMalloc.alloc(layout),
+        }
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        match chosen() {
+            SYSTEM => System.alloc_zeroed(layout),
+            _ => mimalloc::MiMalloc.alloc_zeroed(layout),
+        }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        match chosen() {
+            SYSTEM => System.dealloc(ptr, layout),
+            _ => mimalloc::MiMalloc.dealloc(ptr, layout),
+        }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        match chosen() {
+            SYSTEM => System.realloc(ptr, layout, new_size),
+            _ => mimalloc::MiMalloc.realloc(ptr, layout, new_size),
+        }
+    }
+}
 
 fn main() {
     let code = awf::cli::main();
     std::process::exit(code);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_launcher_is_a_file_named_wf_and_nothing_else() {
+        for path in ["wf", "/run/agents/a/wf", "./wf"] {
+            assert!(is_launcher(path.as_bytes()), "{path}");
+        }
+        for path in ["awf", "/usr/bin/awf", "/run/wf/awf", "/run/agents/a/wf2", "wf/", ""] {
+            assert!(!is_launcher(path.as_bytes()), "{path}");
+        }
+    }
+
+    #[test]
+    fn this_process_was_not_started_as_a_launcher_and_uses_mimalloc() {
+        let block = Box::new([7u8; 64]);
+        assert_eq!(CHOSEN.load(Ordering::Relaxed), MIMALLOC);
+        assert!(!started_as_launcher());
+        drop(block);
+    }
 }

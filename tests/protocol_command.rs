@@ -271,3 +271,45 @@ let out = ctx.parallel(["victim", "thief"], |k, i| {{
     let subs = events(&env, "op-submission");
     assert!(subs.iter().all(|s| s["data"]["accepted"] == true), "no forged submission reached a slot: {subs:?}");
 }
+
+/// An agent's launcher is a short process: awf started as `wf` uses the system's allocator, not
+/// mimalloc, whose arenas (a gigabyte of address space reserved at the first allocation, purged at
+/// exit) cost a launcher call more than the rest of its work. Seen in the address space of each,
+/// while it waits for its answer on stdin.
+#[test]
+fn the_launcher_runs_on_the_system_allocator_and_awf_on_mimalloc() {
+    use std::process::{Command, Stdio};
+    let dir = tempfile::tempdir().expect("a folder");
+    let wf = dir.path().join("wf");
+    std::os::unix::fs::symlink(common::bin(), &wf).expect("the launcher's symlink");
+    let socket = dir.path().join("none.sock");
+    let address_space_kb = |program: &Path, args: &[&str]| -> u64 {
+        let mut child = Command::new(program)
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("started");
+        let proc_dir = PathBuf::from(format!("/proc/{}", child.id()));
+        // Blocked reading its stdin (read(2), fd 0): started, and past its first allocations.
+        let until = std::time::Instant::now() + common::TIMEOUT;
+        while !std::fs::read_to_string(proc_dir.join("syscall")).unwrap_or_default().starts_with("0 0x0 ") {
+            assert!(std::time::Instant::now() < until, "{} never read its stdin", program.display());
+            std::thread::yield_now();
+        }
+        let status = std::fs::read_to_string(proc_dir.join("status")).expect("its status");
+        let kb = status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmSize:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .expect("VmSize");
+        drop(child.stdin.take());
+        child.wait().expect("waited");
+        kb
+    };
+    let launcher = address_space_kb(&wf, &["result", "op-1"]);
+    let awf =
+        address_space_kb(Path::new(common::bin()), &["wf", "--socket", &socket.to_string_lossy(), "result", "op-1"]);
+    assert!(awf > launcher + 512 * 1024, "awf {awf} kB, its launcher {launcher} kB");
+}
