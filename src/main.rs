@@ -7,9 +7,9 @@ use std::sync::atomic::{AtomicU8, Ordering};
 /// mimalloc in place of the system allocator: a run allocates a few hundred times per operation
 /// (records, JSON values, the script's values), and glibc's malloc and free were a quarter of
 /// the instructions of a 10,000-agent map. But mimalloc's arenas, set up at the first allocation
-/// and purged at exit, cost a process about 0.6 ms, more than an agent's launcher (`wf`: one call
-/// on its agent's socket, then exit) spends on anything else of its own: awf started as a
-/// launcher uses the system's allocator.
+/// and purged at exit, cost a short process 0.2-0.4 ms (measured on `--version`), a large share of
+/// what an agent's launcher (`wf`: one call on its agent's socket, then exit) spends: awf started
+/// as a launcher uses the system's allocator. The choice costs every allocation one relaxed load.
 #[global_allocator]
 static ALLOCATOR: Allocator = Allocator;
 

@@ -1,8 +1,9 @@
 //! One turn's process, the lifecycle `command` and the CLI harnesses share: started through
 //! `spawn.rs` in a process group of its own, its stdin's text in its pipe; its pipes (`pipes.rs`:
 //! what of stdin the pipe did not take written in the background, stdin held open when asked;
-//! stdout captured and, for a CLI, handed to the harness line by line; stderr captured); watched (`watch.rs`, a state machine) until it exits, stalls, or
-//! outlives an answer's or a final event's grace; an acknowledged wait held; its group killed.
+//! stdout captured and, for a CLI, handed to the harness line by line; stderr captured); watched
+//! (`watch.rs`, a state machine) until it exits, stalls, or outlives an answer's or a final
+//! event's grace; an acknowledged wait held; its group killed.
 //! Every step is a line of the op log (`ops/<op>.jsonl`): spawn-failed, spawned, answered,
 //! released, stalled, exited, waiting, group-killed.
 
