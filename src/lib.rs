@@ -348,8 +348,9 @@
 //! - A `command` or CLI turn runs in its own session and process group (`harness/spawn.rs`,
 //!   `setsid`, so no other turn can join its group), and the group is killed when the turn ends
 //!   (after an acknowledged wait or the answer's grace) or is cancelled, timed out or stalled.
-//!   Its leader dies with awf (`PR_SET_PDEATHSIG`, started from a thread that never exits); a new
-//!   attempt first kills what an earlier one left (`run/leftovers.rs`).
+//!   Its leader dies with awf (`PR_SET_PDEATHSIG`, started from a thread that outlives the turn:
+//!   the script thread whose `block_on` polls it, or the spawner thread for a turn polled in a
+//!   task); a new attempt first kills what an earlier one left (`run/leftovers.rs`).
 //! - One live attempt per run: it holds the flock on `<run>/lock` from its start to `finish`.
 //! - A run `awf serve` answers 202 for is on disk first (`serve.json`), held by one serve at a time
 //!   (the flock on `serve.lock`) while queued or running; only a serve that takes that lock runs or

@@ -61,27 +61,37 @@ struct Job {
     reply: oneshot::Sender<io::Result<Child>>,
 }
 
-/// The thread every turn process is started from, and the open-file limit its processes get.
-/// `PR_SET_PDEATHSIG` fires when the *thread* that started the child exits, not only the process:
-/// a runtime worker or a script branch thread may end while the turn runs, this one never does
-/// (its sender lives in the static, so its loop only ends with the process).
+/// The thread turn processes polled in a task are started from, and what every turn process gets
+/// from awf. `PR_SET_PDEATHSIG` fires when the *thread* that started the child exits, not only the
+/// process. A turn polled by `block_on` (a script's host call) starts its process on its own
+/// thread, which stays in that call until the turn ends and its group is killed; a turn polled in
+/// a task (a message round) may move between runtime workers, so its process is started by this
+/// thread, which never exits (its sender lives in the static, so its loop only ends with the
+/// process).
 struct Spawner {
     /// The limit awf started with, when `raise_open_files` raised it (set before any turn starts).
     open_files: OnceLock<(u64, u64)>,
-    /// Started at the first turn, not before: a command that starts none starts no thread.
+    /// What every process gets from awf, settled at the first turn.
+    heritage: OnceLock<start::Heritage>,
+    /// Started at the first turn polled in a task: a command that starts none starts no thread.
     sender: OnceLock<Option<mpsc::Sender<Job>>>,
 }
 
-static SPAWNER: Spawner = Spawner { open_files: OnceLock::new(), sender: OnceLock::new() };
+static SPAWNER: Spawner = Spawner { open_files: OnceLock::new(), heritage: OnceLock::new(), sender: OnceLock::new() };
+
+fn heritage() -> start::Heritage {
+    *SPAWNER.heritage.get_or_init(|| {
+        start::Heritage::settle(crate::control::server::LISTENER_FDS_FROM, SPAWNER.open_files.get().copied())
+    })
+}
 
 fn spawner() -> io::Result<&'static mpsc::Sender<Job>> {
     SPAWNER
         .sender
         .get_or_init(|| {
-            let open_files = SPAWNER.open_files.get().copied();
             let (tx, rx) = mpsc::channel::<Job>();
             let thread = std::thread::Builder::new().name("awf-spawner".into()).spawn(move || {
-                let heritage = start::Heritage::settle(crate::control::server::LISTENER_FDS_FROM, open_files);
+                let heritage = heritage();
                 for job in rx {
                     let _rt = job.rt.enter();
                     if let Err(Ok(child)) = job.reply.send(start_with_pipes(&job.program, job.stdin, heritage)) {
@@ -138,13 +148,29 @@ fn start_with_pipes(program: &Program, stdin: Option<Stdin>, heritage: start::He
 /// running turn its pipes, so a run of a thousand agents needs more than the common soft limit of
 /// 1024. The processes of turns get back the limit awf started with, as from the operator's
 /// shell (a program using `select(2)` must not see descriptors past 1024). Call it first, before
-/// any turn starts: the spawner reads that limit when the first turn starts it.
+/// any turn starts: the first turn settles what its processes get from it.
 pub fn raise_open_files() {
     use nix::sys::resource::{getrlimit, setrlimit, Resource};
     let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) else { return };
     if soft < hard && setrlimit(Resource::RLIMIT_NOFILE, hard, hard).is_ok() {
         let _ = SPAWNER.open_files.set((soft, hard));
     }
+}
+
+/// Starts `program`: on the calling thread when a `block_on` polls the caller there, else (the
+/// caller is a runtime task, which may move between workers) on the spawner thread.
+async fn start(program: Program, stdin: Option<Stdin>) -> io::Result<Child> {
+    let rt = tokio::runtime::Handle::try_current().map_err(io::Error::other)?;
+    if tokio::task::try_id().is_none() {
+        // `block_on` polls the turn on this thread, which stays in that call until the turn ends
+        // and its group is killed: the process may die with this thread. No hand-off to the
+        // spawner and back (two wake-ups, each a wait for a core on a busy machine).
+        return start_with_pipes(&program, stdin, heritage());
+    }
+    let stopped = || io::Error::other("the thread that starts agent processes has stopped");
+    let (reply, started) = oneshot::channel();
+    spawner()?.send(Job { program, stdin, rt, reply }).map_err(|_| stopped())?;
+    started.await.map_err(|_| stopped())?
 }
 
 /// Starts a turn's process for `agent`'s operation `op_id`.
@@ -156,13 +182,9 @@ pub(crate) async fn spawn(
     op_id: &str,
 ) -> io::Result<(Child, Group)> {
     program.env("AWF_RUN_ID", &endpoint.run.id);
-    let rt = tokio::runtime::Handle::try_current().map_err(io::Error::other)?;
-    let stopped = || io::Error::other("the thread that starts agent processes has stopped");
     // Until the new leader is admitted, a call on the socket from an unknown process waits for it.
     let spawning = endpoint.turns().spawning();
-    let (reply, started) = oneshot::channel();
-    spawner()?.send(Job { program, stdin, rt, reply }).map_err(|_| stopped())?;
-    let child = started.await.map_err(|_| stopped())??;
+    let child = start(program, stdin).await?;
     let pgid = child.id().map(|p| p as i32);
     let admission = pgid.map(|p| {
         crate::record::groups::append(&endpoint.run.dir, endpoint.run.attempt, p, agent, op_id);
@@ -177,10 +199,7 @@ mod tests {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
     async fn started(program: Program, stdin: Option<Stdin>) -> io::Result<Child> {
-        let rt = tokio::runtime::Handle::current();
-        let (reply, started) = oneshot::channel();
-        spawner()?.send(Job { program, stdin, rt, reply }).map_err(io::Error::other)?;
-        started.await.map_err(io::Error::other)?
+        start(program, stdin).await
     }
 
     async fn output(child: &mut Child) -> String {
@@ -203,6 +222,70 @@ mod tests {
         assert_eq!(out, format!("{pid} {pid} {} set\nfrom stdin\n", cwd.display()));
         assert!(child.wait().await.expect("waited").success());
         assert_eq!(child.id(), None, "reaped");
+    }
+
+    /// Whether `pid` is dead or dying: a zombie, or SIGKILL pending.
+    fn killed(pid: i32) -> bool {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+        let field = |name: &str| status.lines().find_map(|l| l.strip_prefix(name)).map(str::trim).unwrap_or("");
+        let kill = 1u64 << (nix::libc::SIGKILL - 1);
+        let pending = |name: &str| u64::from_str_radix(field(name), 16).unwrap_or(0) & kill != 0;
+        field("State:").starts_with(['Z', 'X']) || pending("SigPnd:") || pending("ShdPnd:")
+    }
+
+    /// Starts `sleep 30` from `rt` (in a task when `in_task`) and lets go of it unkilled; its pid
+    /// and the thread that polled the start.
+    fn sleeper(rt: &tokio::runtime::Runtime, in_task: bool) -> (i32, i32) {
+        let go = async {
+            let mut p = Program::new("sleep");
+            p.args(["30"]);
+            let child = start(p, None).await.expect("started");
+            let pid = child.id().expect("a pid") as i32;
+            std::mem::forget(child);
+            (pid, nix::unistd::gettid().as_raw())
+        };
+        if in_task {
+            rt.block_on(rt.spawn(go)).expect("the task")
+        } else {
+            let handle = rt.handle().clone();
+            std::thread::scope(|s| s.spawn(move || handle.block_on(go)).join()).expect("the thread")
+        }
+    }
+
+    fn runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().expect("a runtime")
+    }
+
+    #[test]
+    fn a_process_started_under_block_on_dies_with_the_thread_that_polled_it() {
+        let rt = runtime();
+        let (pid, _) = sleeper(&rt, false);
+        // The thread has ended: the process got SIGKILL (PR_SET_PDEATHSIG) and is reaped here.
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || tx.send(nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(pid), None)));
+        let status = rx.recv_timeout(std::time::Duration::from_secs(20)).expect("it died with its thread");
+        assert!(
+            matches!(status, Ok(nix::sys::wait::WaitStatus::Signaled(_, nix::sys::signal::Signal::SIGKILL, _))),
+            "{status:?}"
+        );
+    }
+
+    #[test]
+    fn a_process_started_in_a_task_outlives_the_runtime_worker_that_polled_it() {
+        let rt = runtime();
+        let (pid, worker) = sleeper(&rt, true);
+        drop(rt);
+        // The worker has exited once its task entry is gone: by then a signal tied to its death
+        // would have been sent.
+        let gone = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while std::path::Path::new(&format!("/proc/self/task/{worker}")).exists() {
+            assert!(std::time::Instant::now() < gone, "the runtime's worker thread did not exit");
+            std::thread::yield_now();
+        }
+        let alive = !killed(pid);
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
+        let _ = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(pid), None);
+        assert!(alive, "started by the spawner thread, it lives on");
     }
 
     #[tokio::test]

@@ -3,7 +3,7 @@
 //! it never outlives its turn nor stays a zombie.
 
 use nix::libc;
-use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+use nix::sys::wait::{waitid, waitpid, Id, WaitPidFlag, WaitStatus};
 use nix::unistd::Pid;
 use std::io;
 use std::os::fd::{FromRawFd, OwnedFd};
@@ -45,13 +45,21 @@ impl Child {
         if self.status.is_some() {
             return Ok(self.status);
         }
+        // Whether it exited, looked at without reaping it: its pidfd leaves the runtime's poller
+        // first, since the reap itself wakes the pidfd's waiters, a runtime worker among them.
+        if self.pidfd.is_some() {
+            let flags = WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT;
+            match waitid(Id::Pid(self.pid), flags).map_err(io::Error::from)? {
+                WaitStatus::StillAlive => return Ok(None),
+                _ => self.pidfd = None,
+            }
+        }
         let status = match waitpid(self.pid, Some(WaitPidFlag::WNOHANG)).map_err(io::Error::from)? {
             WaitStatus::Exited(_, code) => ExitStatus::from_raw((code & 0xff) << 8),
             WaitStatus::Signaled(_, signal, core) => ExitStatus::from_raw(signal as i32 | if core { 0x80 } else { 0 }),
             _ => return Ok(None),
         };
         self.status = Some(status);
-        self.pidfd = None;
         Ok(self.status)
     }
 
@@ -118,8 +126,8 @@ impl Prefilled {
         (!text.is_empty() || keep_open).then_some(Prefilled { fd, rest: text, keep_open })
     }
 
-    /// Registered with the runtime (the spawner thread enters it); `None` when it cannot be,
-    /// which closes stdin.
+    /// Registered with the runtime (the starting thread is in its context); `None` when it cannot
+    /// be, which closes stdin.
     pub(super) fn registered(self) -> Option<StdinLeft> {
         let pipe = pipe::Sender::from_owned_fd(self.fd).ok()?;
         Some(StdinLeft { pipe, rest: self.rest, keep_open: self.keep_open })
@@ -161,7 +169,7 @@ fn pidfd(pid: i32) -> Option<AsyncFd<OwnedFd>> {
     }
     // SAFETY: `fd` was just returned by pidfd_open and is owned by nothing else; the `OwnedFd`
     // keeps it open, the same fd, for as long as the `AsyncFd` that owns it lives. Called in the
-    // runtime's context (the spawner thread enters it).
+    // runtime's context (the starting thread is in it).
     unsafe {
         let owned = OwnedFd::from_raw_fd(fd as i32);
         AsyncFd::register_with_interest(owned, tokio::io::Interest::READABLE).ok()

@@ -21,7 +21,7 @@ const STACK: usize = 64 * 1024;
 /// Signals 1 to 64 (Linux's `_NSIG` is 65).
 const SIGNALS: c_int = 65;
 
-/// What every process the spawner starts gets from awf, settled once when the spawner starts.
+/// What every turn process gets from awf, settled once, at the first turn.
 #[derive(Clone, Copy)]
 pub(super) struct Heritage {
     /// The child takes a copy of only the descriptors below this one, where the kernel can
