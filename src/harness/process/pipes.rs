@@ -6,12 +6,16 @@
 use super::DRAIN;
 use crate::harness::spawn::{Child, StdinLeft};
 use crate::record::agent_files::{Capture, Scrub};
+use futures_util::future::OptionFuture;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 use tokio::task::JoinHandle;
+
+/// A reader of stdout, to its end.
+type BoxFuture = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
 
 /// A task aborted when its handle is dropped (with the turn, however it ends).
 struct AbortOnDrop(JoinHandle<()>);
@@ -28,7 +32,8 @@ pub(super) struct Pipes {
     pub(super) lines: Option<UnboundedReceiver<String>>,
     /// When output last arrived on stdout or stderr.
     pub(super) activity: Arc<Mutex<Instant>>,
-    readers: Vec<JoinHandle<()>>,
+    /// Reads stdout and stderr to their ends.
+    readers: Option<JoinHandle<()>>,
     /// Writes what of stdin's text the pipe could not take when the process started.
     writer: Option<AbortOnDrop>,
     /// Stdin held open, all its text written.
@@ -42,20 +47,23 @@ impl Pipes {
         let activity = Arc::new(Mutex::new(Instant::now()));
         let stdout = Arc::new(Mutex::new(Capture::open(agent_dir, capture, "stdout", scrub.clone())));
         let stderr = Arc::new(Mutex::new(Capture::open(agent_dir, capture, "stderr", scrub)));
-        let mut readers = Vec::new();
+        // One task reads both: each task a script thread starts wakes a runtime worker.
         let mut lines = None;
-        if let Some(out) = child.stdout.take() {
+        let out: Option<BoxFuture> = child.stdout.take().map(|out| -> BoxFuture {
             if by_line {
                 let (tx, rx) = unbounded_channel();
-                readers.push(read_lines(out, stdout, activity.clone(), tx));
                 lines = Some(rx);
+                Box::pin(read_lines(out, stdout, activity.clone(), tx))
             } else {
-                readers.push(pump(out, stdout, activity.clone()));
+                Box::pin(pump(out, stdout, activity.clone()))
             }
-        }
-        if let Some(err) = child.stderr.take() {
-            readers.push(pump(err, stderr.clone(), activity.clone()));
-        }
+        });
+        let err = child.stderr.take().map(|err| pump(err, stderr.clone(), activity.clone()));
+        let readers = (out.is_some() || err.is_some()).then(|| {
+            tokio::spawn(async move {
+                tokio::join!(OptionFuture::from(out), OptionFuture::from(err));
+            })
+        });
         let (writer, held) = match child.stdin.take() {
             Some(StdinLeft { pipe, rest, keep_open: true }) if rest.is_empty() => (None, Some(pipe)),
             Some(StdinLeft { mut pipe, rest, keep_open }) => {
@@ -78,9 +86,8 @@ impl Pipes {
     pub(super) async fn close(self) -> String {
         let Pipes { lines, readers, writer, held, stderr, .. } = self;
         drop((writer, held, lines));
-        let until = tokio::time::Instant::now() + DRAIN;
-        for r in readers {
-            let _ = tokio::time::timeout_at(until, r).await;
+        if let Some(r) = readers {
+            let _ = tokio::time::timeout(DRAIN, r).await;
         }
         let mut stderr = stderr.lock().unwrap_or_else(|p| p.into_inner());
         stderr.finish();
@@ -94,45 +101,37 @@ fn note(capture: &Mutex<Capture>, activity: &Mutex<Instant>, bytes: &[u8]) {
 }
 
 /// Copies a child's stream into a bounded capture, noting when output last arrived.
-fn pump(
-    mut from: impl AsyncRead + Unpin + Send + 'static,
-    to: Arc<Mutex<Capture>>,
-    activity: Arc<Mutex<Instant>>,
-) -> JoinHandle<()> {
-    tokio::spawn(async move {
-        let mut buf = vec![0u8; 16 * 1024];
-        while let Ok(n) = from.read(&mut buf).await {
-            if n == 0 {
-                break;
-            }
-            note(&to, &activity, &buf[..n]);
+async fn pump(mut from: impl AsyncRead + Unpin, to: Arc<Mutex<Capture>>, activity: Arc<Mutex<Instant>>) {
+    let mut buf = vec![0u8; 16 * 1024];
+    while let Ok(n) = from.read(&mut buf).await {
+        if n == 0 {
+            break;
         }
-        to.lock().unwrap_or_else(|p| p.into_inner()).finish();
-    })
+        note(&to, &activity, &buf[..n]);
+    }
+    to.lock().unwrap_or_else(|p| p.into_inner()).finish();
 }
 
 /// As `pump`, a line at a time, each line also sent on `lines`.
-fn read_lines(
-    from: impl AsyncRead + Unpin + Send + 'static,
+async fn read_lines(
+    from: impl AsyncRead + Unpin,
     to: Arc<Mutex<Capture>>,
     activity: Arc<Mutex<Instant>>,
     lines: UnboundedSender<String>,
-) -> JoinHandle<()> {
-    tokio::spawn(async move {
-        let mut reader = tokio::io::BufReader::new(from);
-        let mut buf = Vec::new();
-        loop {
-            buf.clear();
-            match reader.read_until(b'\n', &mut buf).await {
-                Ok(0) | Err(_) => break,
-                Ok(_) => {
-                    note(&to, &activity, &buf);
-                    if lines.send(String::from_utf8_lossy(&buf).into_owned()).is_err() {
-                        break;
-                    }
+) {
+    let mut reader = tokio::io::BufReader::new(from);
+    let mut buf = Vec::new();
+    loop {
+        buf.clear();
+        match reader.read_until(b'\n', &mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {
+                note(&to, &activity, &buf);
+                if lines.send(String::from_utf8_lossy(&buf).into_owned()).is_err() {
+                    break;
                 }
             }
         }
-        to.lock().unwrap_or_else(|p| p.into_inner()).finish();
-    })
+    }
+    to.lock().unwrap_or_else(|p| p.into_inner()).finish();
 }
