@@ -186,6 +186,24 @@ fn a_silent_process_stalls() {
 }
 
 #[test]
+fn a_process_that_outlives_its_answer_is_released_after_the_grace() {
+    let env = Env::new();
+    let out = env.run(&one_turn("answer_and_linger.sh", ""), &[]);
+    out.expect_code(0);
+    assert_eq!(out.json()["kind"], "answered");
+    let ended = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("a clock").as_millis();
+    let answered: u128 = state(&env, "answered").trim().parse().expect("the time it answered");
+    let kinds: Vec<Value> = op_log(&env).iter().map(|e| e["type"].clone()).collect();
+    let at = |ty: &str| kinds.iter().position(|k| k == ty).unwrap_or_else(|| panic!("no {ty} in {kinds:?}"));
+    assert!(at("answered") < at("released") && at("released") < at("exited"), "{kinds:?}");
+    let released = op_log(&env).into_iter().find(|e| e["type"] == "released").expect("released");
+    assert_eq!(released["data"], serde_json::json!({ "after_ms": 10_000, "why": "answered" }));
+    // Killed 10 s after its answer was accepted, not after a stall clock or its own end (60 s).
+    let lived = ended - answered;
+    assert!((9_000..15_000).contains(&lived), "ran {lived} ms after answering");
+}
+
+#[test]
 fn the_control_folder_is_private_and_the_launcher_absolute() {
     let env = Env::new();
     env.run(&one_turn("answer.sh", ""), &[]).expect_code(0);

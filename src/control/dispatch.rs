@@ -31,6 +31,8 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 pub struct OpControl {
     pub slot: Arc<ResultSlot>,
     pub answered: Notify,
+    /// When its answer was accepted.
+    answered_at: std::sync::OnceLock<Instant>,
     waiting: Mutex<Option<(Instant, String)>>,
     usage: Mutex<Usage>,
     pub(super) deadline: Option<Deadline>,
@@ -50,6 +52,11 @@ impl OpControl {
 
     pub fn usage(&self) -> Usage {
         *lock(&self.usage)
+    }
+
+    /// When its answer was accepted, once it was.
+    pub fn answered_at(&self) -> Option<Instant> {
+        self.answered_at.get().copied()
     }
 }
 
@@ -101,6 +108,7 @@ impl Control {
         let op = Arc::new(OpControl {
             slot,
             answered: Notify::new(),
+            answered_at: std::sync::OnceLock::new(),
             waiting: Mutex::new(None),
             usage: Mutex::new(Usage::default()),
             deadline,
@@ -198,6 +206,7 @@ pub async fn dispatch(control: &Control, cmd: Command) -> Response {
                 bytes: json.len(),
             });
             if sub == Submission::Accepted {
+                let _ = o.answered_at.set(Instant::now());
                 o.answered.notify_waiters();
                 o.answered.notify_one();
             }

@@ -1,7 +1,10 @@
 //! The watch over a turn's process: a state machine from its start to the moment nothing more is
-//! waited for. It moves on what happens (a line of stdout, the exit, an accepted answer) and on
-//! its clocks (the stall clock, an answer's or a final event's grace, the bound on waiting for an
-//! exit or for the rest of the output), and writes each step to the op log.
+//! waited for. It moves on what happens (a line of stdout, the exit) and on its clocks (the stall
+//! clock, an answer's or a final event's grace, the bound on waiting for an exit or for the rest
+//! of the output), and writes each step to the op log. An accepted answer is looked for at every
+//! wake and at least every `ANSWER_GRACE`, not waited for: its grace is counted from when it was
+//! accepted, so it ends on time, and a turn that exits soon after answering (the common case) is
+//! woken once, by its exit, not also by its answer.
 
 use super::{LineHandler, ANSWER_GRACE, DRAIN};
 use crate::control::server::{Endpoint, OpControl};
@@ -43,7 +46,6 @@ enum Why {
 enum Happened {
     Line(Option<String>),
     Exited(Option<ExitStatus>),
-    Answered,
     Timer,
 }
 
@@ -51,6 +53,8 @@ enum Happened {
 pub(super) struct Watch<'a> {
     state: State,
     answered: bool,
+    /// When the answer was last looked for.
+    looked: Instant,
     final_event: bool,
     pub(super) stalled: bool,
     pub(super) status: Option<ExitStatus>,
@@ -75,6 +79,7 @@ impl<'a> Watch<'a> {
         Watch {
             state: State::Running { release: None },
             answered: false,
+            looked: Instant::now(),
             final_event: false,
             stalled: false,
             status: None,
@@ -97,13 +102,13 @@ impl<'a> Watch<'a> {
         handler: &mut Option<&mut LineHandler<'_>>,
         log: &mut OpLog,
     ) {
-        while let Some(wake) = self.wake_at() {
+        loop {
+            self.look_for_answer(op, log);
+            let Some(wake) = self.wake_at(op.is_some()) else { break };
             let waits = matches!(self.state, State::Running { .. } | State::Killed { .. });
-            let unanswered = op.filter(|_| !self.answered);
             let happened = tokio::select! {
                 line = next_line(lines), if lines.is_some() => Happened::Line(line),
                 status = child.wait(), if waits => Happened::Exited(status.ok()),
-                _ = answered(unanswered), if unanswered.is_some() => Happened::Answered,
                 _ = tokio::time::sleep_until(wake.into()) => Happened::Timer,
             };
             let now = Instant::now();
@@ -119,13 +124,25 @@ impl<'a> Watch<'a> {
                     self.status = status;
                     self.state = if lines.is_some() { State::Draining { at: now } } else { State::Over };
                 }
-                Happened::Answered => {
-                    self.answered = true;
-                    log.event("answered", json!({}));
-                    self.release_at(now + ANSWER_GRACE, Why::Answered);
+                Happened::Timer => {
+                    // An answer counts before the stall clock does.
+                    self.look_for_answer(op, log);
+                    self.on_timer(now, log);
                 }
-                Happened::Timer => self.on_timer(now, log),
             }
+        }
+    }
+
+    /// Notes an answer accepted since the last look: its grace runs from its acceptance.
+    fn look_for_answer(&mut self, op: Option<&OpControl>, log: &mut OpLog) {
+        self.looked = Instant::now();
+        if self.answered {
+            return;
+        }
+        if let Some(at) = op.and_then(OpControl::answered_at) {
+            self.answered = true;
+            log.event("answered", json!({}));
+            self.release_at(at + ANSWER_GRACE, Why::Answered);
         }
     }
 
@@ -139,13 +156,16 @@ impl<'a> Watch<'a> {
         }
     }
 
-    /// When the watch must look again without being woken: a release, the stall clock, the end
-    /// of a wait for the exit or for the rest of the output. `None` when it is over.
-    fn wake_at(&self) -> Option<Instant> {
+    /// When the watch must look again without being woken: a release, the stall clock, the next
+    /// look for an answer (while one is awaited), the end of a wait for the exit or for the rest
+    /// of the output. `None` when it is over.
+    fn wake_at(&self, awaits_answer: bool) -> Option<Instant> {
         match self.state {
             State::Running { release } => {
+                let unanswered = awaits_answer && !self.answered;
                 let stall = (!self.answered).then(|| self.last_activity() + self.stall);
-                release.map(|r| r.at).into_iter().chain(stall).min()
+                let look = unanswered.then(|| self.looked + ANSWER_GRACE);
+                release.map(|r| r.at).into_iter().chain(stall).chain(look).min()
             }
             State::Killed { at } | State::Draining { at } => Some(at + DRAIN),
             State::Over => None,
@@ -197,13 +217,6 @@ impl<'a> Watch<'a> {
 async fn next_line(lines: &mut Option<UnboundedReceiver<String>>) -> Option<String> {
     match lines {
         Some(rx) => rx.recv().await,
-        None => std::future::pending().await,
-    }
-}
-
-async fn answered(op: Option<&OpControl>) {
-    match op {
-        Some(o) => o.answered.notified().await,
         None => std::future::pending().await,
     }
 }
