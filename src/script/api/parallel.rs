@@ -56,7 +56,7 @@ impl Shared {
                 let i = self.next.fetch_add(1, Ordering::SeqCst);
                 if i >= n || self.frame.cancel.is_cancelled() || self.frame.expired().is_some() {
                     st.exhausted = true;
-                    self.changed.notify_all();
+                    self.wake_if_settled(&st);
                     break;
                 }
                 st.in_flight += 1;
@@ -91,6 +91,15 @@ impl Shared {
         }
     }
 
+    /// Wakes `wait_settled` when what it waits for came: no item will be taken and none runs.
+    /// Only then: a notify is a system call even with no one waiting, and a group of instant
+    /// branches would make one per item.
+    fn wake_if_settled(&self, st: &Flow) {
+        if st.exhausted && st.in_flight == 0 {
+            self.changed.notify_all();
+        }
+    }
+
     fn lock_state(&self) -> std::sync::MutexGuard<'_, Flow> {
         // Two counters updated together under the lock: a poisoned lock still holds them whole.
         self.state.lock().unwrap_or_else(|p| p.into_inner())
@@ -109,8 +118,9 @@ struct InFlight<'a>(&'a Shared);
 
 impl Drop for InFlight<'_> {
     fn drop(&mut self) {
-        self.0.lock_state().in_flight -= 1;
-        self.0.changed.notify_all();
+        let mut st = self.0.lock_state();
+        st.in_flight -= 1;
+        self.0.wake_if_settled(&st);
     }
 }
 
