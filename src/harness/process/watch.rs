@@ -102,9 +102,8 @@ impl<'a> Watch<'a> {
         handler: &mut Option<&mut LineHandler<'_>>,
         log: &mut OpLog,
     ) {
-        loop {
-            self.look_for_answer(op, log);
-            let Some(wake) = self.wake_at(op.is_some()) else { break };
+        self.look_for_answer(op, log);
+        while let Some(wake) = self.wake_at(op.is_some()) {
             let waits = matches!(self.state, State::Running { .. } | State::Killed { .. });
             let happened = tokio::select! {
                 line = next_line(lines), if lines.is_some() => Happened::Line(line),
@@ -112,6 +111,8 @@ impl<'a> Watch<'a> {
                 _ = tokio::time::sleep_until(wake.into()) => Happened::Timer,
             };
             let now = Instant::now();
+            // An answer counts before the stall clock does, and its grace from its acceptance.
+            self.look_for_answer(op, log);
             match happened {
                 Happened::Line(Some(line)) => self.line(&line, handler, now),
                 Happened::Line(None) => {
@@ -124,11 +125,7 @@ impl<'a> Watch<'a> {
                     self.status = status;
                     self.state = if lines.is_some() { State::Draining { at: now } } else { State::Over };
                 }
-                Happened::Timer => {
-                    // An answer counts before the stall clock does.
-                    self.look_for_answer(op, log);
-                    self.on_timer(now, log);
-                }
+                Happened::Timer => self.on_timer(now, log),
             }
         }
     }
