@@ -6,16 +6,13 @@
 use super::DRAIN;
 use crate::harness::spawn::{Child, StdinLeft};
 use crate::record::agent_files::{Capture, Scrub};
-use futures_util::future::OptionFuture;
+use futures_util::future::{Either, OptionFuture};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 use tokio::task::JoinHandle;
-
-/// A reader of stdout, to its end.
-type BoxFuture = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
 
 /// A task aborted when its handle is dropped (with the turn, however it ends).
 struct AbortOnDrop(JoinHandle<()>);
@@ -49,13 +46,13 @@ impl Pipes {
         let stderr = Arc::new(Mutex::new(Capture::open(agent_dir, capture, "stderr", scrub)));
         // One task reads both: each task a script thread starts wakes a runtime worker.
         let mut lines = None;
-        let out: Option<BoxFuture> = child.stdout.take().map(|out| -> BoxFuture {
+        let out = child.stdout.take().map(|out| {
             if by_line {
                 let (tx, rx) = unbounded_channel();
                 lines = Some(rx);
-                Box::pin(read_lines(out, stdout, activity.clone(), tx))
+                Either::Left(read_lines(out, stdout, activity.clone(), tx))
             } else {
-                Box::pin(pump(out, stdout, activity.clone()))
+                Either::Right(pump(out, stdout, activity.clone()))
             }
         });
         let err = child.stderr.take().map(|err| pump(err, stderr.clone(), activity.clone()));
