@@ -198,10 +198,6 @@ mod tests {
     use super::*;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-    async fn started(program: Program, stdin: Option<Stdin>) -> io::Result<Child> {
-        start(program, stdin).await
-    }
-
     async fn output(child: &mut Child) -> String {
         let mut text = String::new();
         child.stdout.take().expect("stdout").read_to_string(&mut text).await.expect("stdout read");
@@ -214,7 +210,7 @@ mod tests {
         let mut p = Program::new("sh");
         p.args(["-c", "echo $$ $(ps -o sid= -p $$) $(pwd) $AWF_T; cat"]).env("AWF_T", "set").current_dir(dir.path());
         let stdin = Stdin { text: "from stdin\n".into(), keep_open: false };
-        let mut child = started(p, Some(stdin)).await.expect("started");
+        let mut child = start(p, Some(stdin)).await.expect("started");
         let pid = child.id().expect("a pid");
         assert!(child.stdin.is_none(), "a short text is all in the pipe, which is closed");
         let out = output(&mut child).await;
@@ -293,7 +289,7 @@ mod tests {
         // 1 MiB: far more than a pipe holds (64 KiB by default).
         let text: String = (0..1 << 20).map(|i| char::from(b'a' + (i % 26) as u8)).collect();
         let mut child =
-            started(Program::new("cat"), Some(Stdin { text: text.clone(), keep_open: false })).await.expect("started");
+            start(Program::new("cat"), Some(Stdin { text: text.clone(), keep_open: false })).await.expect("started");
         let StdinLeft { mut pipe, rest, keep_open } = child.stdin.take().expect("the rest of the text");
         assert!(!keep_open && !rest.is_empty() && rest.len() < text.len(), "{} left", rest.len());
         let writer = tokio::spawn(async move {
@@ -304,7 +300,7 @@ mod tests {
         // Held open: the process sees the text but no end of it.
         let mut p = Program::new("sh");
         p.args(["-c", "read line; echo \"got $line\"; cat; echo ended"]);
-        let mut child = started(p, Some(Stdin { text: "one\n".into(), keep_open: true })).await.expect("started");
+        let mut child = start(p, Some(Stdin { text: "one\n".into(), keep_open: true })).await.expect("started");
         let held = child.stdin.take().expect("stdin held open");
         assert!(held.keep_open && held.rest.is_empty());
         let mut out = child.stdout.take().expect("stdout");
@@ -320,11 +316,11 @@ mod tests {
 
     #[tokio::test]
     async fn a_missing_program_or_folder_is_an_error_and_no_process() {
-        let missing = started(Program::new("awf-no-such-program"), None).await.err().map(|e| e.kind());
+        let missing = start(Program::new("awf-no-such-program"), None).await.err().map(|e| e.kind());
         assert_eq!(missing, Some(io::ErrorKind::NotFound));
         let mut p = Program::new("true");
         p.current_dir("/awf-no-such-folder");
-        assert_eq!(started(p, None).await.err().map(|e| e.kind()), Some(io::ErrorKind::NotFound));
+        assert_eq!(start(p, None).await.err().map(|e| e.kind()), Some(io::ErrorKind::NotFound));
     }
 
     #[tokio::test]
@@ -333,7 +329,7 @@ mod tests {
         let script = dir.path().join("bare");
         std::fs::write(&script, "grep SigIgn /proc/$$/status; kill -TERM $$\n").expect("written");
         std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).expect("executable");
-        let mut child = started(Program::new(&script), None).await.expect("started");
+        let mut child = start(Program::new(&script), None).await.expect("started");
         // awf ignores SIGPIPE (as every Rust program); its processes start with it at its default.
         let out = output(&mut child).await;
         let ignored = out.trim().strip_prefix("SigIgn:\t").and_then(|hex| u64::from_str_radix(hex, 16).ok());
@@ -347,7 +343,7 @@ mod tests {
     async fn a_child_dropped_unreaped_is_killed_and_reaped() {
         let mut p = Program::new("sleep");
         p.args(["30"]);
-        let child = started(p, None).await.expect("started");
+        let child = start(p, None).await.expect("started");
         let pid = nix::unistd::Pid::from_raw(child.id().expect("a pid") as i32);
         drop(child);
         let gone = tokio::time::timeout(std::time::Duration::from_secs(10), async {
@@ -377,7 +373,7 @@ mod tests {
             "-c",
             &format!("test -e /proc/self/fd/{low} && echo low; test -e /proc/self/fd/{high} && echo high; true"),
         ]);
-        let mut child = started(p, None).await.expect("started");
+        let mut child = start(p, None).await.expect("started");
         let out = output(&mut child).await;
         let _ = nix::unistd::close(low);
         let _ = nix::unistd::close(high);

@@ -70,9 +70,9 @@ const WRITES_ALLOWED: &[(&str, &str, usize, &str)] = &[
 const STATICS_ALLOWED: &[(&str, &str, usize, &str)] = &[
     ("harness/cli/home.rs", "CREDENTIALS", 1, "serializes credential write-backs within the process"),
     ("harness/http/count.rs", "KNOWN", 1, "servers without /tokenize and calibrated ratios, per process"),
-    ("main.rs", "ALLOCATOR", 1, "the global allocator (mimalloc), which Rust takes only as a static"),
+    ("main.rs", "ALLOCATOR", 1, "the global allocator (mimalloc, or the system's in the launcher): only a static"),
     ("main.rs", "CHOSEN", 1, "which allocator the process took at its first allocation, never changed"),
-    ("harness/spawn.rs", "SPAWNER", 1, "the one thread that forks turn processes, never exiting (PDEATHSIG)"),
+    ("harness/spawn.rs", "SPAWNER", 1, "the never-exiting thread starting task-polled turns' processes (PDEATHSIG)"),
     ("script/deferred.rs", "D", 1, "the timer thread of deferred parallel joins, one per process"),
     ("script/engine.rs", "STD", 1, "rhai's standard package, built once and shared"),
     ("script/pool.rs", "POOL", 1, "parked branch threads reused across runs"),
