@@ -38,8 +38,9 @@ fn chosen() -> u8 {
     }
 }
 
-/// Whether the file awf was started as is named `wf`, an agent's launcher (`cli::launcher_args`
-/// reads argv[0] by the same rule): read from the auxiliary vector, which needs no allocation.
+/// Whether the file awf was started as is an agent's launcher (`cli::is_launcher`, the rule
+/// `cli::launcher_args` reads argv[0] by): read from the auxiliary vector, which needs no
+/// allocation.
 #[allow(unsafe_code)]
 fn started_as_launcher() -> bool {
     use nix::libc;
@@ -50,12 +51,7 @@ fn started_as_launcher() -> bool {
         return false;
     }
     // SAFETY: not null, so the kernel's NUL-ended path (above).
-    is_launcher(unsafe { std::ffi::CStr::from_ptr(path) }.to_bytes())
-}
-
-/// A path whose last part is `wf`.
-fn is_launcher(path: &[u8]) -> bool {
-    path.rsplit(|b| *b == b'/').next() == Some(b"wf".as_slice())
+    awf::cli::is_launcher(unsafe { std::ffi::CStr::from_ptr(path) }.to_bytes())
 }
 
 // SAFETY: every call goes to the one allocator chosen for the process (`chosen`), so a block is
@@ -103,10 +99,10 @@ mod tests {
     #[test]
     fn the_launcher_is_a_file_named_wf_and_nothing_else() {
         for path in ["wf", "/run/agents/a/wf", "./wf"] {
-            assert!(is_launcher(path.as_bytes()), "{path}");
+            assert!(awf::cli::is_launcher(path.as_bytes()), "{path}");
         }
         for path in ["awf", "/usr/bin/awf", "/run/wf/awf", "/run/agents/a/wf2", "wf/", ""] {
-            assert!(!is_launcher(path.as_bytes()), "{path}");
+            assert!(!awf::cli::is_launcher(path.as_bytes()), "{path}");
         }
     }
 

@@ -97,11 +97,12 @@ pub fn print_line(args: std::fmt::Arguments<'_>) {
 /// Invoked through an agent's launcher (a symlink named `wf`), awf is `awf wf --socket <the socket
 /// beside it>`: the socket is `wf.sock` in the launcher's folder, or the path `wf.target` names.
 fn launcher_args(args: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
+    use std::os::unix::ffi::OsStrExt;
     let Some(first) = args.first() else { return args };
-    let path = std::path::Path::new(first);
-    if path.file_name().is_none_or(|n| n != "wf") {
+    if !is_launcher(first.as_bytes()) {
         return args;
     }
+    let path = std::path::Path::new(first);
     let dir = path.parent().map(std::path::Path::to_path_buf).unwrap_or_default();
     let socket = match std::fs::read_to_string(dir.join("wf.target")) {
         Ok(target) => std::path::PathBuf::from(target.trim()),
@@ -110,6 +111,12 @@ fn launcher_args(args: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
     let mut out: Vec<std::ffi::OsString> = vec!["awf".into(), "wf".into(), "--socket".into(), socket.into()];
     out.extend(args.into_iter().skip(1));
     out
+}
+
+/// Whether awf was started as an agent's launcher: a path whose last part is `wf`. Reads bytes
+/// and allocates nothing, so the binary can ask it before choosing its allocator.
+pub fn is_launcher(path: &[u8]) -> bool {
+    path.rsplit(|b| *b == b'/').next() == Some(b"wf".as_slice())
 }
 
 /// Parses the command line and runs it; returns the process exit code.
