@@ -1,7 +1,7 @@
 //! Static checks run after parsing and before anything runs: calls to functions that exist
 //! nowhere (host, standard library, the script's own or its closures) are compile errors.
 
-use rhai::{ASTNode, Engine, Expr, Position, Stmt, AST};
+use rhai::{ASTNode, Engine, Expr, FnAccess, Position, Stmt, AST};
 use std::collections::{HashMap, HashSet};
 
 /// Names the engine handles itself rather than through registered functions.
@@ -15,12 +15,34 @@ pub struct Unknown {
     pub suggestion: Option<String>,
 }
 
-fn native_names(engine: &Engine) -> HashSet<String> {
-    engine
-        .gen_fn_signatures(true)
-        .into_iter()
-        .filter_map(|s| s.split('(').next().map(|n| n.trim().to_string()))
-        .collect()
+/// What the host registers, read once for all the checks of one script: the names scripts call
+/// (public functions, a sub-module's as `ns::name`) and every name's argument counts. One pass
+/// over rhai's metadata, no signature text formatted.
+pub struct Natives {
+    names: HashSet<String>,
+    arities: HashMap<String, Vec<usize>>,
+}
+
+impl Natives {
+    pub fn of(engine: &Engine) -> Natives {
+        let mut natives = Natives { names: HashSet::new(), arities: HashMap::new() };
+        let forms = engine.collect_fn_metadata(
+            None,
+            |f| {
+                let m = f.metadata;
+                let public = m.access == FnAccess::Public;
+                let called =
+                    if f.namespace.is_empty() { m.name.to_string() } else { format!("{}::{}", f.namespace, m.name) };
+                Some((m.name.to_string(), m.num_params, public.then_some(called)))
+            },
+            true,
+        );
+        for (name, n, called) in forms {
+            natives.arities.entry(name).or_default().push(n);
+            natives.names.extend(called);
+        }
+        natives
+    }
 }
 
 /// A method call that Rhai would send to the script's own function of the same name and arity
@@ -32,14 +54,13 @@ pub struct Shadowed {
 
 /// Method calls that a script function shadows: Rhai calls a script function as a method, with
 /// `this` bound, whenever name and arity match, before any host method of that name.
-pub fn shadowed_methods(engine: &Engine, ast: &AST) -> Vec<Shadowed> {
-    let natives = native_names(engine);
+pub fn shadowed_methods(natives: &Natives, ast: &AST) -> Vec<Shadowed> {
     let script: HashSet<(String, usize)> = ast.iter_functions().map(|f| (f.name.to_string(), f.params.len())).collect();
     let mut found = Vec::new();
     ast.walk(&mut |path: &[ASTNode]| {
         if let Some(ASTNode::Expr(Expr::MethodCall(f, pos))) = path.last() {
             let name = f.name.to_string();
-            if natives.contains(&name) && script.contains(&(name.clone(), f.args.len())) {
+            if natives.names.contains(&name) && script.contains(&(name.clone(), f.args.len())) {
                 found.push(Shadowed { name, pos: *pos });
             }
         }
@@ -49,8 +70,8 @@ pub fn shadowed_methods(engine: &Engine, ast: &AST) -> Vec<Shadowed> {
 }
 
 /// Every call in `ast` to a function that is not defined anywhere.
-pub fn unknown_functions(engine: &Engine, ast: &AST) -> Vec<Unknown> {
-    let mut known = native_names(engine);
+pub fn unknown_functions(natives: &Natives, ast: &AST) -> Vec<Unknown> {
+    let mut known = natives.names.clone();
     known.extend(KEYWORDS.iter().map(|k| k.to_string()));
     for f in ast.iter_functions() {
         known.insert(f.name.to_string());
@@ -137,13 +158,8 @@ pub struct Misfit {
 
 /// Calls to host functions that no registered form fits. Names the script defines itself (its
 /// functions, variables, map keys) are left alone: those calls may go to the script's own values.
-pub fn misfits(engine: &Engine, ast: &AST) -> Vec<Misfit> {
-    let mut arities: HashMap<String, Vec<usize>> = HashMap::new();
-    for (name, n) in
-        engine.collect_fn_metadata(None, |f| Some((f.metadata.name.to_string(), f.metadata.num_params)), true)
-    {
-        arities.entry(name).or_default().push(n);
-    }
+pub fn misfits(natives: &Natives, ast: &AST) -> Vec<Misfit> {
+    let arities = &natives.arities;
     let mut own: HashSet<String> = KEYWORDS.iter().map(|k| k.to_string()).collect();
     for f in ast.iter_functions() {
         own.insert(f.name.to_string());
@@ -202,7 +218,8 @@ pub fn misfits(engine: &Engine, ast: &AST) -> Vec<Misfit> {
 /// a script function shadows, a call to a function that exists nowhere, or a host call that no
 /// registered form fits.
 pub fn first_problem(engine: &Engine, ast: &AST) -> Option<rhai::EvalAltResult> {
-    if let Some(s) = shadowed_methods(engine, ast).into_iter().next() {
+    let natives = Natives::of(engine);
+    if let Some(s) = shadowed_methods(&natives, ast).into_iter().next() {
         let advice = if s.name == "run" {
             "write `run(agent, turn)` or `agent.turn(turn)` to call the agent's run".to_string()
         } else {
@@ -217,10 +234,31 @@ pub fn first_problem(engine: &Engine, ast: &AST) -> Option<rhai::EvalAltResult> 
             s.pos,
         ));
     }
-    if let Some(m) = misfits(engine, ast).into_iter().next() {
+    if let Some(m) = misfits(&natives, ast).into_iter().next() {
         return Some(rhai::EvalAltResult::ErrorRuntime(m.message.into(), m.pos));
     }
-    let u = unknown_functions(engine, ast).into_iter().next()?;
+    let u = unknown_functions(&natives, ast).into_iter().next()?;
     let hint = u.suggestion.map(|s| format!(" (did you mean `{s}`?)")).unwrap_or_default();
     Some(rhai::EvalAltResult::ErrorRuntime(format!("unknown function `{}`{hint}", u.name).into(), u.pos))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The names read from rhai's metadata are the names rhai's own signature list gives (the
+    /// text before each signature's parenthesis), for the engine every run uses.
+    #[test]
+    fn the_names_read_from_metadata_are_those_of_rhais_signatures() {
+        let engine = super::super::engine::build(None, None, None);
+        let signed: HashSet<String> = engine
+            .gen_fn_signatures(true)
+            .into_iter()
+            .filter_map(|s| s.split('(').next().map(|n| n.trim().to_string()))
+            .collect();
+        let natives = Natives::of(&engine);
+        assert!(signed.len() > 100, "rhai lists {} function names", signed.len());
+        assert_eq!(natives.names, signed);
+        assert!(natives.arities.get("to_string").is_some_and(|forms| forms.contains(&1)));
+    }
 }
