@@ -67,6 +67,10 @@ pub fn build(host: Option<Arc<api::ScriptRun>>, resolver: Option<Resolver>, args
         )
         .into())
     });
+    // An integer's text, for interpolation (`key: `c-${i}``) and `to_string`: rhai's standard
+    // package has no integer overload, so its generic one formats through `Dynamic` and then looks
+    // the text up as a type name to rename; that was a tenth of a loop that builds keys.
+    engine.register_fn("to_string", |n: rhai::INT| -> rhai::ImmutableString { n.to_string().into() });
     if let Some(resolver) = resolver {
         engine.set_module_resolver(resolver);
     }
@@ -122,4 +126,20 @@ pub fn interruption() -> Option<Dynamic> {
         scope::DeadlineKind::Run => Dynamic::from("run deadline exceeded"),
         scope::DeadlineKind::Parallel(_) => Dynamic::from("parallel deadline exceeded"),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    /// The integer `to_string` writes what rhai's generic one wrote, in interpolation, as a
+    /// method and as a function, at both ends of the range.
+    #[test]
+    fn integers_print_as_rhais_generic_to_string_printed_them() {
+        let engine = super::build(None, None, None);
+        let text: String = engine
+            .eval(r#"let n = -42; `${0}|${n}|${9223372036854775807}|${-9223372036854775807 - 1}|` + n.to_string() + "|" + to_string(7)"#)
+            .expect("the expression evaluates");
+        assert_eq!(text, "0|-42|9223372036854775807|-9223372036854775808|-42|7");
+        let float: String = engine.eval("`${1.5}`").expect("a float interpolates");
+        assert_eq!(float, "1.5");
+    }
 }

@@ -58,8 +58,10 @@ fn depth_error(name: &str) -> Fail {
 
 /// The value's own size, not counting what its items hold: text bytes, or item slots.
 fn shallow_size(v: &Dynamic) -> usize {
-    if let Ok(s) = v.as_immutable_string_ref() {
-        HEADER + s.len()
+    // Each kind is asked with its `is_` test first: a failed `as_..._ref` spells the value's type
+    // name for its error, which cost more than the rest of the check.
+    if v.is_string() {
+        v.as_immutable_string_ref().map(|s| HEADER + s.len()).unwrap_or(0)
     } else if v.is_array() {
         v.as_array_ref().map(|a| HEADER + a.len() * SLOT).unwrap_or(0)
     } else if v.is_blob() {
@@ -111,8 +113,8 @@ impl Meter {
         }
         self.visited += 1;
         self.bytes += SLOT;
-        if let Ok(s) = v.as_immutable_string_ref() {
-            self.bytes += HEADER + s.len();
+        if v.is_string() {
+            self.bytes += v.as_immutable_string_ref().map(|s| HEADER + s.len()).unwrap_or(0);
         } else if v.is_array() {
             if let Ok(items) = v.as_array_ref() {
                 self.bytes += HEADER;
