@@ -92,8 +92,8 @@ impl Endpoint {
             socket = short.join("wf.sock");
             short_dir = Some(short);
         }
-        let _ = std::fs::remove_file(&socket);
-        let listener = UnixListener::from_std(high_fd(std::os::unix::net::UnixListener::bind(&socket)?)?)?;
+        let listener =
+            UnixListener::from_std(high_fd(replacing(&socket, |at| std::os::unix::net::UnixListener::bind(at))?)?)?;
         // A socket takes its mode from the umask; its folder is already 0700, so tightening it here
         // leaves no moment when another user could reach it.
         std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o600))?;
@@ -101,8 +101,7 @@ impl Endpoint {
         // socket beside it (or the one `wf.target` names, when that path was too long). No shell
         // starts per command, and it needs no environment.
         let launcher = dir.join("wf");
-        let _ = std::fs::remove_file(&launcher);
-        std::os::unix::fs::symlink(awf, &launcher)?;
+        replacing(&launcher, |at| std::os::unix::fs::symlink(awf, at))?;
         if short_dir.is_some() {
             crate::record::private::write(&dir.join("wf.target"), socket.display().to_string())?;
         }
@@ -156,6 +155,19 @@ impl Endpoint {
             return Instant::now();
         }
         *lock(&self.state.activity)
+    }
+}
+
+/// Makes the file at `path` with `make`; when something is already there (the socket or launcher of
+/// an earlier opening of the same agent folder), removes it and makes the file again. A new
+/// folder, the usual case, costs no removal.
+fn replacing<T>(path: &Path, make: impl Fn(&Path) -> std::io::Result<T>) -> std::io::Result<T> {
+    match make(path) {
+        Err(e) if matches!(e.kind(), std::io::ErrorKind::AddrInUse | std::io::ErrorKind::AlreadyExists) => {
+            std::fs::remove_file(path)?;
+            make(path)
+        }
+        made => made,
     }
 }
 
@@ -221,4 +233,36 @@ fn high_fd(listener: std::os::unix::net::UnixListener) -> std::io::Result<std::o
     };
     listener.set_nonblocking(true)?;
     Ok(listener)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::replacing;
+    use std::os::unix::net::{UnixListener, UnixStream};
+
+    /// An agent folder opened again (a resumed run, a reopened agent) still holds the last
+    /// opening's socket and launcher: both are replaced, and a fresh folder gets them at once.
+    #[test]
+    fn a_socket_or_launcher_left_by_an_earlier_opening_is_replaced() {
+        let dir = tempfile::tempdir().expect("a folder");
+        let socket = dir.path().join("wf.sock");
+        drop(replacing(&socket, |at| UnixListener::bind(at)).expect("bound in a fresh folder"));
+        assert!(socket.exists(), "a dropped listener leaves its socket file");
+        let listener = replacing(&socket, |at| UnixListener::bind(at)).expect("bound over the stale socket");
+        UnixStream::connect(&socket).expect("the new socket accepts");
+        drop(listener);
+
+        let launcher = dir.path().join("wf");
+        replacing(&launcher, |at| std::os::unix::fs::symlink("/old/awf", at)).expect("linked");
+        replacing(&launcher, |at| std::os::unix::fs::symlink("/new/awf", at)).expect("linked again");
+        assert_eq!(std::fs::read_link(&launcher).expect("a link"), std::path::Path::new("/new/awf"));
+
+        let other = std::io::Error::from(std::io::ErrorKind::PermissionDenied);
+        let refused = replacing(&dir.path().join("x"), |_| -> std::io::Result<()> { Err(other.kind().into()) });
+        assert_eq!(
+            refused.map_err(|e| e.kind()),
+            Err(std::io::ErrorKind::PermissionDenied),
+            "other errors are not retried"
+        );
+    }
 }
