@@ -71,8 +71,8 @@ pub fn shadowed_methods(natives: &Natives, ast: &AST) -> Vec<Shadowed> {
 
 /// Every call in `ast` to a function that is not defined anywhere.
 pub fn unknown_functions(natives: &Natives, ast: &AST) -> Vec<Unknown> {
-    let mut known = natives.names.clone();
-    known.extend(KEYWORDS.iter().map(|k| k.to_string()));
+    // The script's own names; the host's stay in `natives`, looked up beside these, not copied.
+    let mut known: HashSet<String> = KEYWORDS.iter().map(|k| k.to_string()).collect();
     for f in ast.iter_functions() {
         known.insert(f.name.to_string());
         // A parameter may hold a function pointer and be called like a function.
@@ -105,9 +105,9 @@ pub fn unknown_functions(natives: &Natives, ast: &AST) -> Vec<Unknown> {
     let mut seen = HashSet::new();
     calls
         .into_iter()
-        .filter(|(name, _, _)| !known.contains(name) && !name.contains('$'))
+        .filter(|(name, _, _)| !natives.names.contains(name) && !known.contains(name) && !name.contains('$'))
         .filter(|(name, pos, _)| seen.insert((name.clone(), *pos)))
-        .map(|(name, pos, _)| Unknown { suggestion: closest(&name, &known), name, pos })
+        .map(|(name, pos, _)| Unknown { suggestion: closest(&name, natives.names.iter().chain(&known)), name, pos })
         .collect()
 }
 
@@ -124,9 +124,8 @@ fn map_keys(e: &Expr) -> Vec<String> {
     }
 }
 
-fn closest(name: &str, known: &HashSet<String>) -> Option<String> {
+fn closest<'a>(name: &str, known: impl Iterator<Item = &'a String>) -> Option<String> {
     known
-        .iter()
         .filter(|k| !k.contains('$'))
         .map(|k| (distance(name, k), k))
         .filter(|(d, k)| *d <= 2.max(name.len() / 4) && *d < k.len())
