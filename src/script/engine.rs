@@ -69,7 +69,7 @@ pub fn build(host: Option<Arc<api::ScriptRun>>, resolver: Option<Resolver>, args
     });
     // An integer's text, for interpolation (`key: `c-${i}``) and `to_string`: rhai's standard
     // package has no integer overload, so its generic one formats through `Dynamic` and then looks
-    // the text up as a type name to rename; that was a tenth of a loop that builds keys.
+    // the text up as a type name to rename (5% of the instructions of a loop that builds keys).
     engine.register_fn("to_string", |n: rhai::INT| -> rhai::ImmutableString { n.to_string().into() });
     if let Some(resolver) = resolver {
         engine.set_module_resolver(resolver);
