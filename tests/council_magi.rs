@@ -485,7 +485,7 @@ fn a_run_stopped_during_reflection_reports_cancelled_not_a_ruling() {
     let run = common::Running::start(env.path(), &["script", "run", "wf.rhai"]);
     common::poll("the three reflection legs start", std::time::Duration::from_secs(30), || {
         let dir = env.run_dirs().into_iter().next()?;
-        let started = common::read_jsonl(&dir.join("events.jsonl"))
+        let started = common::events_so_far(&dir)
             .iter()
             .filter(|e| e["type"] == "op-started" && e["data"]["op_id"].as_str().is_some_and(|o| o.ends_with("#2")))
             .count();

@@ -167,12 +167,8 @@ fn start(env: &Env, tmux: &Tmux, args: &[&str]) -> std::process::Child {
 /// Waits (bounded) until the run's events hold `n` events of type `ty`.
 fn events(env: &Env, ty: &str, n: usize) -> Vec<Value> {
     poll(&format!("{n} {ty} events"), LIMIT, || {
-        let file = env.run_dirs().first()?.join("events.jsonl");
-        // The run's folder is made before its first event.
-        let seen: Vec<Value> = match file.exists() {
-            true => common::read_jsonl(&file).into_iter().filter(|e| e["type"] == ty).collect(),
-            false => Vec::new(),
-        };
+        let seen: Vec<Value> =
+            common::events_so_far(env.run_dirs().first()?).into_iter().filter(|e| e["type"] == ty).collect();
         (seen.len() >= n).then_some(seen)
     })
 }

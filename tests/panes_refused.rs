@@ -190,9 +190,7 @@ if ctx.attempt == 1 { ctx.sleep(60000); }
     std::fs::create_dir_all(&home).expect("home");
     let mut child = awf_command(&env, &tmux, &home, &["script", "run", "wf.rhai"]).spawn().expect("spawn awf");
     common::poll("k's pane released", common::TIMEOUT, || {
-        let file = env.run_dirs().into_iter().next()?.join("events.jsonl");
-        // The run's folder is made before its first event.
-        let events = if file.exists() { common::read_jsonl(&file) } else { Vec::new() };
+        let events = common::events_so_far(&env.run_dirs().into_iter().next()?);
         events.iter().any(|e| e["type"] == "pane-closed").then_some(())
     });
     common::signal(child.id(), "-KILL");

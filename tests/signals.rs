@@ -11,7 +11,9 @@ const HANG: &str = r#"fn respond(turn) { if turn.agent == "stuck" { #{ hang: tru
 /// Waits until each of `ops` has started (its `op-started` event is on file).
 fn wait_started(env: &Env, ops: &[&str]) {
     common::poll(&format!("{ops:?} started"), common::TIMEOUT, || {
-        let started = env.events_of("op-started");
+        // The run's folder may not exist yet: `run_dir` would refuse that.
+        let events = common::events_so_far(env.run_dirs().first()?);
+        let started: Vec<_> = events.iter().filter(|e| e["type"] == "op-started").collect();
         ops.iter().all(|op| started.iter().any(|e| e["data"]["op_id"] == *op)).then_some(())
     });
 }

@@ -169,6 +169,17 @@ pub fn read_jsonl(path: &Path) -> Vec<Value> {
         .collect()
 }
 
+/// The events a run has written so far: none while its folder exists but its first event does not
+/// (the folder is made before the log), so a poll can read a run that is still starting.
+pub fn events_so_far(dir: &Path) -> Vec<Value> {
+    let file = dir.join("events.jsonl");
+    if file.exists() {
+        read_jsonl(&file)
+    } else {
+        Vec::new()
+    }
+}
+
 /// Reads a JSON document.
 pub fn read_json(path: &Path) -> Value {
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
