@@ -24,9 +24,9 @@
 //! --test tidy`, run by `.ci/run`), with the code map below and each "the only module that names"
 //! sentence in it.
 //!
-//! 1. `record`, `accounting`, `stdlib`, `sandbox`, `worktree`, `pane`: the run folder's writer,
-//!    usage and prices, the embedded strategies, sandbox policy, argv and seat (data and pure
-//!    functions), git worktrees, and tmux panes.
+//! 1. `open_files`, `record`, `accounting`, `stdlib`, `sandbox`, `worktree`, `pane`: the open-file
+//!    limit, the run folder's writer, usage and prices, the embedded strategies, sandbox policy,
+//!    argv and seat (data and pure functions), git worktrees, and tmux panes.
 //! 2. `config`: `awf.toml`.
 //! 3. `redact`, `watch`, `telemetry`: they read the config.
 //! 4. `run`: **the run core**. A run's identity and folder, config, tokio handle, root scope, the
@@ -316,6 +316,9 @@
 //! - `redact.rs`: a run's secret values (key variables, secret-looking names) and the scrubbing of
 //!   text: those values, `Bearer` tokens and `x-api-key` values become `[redacted]`.
 //! - `config.rs`: `awf.toml`, runtime aliases.
+//! - `open_files.rs`: awf's open-file limit, raised for itself (`raise`, before anything starts);
+//!   every process awf starts gets back the limit awf started with (`give_back`, and the turn
+//!   spawn's own `Heritage`).
 //! - `stdlib/` (not Rust): the council strategies, their shared helpers and the teams, in Rhai.
 //!
 //! # Invariants
@@ -504,6 +507,7 @@ pub mod decision;
 pub mod harness;
 pub mod host;
 pub mod messaging;
+pub mod open_files;
 pub mod pane;
 pub mod plan;
 pub mod record;

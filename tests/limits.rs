@@ -120,3 +120,26 @@ fn a_run_holds_more_agents_open_than_a_1024_file_limit_allows() {
     out.expect_code(0);
     assert_eq!(out.json()["value"], serde_json::json!([14, 1024]));
 }
+
+/// A detached run is an awf started by awf, which raised its own limit: its agents' processes
+/// still get the limit the operator's shell gave the first awf, not the raised one.
+#[test]
+fn a_detached_runs_agents_get_the_open_file_limit_the_first_awf_started_with() {
+    use nix::sys::resource::{getrlimit, Resource};
+    let (_, hard) = getrlimit(Resource::RLIMIT_NOFILE).expect("the open-file limit");
+    assert!(hard >= 2048, "this test needs a hard open-file limit of 2048 or more, it is {hard}");
+    let env = Env::new();
+    env.write(
+        "wf.rhai",
+        r#"
+        let a = ctx.agents.open(#{ key: "u", runtime: #{ harness: "command", command: ["sh", "-c", "cat >/dev/null; ulimit -S -n | \"$AWF_LAUNCHER\" result \"$AWF_OP\""] } });
+        a.ask("go", #{ type: "integer" })
+        "#,
+    );
+    let out = common::awf_after(env.path(), "ulimit -S -n 1024", &["script", "run", "wf.rhai", "--detach", "-q"]);
+    out.expect_code(0);
+    let result = env.runs_root().join(out.stdout.trim()).join("result.json");
+    // result.json is put in place by a rename: it exists whole or not at all.
+    common::poll("the detached run's result", common::TIMEOUT, || result.exists().then_some(()));
+    assert_eq!(common::read_json(&result)["value"], 1024);
+}

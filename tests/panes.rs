@@ -9,7 +9,8 @@
 //! failed agent's pane running; a pane the operator closes fails its operation and `runs stop`
 //! closes the rest but the kept one; a run killed with -9 whose tmux session is gone resumes in
 //! new panes with the CLI's session resumed; a turn ended without an answer is nudged in the
-//! pane; a sandboxed pane agent runs its CLI in its sandbox; a fork of a pane agent runs headless
+//! pane; a sandboxed pane agent runs its CLI in its sandbox; the tmux server awf starts gets
+//! the open-file limit awf started with; a fork of a pane agent runs headless
 //! on a copy of its conversation.
 
 use crate::common;
@@ -434,6 +435,37 @@ fn a_pane_agent_that_ends_its_turn_without_answering_is_nudged_in_its_pane() {
     let nudge =
         server.bodies().into_iter().map(|b| b.to_string()).any(|b| b.contains("You finished without reporting"));
     assert!(nudge, "the model saw the nudge");
+}
+
+/// awf raises its own open-file limit; the tmux server it starts, from which every pane's program
+/// starts, gets back the limit the operator's shell gave awf. (The CLIs themselves are Node.js
+/// programs, which raise their own soft limit as they start, headless or in a pane.)
+#[test]
+#[ignore = "needs tmux and the pinned CLIs"]
+fn the_tmux_server_awf_starts_gets_the_open_file_limit_awf_started_with() {
+    let test = "the_tmux_server_awf_starts_gets_the_open_file_limit_awf_started_with";
+    if !installed("pi", test) || rerun_in_netns(test) {
+        return;
+    }
+    // `$TMUX` is the server's socket, pid and session.
+    let probe = r#"server=$(echo "$TMUX" | cut -d, -f2); printf '{"verdict":"%s"}' "$(awk '/open files/ {print $4}' /proc/$server/limits)" | {launcher} result {op}"#;
+    let server = FakeModel::start_cli(vec![Reply::shell(probe)]);
+    let env = setup("pi", &server.base(), "");
+    let tmux = Tmux::new(&env);
+    env.write(
+        "wf.rhai",
+        &format!(
+            r#"let o = ctx.agents.open(#{{ key: "a", placement: "pane" }}).turn(#{{ prompt: "Give a verdict.", schema: {SCHEMA} }});
+#{{ kind: o.kind, value: o.value }}"#
+        ),
+    );
+    let awf = awf_command(&env, &tmux, &env.path().join("operator-home"), &["script", "run", "wf.rhai"]);
+    let mut cmd = common::after("ulimit -S -n 1024", &awf);
+    cmd.stdin(std::process::Stdio::null()).stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped());
+    let out = common::wait_within(cmd.spawn().expect("spawn awf"), LIMIT);
+    out.expect_code(0);
+    let v = out.json();
+    assert_eq!((v["kind"].as_str(), v["value"]["verdict"].as_str()), (Some("answered"), Some("1024")), "{v}");
 }
 
 #[test]

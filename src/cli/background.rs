@@ -58,7 +58,8 @@ pub fn detach(runs_dir: &Path, script: &str) -> Result<String> {
     let err = out.try_clone().context("cannot share output.log")?;
     let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).filter(|a| a != "--detach").collect();
     let exe = std::env::current_exe().context("cannot find the awf binary")?;
-    std::process::Command::new(exe)
+    // The background awf raises the limit again, and gives its turns the one this awf started with.
+    crate::open_files::give_back(&mut std::process::Command::new(exe))
         .args(args)
         .args(["--as-run", &id])
         .stdin(std::process::Stdio::null())

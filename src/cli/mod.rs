@@ -137,7 +137,7 @@ pub fn main() -> i32 {
     };
     // The launcher (`wf`) opens one socket and leaves the limit as it is.
     if !matches!(cli.command, Command::Wf(_)) {
-        crate::harness::spawn::raise_open_files();
+        crate::open_files::raise();
     }
     let result = match cli.command {
         Command::Script(cmd) => script::exec(cmd),

@@ -3,7 +3,7 @@
 //! dies with awf (`PR_SET_PDEATHSIG`), with `AWF_RUN_ID` in its environment, its group recorded in
 //! the run folder (`groups.jsonl`) and its session admitted to the agent's control socket until
 //! the group is killed. The process is started without copying awf (`spawn/start.rs`), with the
-//! open-file limit awf started with (`raise_open_files`), its pipes and exit held by
+//! open-file limit awf started with (`crate::open_files`), its pipes and exit held by
 //! `spawn/child.rs`.
 
 use crate::control::peer::Admission;
@@ -69,19 +69,17 @@ struct Job {
 /// thread, which never exits (its sender lives in the static, so its loop only ends with the
 /// process).
 struct Spawner {
-    /// The limit awf started with, when `raise_open_files` raised it (set before any turn starts).
-    open_files: OnceLock<(u64, u64)>,
     /// What every process gets from awf, settled at the first turn.
     heritage: OnceLock<start::Heritage>,
     /// Started at the first turn polled in a task: a command that starts none starts no thread.
     sender: OnceLock<Option<mpsc::Sender<Job>>>,
 }
 
-static SPAWNER: Spawner = Spawner { open_files: OnceLock::new(), heritage: OnceLock::new(), sender: OnceLock::new() };
+static SPAWNER: Spawner = Spawner { heritage: OnceLock::new(), sender: OnceLock::new() };
 
 fn heritage() -> start::Heritage {
     *SPAWNER.heritage.get_or_init(|| {
-        start::Heritage::settle(crate::control::server::LISTENER_FDS_FROM, SPAWNER.open_files.get().copied())
+        start::Heritage::settle(crate::control::server::LISTENER_FDS_FROM, crate::open_files::at_start())
     })
 }
 
@@ -142,19 +140,6 @@ fn start_with_pipes(program: &Program, stdin: Option<Stdin>, heritage: start::He
         tokio::net::unix::pipe::Receiver::from_owned_fd(stderr_ours).ok(),
     );
     Ok(child)
-}
-
-/// Raises awf's soft limit on open files to the hard one: every open agent holds a socket, every
-/// running turn its pipes, so a run of a thousand agents needs more than the common soft limit of
-/// 1024. The processes of turns get back the limit awf started with, as from the operator's
-/// shell (a program using `select(2)` must not see descriptors past 1024). Call it first, before
-/// any turn starts: the first turn settles what its processes get from it.
-pub fn raise_open_files() {
-    use nix::sys::resource::{getrlimit, setrlimit, Resource};
-    let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) else { return };
-    if soft < hard && setrlimit(Resource::RLIMIT_NOFILE, hard, hard).is_ok() {
-        let _ = SPAWNER.open_files.set((soft, hard));
-    }
 }
 
 /// Starts `program`: on the calling thread when a `block_on` polls the caller there, else (the

@@ -67,6 +67,7 @@ pub fn exec(path: &Path) -> ExecError {
         return ExecError::Empty { path: path.to_path_buf() };
     };
     let mut cmd = std::process::Command::new(program);
+    crate::open_files::give_back(&mut cmd);
     cmd.args(args).env_clear().current_dir(&launch.cwd);
     cmd.envs(launch.env.iter().filter(|(k, _)| !FROM_PANE.contains(&k.as_str())).map(|(k, v)| (k, v)));
     for var in FROM_PANE {

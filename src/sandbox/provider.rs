@@ -38,7 +38,7 @@ pub fn find(path: Option<&OsStr>) -> Result<PathBuf, Unavailable> {
 /// to allow it.
 pub fn probe(bwrap: &Path) -> Result<(), Unavailable> {
     let argv = bwrap::probe_argv(bwrap);
-    let out = Command::new(&argv[0])
+    let out = crate::open_files::give_back(&mut Command::new(&argv[0]))
         .args(&argv[1..])
         .stdin(Stdio::null())
         .output()
@@ -53,7 +53,8 @@ pub fn probe(bwrap: &Path) -> Result<(), Unavailable> {
 
 /// `bwrap --version`, e.g. `bubblewrap 0.8.0`.
 pub fn version(bwrap: &Path) -> Option<String> {
-    let out = Command::new(bwrap).arg("--version").stdin(Stdio::null()).output().ok()?;
+    let out =
+        crate::open_files::give_back(&mut Command::new(bwrap)).arg("--version").stdin(Stdio::null()).output().ok()?;
     out.status.success().then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
 }
 

@@ -124,6 +124,7 @@ struct Output {
 impl Git {
     fn command(&self, dir: &Path, args: &[&str], wt: Option<&Dirs<'_>>) -> Result<Output, Error> {
         let mut cmd = Command::new(&self.program);
+        crate::open_files::give_back(&mut cmd);
         cmd.arg("-C").arg(dir).args(args).stdin(Stdio::null());
         for v in ["GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_COMMON_DIR", "GIT_OBJECT_DIRECTORY"] {
             cmd.env_remove(v);

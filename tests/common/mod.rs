@@ -143,21 +143,26 @@ pub fn awf(dir: &Path, args: &[&str]) -> Out {
 /// Runs `awf ARGS` in `dir` as `awf` does, from a shell that first runs `setup` (`ulimit ...`,
 /// `umask ...`), and waits (bounded) for it.
 pub fn awf_after(dir: &Path, setup: &str, args: &[&str]) -> Out {
-    let isolated = command(dir, args);
-    let mut cmd = Command::new("sh");
-    cmd.args(["-c", &format!("{setup} && exec \"$0\" \"$@\""), bin()])
-        .args(args)
-        .current_dir(dir)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    for (key, value) in isolated.get_envs() {
+    let mut cmd = after(setup, &command(dir, args));
+    cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    wait_with_timeout(cmd.spawn().expect("sh started"))
+}
+
+/// `cmd` (its program, arguments, folder and environment) started from a shell that first runs
+/// `setup`; its standard streams are left for the caller to set.
+pub fn after(setup: &str, cmd: &Command) -> Command {
+    let mut sh = Command::new("sh");
+    sh.arg("-c").arg(format!("{setup} && exec \"$0\" \"$@\"")).arg(cmd.get_program()).args(cmd.get_args());
+    if let Some(dir) = cmd.get_current_dir() {
+        sh.current_dir(dir);
+    }
+    for (key, value) in cmd.get_envs() {
         match value {
-            Some(v) => cmd.env(key, v),
-            None => cmd.env_remove(key),
+            Some(v) => sh.env(key, v),
+            None => sh.env_remove(key),
         };
     }
-    wait_with_timeout(cmd.spawn().expect("sh started"))
+    sh
 }
 
 /// Reads a JSONL file into values; every line must parse.

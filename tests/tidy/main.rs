@@ -72,6 +72,7 @@ const STATICS_ALLOWED: &[(&str, &str, usize, &str)] = &[
     ("harness/http/count.rs", "KNOWN", 1, "servers without /tokenize and calibrated ratios, per process"),
     ("main.rs", "ALLOCATOR", 1, "the global allocator (mimalloc, or the system's in the launcher): only a static"),
     ("main.rs", "CHOSEN", 1, "which allocator the process took at its first allocation, never changed"),
+    ("open_files.rs", "STARTED", 1, "the open-file limit awf started with, read by whatever starts a process"),
     ("harness/spawn.rs", "SPAWNER", 1, "the never-exiting thread starting task-polled turns' processes (PDEATHSIG)"),
     ("script/deferred.rs", "D", 1, "the timer thread of deferred parallel joins, one per process"),
     ("script/engine.rs", "STD", 1, "rhai's standard package, built once and shared"),

@@ -85,7 +85,7 @@ impl Bridge {
             relay(bind(&t.listen_addr())?, self.socket.clone(), Some(t.clone()));
         }
         let (program, args) = self.program.split_first().ok_or(NetError::NoProgram)?;
-        let status = Command::new(program)
+        let status = crate::open_files::give_back(&mut Command::new(program))
             .args(args)
             .status()
             .map_err(|source| NetError::Run { program: program.clone(), source })?;
