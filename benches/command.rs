@@ -10,7 +10,11 @@
 //! `sh`, `cat` and awf process images, C at a time, none of the engine's or the protocol's work.
 //!
 //! Each measurement runs `REPS` times, the two alternating; the best of each counts. The run folders
-//! go where `TMPDIR` points (default `/tmp`).
+//! go where `TMPDIR` points (default `/tmp`). awf makes about 7 files and folders a turn of these
+//! (the agent's folder, `ops/` and `state/`, its socket and launcher, the op log and the captured
+//! stdout), which the floor does not: the bench times making such files there and prints what they
+//! come to a turn. On ext4 without a journal each costs more the more inodes anything on the file
+//! system freed in the last minutes (the allocator steps over them); on tmpfs a few microseconds.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -117,9 +121,46 @@ fn floor_once(concurrency: usize) -> Duration {
     wall
 }
 
+/// Files and folders awf makes a turn in these runs (each agent makes one turn).
+const MADE_PER_TURN: u32 = 7;
+
+/// What making a file or folder costs where the run folders go: the median of 100 of each, made in
+/// a folder of its own (kept until the end, as the runs' are).
+fn making_a_file() -> (Duration, tempfile::TempDir) {
+    let dir = tempfile::tempdir().expect("a temporary folder for the probe");
+    let mut each: Vec<Duration> = (0..100)
+        .flat_map(|i| {
+            let folder = dir.path().join(format!("d{i}"));
+            let file = dir.path().join(format!("f{i}"));
+            let start = Instant::now();
+            fs::create_dir(&folder).expect("a folder made");
+            let mid = Instant::now();
+            fs::File::create(&file).expect("a file made");
+            [mid - start, mid.elapsed()]
+        })
+        .collect();
+    each.sort();
+    (each[each.len() / 2], dir)
+}
+
+/// The file system type of `dir` as `stat -f` names it (`tmpfs`, `ext2/ext3` for ext4, ...).
+fn file_system(dir: &Path) -> String {
+    let out = Command::new("stat").args(["-f", "-c", "%T"]).arg(dir).output();
+    out.ok().map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string()).unwrap_or_else(|| "?".into())
+}
+
 fn main() {
     // `cargo bench` passes `--bench`; this harness takes no arguments.
     println!("awf command bench: N={N} turns, best of {REPS}; floor: the same sh + cat + awf tree by xargs -P");
+    let (made, probe) = making_a_file();
+    let tmp = std::env::temp_dir();
+    println!(
+        "run folders in {} ({}): a new file or folder there takes {:.0} µs, {:.2} ms a turn for the {MADE_PER_TURN} awf makes",
+        tmp.display(),
+        file_system(&tmp),
+        made.as_secs_f64() * 1e6,
+        made.as_secs_f64() * 1e3 * f64::from(MADE_PER_TURN)
+    );
     let mut folders = Vec::new();
     for concurrency in CONCURRENCIES {
         // The two measurements alternate, so that a busy moment on the machine weighs on both alike.
@@ -139,5 +180,5 @@ fn main() {
         let verdict = if ratio >= TARGET { "PASS" } else { "MISS" };
         println!("  ratio  {:>8.1} %  (target >= {:.0} %)  {verdict}", ratio * 100.0, TARGET * 100.0);
     }
-    drop(folders);
+    drop((folders, probe));
 }
