@@ -35,7 +35,9 @@ fn sigterm_and_sighup_settle_the_run_like_ctrl_c() {
         env.write("wf.rhai", STUCK);
         let run = Running::start(env.path(), &["script", "run", "wf.rhai"]);
         wait_until("stuck#1 has started", || {
-            env.run_dirs().len() == 1 && env.events_of("op-started").iter().any(|e| e["data"]["op_id"] == "stuck#1")
+            env.run_dirs().first().is_some_and(|d| {
+                common::events_so_far(d).iter().any(|e| e["type"] == "op-started" && e["data"]["op_id"] == "stuck#1")
+            })
         });
         let sent = Instant::now();
         common::signal(run.pid, sig);

@@ -75,7 +75,7 @@ pub fn parent_and_children(env: &Env) -> (std::path::PathBuf, Vec<std::path::Pat
     (parents[0].clone(), children)
 }
 
-/// The events of type `ty` in the run folder `dir`.
+/// The events of type `ty` in the run folder `dir` (which may still be running).
 pub fn events(dir: &Path, ty: &str) -> Vec<Value> {
-    super::read_jsonl(&dir.join("events.jsonl")).into_iter().filter(|e| e["type"] == ty).collect()
+    super::events_so_far(dir).into_iter().filter(|e| e["type"] == ty).collect()
 }

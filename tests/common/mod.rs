@@ -174,15 +174,17 @@ pub fn read_jsonl(path: &Path) -> Vec<Value> {
         .collect()
 }
 
-/// The events a run has written so far: none while its folder exists but its first event does not
-/// (the folder is made before the log), so a poll can read a run that is still starting.
+/// The events a run has written so far, for a poll on a live run: none while its folder exists but
+/// its first event does not (the folder is made before the log), and not a last line still being
+/// written (a reader may see part of a write in progress).
 pub fn events_so_far(dir: &Path) -> Vec<Value> {
-    let file = dir.join("events.jsonl");
-    if file.exists() {
-        read_jsonl(&file)
-    } else {
-        Vec::new()
-    }
+    let Ok(text) = std::fs::read_to_string(dir.join("events.jsonl")) else { return Vec::new() };
+    let whole = text.rfind('\n').map_or("", |end| &text[..end]);
+    whole
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{}: bad line {l:?}: {e}", dir.display())))
+        .collect()
 }
 
 /// Reads a JSON document.
