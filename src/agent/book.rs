@@ -211,7 +211,7 @@ impl AgentBook {
         }
         let sandbox = self
             .sandboxes
-            .choose(run, &req.key, req.sandbox.as_ref(), runtime.harness)
+            .choose(run, &req.key, req.sandbox.as_deref(), runtime.harness)
             .map_err(|source| OpenError::Sandbox { agent: agent(), source })?;
         run.scheduler.admit_agent()?;
         let agent = self.assemble(req, runtime, sandbox, &skills, beside)?;

@@ -27,7 +27,7 @@ impl AgentBook {
             Ok(f) => f,
             Err(why) => return Ok(Err(why.into())),
         };
-        req.fork_caller = Some(fork);
+        req.fork_caller = Some(Box::new(fork));
         self.open(req).map(Ok)
     }
 }

@@ -51,7 +51,8 @@ pub struct OpenRequest {
     pub runtime: RuntimeChoice,
     pub instructions: Option<String>,
     pub cwd: Option<PathBuf>,
-    pub sandbox: Option<sandboxes::Asked>,
+    /// Boxed, as the other options few agents set: a run of 10,000 agents holds 10,000 requests.
+    pub sandbox: Option<Box<sandboxes::Asked>>,
     pub labels: Value,
     pub timeout_ms: Option<u64>,
     pub deadline_ms: Option<i64>,
@@ -60,7 +61,7 @@ pub struct OpenRequest {
     /// Skill folders (`skills`), as written: relative ones are under the script's folder.
     pub skills: Vec<PathBuf>,
     /// `ctx.agents.fork_caller`: the caller's session its first turn forks.
-    pub fork_caller: Option<crate::harness::cli::caller::CallerFork>,
+    pub fork_caller: Option<Box<crate::harness::cli::caller::CallerFork>>,
     /// Whether the agent may ask the operator from its turns (`wf ask-operator`, agent spec `operator`).
     pub operator: bool,
     /// `isolation`: `None` takes the run's (`--isolation`).
@@ -68,7 +69,7 @@ pub struct OpenRequest {
     /// `keep`: what becomes of its worktree when it closes.
     pub keep: crate::worktree::Keep,
     /// `placement: "pane"` with its `layout` and `keep_pane`; `None`: headless.
-    pub pane: Option<crate::pane::spec::PaneSpec>,
+    pub pane: Option<Box<crate::pane::spec::PaneSpec>>,
 }
 
 pub struct Agent {

@@ -110,7 +110,7 @@ impl AgentBook {
                 opener,
             )
             .and_then(|s| s.with_skills(skills))
-            .and_then(|s| s.forking(req.fork_caller.as_ref()))
+            .and_then(|s| s.forking(req.fork_caller.as_deref()))
             .map_err(of_agent)?;
             let session = session.sandboxed(sandbox.clone());
             let session = match &req.pane {

@@ -143,7 +143,7 @@ impl crate::agent::remote::Remote for Owner {
             cwd,
             sandbox: req
                 .sandbox
-                .as_ref()
+                .as_deref()
                 .map(crate::agent::sandboxes::Asked::to_json)
                 .transpose()
                 .map_err(|e| OpenError::Config(e.to_string()))?,

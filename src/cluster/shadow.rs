@@ -120,7 +120,7 @@ impl Shadows {
                     runtime: RuntimeChoice::Inline(Box::new(admitted.runtime)),
                     instructions: req.agent.instructions.clone(),
                     cwd: Some(admitted.cwd),
-                    sandbox: admitted.sandbox.map(crate::agent::sandboxes::Asked::from_json),
+                    sandbox: admitted.sandbox.map(|s| Box::new(crate::agent::sandboxes::Asked::from_json(s))),
                     labels: req.agent.labels.clone(),
                     timeout_ms: None,
                     deadline_ms: None,

@@ -183,7 +183,7 @@ pub(super) fn parse_spec(spec: &Map) -> Result<OpenRequest, BadArg> {
         runtime,
         instructions: f.string("instructions")?,
         cwd: f.string("cwd")?.map(PathBuf::from),
-        sandbox,
+        sandbox: sandbox.map(Box::new),
         labels,
         timeout_ms,
         deadline_ms,
@@ -196,7 +196,7 @@ pub(super) fn parse_spec(spec: &Map) -> Result<OpenRequest, BadArg> {
         },
         isolation: f.string("isolation")?.map(|s| crate::worktree::Isolation::parse(&s)).transpose()?,
         keep: f.string("keep")?.map(|s| crate::worktree::Keep::parse(&s)).transpose()?.unwrap_or_default(),
-        pane: parse_pane(&f)?,
+        pane: parse_pane(&f)?.map(Box::new),
     })
 }
 
