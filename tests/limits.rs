@@ -93,14 +93,19 @@ fn a_hundred_thousand_pushes_complete() {
     assert_eq!(out.json(), serde_json::json!([100000, "item 99999"]));
 }
 
+/// The tests below lower the soft limit to 1024 under a hard one that leaves room above it.
+fn needs_a_hard_open_file_limit_of_2048() {
+    use nix::sys::resource::{getrlimit, Resource};
+    let (_, hard) = getrlimit(Resource::RLIMIT_NOFILE).expect("the open-file limit");
+    assert!(hard >= 2048, "this test needs a hard open-file limit of 2048 or more, it is {hard}");
+}
+
 /// A run holding more agents open than a common soft limit on open files (1024) allows: awf
 /// raises its soft limit to the hard one, so every agent's socket opens and each agent answers;
 /// the agents' processes get the limit awf started with (1024), as from the operator's shell.
 #[test]
 fn a_run_holds_more_agents_open_than_a_1024_file_limit_allows() {
-    use nix::sys::resource::{getrlimit, Resource};
-    let (_, hard) = getrlimit(Resource::RLIMIT_NOFILE).expect("the open-file limit");
-    assert!(hard >= 2048, "this test needs a hard open-file limit of 2048 or more, it is {hard}");
+    needs_a_hard_open_file_limit_of_2048();
     let env = Env::new();
     env.write(
         "wf.rhai",
@@ -125,9 +130,7 @@ fn a_run_holds_more_agents_open_than_a_1024_file_limit_allows() {
 /// still get the limit the operator's shell gave the first awf, not the raised one.
 #[test]
 fn a_detached_runs_agents_get_the_open_file_limit_the_first_awf_started_with() {
-    use nix::sys::resource::{getrlimit, Resource};
-    let (_, hard) = getrlimit(Resource::RLIMIT_NOFILE).expect("the open-file limit");
-    assert!(hard >= 2048, "this test needs a hard open-file limit of 2048 or more, it is {hard}");
+    needs_a_hard_open_file_limit_of_2048();
     let env = Env::new();
     env.write(
         "wf.rhai",
