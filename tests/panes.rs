@@ -45,6 +45,23 @@ fn begin(cli: &str, test: &str) -> Option<(FakeModel, Env, Tmux)> {
     Some((server, env, tmux))
 }
 
+/// Waits (bounded) until the pane's screen shows `text`: the CLI runs on, and one capture may
+/// catch it redrawing its screen. Fails with `what` and the last screen.
+fn screen_shows(tmux: &Tmux, pane: &str, text: &str, what: &str) {
+    let end = std::time::Instant::now() + LIMIT;
+    loop {
+        let screen = tmux.capture(pane);
+        if screen.contains(text) {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < end,
+            "{what}: {text:?} not on the pane's screen within {LIMIT:?}:\n{screen}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 /// Runs `awf ARGS` to its end (bounded) with the test's tmux and the operator's home kept out.
 fn awf(env: &Env, tmux: &Tmux, args: &[&str]) -> Out {
     let child = awf_command(env, tmux, &env.path().join("operator-home"), args).spawn().expect("spawn awf");
@@ -127,8 +144,7 @@ fn two_panes_beside_each_other(cli: &str, test: &str) {
     let kept = tmux.pane_of("a").expect("a's pane is kept");
     assert!(kept.kept && !kept.dead, "{kept:?}");
     assert_eq!(tmux.panes().len(), 1, "b's pane was closed");
-    let screen = tmux.capture(&kept.id);
-    assert!(screen.contains("Give a third verdict."), "{cli}: the CLI's screen:\n{screen}");
+    screen_shows(&tmux, &kept.id, "Give a third verdict.", cli);
     // Off a terminal, `runs attach` says how to attach, and where each pane agent is.
     let run_id = env.run_id();
     let attach = awf(&env, &tmux, &["runs", "attach", &run_id]);
@@ -207,8 +223,7 @@ let o = a.run(#{{ prompt: args.wait, schema: {SCHEMA} }});
     let child = start(&env, &tmux, &strs(&argv));
     events(&env, "op-waiting", 1);
     let pane = tmux.pane_of("a").expect("a's pane");
-    let screen = tmux.capture(&pane.id);
-    assert!(screen.contains("The operator decides."), "capture-pane shows the CLI's screen:\n{screen}");
+    screen_shows(&tmux, &pane.id, "The operator decides.", "capture-pane shows the CLI's screen");
     if !busy {
         // The operator types once the CLI has ended its turn (the fake model's "done").
         poll("the CLI idle", LIMIT, || tmux.capture(&pane.id).contains("● done").then_some(()));
@@ -282,7 +297,11 @@ let y = good.run(#{{ prompt: args.good, schema: {SCHEMA} }});
     let left = tmux.panes();
     assert_eq!(left.len(), 1, "{left:?}");
     assert!(left[0].agent == "bad" && left[0].kept && !left[0].dead, "the failed agent's CLI runs on: {left:?}");
-    assert!(tmux.capture(&left[0].id).contains("Give a verdict."), "its screen stays for the operator");
+    // The CLI runs on and may be redrawing its screen at the moment of a capture: wait (bounded)
+    // for the prompt to show.
+    poll("its screen stays for the operator", LIMIT, || {
+        tmux.capture(&left[0].id).contains("Give a verdict.").then_some(())
+    });
 }
 
 #[test]
