@@ -297,11 +297,7 @@ let y = good.run(#{{ prompt: args.good, schema: {SCHEMA} }});
     let left = tmux.panes();
     assert_eq!(left.len(), 1, "{left:?}");
     assert!(left[0].agent == "bad" && left[0].kept && !left[0].dead, "the failed agent's CLI runs on: {left:?}");
-    // The CLI runs on and may be redrawing its screen at the moment of a capture: wait (bounded)
-    // for the prompt to show.
-    poll("its screen stays for the operator", LIMIT, || {
-        tmux.capture(&left[0].id).contains("Give a verdict.").then_some(())
-    });
+    screen_shows(&tmux, &left[0].id, "Give a verdict.", "its screen stays for the operator");
 }
 
 #[test]
