@@ -317,7 +317,7 @@
 //!   text: those values, `Bearer` tokens and `x-api-key` values become `[redacted]`.
 //! - `config.rs`: `awf.toml`, runtime aliases.
 //! - `open_files.rs`: awf's open-file limit, raised for itself (`raise`, before anything starts);
-//!   every process awf starts gets back the limit awf started with (`give_back`, and the turn
+//!   every process awf starts gets back the limit awf started with (`command`, and the turn
 //!   spawn's own `Heritage`).
 //! - `stdlib/` (not Rust): the council strategies, their shared helpers and the teams, in Rhai.
 //!
@@ -409,6 +409,8 @@
 //! - No unwrap outside tests; locks recover from poisoning because their values are replaced whole.
 //! - No process-wide static but those `tests/tidy/main.rs` lists, each with its reason; a new one
 //!   fails `cargo test`.
+//! - A process awf starts outside a turn is made by `open_files::command` (the open-file limit awf
+//!   started with); `tests/tidy` fails on a `Command::new` elsewhere.
 //!
 //! # Glossary
 //!

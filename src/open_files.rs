@@ -28,9 +28,19 @@ pub fn at_start() -> Option<(u64, u64)> {
     STARTED.get().copied()
 }
 
+/// A command for `program` whose process starts with the limit awf started with: the one way awf
+/// starts a process outside a turn (`tests/tidy` fails on a `Command::new` elsewhere; tokio's
+/// `Command` is made `From` it). Where awf did not raise the limit there is nothing to give back,
+/// and std may start it with `posix_spawn`; else the `pre_exec` makes std `fork`.
+pub fn command(program: impl AsRef<std::ffi::OsStr>) -> std::process::Command {
+    let mut cmd = std::process::Command::new(program);
+    give_back(&mut cmd);
+    cmd
+}
+
 /// Makes `cmd`'s process start with the limit awf started with (nothing to do when awf did not
 /// raise it).
-pub fn give_back(cmd: &mut std::process::Command) -> &mut std::process::Command {
+fn give_back(cmd: &mut std::process::Command) {
     if let Some((soft, hard)) = at_start() {
         let limit = nix::libc::rlimit { rlim_cur: soft, rlim_max: hard };
         // SAFETY: the closure runs in the child between fork and exec and makes one system call,
@@ -44,7 +54,6 @@ pub fn give_back(cmd: &mut std::process::Command) -> &mut std::process::Command 
             });
         }
     }
-    cmd
 }
 
 #[cfg(test)]
@@ -59,7 +68,7 @@ mod tests {
     /// Each test runs in a process of its own (nextest), so raising the limit here touches no
     /// other test.
     #[test]
-    fn a_started_process_gets_the_limit_awf_started_with() {
+    fn a_command_gets_the_limit_awf_started_with() {
         use nix::sys::resource::{getrlimit, setrlimit, Resource};
         let (_, hard) = getrlimit(Resource::RLIMIT_NOFILE).expect("the limit");
         assert!(hard > 256, "this test needs a hard open-file limit above 256, it is {hard}");
@@ -67,12 +76,9 @@ mod tests {
         raise();
         assert_eq!(at_start(), Some((256, hard)));
         assert_eq!(getrlimit(Resource::RLIMIT_NOFILE).expect("the limit"), (hard, hard), "awf's own is raised");
-        let sh = || {
-            let mut cmd = std::process::Command::new("sh");
-            cmd.args(["-c", "ulimit -S -n"]);
-            cmd
-        };
-        assert_eq!(soft_limit_of(give_back(&mut sh())), "256");
-        assert_eq!(soft_limit_of(&mut sh()), hard.to_string(), "without give_back the raised limit is inherited");
+        let probe = ["-c", "ulimit -S -n"];
+        assert_eq!(soft_limit_of(command("sh").args(probe)), "256");
+        let plain = soft_limit_of(std::process::Command::new("sh").args(probe));
+        assert_eq!(plain, hard.to_string(), "a plain Command inherits the raised limit");
     }
 }

@@ -59,7 +59,7 @@ pub fn detach(runs_dir: &Path, script: &str) -> Result<String> {
     let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).filter(|a| a != "--detach").collect();
     let exe = std::env::current_exe().context("cannot find the awf binary")?;
     // The background awf raises the limit again, and gives its turns the one this awf started with.
-    crate::open_files::give_back(&mut std::process::Command::new(exe))
+    crate::open_files::command(exe)
         .args(args)
         .args(["--as-run", &id])
         .stdin(std::process::Stdio::null())

@@ -66,8 +66,7 @@ pub fn exec(path: &Path) -> ExecError {
     let Some((program, args)) = launch.argv.split_first() else {
         return ExecError::Empty { path: path.to_path_buf() };
     };
-    let mut cmd = std::process::Command::new(program);
-    crate::open_files::give_back(&mut cmd);
+    let mut cmd = crate::open_files::command(program);
     cmd.args(args).env_clear().current_dir(&launch.cwd);
     cmd.envs(launch.env.iter().filter(|(k, _)| !FROM_PANE.contains(&k.as_str())).map(|(k, v)| (k, v)));
     for var in FROM_PANE {

@@ -106,9 +106,8 @@ impl Tmux {
     }
 
     fn command(&self, args: &[&str]) -> Command {
-        let mut cmd = Command::new(&self.program);
         // tmux's server starts from here, and every pane's program from it.
-        crate::open_files::give_back(&mut cmd);
+        let mut cmd = crate::open_files::command(&self.program);
         match &self.socket {
             Socket::Name(name) => cmd.args(["-L", name]),
             Socket::Path(path) => cmd.arg("-S").arg(path),
@@ -333,11 +332,7 @@ pub fn attach_argv(socket: &Path, session: &str, read_only: bool) -> Vec<String>
 pub fn exec_attach(socket: &Path, session: &str, read_only: bool) -> std::io::Error {
     use std::os::unix::process::CommandExt;
     let argv = attach_argv(socket, session, read_only);
-    crate::open_files::give_back(&mut Command::new(&argv[0]))
-        .args(&argv[1..])
-        .env_remove("TMUX")
-        .env_remove("TMUX_PANE")
-        .exec()
+    crate::open_files::command(&argv[0]).args(&argv[1..]).env_remove("TMUX").env_remove("TMUX_PANE").exec()
 }
 
 /// A run's session name.

@@ -5,7 +5,7 @@
 use super::bwrap;
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 
 /// How to get bubblewrap, for error messages.
 pub const INSTALL: &str =
@@ -38,7 +38,7 @@ pub fn find(path: Option<&OsStr>) -> Result<PathBuf, Unavailable> {
 /// to allow it.
 pub fn probe(bwrap: &Path) -> Result<(), Unavailable> {
     let argv = bwrap::probe_argv(bwrap);
-    let out = crate::open_files::give_back(&mut Command::new(&argv[0]))
+    let out = crate::open_files::command(&argv[0])
         .args(&argv[1..])
         .stdin(Stdio::null())
         .output()
@@ -53,8 +53,7 @@ pub fn probe(bwrap: &Path) -> Result<(), Unavailable> {
 
 /// `bwrap --version`, e.g. `bubblewrap 0.8.0`.
 pub fn version(bwrap: &Path) -> Option<String> {
-    let out =
-        crate::open_files::give_back(&mut Command::new(bwrap)).arg("--version").stdin(Stdio::null()).output().ok()?;
+    let out = crate::open_files::command(bwrap).arg("--version").stdin(Stdio::null()).output().ok()?;
     out.status.success().then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
 }
 

@@ -10,7 +10,7 @@ pub mod recorded;
 
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 
 /// A value `isolation` or `keep` does not take.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -123,8 +123,7 @@ struct Output {
 
 impl Git {
     fn command(&self, dir: &Path, args: &[&str], wt: Option<&Dirs<'_>>) -> Result<Output, Error> {
-        let mut cmd = Command::new(&self.program);
-        crate::open_files::give_back(&mut cmd);
+        let mut cmd = crate::open_files::command(&self.program);
         cmd.arg("-C").arg(dir).args(args).stdin(Stdio::null());
         for v in ["GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_COMMON_DIR", "GIT_OBJECT_DIRECTORY"] {
             cmd.env_remove(v);

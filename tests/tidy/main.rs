@@ -1,6 +1,7 @@
 //! Tidy checks of the repository itself, run by `cargo test` (as rust-analyzer's `tidy.rs`): the
 //! layering `src/lib.rs` writes, its code map, printing only in `cli/`, files written outside
-//! `record/` only where listed, no new process-wide static, each boundary crate named only by
+//! `record/` only where listed, processes started only through `open_files::command`, no new
+//! process-wide static, each boundary crate named only by
 //! the module that owns it, no error's text tested to decide what to do, and failures carried as
 //! bare text (`Result<_, String>`) only where listed.
 
@@ -104,6 +105,16 @@ fn tidy_files_are_written_outside_record_only_where_listed() {
         source::load(&src()).into_iter().filter(|s| !s.path.starts_with("record/")).collect();
     let problems = rules::unallowed(&rules::calls(&sources, rules::WRITES), WRITES_ALLOWED);
     assert_none("files written outside record/ (list them in WRITES_ALLOWED with a reason)", &problems);
+}
+
+#[test]
+fn tidy_processes_start_with_the_open_file_limit_awf_started_with() {
+    let sources: Vec<source::Source> = source::load(&src()).into_iter().filter(|s| s.path != "open_files.rs").collect();
+    let hits: Vec<String> = rules::calls(&sources, &["Command::new("])
+        .iter()
+        .map(|h| format!("{h}: start it with `crate::open_files::command` (tokio's `Command::from` it)"))
+        .collect();
+    assert_none("processes started outside open_files", &hits);
 }
 
 #[test]

@@ -17,8 +17,7 @@ const LIMIT: Duration = Duration::from_secs(60);
 /// stdout).
 async fn awf(cwd: &Path, runs_dir: &Path, args: Vec<String>) -> Result<(bool, String, String), String> {
     let exe = std::env::current_exe().map_err(|e| format!("error: cannot find the awf binary: {e}"))?;
-    let mut cmd = tokio::process::Command::new(exe);
-    crate::open_files::give_back(cmd.as_std_mut());
+    let mut cmd = tokio::process::Command::from(crate::open_files::command(exe));
     cmd.args(&args)
         .arg("--runs-dir")
         .arg(runs_dir)

@@ -29,7 +29,7 @@ enum NoVersion {
 
 /// Runs `program --version`, bounded.
 fn installed_version(program: &str) -> Result<String, NoVersion> {
-    let child = crate::open_files::give_back(&mut std::process::Command::new(program))
+    let child = crate::open_files::command(program)
         .arg("--version")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())

@@ -9,7 +9,6 @@ use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 /// What the bridge is started with.
 #[derive(Debug, Clone)]
@@ -85,7 +84,7 @@ impl Bridge {
             relay(bind(&t.listen_addr())?, self.socket.clone(), Some(t.clone()));
         }
         let (program, args) = self.program.split_first().ok_or(NetError::NoProgram)?;
-        let status = crate::open_files::give_back(&mut Command::new(program))
+        let status = crate::open_files::command(program)
             .args(args)
             .status()
             .map_err(|source| NetError::Run { program: program.clone(), source })?;
