@@ -36,10 +36,15 @@ fn answering(text: &str, op: &str, verdict: &str) -> String {
 /// tmux server of its own; `None` when `cli` is not installed or the test has just re-run itself
 /// in a network namespace.
 fn begin(cli: &str, test: &str) -> Option<(FakeModel, Env, Tmux)> {
+    begin_with(cli, test, vec![])
+}
+
+/// `begin`, with the fake model server's scripted replies.
+fn begin_with(cli: &str, test: &str, replies: Vec<Reply>) -> Option<(FakeModel, Env, Tmux)> {
     if !installed(cli, test) || rerun_in_netns(test) {
         return None;
     }
-    let server = FakeModel::start_cli(vec![]);
+    let server = FakeModel::start_cli(replies);
     let env = setup(cli, &server.base(), "");
     let tmux = Tmux::new(&env);
     Some((server, env, tmux))
@@ -427,13 +432,8 @@ fn a_sandboxed_pane_agent_runs_its_cli_in_the_sandbox_in_its_pane() {
 #[ignore = "needs tmux and the pinned CLIs"]
 fn a_pane_agent_that_ends_its_turn_without_answering_is_nudged_in_its_pane() {
     let test = "a_pane_agent_that_ends_its_turn_without_answering_is_nudged_in_its_pane";
-    if !installed("pi", test) || rerun_in_netns(test) {
-        return;
-    }
     // The first reply says something and ends the turn; the nudge's reply runs the prompt's command.
-    let server = FakeModel::start_cli(vec![Reply::text("Thinking it over.")]);
-    let env = setup("pi", &server.base(), "");
-    let tmux = Tmux::new(&env);
+    let Some((server, env, tmux)) = begin_with("pi", test, vec![Reply::text("Thinking it over.")]) else { return };
     let script = format!(
         r#"let o = ctx.agents.open(#{{ key: "a", placement: "pane" }}).turn(#{{ prompt: args.p, schema: {SCHEMA} }});
 #{{ kind: o.kind, value: o.value }}"#
@@ -459,14 +459,9 @@ fn a_pane_agent_that_ends_its_turn_without_answering_is_nudged_in_its_pane() {
 #[ignore = "needs tmux and the pinned CLIs"]
 fn the_tmux_server_awf_starts_gets_the_open_file_limit_awf_started_with() {
     let test = "the_tmux_server_awf_starts_gets_the_open_file_limit_awf_started_with";
-    if !installed("pi", test) || rerun_in_netns(test) {
-        return;
-    }
     // `$TMUX` is the server's socket, pid and session.
     let probe = r#"server=$(echo "$TMUX" | cut -d, -f2); printf '{"verdict":"%s"}' "$(awk '/open files/ {print $4}' /proc/$server/limits)" | {launcher} result {op}"#;
-    let server = FakeModel::start_cli(vec![Reply::shell(probe)]);
-    let env = setup("pi", &server.base(), "");
-    let tmux = Tmux::new(&env);
+    let Some((_server, env, tmux)) = begin_with("pi", test, vec![Reply::shell(probe)]) else { return };
     env.write(
         "wf.rhai",
         &format!(
