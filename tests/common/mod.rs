@@ -168,6 +168,11 @@ pub fn after(setup: &str, cmd: &Command) -> Command {
 /// Reads a JSONL file into values; every line must parse.
 pub fn read_jsonl(path: &Path) -> Vec<Value> {
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
+    parse_jsonl(&text, path)
+}
+
+/// The lines of `text` (read from `path`) as values; every one must parse.
+fn parse_jsonl(text: &str, path: &Path) -> Vec<Value> {
     text.lines()
         .filter(|l| !l.trim().is_empty())
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{}: bad line {l:?}: {e}", path.display())))
@@ -178,13 +183,13 @@ pub fn read_jsonl(path: &Path) -> Vec<Value> {
 /// its first event does not (the folder is made before the log), and not a last line still being
 /// written (a reader may see part of a write in progress).
 pub fn events_so_far(dir: &Path) -> Vec<Value> {
-    let Ok(text) = std::fs::read_to_string(dir.join("events.jsonl")) else { return Vec::new() };
-    let whole = text.rfind('\n').map_or("", |end| &text[..end]);
-    whole
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{}: bad line {l:?}: {e}", dir.display())))
-        .collect()
+    let path = dir.join("events.jsonl");
+    let text = match std::fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Vec::new(),
+        Err(e) => panic!("read {}: {e}", path.display()),
+    };
+    parse_jsonl(text.rfind('\n').map_or("", |end| &text[..end]), &path)
 }
 
 /// Reads a JSON document.
