@@ -14,6 +14,7 @@ pub mod reference;
 mod render;
 mod resolver;
 mod responder;
+mod text;
 
 use crate::host::{Failure, FailureKind, ScriptEnd};
 use crate::run::scope;
