@@ -100,7 +100,8 @@
 //!   `responder.rs` (fake responder scripts), `pool.rs` (reused branch threads, parked when idle),
 //!   `deferred.rs` (helpers that join a parallel's caller after a grace, started by a timer thread
 //!   that ticks while groups come), `constants.rs` (each parallel worker's own copy of the global
-//!   constants), `reference.rs` (the host API as documentation generated from the engine's own
+//!   constants), `text.rs` (arrays' and maps' text, rhai's output without its per-element
+//!   call), `reference.rs` (the host API as documentation generated from the engine's own
 //!   metadata: `awf script api`, kept in README.md by a test, and `awf script defs`, the editors'
 //!   definition files), `api/` (`mod.rs`: `ScriptRun`, the host plus the run's engine for branch
 //!   threads; `doc.rs`: every host function registered with its parameter names and doc comment,
@@ -180,7 +181,8 @@
 //!   through the pipeline, billed under its key, with its reply's log-probabilities),
 //!   `remote.rs` (the hook through which `cluster` gives agents remote sessions),
 //!   `op.rs` (**the one operation pipeline**: ids, replay, queue, permit, budget, deadlines,
-//!   cancellation, records), `kinds.rs` (what a turn, a decision's turn, compaction, fork and
+//!   cancellation, records), `fingerprint.rs` (a turn's hash and its parts' hashes, as the
+//!   journal holds them), `kinds.rs` (what a turn, a decision's turn, compaction, fork and
 //!   settings change do inside it, and the calls that start them), `message.rs` (message
 //!   operations: an idle agent woken for its held messages, and what one does inside the
 //!   pipeline), `supervise.rs` (a turn's nudges,

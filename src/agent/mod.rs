@@ -9,6 +9,7 @@ mod book;
 mod caller;
 pub mod decide;
 pub mod error;
+mod fingerprint;
 mod kinds;
 mod message;
 pub mod messenger;

@@ -17,6 +17,7 @@ use crate::run::{Event, Outcome, OutcomeKind, Run, Settled};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+pub use super::fingerprint::{turn_hash, turn_parts};
 pub use super::kinds::{compact, fork, run, set, Turn};
 pub use super::message::wake_for_messages;
 
@@ -32,27 +33,6 @@ pub enum OpError {
     /// The run's `--max-agents` (a fork is a new agent): a script error.
     #[error(transparent)]
     Limit(#[from] crate::run::scheduler::LimitReached),
-}
-
-/// A stable fingerprint of what a turn asks (prompt, schema, nudge): an op id used again must
-/// ask the same; resume matches journal entries by it. xxh3-128: fast, and stable across versions.
-pub(super) fn turn_hash(turn: &Turn) -> String {
-    let mut h = xxhash_rust::xxh3::Xxh3::new();
-    h.update(turn.prompt.as_bytes());
-    h.update(&[0]);
-    h.update(turn.schema.text.as_bytes());
-    h.update(&[0]);
-    h.update(turn.nudge.text.as_bytes());
-    h.update(&turn.nudge.max.to_le_bytes());
-    format!("{:032x}", h.digest128())
-}
-
-/// The hashes of a turn's prompt, schema and nudge apart (`p:… s:… n:…`, 16 hex digits each),
-/// journalled so that a resume can say which changed.
-pub(super) fn turn_parts(turn: &Turn) -> String {
-    let h = |bytes: &[u8]| format!("{:016x}", xxhash_rust::xxh3::xxh3_64(bytes));
-    let nudge = format!("{}\0{}", turn.nudge.text, turn.nudge.max);
-    format!("p:{} s:{} n:{}", h(turn.prompt.as_bytes()), h(turn.schema.text.as_bytes()), h(nudge.as_bytes()))
 }
 
 /// One operation about to run: what the pipeline needs beside its body.
