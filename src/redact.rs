@@ -71,9 +71,15 @@ impl Redactor {
     }
 }
 
-/// Whether `text` holds `marker` (lowercase ASCII) in any case.
+/// Whether `text` holds `marker` (lowercase ASCII) in any case. Only the places holding the
+/// marker's first letter (found with memchr's vector search) are compared: every prompt comes
+/// here, and comparing at every byte cost about 10 instructions a byte a marker (1.3 million for
+/// a 64 KiB prompt).
 fn has_marker(text: &str, marker: &str) -> bool {
-    text.as_bytes().windows(marker.len()).any(|w| w.eq_ignore_ascii_case(marker.as_bytes()))
+    let (bytes, marker) = (text.as_bytes(), marker.as_bytes());
+    let Some(&first) = marker.first() else { return true };
+    memchr::memchr2_iter(first, first.to_ascii_uppercase(), bytes)
+        .any(|at| bytes.get(at..at + marker.len()).is_some_and(|w| w.eq_ignore_ascii_case(marker)))
 }
 
 /// What must come between a marker and the secret it announces.
@@ -162,6 +168,19 @@ mod tests {
         assert_eq!(scrub(&[], "x-api-key=abcdefgh12; Bearer"), "x-api-key=[redacted]; Bearer");
         assert_eq!(scrub(&[], "the bearer of bad news"), "the bearer of bad news", "prose stays");
         assert_eq!(scrub(&[], "é Bearer tokentoken€ end"), "é Bearer [redacted]€ end");
+    }
+
+    #[test]
+    fn markers_are_found_in_any_case_anywhere_and_only_whole() {
+        for text in ["bearer", "xBEARER", "a bEaReR b", "é€ x-API-key", "ends with x-api-key"] {
+            assert!(has_marker(text, "bearer") || has_marker(text, "x-api-key"), "{text}");
+        }
+        for text in ["", "b", "beare", "bearr", "bbbbbbbbbb", "x-api-ke", "é€ bear er"] {
+            assert!(!has_marker(text, "bearer") && !has_marker(text, "x-api-key"), "{text}");
+        }
+        let long = format!("{}Bearer{}", "b".repeat(70_000), "e".repeat(10));
+        assert!(has_marker(&long, "bearer"));
+        assert!(!has_marker(&long[..70_005], "bearer"));
     }
 
     #[test]
