@@ -12,7 +12,7 @@
 //!
 //! `AWF_BENCH_BIN` runs another awf binary (to compare builds in the same minutes);
 //! `AWF_BENCH_ONLY` keeps the cases whose name contains it (`map`, `magi`, `push`, `chain`,
-//! `nested`).
+//! `nested`, `long`).
 #![allow(unsafe_code)] // libc::wait4, to read the child's peak RSS
 
 use std::fs;
@@ -26,6 +26,7 @@ const MAGI: &str = include_str!("workflows/magi.rhai");
 const PUSH: &str = include_str!("workflows/push.rhai");
 const CHAIN: &str = include_str!("workflows/chain.rhai");
 const NESTED: &str = include_str!("workflows/nested.rhai");
+const LONG: &str = include_str!("workflows/long.rhai");
 
 struct Case {
     name: &'static str,
@@ -105,6 +106,20 @@ fn nested_case(groups: usize, items: usize) -> Case {
         max_agents: n + 10,
         ops: n,
         reference: vec!["nested".into(), groups.to_string(), items.to_string()],
+        count: n,
+    }
+}
+
+/// A map whose prompts each carry the same long document: what a prompt's size costs.
+fn long_case(n: usize, lines: usize) -> Case {
+    Case {
+        name: "long",
+        n,
+        script: LONG,
+        args: format!(r#"{{"n":{n},"lines":{lines}}}"#),
+        max_agents: n + 10,
+        ops: n,
+        reference: vec!["long".into(), n.to_string(), lines.to_string()],
         count: n,
     }
 }
@@ -320,7 +335,7 @@ fn targets(rows: &[Row]) {
 
 /// The shapes without targets: their ratio to asyncio, to watch.
 fn unseen(rows: &[Row]) {
-    let shown: Vec<&Row> = rows.iter().filter(|r| r.name == "chain" || r.name == "nested").collect();
+    let shown: Vec<&Row> = rows.iter().filter(|r| ["chain", "nested", "long"].contains(&r.name)).collect();
     if shown.is_empty() {
         return;
     }
@@ -349,6 +364,7 @@ fn main() {
         push_case(100_000),
         chain_case(10_000),
         nested_case(100, 100),
+        long_case(500, 2_000),
     ];
     println!("awf engine bench: {}", awf.display());
     println!("fake harness, all records on disk, -q; reference: bare asyncio, no records; median of {reps}");

@@ -2,7 +2,8 @@
 no records. An "agent" is an object whose turn yields once (the model call's suspension point) and
 then answers one schema-shaped JSON value: built, dumped, loaded and checked for its required keys.
 
-Usage: python3 reference.py map N | magi ROUNDS reused|new | push N | chain N | nested GROUPS ITEMS.
+Usage: python3 reference.py map N | magi ROUNDS reused|new | push N | chain N | nested GROUPS ITEMS |
+long N LINES.
 Prints the case's count.
 """
 import asyncio
@@ -101,6 +102,21 @@ async def nested_case(groups, items):
     return sum(await asyncio.gather(*(group(g) for g in range(groups))))
 
 
+async def long_case(n, lines):
+    gate = asyncio.Semaphore(16)
+    doc = "".join(f"line {i}: the quick brown fox jumps over the lazy dog.\n" for i in range(lines))
+
+    async def one(i):
+        async with gate:
+            agent = Agent(f"l-{i}")
+            # The fake harness's note: the agent's key and the prompt's first eight words.
+            words = lambda p: {"verdict": "keep", "note": f"{agent.key}: " + " ".join(p.split(maxsplit=8)[:8])}
+            prompt = f"Review item {i} against the document below.\n{doc}"
+            return (await agent.ask(prompt, ("verdict", "note"), words))["verdict"]
+
+    return len(await asyncio.gather(*(one(i) for i in range(n))))
+
+
 def push_case(n):
     a = []
     for i in range(n):
@@ -116,6 +132,8 @@ def main():
         print(asyncio.run(magi_case(n, sys.argv[3] == "new")))
     elif case == "push":
         print(push_case(n))
+    elif case == "long":
+        print(asyncio.run(long_case(n, int(sys.argv[3]))))
     elif case == "chain":
         print(asyncio.run(chain_case(n)))
     elif case == "nested":
