@@ -121,7 +121,8 @@ impl Recorder {
 
     /// Appends an event to `events.jsonl` in the `{"v","type","at","attempt","data"}` envelope.
     /// The envelope's own fields are written as text (its name and time never need escaping; a
-    /// test holds the bytes to serde's), only `data` goes through serde: a third of an event's cost.
+    /// test holds the bytes to serde's), only `data` goes through serde: serde's escaping of the
+    /// envelope was about 700 of an event's 3,700 instructions.
     pub fn event<E: RecordEvent + ?Sized>(&self, event: &E) {
         let (name, at) = (event.name(), now_iso());
         if !(plain(name) && plain(&at)) {
@@ -132,10 +133,10 @@ impl Recorder {
             let mut numbers = itoa::Buffer::new();
             buf.extend_from_slice(b"{\"v\":");
             buf.extend_from_slice(numbers.format(FORMAT_VERSION).as_bytes());
-            for (key, text) in [(&b",\"type\":\""[..], name), (b"\",\"at\":\"", &at)] {
-                buf.extend_from_slice(key);
-                buf.extend_from_slice(text.as_bytes());
-            }
+            buf.extend_from_slice(b",\"type\":\"");
+            buf.extend_from_slice(name.as_bytes());
+            buf.extend_from_slice(b"\",\"at\":\"");
+            buf.extend_from_slice(at.as_bytes());
             buf.extend_from_slice(b"\",\"attempt\":");
             buf.extend_from_slice(numbers.format(self.attempt).as_bytes());
             buf.extend_from_slice(b",\"data\":");
