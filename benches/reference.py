@@ -110,9 +110,9 @@ async def long_case(n, lines):
         async with gate:
             agent = Agent(f"l-{i}")
             # The fake harness's note: the agent's key and the prompt's first eight words.
-            words = lambda p: {"verdict": "keep", "note": f"{agent.key}: " + " ".join(p.split(maxsplit=8)[:8])}
+            answer = lambda p: {"verdict": "keep", "note": f"{agent.key}: " + " ".join(p.split(maxsplit=8)[:8])}
             prompt = f"Review item {i} against the document below.\n{doc}"
-            return (await agent.ask(prompt, ("verdict", "note"), words))["verdict"]
+            return (await agent.ask(prompt, ("verdict", "note"), answer))["verdict"]
 
     return len(await asyncio.gather(*(one(i) for i in range(n))))
 
