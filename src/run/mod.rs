@@ -422,8 +422,8 @@ impl Run {
     /// its admission (which releases what the budget set aside for it).
     pub fn settle(&self, s: &Settled<'_>, admission: Option<scheduler::Admission<'_>>) {
         self.records.line(Stream::Turns, &s.turn_record());
-        if let Some(j) = s.journal_line() {
-            self.records.raw_line(Stream::Journal, &j);
+        if let Some(j) = s.journal_record() {
+            self.records.line(Stream::Journal, &j);
         }
         let o = s.outcome;
         self.records.event(&Event::OpSettled {

@@ -76,20 +76,17 @@ impl Settled<'_> {
         line
     }
 
-    /// The `journal.jsonl` line, for answered operations only.
-    pub fn journal_line(&self) -> Option<String> {
-        (self.outcome.kind == OutcomeKind::Answered).then(|| {
-            let line = JournalLine {
-                attempt: self.attempt,
-                agent: self.agent,
-                op_id: &self.outcome.op_id,
-                turn_hash: self.turn_hash,
-                turn_parts: self.turn_parts,
-                stage: self.stage,
-                settled: true,
-                outcome: self.outcome,
-            };
-            serde_json::to_string(&line).unwrap_or_default()
+    /// The `journal.jsonl` record, for answered operations only (borrowed fields, as above).
+    pub fn journal_record(&self) -> Option<JournalLine<'_>> {
+        (self.outcome.kind == OutcomeKind::Answered).then_some(JournalLine {
+            attempt: self.attempt,
+            agent: self.agent,
+            op_id: &self.outcome.op_id,
+            turn_hash: self.turn_hash,
+            turn_parts: self.turn_parts,
+            stage: self.stage,
+            settled: true,
+            outcome: self.outcome,
         })
     }
 }
