@@ -173,11 +173,6 @@ impl Recorder {
         });
     }
 
-    /// Appends one line already serialised as JSON (without its newline).
-    pub fn raw_line(&self, stream: Stream, line: &str) {
-        self.queue.append(stream, line.as_bytes());
-    }
-
     /// Appends one line already serialised as JSON; the receiver is answered once the line is
     /// written (write(2) done), or dropped when the writer has stopped.
     pub fn durable_line(&self, stream: Stream, line: &str) -> tokio::sync::oneshot::Receiver<()> {

@@ -85,9 +85,9 @@ fn appends_wake_the_writer_once_per_window_not_once_per_line() {
 fn a_line_is_written_without_a_flush() {
     let dir = tempfile::tempdir().expect("tempdir");
     let rec = Recorder::create(dir.path(), 1).expect("recorder");
-    rec.raw_line(Stream::Stages, r#"{"name":"a"}"#);
+    rec.line(Stream::Stages, &json!({ "name": "a" }));
     assert_eq!(wait_for_lines(&dir.path().join("stages.jsonl"), 1).len(), 1, "the idle writer woke");
-    rec.raw_line(Stream::Stages, r#"{"name":"b"}"#);
+    rec.line(Stream::Stages, &json!({ "name": "b" }));
     assert_eq!(wait_for_lines(&dir.path().join("stages.jsonl"), 2).len(), 2, "and woke again");
 }
 
