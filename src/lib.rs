@@ -100,7 +100,8 @@
 //!   `responder.rs` (fake responder scripts), `pool.rs` (reused branch threads, parked when idle),
 //!   `deferred.rs` (helpers that join a parallel's caller after a grace, started by a timer thread
 //!   that ticks while groups come), `constants.rs` (each parallel worker's own copy of the global
-//!   constants), `text.rs` (arrays' and maps' text, rhai's output without its per-element
+//!   constants), `captures.rs` (which captured variables a closure's body may change; the others
+//!   are copied for each parallel branch), `text.rs` (arrays' and maps' text, rhai's output without its per-element
 //!   call), `reference.rs` (the host API as documentation generated from the engine's own
 //!   metadata: `awf script api`, kept in README.md by a test, and `awf script defs`, the editors'
 //!   definition files), `api/` (`mod.rs`: `ScriptRun`, the host plus the run's engine for branch
@@ -326,7 +327,9 @@
 //! # Invariants
 //!
 //! - `ctx` is never a scope variable: `on_var` supplies it, so closures that use it never capture
-//!   it and `ctx.parallel` never meets a data race on it (RHAI-HOST.md pitfall 1).
+//!   it and `ctx.parallel` never meets a data race on it (RHAI-HOST.md pitfall 1). Parallel
+//!   branches read their own copies of the global constants and of every captured variable no
+//!   branch changes, so only a variable a branch changes can be locked by another branch.
 //! - Every agent operation (turn, message operation, compaction, fork, settings change) goes
 //!   through `agent::op::execute`, and so through the agent's queue and the scheduler: budgets, the
 //!   concurrency limit, deadlines and cancellation apply to all of them alike, and each but a

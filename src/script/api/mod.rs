@@ -25,11 +25,13 @@ pub type RResult<T> = Result<T, Box<EvalAltResult>>;
 pub struct ScriptRun {
     pub host: Arc<Host>,
     engine: OnceLock<Weak<Engine>>,
+    /// What the closures given to `ctx.parallel` do with what they captured.
+    pub captures: crate::script::captures::Cache,
 }
 
 impl ScriptRun {
     pub fn new(host: Arc<Host>) -> Arc<ScriptRun> {
-        Arc::new(ScriptRun { host, engine: OnceLock::new() })
+        Arc::new(ScriptRun { host, engine: OnceLock::new(), captures: Default::default() })
     }
 
     /// Notes the engine this run's script runs on (held weakly: the engine holds the run).

@@ -1,9 +1,10 @@
 //! `ctx.parallel` and `ctx.parallel_settled`: branches on scoped worker threads (each with a large
 //! stack and the group's scope), results in input order, the first error cancelling the siblings
-//! and their agents' turns, deadlines, labelled progress, and data races turned into advice.
+//! and their agents' turns, deadlines, labelled progress, captured variables copied where no branch
+//! changes them, and the data races left turned into advice.
 
 use super::doc::def;
-use super::{script_err, terminated, BadArg, Ctx, Fields, RResult, ScriptRun};
+use super::{script_err, terminated, AgentHandle, BadArg, Ctx, Fields, RResult, ScriptRun};
 use crate::run::deadline::Deadline;
 use crate::run::scope::{self, DeadlineKind, Frame};
 use crate::run::Event;
@@ -184,7 +185,9 @@ values in the items' order. The first error a branch throws cancels the other br
 turns included) and is rethrown. `options`: `concurrency` (default: all items, capped by the run's
 `--max-concurrency`), `label` (a progress group in the live view), `timeout_ms` or `deadline` (never
 later than the enclosing one; when it passes the branches are cancelled and `parallel deadline
-exceeded` is thrown). Open agents inside the branch that uses them.";
+exceeded` is thrown). Each branch reads its own copy of what `body` captured, unless a branch
+changes it (`seen.push(x)`): that variable stays shared, and a branch that finds it held too long
+fails; return values instead. A captured agent handle is shared by the branches, its turns queued.";
 const PARALLEL_SETTLED: &str =
     "Like `parallel`, but a failing branch does not cancel the others: returns one map per item,
 `#{ ok: true, value }` or `#{ ok: false, error }`, in the items' order.";
@@ -243,7 +246,9 @@ fn has_data_race(e: &EvalAltResult) -> bool {
     }
 }
 
-const DATA_RACE_ADVICE: &str = "two parallel branches used the same captured variable at once (a captured agent handle is locked for the whole turn); open the agent inside the branch with ctx.agents.open, or fetch it there with ctx.agents.get(key): its turns then queue";
+/// Branches that only read what they captured get copies (`captures.rs`); what is left is a
+/// variable some branch changes (`seen.push(x)`), which rhai locks for the whole call.
+const DATA_RACE_ADVICE: &str = "two parallel branches used a captured variable at once, and a branch changes it (rhai locks it for the whole call, and the other branch gave up waiting); return what each branch makes and combine the results after ctx.parallel, instead of changing a captured variable";
 
 fn parallel(
     nc: &NativeCallContext,
@@ -277,6 +282,12 @@ fn parallel(
     });
 
     let engine = host.engine().ok_or_else(|| script_err(nc, format!("{name}: the script engine is gone")))?;
+    // Each branch reads its own copy of what the closure captured and no branch changes: a shared
+    // value would be locked for every read (`captures.rs`). An agent handle is copied unless
+    // assigned: a copy is the same agent, whose turns queue.
+    let f = host.captures.copy_unchanged(nc.namespaces(), f, |value, used| {
+        !used.assigned && (!used.changed || value.is::<AgentHandle>())
+    });
     #[allow(deprecated)] // store_data is marked volatile, not deprecated
     let shared = Arc::new(Shared {
         engine,

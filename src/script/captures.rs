@@ -1,0 +1,289 @@
+//! Which variables a closure captured its body can change, so that `ctx.parallel` can give its
+//! branches a copy of the others. Under rhai's `sync` feature a captured variable is shared, and
+//! even reading it takes its write lock (`eval/expr.rs` `search_scope_only`, then
+//! `Target::try_from`); a branch that asks while another branch holds the lock tries five times
+//! 10 ms apart, then fails with a data race. A branch the OS pauses for 50 ms while holding the lock
+//! (a loaded machine) or one holding it for a whole call (`names.map(..)` over agent turns) made its
+//! siblings fail though none of them changed anything. A copy contends with nobody, and for a
+//! variable no branch changes it reads the same as the shared value.
+//!
+//! The analysis reads the closure's body and is conservative: a use counts as a change unless it is
+//! plainly a read (an operand, an argument after the first, a property or an index read, or a
+//! method known not to change its receiver). A closure nested in the body passes on the uses of the
+//! variables it captures in turn.
+
+use rhai::{ASTNode, Dynamic, Expr, FnPtr, ImmutableString, Module, ScriptFuncDef, Shared, Stmt, AST};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+/// How a closure's body uses one of the variables it captured.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Use {
+    /// Assigned, as a whole or in part: `x = ..`, `x += ..`, `x.a = ..`, `x[i] = ..`.
+    pub assigned: bool,
+    /// Given to something that may change it in place: a method not known to leave its receiver
+    /// alone, the first argument of a function call, a call that sees the caller's scope (`f!()`).
+    pub changed: bool,
+}
+
+impl Use {
+    const ALL: Use = Use { assigned: true, changed: true };
+
+    fn merge(&mut self, other: Use) {
+        self.assigned |= other.assigned;
+        self.changed |= other.changed;
+    }
+}
+
+/// Methods of rhai's standard library that never change their receiver (they take it by
+/// reference only because rhai passes every receiver that way). `trim`, `sort`, `push`, `clear`,
+/// `pad`, `make_upper` and the like change it, and are not here.
+const PURE_METHODS: &[&str] = &[
+    "all",
+    "bytes",
+    "chars",
+    "contains",
+    "ends_with",
+    "filter",
+    "find",
+    "find_map",
+    "get",
+    "index_of",
+    "is_empty",
+    "keys",
+    "len",
+    "map",
+    "reduce",
+    "reduce_rev",
+    "some",
+    "split",
+    "split_rev",
+    "starts_with",
+    "sub_string",
+    "to_array",
+    "to_blob",
+    "to_chars",
+    "to_debug",
+    "to_json",
+    "to_lower",
+    "to_string",
+    "to_upper",
+    "values",
+];
+
+/// The uses found so far, by closure name. A closure's name (`anon$` and a hash of its parameters
+/// and body) identifies its body, so an entry never goes stale, hot reloads included.
+#[derive(Default)]
+pub struct Cache(Mutex<HashMap<ImmutableString, Arc<[Use]>>>);
+
+impl Cache {
+    /// `f` with its curried values copied wherever `copyable` says the use allows it for that
+    /// value. Only closures are rewritten; a named function pointer is returned as it is.
+    pub fn copy_unchanged(
+        &self,
+        namespaces: &[Shared<Module>],
+        mut f: FnPtr,
+        copyable: impl Fn(&Dynamic, Use) -> bool,
+    ) -> FnPtr {
+        if !f.is_anonymous() || !f.iter_curry().any(Dynamic::is_shared) {
+            return f;
+        }
+        let Some(uses) = self.uses(namespaces, f.fn_name()) else { return f };
+        for (value, used) in f.iter_curry_mut().zip(uses.iter()) {
+            if !value.is_shared() {
+                continue;
+            }
+            // A blocking read is not offered by rhai; on the rare contention `flatten_clone` gives
+            // the shared value back and the branch reads it as before.
+            let copy = value.flatten_clone();
+            if !copy.is_shared() && copyable(&copy, *used) {
+                *value = copy;
+            }
+        }
+        f
+    }
+
+    fn uses(&self, namespaces: &[Shared<Module>], name: &str) -> Option<Arc<[Use]>> {
+        let mut cache = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(found) = cache.get(name) {
+            return Some(found.clone());
+        }
+        let lookup = |name: &str| {
+            namespaces.iter().flat_map(|m| m.iter_script_fn_info()).find(|f| f.2 == name).map(|f| f.4.clone())
+        };
+        let def = lookup(name)?;
+        let uses: Arc<[Use]> = body_uses(&def, &lookup, 0).into();
+        cache.insert(def.name.clone(), uses.clone());
+        Some(uses)
+    }
+}
+
+/// How deep closures nested in closures are followed; past it every capture counts as changed.
+const MAX_NESTING: usize = 32;
+
+/// The use of each of `def`'s parameters by its body (the captured ones come first).
+pub fn body_uses(
+    def: &Shared<ScriptFuncDef>,
+    lookup: &dyn Fn(&str) -> Option<Shared<ScriptFuncDef>>,
+    depth: usize,
+) -> Vec<Use> {
+    let params = &def.params;
+    if depth > MAX_NESTING {
+        return vec![Use::ALL; params.len()];
+    }
+    let mut uses = vec![Use::default(); params.len()];
+    let mut everything = false;
+    let mut module = Module::new();
+    module.set_script_fn(def.clone());
+    let ast = AST::new(std::iter::empty::<Stmt>(), module);
+    ast.walk(&mut |path: &[ASTNode]| {
+        match path.last() {
+            Some(ASTNode::Expr(Expr::Custom(..))) => everything = true,
+            Some(ASTNode::Expr(Expr::FnCall(f, _)) | ASTNode::Stmt(Stmt::FnCall(f, _)))
+                if f.capture_parent_scope || f.name == "eval" =>
+            {
+                everything = true
+            }
+            Some(ASTNode::Expr(Expr::Variable(v, ..))) if v.2.is_empty() => {
+                if let Some(i) = params.iter().position(|p| *p == v.1) {
+                    uses[i].merge(use_at(path, lookup, depth));
+                }
+            }
+            _ => {}
+        }
+        true
+    });
+    if everything {
+        uses.fill(Use::ALL);
+    }
+    uses
+}
+
+/// The use a variable gets where `path` (ending at it) puts it.
+fn use_at(path: &[ASTNode], lookup: &dyn Fn(&str) -> Option<Shared<ScriptFuncDef>>, depth: usize) -> Use {
+    let Some((ASTNode::Expr(var), above)) = path.split_last() else { return Use::ALL };
+    match above.last() {
+        Some(ASTNode::Stmt(Stmt::Assignment(x))) if std::ptr::eq(&x.1.lhs, *var) => {
+            Use { assigned: true, changed: false }
+        }
+        Some(ASTNode::Expr(Expr::Dot(b, ..) | Expr::Index(b, ..))) if std::ptr::eq(&b.lhs, *var) => chain_use(above),
+        Some(ASTNode::Expr(Expr::FnCall(f, _)) | ASTNode::Stmt(Stmt::FnCall(f, _))) => {
+            let at = f.args.iter().position(|a| std::ptr::eq(a, *var));
+            match at {
+                Some(i) if i > 0 && f.name == "curry" => nested_use(&f.args[0], i - 1, lookup, depth),
+                Some(0) if f.op_token.is_none() => Use { assigned: false, changed: true },
+                _ => Use::default(),
+            }
+        }
+        _ => Use::default(),
+    }
+}
+
+/// The use of the variable at the root of the chain whose innermost node ends `path`: changed when
+/// a method in the chain may change what it is called on, assigned when the chain is assigned to.
+fn chain_use(path: &[ASTNode]) -> Use {
+    let mut top = path.len() - 1;
+    while top > 0 {
+        match (&path[top - 1], &path[top]) {
+            (ASTNode::Expr(Expr::Dot(b, ..) | Expr::Index(b, ..)), ASTNode::Expr(e)) if std::ptr::eq(&b.lhs, *e) => {
+                top -= 1
+            }
+            _ => break,
+        }
+    }
+    let mut used = Use::default();
+    if let ASTNode::Expr(chain) = &path[top] {
+        chain.walk(&mut Vec::new(), &mut |p: &[ASTNode]| {
+            if let Some(ASTNode::Expr(Expr::MethodCall(m, _))) = p.last() {
+                used.changed |= !PURE_METHODS.contains(&m.name.as_str());
+            }
+            true
+        });
+        if let Some(ASTNode::Stmt(Stmt::Assignment(x))) = top.checked_sub(1).map(|i| &path[i]) {
+            used.assigned |= std::ptr::eq(&x.1.lhs, *chain);
+        }
+    }
+    used
+}
+
+/// A variable handed to a closure nested in the body (`curry(Fn(anon$..), .., x, ..)`, as rhai
+/// writes a capture): it is used as that closure uses its parameter `i`.
+fn nested_use(f: &Expr, i: usize, lookup: &dyn Fn(&str) -> Option<Shared<ScriptFuncDef>>, depth: usize) -> Use {
+    let Expr::DynamicConstant(value, _) = f else { return Use::ALL };
+    let Some(name) = value.read_lock::<FnPtr>().map(|p| p.fn_name().to_string()) else { return Use::ALL };
+    let Some(def) = lookup(&name) else { return Use::ALL };
+    body_uses(&def, lookup, depth + 1).get(i).copied().unwrap_or(Use::ALL)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// How the closure that `src` evaluates to uses the variable `x` it captured.
+    fn use_of_x(src: &str) -> Use {
+        let engine = rhai::Engine::new();
+        let ast = engine.compile(src).expect("compiles");
+        let f: FnPtr = engine.eval_ast(&ast).expect("a closure");
+        let lib = ast.shared_lib().clone();
+        let lookup = |name: &str| lib.iter_script_fn_info().find(|f| f.2 == name).map(|f| f.4.clone());
+        let def = lookup(f.fn_name()).expect("the closure's definition");
+        let at = def.params.iter().position(|p| p == "x").expect("x is captured");
+        body_uses(&def, &lookup, 0)[at]
+    }
+
+    const READ: Use = Use { assigned: false, changed: false };
+    const ASSIGNED: Use = Use { assigned: true, changed: false };
+    const CHANGED: Use = Use { assigned: false, changed: true };
+
+    #[test]
+    fn reads_are_reads() {
+        for body in [
+            "`item ${x}`",
+            "x + 1",
+            "1 + x",
+            "x == 2",
+            "#{ a: x, b: [x] }",
+            "let y = x; y",
+            "x ?? 0",
+            "if x > 0 { 1 } else { 2 }",
+            "for v in x { } 0",
+            "x.len()",
+            "x.a",
+            "x[0]",
+            "x.a.b[2]",
+            "x.map(|v| v + 1).filter(|v| v > 1).len()",
+            "x.contains(3) && x.to_json().len() > 0",
+            "max(1, x)",
+            "[].push(x)",
+        ] {
+            assert_eq!(use_of_x(&format!("let x = [1]; |i| {{ {body} }}")), READ, "{body}");
+        }
+    }
+
+    #[test]
+    fn assignments_are_assignments() {
+        for body in ["x = 2", "x += 1", "x.a = 1", "x[0] = 1", "x.a.b += 1", "x[0].c = 2"] {
+            assert_eq!(use_of_x(&format!("let x = #{{}}; |i| {{ {body} }}")), ASSIGNED, "{body}");
+        }
+    }
+
+    #[test]
+    fn calls_that_may_change_the_value_are_changes() {
+        for body in ["x.push(1)", "x.trim()", "x.a.push(1)", "x[0].clear()", "len(x)", "x.sort(); x.len()"] {
+            assert_eq!(use_of_x(&format!("let x = [1]; |i| {{ {body} }}")), CHANGED, "{body}");
+        }
+    }
+
+    #[test]
+    fn a_nested_closure_passes_on_how_it_uses_the_capture() {
+        assert_eq!(use_of_x("let x = [1]; |i| { let g = || x.len(); g.call() }"), READ);
+        assert_eq!(use_of_x("let x = [1]; |i| { let g = || x.push(i); g.call() }"), CHANGED);
+        assert_eq!(use_of_x("let x = [1]; |i| { let g = |v| || { x = v; }; g.call(1) }"), ASSIGNED);
+    }
+
+    #[test]
+    fn a_call_that_sees_the_callers_scope_changes_everything() {
+        let src = "fn bump() { x += 1; } let x = 1; |i| { let y = x; bump!(); y }";
+        assert_eq!(use_of_x(src), Use::ALL);
+    }
+}
