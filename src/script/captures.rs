@@ -37,12 +37,15 @@ impl Use {
 
 /// Methods of rhai's standard library that never change their receiver (they take it by
 /// reference only because rhai passes every receiver that way). `trim`, `sort`, `push`, `clear`,
-/// `pad`, `make_upper` and the like change it, and are not here.
+/// `pad`, `make_upper` and the like change it, and are not here. `call` and `curry` are a function
+/// pointer's: calling it binds no `this`.
 const PURE_METHODS: &[&str] = &[
     "all",
     "bytes",
+    "call",
     "chars",
     "contains",
+    "curry",
     "ends_with",
     "filter",
     "find",
@@ -255,6 +258,7 @@ mod tests {
             "x.contains(3) && x.to_json().len() > 0",
             "max(1, x)",
             "[].push(x)",
+            "x.call(1)",
         ] {
             assert_eq!(use_of_x(&format!("let x = [1]; |i| {{ {body} }}")), READ, "{body}");
         }
