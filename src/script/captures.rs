@@ -80,30 +80,32 @@ const PURE_METHODS: &[&str] = &[
 pub struct Cache(Mutex<HashMap<ImmutableString, Arc<[Use]>>>);
 
 impl Cache {
-    /// `f` with its curried values copied wherever `copyable` says the use allows it for that
-    /// value. Only closures are rewritten; a named function pointer is returned as it is.
+    /// Replaces `f`'s curried values by plain copies wherever `copyable` says the use allows it
+    /// for that value; returns their positions, for `shared_copies`. Only closures are rewritten.
     pub fn copy_unchanged(
         &self,
         namespaces: &[Shared<Module>],
-        mut f: FnPtr,
+        f: &mut FnPtr,
         copyable: impl Fn(&Dynamic, Use) -> bool,
-    ) -> FnPtr {
+    ) -> Vec<usize> {
+        let mut copied = Vec::new();
         if !f.is_anonymous() || !f.iter_curry().any(Dynamic::is_shared) {
-            return f;
+            return copied;
         }
-        let Some(uses) = self.uses(namespaces, f.fn_name()) else { return f };
-        for (value, used) in f.iter_curry_mut().zip(uses.iter()) {
+        let Some(uses) = self.uses(namespaces, f.fn_name()) else { return copied };
+        for (i, (value, used)) in f.iter_curry_mut().zip(uses.iter()).enumerate() {
             if !value.is_shared() {
                 continue;
             }
             // A blocking read is not offered by rhai; on the rare contention `flatten_clone` gives
-            // the shared value back and the branch reads it as before.
+            // the shared value back and the branches read it as before.
             let copy = value.flatten_clone();
             if !copy.is_shared() && copyable(&copy, *used) {
                 *value = copy;
+                copied.push(i);
             }
         }
-        f
+        copied
     }
 
     fn uses(&self, namespaces: &[Shared<Module>], name: &str) -> Option<Arc<[Use]>> {
@@ -119,6 +121,20 @@ impl Cache {
         cache.insert(def.name.clone(), uses.clone());
         Some(uses)
     }
+}
+
+/// `f` for one parallel worker: the values at `copied` (plain copies) each in a shared cell of its
+/// own. Rhai clones a closure's curried values into every call, which for a plain array or map
+/// is a deep copy; a shared cell is cloned by reference. One copy a worker, not one a branch, and
+/// the worker's branches run one after another, so nobody else ever locks it.
+pub fn shared_copies(f: &FnPtr, copied: &[usize]) -> FnPtr {
+    let mut f = f.clone();
+    for (i, value) in f.iter_curry_mut().enumerate() {
+        if copied.contains(&i) {
+            *value = std::mem::take(value).into_shared();
+        }
+    }
+    f
 }
 
 /// How deep closures nested in closures are followed; past it every capture counts as changed.
@@ -283,6 +299,22 @@ mod tests {
         assert_eq!(use_of_x("let x = [1]; |i| { let g = || x.len(); g.call() }"), READ);
         assert_eq!(use_of_x("let x = [1]; |i| { let g = || x.push(i); g.call() }"), CHANGED);
         assert_eq!(use_of_x("let x = [1]; |i| { let g = |v| || { x = v; }; g.call(1) }"), ASSIGNED);
+    }
+
+    #[test]
+    fn a_worker_gets_its_copies_in_cells_of_its_own() {
+        let engine = rhai::Engine::new();
+        let f: FnPtr = engine.eval("let x = [1, 2]; let y = 3; |i| x.len() + y").expect("a closure");
+        let mut plain = f.clone();
+        plain.iter_curry_mut().for_each(|v| *v = v.flatten_clone());
+        let (a, b) = (shared_copies(&plain, &[0]), shared_copies(&plain, &[0]));
+        assert!(a.curry()[0].is_shared() && !a.curry()[1].is_shared(), "only the copied one is shared");
+        // Each worker's cell is its own: holding one's lock leaves the other free.
+        let mut a_again = a.clone();
+        let cell = a_again.iter_curry_mut().next().expect("x");
+        let held = cell.write_lock::<rhai::Array>().expect("a's cell");
+        assert_eq!(b.curry()[0].read_lock::<rhai::Array>().map(|v| v.len()), Some(2));
+        drop(held);
     }
 
     #[test]

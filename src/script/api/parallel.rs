@@ -26,6 +26,9 @@ struct Shared {
     #[allow(deprecated)] // NativeCallContextStore is marked volatile, not deprecated
     call: rhai::NativeCallContextStore,
     f: FnPtr,
+    /// The positions of `f`'s curried values that are copies (`captures.rs`): each worker puts
+    /// them in cells of its own.
+    copied: Vec<usize>,
     items: Array,
     frame: Arc<Frame>,
     results: Vec<Mutex<Option<Branch>>>,
@@ -48,6 +51,8 @@ impl Shared {
         let nc = call.create_context(&self.engine);
         let _in_scope = scope::enter(self.frame.clone());
         let n = self.items.len();
+        // Made at the first item: a helper that arrives when none is left copies nothing.
+        let mut own_f: Option<FnPtr> = None;
         loop {
             let i = {
                 let mut st = self.lock_state();
@@ -67,7 +72,11 @@ impl Shared {
             if let Some(g) = self.group {
                 self.run.progress.group_item(g, false);
             }
-            let r = call_branch(&nc, &self.f, &self.arity, self.items[i].clone(), i);
+            let f = match &self.copied[..] {
+                [] => &self.f,
+                copied => own_f.get_or_insert_with(|| crate::script::captures::shared_copies(&self.f, copied)),
+            };
+            let r = call_branch(&nc, f, &self.arity, self.items[i].clone(), i);
             if let Some(g) = self.group {
                 self.run.progress.group_item(g, true);
             }
@@ -285,7 +294,8 @@ fn parallel(
     // Each branch reads its own copy of what the closure captured and no branch changes: a shared
     // value would be locked for every read (`captures.rs`). An agent handle is copied unless
     // assigned: a copy is the same agent, whose turns queue.
-    let f = host.captures.copy_unchanged(nc.namespaces(), f, |value, used| {
+    let mut f = f;
+    let copied = host.captures.copy_unchanged(nc.namespaces(), &mut f, |value, used| {
         !used.assigned && (!used.changed || value.is::<AgentHandle>())
     });
     #[allow(deprecated)] // store_data is marked volatile, not deprecated
@@ -293,6 +303,7 @@ fn parallel(
         engine,
         call: nc.store_data(),
         f,
+        copied,
         items,
         frame: frame.clone(),
         results: (0..n).map(|_| Mutex::new(None)).collect(),
