@@ -80,47 +80,44 @@ const PURE_METHODS: &[&str] = &[
 pub struct Cache(Mutex<HashMap<ImmutableString, Arc<[Use]>>>);
 
 impl Cache {
-    /// Replaces `f`'s curried values by plain copies wherever `copyable` says the use allows it
-    /// for that value; returns their positions, for `shared_copies`. Only closures are rewritten.
-    pub fn copy_unchanged(
-        &self,
-        namespaces: &[Shared<Module>],
-        f: &mut FnPtr,
-        copyable: impl Fn(&Dynamic, Use) -> bool,
-    ) -> Vec<usize> {
-        let mut copied = Vec::new();
-        if !f.is_anonymous() || !f.iter_curry().any(Dynamic::is_shared) {
-            return copied;
+    /// How the closure `f` uses each of its parameters, the captured ones first (so the count past
+    /// its curried values is the parameters it declares); `None` when `f` is not a closure of this
+    /// run's script.
+    pub fn uses(&self, namespaces: &[Shared<Module>], f: &FnPtr) -> Option<Arc<[Use]>> {
+        if !f.is_anonymous() {
+            return None;
         }
-        let Some(uses) = self.uses(namespaces, f.fn_name()) else { return copied };
-        for (i, (value, used)) in f.iter_curry_mut().zip(uses.iter()).enumerate() {
-            if !value.is_shared() {
-                continue;
-            }
-            // A blocking read is not offered by rhai; on the rare contention `flatten_clone` gives
-            // the shared value back and the branches read it as before.
-            let copy = value.flatten_clone();
-            if !copy.is_shared() && copyable(&copy, *used) {
-                *value = copy;
-                copied.push(i);
-            }
-        }
-        copied
-    }
-
-    fn uses(&self, namespaces: &[Shared<Module>], name: &str) -> Option<Arc<[Use]>> {
         let mut cache = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(found) = cache.get(name) {
+        if let Some(found) = cache.get(f.fn_name()) {
             return Some(found.clone());
         }
         let lookup = |name: &str| {
             namespaces.iter().flat_map(|m| m.iter_script_fn_info()).find(|f| f.2 == name).map(|f| f.4.clone())
         };
-        let def = lookup(name)?;
+        let def = lookup(f.fn_name())?;
         let uses: Arc<[Use]> = body_uses(&def, &lookup, 0).into();
         cache.insert(def.name.clone(), uses.clone());
         Some(uses)
     }
+}
+
+/// Replaces `f`'s shared curried values by plain copies wherever `copyable` says the use (from
+/// `Cache::uses`) allows it for that value; returns their positions, for `shared_copies`.
+pub fn copy_unchanged(f: &mut FnPtr, uses: &[Use], copyable: impl Fn(&Dynamic, Use) -> bool) -> Vec<usize> {
+    let mut copied = Vec::new();
+    for (i, (value, used)) in f.iter_curry_mut().zip(uses.iter()).enumerate() {
+        if !value.is_shared() {
+            continue;
+        }
+        // A blocking read is not offered by rhai; on the rare contention `flatten_clone` gives
+        // the shared value back and the branches read it as before.
+        let copy = value.flatten_clone();
+        if !copy.is_shared() && copyable(&copy, *used) {
+            *value = copy;
+            copied.push(i);
+        }
+    }
+    copied
 }
 
 /// `f` for one parallel worker: the values at `copied` (plain copies) each in a shared cell of its

@@ -9,6 +9,7 @@ use crate::run::deadline::Deadline;
 use crate::run::scope::{self, DeadlineKind, Frame};
 use crate::run::Event;
 use crate::run::Run;
+use crate::script::captures;
 use crate::script::pool;
 use crate::script::render;
 use rhai::{Array, Dynamic, EvalAltResult, FnPtr, Map, NativeCallContext, INT};
@@ -74,7 +75,7 @@ impl Shared {
             }
             let f = match &self.copied[..] {
                 [] => &self.f,
-                copied => own_f.get_or_insert_with(|| crate::script::captures::shared_copies(&self.f, copied)),
+                copied => own_f.get_or_insert_with(|| captures::shared_copies(&self.f, copied)),
             };
             let r = call_branch(&nc, f, &self.arity, self.items[i].clone(), i);
             if let Some(g) = self.group {
@@ -295,9 +296,16 @@ fn parallel(
     // value would be locked for every read (`captures.rs`). An agent handle is copied unless
     // assigned: a copy is the same agent, whose turns queue.
     let mut f = f;
-    let copied = host.captures.copy_unchanged(nc.namespaces(), &mut f, |value, used| {
-        !used.assigned && (!used.changed || value.is::<AgentHandle>())
-    });
+    let uses = host.captures.uses(nc.namespaces(), &f);
+    let copied = match &uses {
+        Some(uses) => captures::copy_unchanged(&mut f, uses, |value, used| {
+            !used.assigned && (!used.changed || value.is::<AgentHandle>())
+        }),
+        None => Vec::new(),
+    };
+    // A closure declaring one parameter is called with the item alone from the start; others are
+    // tried with `(item, i)` first (`call_branch`), a failed call that costs an error's text.
+    let declared = uses.map(|u| u.len().saturating_sub(f.curry().len()));
     #[allow(deprecated)] // store_data is marked volatile, not deprecated
     let shared = Arc::new(Shared {
         engine,
@@ -309,7 +317,7 @@ fn parallel(
         results: (0..n).map(|_| Mutex::new(None)).collect(),
         first_error: Mutex::new(None),
         next: AtomicUsize::new(0),
-        arity: AtomicU8::new(0),
+        arity: AtomicU8::new(if declared == Some(1) { 1 } else { 0 }),
         group,
         settled,
         run: run.clone(),
