@@ -74,6 +74,13 @@ const PURE_METHODS: &[&str] = &[
     "values",
 ];
 
+/// The methods of `PURE_METHODS` that call a function with `this` bound to the receiver's item
+/// (rhai's first try, which a closure without parameters takes): through `this` that function may
+/// change the receiver, so they leave it alone only when their first argument, the one they call,
+/// is a closure that never names `this`.
+const CALLBACK_METHODS: &[&str] =
+    &["all", "filter", "find", "find_map", "index_of", "map", "reduce", "reduce_rev", "some"];
+
 /// The uses found so far, by closure name. A closure's name (`anon$` and a hash of its parameters
 /// and body) identifies its body, so an entry never goes stale, hot reloads included.
 #[derive(Default)]
@@ -182,7 +189,9 @@ fn use_at(path: &[ASTNode], lookup: &dyn Fn(&str) -> Option<Shared<ScriptFuncDef
         Some(ASTNode::Stmt(Stmt::Assignment(x))) if std::ptr::eq(&x.1.lhs, *var) => {
             Use { assigned: true, changed: false }
         }
-        Some(ASTNode::Expr(Expr::Dot(b, ..) | Expr::Index(b, ..))) if std::ptr::eq(&b.lhs, *var) => chain_use(above),
+        Some(ASTNode::Expr(Expr::Dot(b, ..) | Expr::Index(b, ..))) if std::ptr::eq(&b.lhs, *var) => {
+            chain_use(above, lookup)
+        }
         Some(ASTNode::Expr(Expr::FnCall(f, _)) | ASTNode::Stmt(Stmt::FnCall(f, _))) => {
             let at = f.args.iter().position(|a| std::ptr::eq(a, *var));
             match at {
@@ -197,7 +206,7 @@ fn use_at(path: &[ASTNode], lookup: &dyn Fn(&str) -> Option<Shared<ScriptFuncDef
 
 /// The use of the variable at the root of the chain whose innermost node ends `path`: changed when
 /// a method in the chain may change what it is called on, assigned when the chain is assigned to.
-fn chain_use(path: &[ASTNode]) -> Use {
+fn chain_use(path: &[ASTNode], lookup: &dyn Fn(&str) -> Option<Shared<ScriptFuncDef>>) -> Use {
     let mut top = path.len() - 1;
     while top > 0 {
         match (&path[top - 1], &path[top]) {
@@ -211,7 +220,9 @@ fn chain_use(path: &[ASTNode]) -> Use {
     if let ASTNode::Expr(chain) = &path[top] {
         chain.walk(&mut Vec::new(), &mut |p: &[ASTNode]| {
             if let Some(ASTNode::Expr(Expr::MethodCall(m, _))) = p.last() {
-                used.changed |= !PURE_METHODS.contains(&m.name.as_str());
+                let name = m.name.as_str();
+                used.changed |= !PURE_METHODS.contains(&name)
+                    || (CALLBACK_METHODS.contains(&name) && !m.args.first().is_none_or(|a| leaves_this(a, lookup)));
             }
             true
         });
@@ -220,6 +231,49 @@ fn chain_use(path: &[ASTNode]) -> Use {
         }
     }
     used
+}
+
+/// Whether `arg`, the first argument of one of `CALLBACK_METHODS`, cannot change the item bound to `this`: a
+/// constant that is no function pointer, or a closure written in place whose body never names
+/// `this`. A variable or a named function pointer may be anything, and counts as changing it.
+fn leaves_this(arg: &Expr, lookup: &dyn Fn(&str) -> Option<Shared<ScriptFuncDef>>) -> bool {
+    match closure_name(arg) {
+        Some(name) => lookup(&name).is_some_and(|def| !names_this(&def)),
+        None => match arg {
+            Expr::DynamicConstant(v, _) => !v.is_fnptr(),
+            other => other.is_constant(),
+        },
+    }
+}
+
+/// The name of the closure an expression writes in place: `|x| ..` (a constant), or `|x| .. y ..`
+/// (rhai's capture block: `Share` then `curry(Fn(anon$..), y)`).
+fn closure_name(e: &Expr) -> Option<String> {
+    match e {
+        Expr::DynamicConstant(v, _) => {
+            v.read_lock::<FnPtr>().filter(|p| p.is_anonymous()).map(|p| p.fn_name().to_string())
+        }
+        Expr::FnCall(f, _) if f.name == "curry" => f.args.first().and_then(closure_name),
+        Expr::Stmt(block) => block.statements().iter().find_map(|s| match s {
+            Stmt::Expr(e) => closure_name(e),
+            Stmt::FnCall(f, _) if f.name == "curry" => f.args.first().and_then(closure_name),
+            _ => None,
+        }),
+        _ => None,
+    }
+}
+
+/// Whether a closure's body names `this`.
+fn names_this(def: &Shared<ScriptFuncDef>) -> bool {
+    let mut module = Module::new();
+    module.set_script_fn(def.clone());
+    let ast = AST::new(std::iter::empty::<Stmt>(), module);
+    let mut found = false;
+    ast.walk(&mut |path: &[ASTNode]| {
+        found |= matches!(path.last(), Some(ASTNode::Expr(Expr::ThisPtr(..))));
+        !found
+    });
+    found
 }
 
 /// A variable handed to a closure nested in the body (`curry(Fn(anon$..), .., x, ..)`, as rhai
@@ -272,6 +326,10 @@ mod tests {
             "max(1, x)",
             "[].push(x)",
             "x.call(1)",
+            "x.map(|v| v + i)",
+            "x.reduce(|s, v| s + v, 0)",
+            "x.reduce(|s, v| s + v, i)",
+            "x.filter(|v| v > x.len())",
         ] {
             assert_eq!(use_of_x(&format!("let x = [1]; |i| {{ {body} }}")), READ, "{body}");
         }
@@ -286,7 +344,18 @@ mod tests {
 
     #[test]
     fn calls_that_may_change_the_value_are_changes() {
-        for body in ["x.push(1)", "x.trim()", "x.a.push(1)", "x[0].clear()", "len(x)", "x.sort(); x.len()"] {
+        for body in [
+            "x.push(1)",
+            "x.trim()",
+            "x.a.push(1)",
+            "x[0].clear()",
+            "len(x)",
+            "x.sort(); x.len()",
+            "x.map(|| { this.a = 1; this })",
+            "let f = |v| v; x.map(f)",
+            "x.filter(Fn(\"is_big\"))",
+            "x.index_of(i)",
+        ] {
             assert_eq!(use_of_x(&format!("let x = [1]; |i| {{ {body} }}")), CHANGED, "{body}");
         }
     }
