@@ -116,6 +116,9 @@ pub fn copy_unchanged(f: &mut FnPtr, uses: &[Use], copyable: impl Fn(&Dynamic, U
         if !value.is_shared() {
             continue;
         }
+        if !items_within(value, &mut { COPY_LIMIT }) {
+            continue;
+        }
         // A blocking read is not offered by rhai; on the rare contention `flatten_clone` gives
         // the shared value back and the branches read it as before.
         let copy = value.flatten_clone();
@@ -125,6 +128,29 @@ pub fn copy_unchanged(f: &mut FnPtr, uses: &[Use], copyable: impl Fn(&Dynamic, U
         }
     }
     copied
+}
+
+/// The most array items and map entries, nested ones included, a value may hold to be copied:
+/// each worker holds a copy, so a larger one stays shared (read under rhai's lock, as before)
+/// rather than be multiplied by the workers. Text is not counted: a copy shares it.
+const COPY_LIMIT: usize = 1 << 16;
+
+/// Whether `v` holds at most `budget` items, counting down; stops as soon as it is spent.
+fn items_within(v: &Dynamic, budget: &mut usize) -> bool {
+    let mut take = |n: usize| match budget.checked_sub(n) {
+        Some(left) => {
+            *budget = left;
+            true
+        }
+        None => false,
+    };
+    if let Some(items) = v.read_lock::<rhai::Array>() {
+        take(items.len()) && items.iter().all(|item| items_within(item, budget))
+    } else if let Some(map) = v.read_lock::<rhai::Map>() {
+        take(map.len()) && map.values().all(|item| items_within(item, budget))
+    } else {
+        true
+    }
 }
 
 /// `f` for one parallel worker: the values at `copied` (plain copies) each in a shared cell of its
@@ -381,6 +407,22 @@ mod tests {
         let held = cell.write_lock::<rhai::Array>().expect("a's cell");
         assert_eq!(b.curry()[0].read_lock::<rhai::Array>().map(|v| v.len()), Some(2));
         drop(held);
+    }
+
+    #[test]
+    fn values_past_the_copy_limit_stay_shared() {
+        let list = |n: usize| Dynamic::from_array((0..n).map(|i| Dynamic::from(i as rhai::INT)).collect());
+        assert!(items_within(&list(COPY_LIMIT), &mut { COPY_LIMIT }));
+        assert!(!items_within(&list(COPY_LIMIT + 1), &mut { COPY_LIMIT }));
+        // Nested items count: 300 lists of 300.
+        let nested = Dynamic::from_array((0..300).map(|_| list(300)).collect());
+        assert!(!items_within(&nested, &mut { COPY_LIMIT }));
+        let engine = rhai::Engine::new();
+        let mut f: FnPtr = engine.eval("let x = []; x.pad(70000, 0); |i| x.len()").expect("a closure");
+        assert_eq!(copy_unchanged(&mut f, &[Use::default(), Use::default()], |_, _| true), Vec::<usize>::new());
+        assert!(f.curry()[0].is_shared(), "the large list stays shared");
+        let mut g: FnPtr = engine.eval("let x = [1, 2]; |i| x.len()").expect("a closure");
+        assert_eq!(copy_unchanged(&mut g, &[Use::default(), Use::default()], |_, _| true), vec![0]);
     }
 
     #[test]
