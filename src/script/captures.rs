@@ -182,10 +182,7 @@ pub fn body_uses(
     }
     let mut uses = vec![Use::default(); params.len()];
     let mut everything = false;
-    let mut module = Module::new();
-    module.set_script_fn(def.clone());
-    let ast = AST::new(std::iter::empty::<Stmt>(), module);
-    ast.walk(&mut |path: &[ASTNode]| {
+    walk_body(def, &mut |path: &[ASTNode]| {
         match path.last() {
             Some(ASTNode::Expr(Expr::Custom(..))) => everything = true,
             Some(ASTNode::Expr(Expr::FnCall(f, _)) | ASTNode::Stmt(Stmt::FnCall(f, _)))
@@ -259,9 +256,10 @@ fn chain_use(path: &[ASTNode], lookup: &dyn Fn(&str) -> Option<Shared<ScriptFunc
     used
 }
 
-/// Whether `arg`, the first argument of one of `CALLBACK_METHODS`, cannot change the item bound to `this`: a
-/// constant that is no function pointer, or a closure written in place whose body never names
-/// `this`. A variable or a named function pointer may be anything, and counts as changing it.
+/// Whether `arg`, the first argument of one of `CALLBACK_METHODS`, cannot change the item bound
+/// to `this`: a constant that is no function pointer, or a closure written in place whose body
+/// never names `this`. A variable or a named function pointer may be anything, and counts as
+/// changing it.
 fn leaves_this(arg: &Expr, lookup: &dyn Fn(&str) -> Option<Shared<ScriptFuncDef>>) -> bool {
     match closure_name(arg) {
         Some(name) => lookup(&name).is_some_and(|def| !names_this(&def)),
@@ -289,13 +287,18 @@ fn closure_name(e: &Expr) -> Option<String> {
     }
 }
 
-/// Whether a closure's body names `this`.
-fn names_this(def: &Shared<ScriptFuncDef>) -> bool {
+/// Walks a script function's body, every node with its path. Rhai walks only whole ASTs, so the
+/// definition goes in one of its own.
+fn walk_body(def: &Shared<ScriptFuncDef>, on_node: &mut dyn FnMut(&[ASTNode]) -> bool) {
     let mut module = Module::new();
     module.set_script_fn(def.clone());
-    let ast = AST::new(std::iter::empty::<Stmt>(), module);
+    AST::new(std::iter::empty::<Stmt>(), module).walk(on_node);
+}
+
+/// Whether a closure's body names `this`.
+fn names_this(def: &Shared<ScriptFuncDef>) -> bool {
     let mut found = false;
-    ast.walk(&mut |path: &[ASTNode]| {
+    walk_body(def, &mut |path: &[ASTNode]| {
         found |= matches!(path.last(), Some(ASTNode::Expr(Expr::ThisPtr(..))));
         !found
     });
