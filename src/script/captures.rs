@@ -167,15 +167,14 @@ pub fn shared_copies(f: &FnPtr, copied: &[usize]) -> FnPtr {
     f
 }
 
+/// Finds a closure's definition by its name, among the script's functions.
+type Lookup<'a> = &'a dyn Fn(&str) -> Option<Shared<ScriptFuncDef>>;
+
 /// How deep closures nested in closures are followed; past it every capture counts as changed.
 const MAX_NESTING: usize = 32;
 
 /// The use of each of `def`'s parameters by its body (the captured ones come first).
-pub fn body_uses(
-    def: &Shared<ScriptFuncDef>,
-    lookup: &dyn Fn(&str) -> Option<Shared<ScriptFuncDef>>,
-    depth: usize,
-) -> Vec<Use> {
+fn body_uses(def: &Shared<ScriptFuncDef>, lookup: Lookup, depth: usize) -> Vec<Use> {
     let params = &def.params;
     if depth > MAX_NESTING {
         return vec![Use::ALL; params.len()];
@@ -206,7 +205,7 @@ pub fn body_uses(
 }
 
 /// The use a variable gets where `path` (ending at it) puts it.
-fn use_at(path: &[ASTNode], lookup: &dyn Fn(&str) -> Option<Shared<ScriptFuncDef>>, depth: usize) -> Use {
+fn use_at(path: &[ASTNode], lookup: Lookup, depth: usize) -> Use {
     let Some((ASTNode::Expr(var), above)) = path.split_last() else { return Use::ALL };
     match above.last() {
         Some(ASTNode::Stmt(Stmt::Assignment(x))) if std::ptr::eq(&x.1.lhs, *var) => {
@@ -229,7 +228,7 @@ fn use_at(path: &[ASTNode], lookup: &dyn Fn(&str) -> Option<Shared<ScriptFuncDef
 
 /// The use of the variable at the root of the chain whose innermost node ends `path`: changed when
 /// a method in the chain may change what it is called on, assigned when the chain is assigned to.
-fn chain_use(path: &[ASTNode], lookup: &dyn Fn(&str) -> Option<Shared<ScriptFuncDef>>) -> Use {
+fn chain_use(path: &[ASTNode], lookup: Lookup) -> Use {
     let mut top = path.len() - 1;
     while top > 0 {
         match (&path[top - 1], &path[top]) {
@@ -260,7 +259,7 @@ fn chain_use(path: &[ASTNode], lookup: &dyn Fn(&str) -> Option<Shared<ScriptFunc
 /// to `this`: a constant that is no function pointer, or a closure written in place whose body
 /// never names `this`. A variable or a named function pointer may be anything, and counts as
 /// changing it.
-fn leaves_this(arg: &Expr, lookup: &dyn Fn(&str) -> Option<Shared<ScriptFuncDef>>) -> bool {
+fn leaves_this(arg: &Expr, lookup: Lookup) -> bool {
     match closure_name(arg) {
         Some(name) => lookup(&name).is_some_and(|def| !names_this(&def)),
         None => match arg {
@@ -307,7 +306,7 @@ fn names_this(def: &Shared<ScriptFuncDef>) -> bool {
 
 /// A variable handed to a closure nested in the body (`curry(Fn(anon$..), .., x, ..)`, as rhai
 /// writes a capture): it is used as that closure uses its parameter `i`.
-fn nested_use(f: &Expr, i: usize, lookup: &dyn Fn(&str) -> Option<Shared<ScriptFuncDef>>, depth: usize) -> Use {
+fn nested_use(f: &Expr, i: usize, lookup: Lookup, depth: usize) -> Use {
     let Expr::DynamicConstant(value, _) = f else { return Use::ALL };
     let Some(name) = value.read_lock::<FnPtr>().map(|p| p.fn_name().to_string()) else { return Use::ALL };
     let Some(def) = lookup(&name) else { return Use::ALL };

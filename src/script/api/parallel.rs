@@ -264,7 +264,7 @@ fn parallel(
     nc: &NativeCallContext,
     host: &Arc<ScriptRun>,
     items: Array,
-    f: FnPtr,
+    mut f: FnPtr,
     opts: Map,
     settled: bool,
 ) -> RResult<Array> {
@@ -295,7 +295,6 @@ fn parallel(
     // Each branch reads its own copy of what the closure captured and no branch changes: a shared
     // value would be locked for every read (`captures.rs`). An agent handle is copied unless
     // assigned: a copy is the same agent, whose turns queue.
-    let mut f = f;
     let uses = host.captures.uses(nc.namespaces(), &f);
     let copied = match &uses {
         Some(uses) => captures::copy_unchanged(&mut f, uses, |value, used| {
