@@ -328,8 +328,9 @@
 //!
 //! - `ctx` is never a scope variable: `on_var` supplies it, so closures that use it never capture
 //!   it and `ctx.parallel` never meets a data race on it (RHAI-HOST.md pitfall 1). Parallel
-//!   branches read their own copies of the global constants and of every captured variable no
-//!   branch changes, so only a variable a branch changes can be locked by another branch.
+//!   branches read their own copies of the global constants and of every captured variable the
+//!   closure's body cannot change (`script/captures.rs`, conservative) that holds at most 65,536
+//!   items; only the others can be locked by another branch.
 //! - Every agent operation (turn, message operation, compaction, fork, settings change) goes
 //!   through `agent::op::execute`, and so through the agent's queue and the scheduler: budgets, the
 //!   concurrency limit, deadlines and cancellation apply to all of them alike, and each but a

@@ -196,8 +196,9 @@ turns included) and is rethrown. `options`: `concurrency` (default: all items, c
 `--max-concurrency`), `label` (a progress group in the live view), `timeout_ms` or `deadline` (never
 later than the enclosing one; when it passes the branches are cancelled and `parallel deadline
 exceeded` is thrown). Each branch reads its own copy of what `body` captured, unless a branch
-changes it (`seen.push(x)`): that variable stays shared, and a branch that finds it held too long
-fails; return values instead. A captured agent handle is shared by the branches, its turns queued.";
+may change it (`seen.push(x)`) or it holds more than 65,536 items: that variable stays shared, and
+a branch that finds it held too long fails; return values instead. A captured agent handle is
+shared by the branches, its turns queued.";
 const PARALLEL_SETTLED: &str =
     "Like `parallel`, but a failing branch does not cancel the others: returns one map per item,
 `#{ ok: true, value }` or `#{ ok: false, error }`, in the items' order.";
@@ -257,8 +258,9 @@ fn has_data_race(e: &EvalAltResult) -> bool {
 }
 
 /// Branches that only read what they captured get copies (`captures.rs`); what is left is a
-/// variable some branch changes (`seen.push(x)`), which rhai locks for the whole call.
-const DATA_RACE_ADVICE: &str = "two parallel branches used a captured variable at once, and a branch changes it (rhai locks it for the whole call, and the other branch gave up waiting); return what each branch makes and combine the results after ctx.parallel, instead of changing a captured variable";
+/// variable some branch changes (`seen.push(x)`), or one too large to copy for each worker, which
+/// rhai locks for each use.
+const DATA_RACE_ADVICE: &str = "two parallel branches used a captured variable at once and one gave up waiting: a branch changes it (or it holds more than 65,536 items, too many to copy for each branch), so rhai locks it for each use; return what each branch makes and combine the results after ctx.parallel, instead of changing a captured variable";
 
 fn parallel(
     nc: &NativeCallContext,
