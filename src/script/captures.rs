@@ -135,8 +135,16 @@ pub fn copy_unchanged(f: &mut FnPtr, uses: &[Use], copyable: impl Fn(&Dynamic, U
 /// rather than be multiplied by the workers. Text is not counted: a copy shares it.
 const COPY_LIMIT: usize = 1 << 16;
 
-/// Whether `v` holds at most `budget` items, counting down; stops as soon as it is spent.
+/// Whether `v` holds at most `budget` items, counting down, nested no deeper than the data guard
+/// lets a variable nest; stops as soon as either is passed.
 fn items_within(v: &Dynamic, budget: &mut usize) -> bool {
+    items_within_at(v, budget, 0)
+}
+
+fn items_within_at(v: &Dynamic, budget: &mut usize, depth: usize) -> bool {
+    if depth > super::guard::MAX_DEPTH {
+        return false;
+    }
     let mut take = |n: usize| match budget.checked_sub(n) {
         Some(left) => {
             *budget = left;
@@ -145,9 +153,9 @@ fn items_within(v: &Dynamic, budget: &mut usize) -> bool {
         None => false,
     };
     if let Some(items) = v.read_lock::<rhai::Array>() {
-        take(items.len()) && items.iter().all(|item| items_within(item, budget))
+        take(items.len()) && items.iter().all(|item| items_within_at(item, budget, depth + 1))
     } else if let Some(map) = v.read_lock::<rhai::Map>() {
-        take(map.len()) && map.values().all(|item| items_within(item, budget))
+        take(map.len()) && map.values().all(|item| items_within_at(item, budget, depth + 1))
     } else {
         true
     }
@@ -419,6 +427,9 @@ mod tests {
         // Nested items count: 300 lists of 300.
         let nested = Dynamic::from_array((0..300).map(|_| list(300)).collect());
         assert!(!items_within(&nested, &mut { COPY_LIMIT }));
+        // And so does depth: a list in a list, 300 deep, is too deep to walk.
+        let deep = (0..300).fold(list(1), |inner, _| Dynamic::from_array(vec![inner]));
+        assert!(!items_within(&deep, &mut { COPY_LIMIT }));
         let engine = rhai::Engine::new();
         let mut f: FnPtr = engine.eval("let x = []; x.pad(70000, 0); |i| x.len()").expect("a closure");
         assert_eq!(copy_unchanged(&mut f, &[Use::default(), Use::default()], |_, _| true), Vec::<usize>::new());
