@@ -7,7 +7,9 @@
 //! asyncio program doing the same fan-out with no records; it counts only if it prints the count
 //! expected. Both are timed as whole processes (interpreter start included), alternating, and the
 //! median of `AWF_BENCH_REPS` runs (default 3) counts, with its peak RSS (and for awf, its
-//! voluntary context switches). A child's peak RSS is never below this process's own (see
+//! voluntary context switches). A ratio is the median of the ratios of the pairs run back to back
+//! (a load that comes and goes moves both runs of a pair), of wall time, which is judged, and of
+//! CPU time, shown beside it. A child's peak RSS is never below this process's own (see
 //! `count_lines`), which is printed last.
 //!
 //! `AWF_BENCH_BIN` runs another awf binary (to compare builds in the same minutes);
@@ -47,6 +49,8 @@ struct Measure {
     rss_mb: f64,
     /// Voluntary context switches: how often the process's threads blocked.
     switches: i64,
+    /// CPU time, user and system, of all its threads: what a busy machine moves least.
+    cpu: Duration,
 }
 
 fn map_case(n: usize) -> Case {
@@ -137,7 +141,9 @@ fn spawn_and_wait(cmd: &mut Command, what: &str) -> (i32, Measure) {
     assert_eq!(rc, pid, "wait4 failed: {}", std::io::Error::last_os_error());
     let code = if libc::WIFEXITED(status) { libc::WEXITSTATUS(status) } else { -1 };
     drop(child); // already reaped; dropping a Child neither waits nor kills
-    (code, Measure { wall, rss_mb: usage.ru_maxrss as f64 / 1024.0, switches: usage.ru_nvcsw })
+    let time = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+    let cpu = time(usage.ru_utime) + time(usage.ru_stime);
+    (code, Measure { wall, rss_mb: usage.ru_maxrss as f64 / 1024.0, switches: usage.ru_nvcsw, cpu })
 }
 
 /// One awf run; an error says why it does not count (exit status, records short).
@@ -236,36 +242,46 @@ fn median(mut all: Vec<Measure>) -> Measure {
     all[all.len() / 2]
 }
 
-/// One case's figures: awf and the reference, each the median of `reps` alternating runs. A case
-/// where any awf run failed has no awf figure: it misses every target.
+/// One case's figures: awf and the reference, each the median of `reps` alternating runs, and the
+/// median of the ratios of the runs made back to back (a load that comes and goes over the minutes
+/// of a bench moves both runs of a pair, and cancels out of their ratio). A case where any awf run
+/// failed has no awf figure: it misses every target.
 struct Row {
     name: &'static str,
     n: usize,
     awf: Result<Measure, String>,
     reference: Measure,
-}
-
-impl Row {
-    fn ratio(&self, awf: &Measure) -> f64 {
-        awf.wall.as_secs_f64() / self.reference.wall.as_secs_f64()
-    }
+    /// The median of awf's wall time over the reference's, pair by pair.
+    paired: f64,
+    /// The same of their CPU times: printed beside it, to tell the machine's load from awf's work.
+    paired_cpu: f64,
 }
 
 fn measure(awf: &Path, case: &Case, reps: usize) -> Row {
-    let (mut a, mut r) = (Vec::new(), Vec::new());
+    let (mut a, mut r, mut ratios, mut cpu) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let mut failed = None;
     for _ in 0..reps {
-        match awf_once(awf, case) {
-            Ok(m) => a.push(m),
+        let mine = awf_once(awf, case);
+        let theirs = reference_once(case);
+        match mine {
+            Ok(m) => {
+                ratios.push(m.wall.as_secs_f64() / theirs.wall.as_secs_f64());
+                cpu.push(m.cpu.as_secs_f64() / theirs.cpu.as_secs_f64());
+                a.push(m);
+            }
             Err(e) => failed = failed.or(Some(e)),
         }
-        r.push(reference_once(case));
+        r.push(theirs);
     }
+    let middle = |mut all: Vec<f64>| {
+        all.sort_by(f64::total_cmp);
+        all.get(all.len() / 2).copied().unwrap_or(f64::NAN)
+    };
     let awf = match failed {
         Some(e) => Err(e),
         None => Ok(median(a)),
     };
-    Row { name: case.name, n: case.n, awf, reference: median(r) }
+    Row { name: case.name, n: case.n, awf, reference: median(r), paired: middle(ratios), paired_cpu: middle(cpu) }
 }
 
 /// Prints one target line: what, the figure, the target and PASS or MISS.
@@ -296,7 +312,7 @@ fn targets(rows: &[Row]) {
         let s = m.wall.as_secs_f64();
         target("map 10000 wall", format!("{s:.3} s"), "<= 0.2 s", s <= 0.2);
         target("map 10000 RSS", format!("{:.1} MB", m.rss_mb), "<= 60 MB", m.rss_mb <= 60.0);
-        target("map 10000 / asyncio", format!("{:.2}x", row.ratio(m)), "<= 0.67x", row.ratio(m) <= 0.67);
+        target("map 10000 / asyncio", format!("{:.2}x", row.paired), "<= 0.67x", row.paired <= 0.67);
         if let Some(big) = ran(find("map", 100_000), &["completes", "<= 12x"]) {
             let grow = big.wall.as_secs_f64() / s;
             target("map 100000 completes", format!("{:.3} s", big.wall.as_secs_f64()), "completes", true);
@@ -309,7 +325,7 @@ fn targets(rows: &[Row]) {
             let row = find(name, 10_000).expect("ran found it");
             let s = m.wall.as_secs_f64();
             target(&format!("{name} 10000 wall"), format!("{s:.3} s"), "<= 1 s", s <= 1.0);
-            let ratio = row.ratio(m);
+            let ratio = row.paired;
             target(&format!("{name} 10000 / asyncio"), format!("{ratio:.2}x"), "<= 1.4x", ratio <= 1.4);
             if name == "magi-new" {
                 target("magi-new 10000 RSS", format!("{:.1} MB", m.rss_mb), "<= 80 MB", m.rss_mb <= 80.0);
@@ -351,7 +367,7 @@ fn unseen(rows: &[Row]) {
     println!("shapes no target was tuned on (ratios to watch, no PASS or MISS):");
     for row in shown {
         match &row.awf {
-            Ok(m) => println!("  {:<28} {:>10.2}x", format!("{} {} / asyncio", row.name, row.n), row.ratio(m)),
+            Ok(_) => println!("  {:<28} {:>10.2}x", format!("{} {} / asyncio", row.name, row.n), row.paired),
             Err(_) => println!("  {:<28} {:>11}", format!("{} {}", row.name, row.n), "failed"),
         }
     }
@@ -377,10 +393,11 @@ fn main() {
         long_case(500, 2_000),
     ];
     println!("awf engine bench: {}", awf.display());
-    println!("fake harness, all records on disk, -q; reference: bare asyncio, no records; median of {reps}");
+    println!("fake harness, all records on disk, -q; reference: bare asyncio, no records; median of {reps};");
+    println!("ratios: the median of the ratios of the pairs run back to back, of wall time (judged) and of CPU time (user + system, shown)");
     println!(
-        "{:<9} {:>7} {:>9} {:>8} {:>10} {:>8} {:>9} {:>8} {:>9}",
-        "case", "N", "awf s", "awf MB", "asyncio s", "py MB", "ratio", "µs/op", "awf csw"
+        "{:<9} {:>7} {:>9} {:>8} {:>10} {:>8} {:>9} {:>9} {:>8} {:>9}",
+        "case", "N", "awf s", "awf MB", "asyncio s", "py MB", "ratio", "cpu ratio", "µs/op", "awf csw"
     );
     let mut rows = Vec::new();
     for case in cases.iter().filter(|c| c.name.contains(only.as_str())) {
@@ -393,14 +410,15 @@ fn main() {
                     ops => format!("{:.1}", m.wall.as_secs_f64() * 1e6 / ops as f64),
                 };
                 println!(
-                    "{:<9} {:>7} {:>9.3} {:>8.1} {:>10.3} {:>8.1} {:>8.2}x {:>8} {:>9}",
+                    "{:<9} {:>7} {:>9.3} {:>8.1} {:>10.3} {:>8.1} {:>8.2}x {:>8.2}x {:>8} {:>9}",
                     row.name,
                     row.n,
                     m.wall.as_secs_f64(),
                     m.rss_mb,
                     py.0,
                     py.1,
-                    row.ratio(m),
+                    row.paired,
+                    row.paired_cpu,
                     per_op,
                     m.switches
                 );
