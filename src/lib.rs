@@ -102,7 +102,8 @@
 //!   that ticks while groups come), `constants.rs` (each parallel worker's own copy of the global
 //!   constants), `captures.rs` (which captured variables a closure's body may change; the others
 //!   are copied for each parallel branch), `text.rs` (arrays' and maps' text, rhai's output without its per-element
-//!   call), `reference.rs` (the host API as documentation generated from the engine's own
+//!   call), `callbacks.rs` (arrays' `map` and `filter`, calling a closure in the one form it
+//!   declares instead of rhai's failed tries), `reference.rs` (the host API as documentation generated from the engine's own
 //!   metadata: `awf script api`, kept in README.md by a test, and `awf script defs`, the editors'
 //!   definition files), `api/` (`mod.rs`: `ScriptRun`, the host plus the run's engine for branch
 //!   threads; `doc.rs`: every host function registered with its parameter names and doc comment,

@@ -3,6 +3,7 @@
 //! responder scripts. Everything outside sees JSON values and rendered error texts.
 
 mod api;
+mod callbacks;
 mod captures;
 mod check;
 mod constants;
