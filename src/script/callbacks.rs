@@ -5,45 +5,26 @@
 //! item and its index. A closure declaring one parameter (`votes.map(|v| v.choice)`, what scripts
 //! write most) fails the first form for every item, and each failure formats an error's text (the
 //! call's signature, each argument's type name looked up): about 7,000 instructions an item, 3,000
-//! failures in a 1,000-round magi loop. Here a closure of the script is looked up once, by name
-//! (a hash of its body, so an entry never goes stale), and called in the one form that fits what
-//! it declares; any other function (`Fn("name")`, a native one) is tried in rhai's order. Results
-//! and errors are rhai's: a test runs both on the same scripts.
+//! failures in a 1,000-round magi loop. Here a closure of the script is looked up once, in the
+//! run's closure cache (`captures.rs`, shared with `ctx.parallel`), and called in the one form that
+//! fits what it declares; any other function (`Fn("name")`, a native one) is tried in rhai's
+//! order. Results and errors are rhai's: a test runs both on the same scripts.
 
-use rhai::{Array, Dynamic, Engine, EvalAltResult, FnPtr, ImmutableString, NativeCallContext, Position, INT};
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use super::captures::{self, Cache};
+use rhai::{Array, Dynamic, Engine, EvalAltResult, FnPtr, NativeCallContext, Position, INT};
+use std::sync::Arc;
 
 type Res<T> = Result<T, Box<EvalAltResult>>;
 
-/// The parameters each closure of the script declares (its captured variables included), by name.
-#[derive(Default)]
-struct Declared(Mutex<HashMap<ImmutableString, usize>>);
-
-impl Declared {
-    /// The arguments `f` takes past its curried values, when it is a closure of the script.
-    fn args(&self, nc: &NativeCallContext, f: &FnPtr) -> Option<usize> {
-        if !f.is_anonymous() {
-            return None;
-        }
-        let mut known = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        let params = match known.get(f.fn_name()) {
-            Some(n) => *n,
-            None => {
-                let def = nc.namespaces().iter().flat_map(|m| m.iter_script_fn_info()).find(|d| d.2 == f.fn_name())?;
-                known.insert(def.4.name.clone(), def.3);
-                def.3
-            }
-        };
-        params.checked_sub(f.curry().len())
-    }
+/// The arguments `f` takes past its curried values, when it is a closure of the script.
+fn declared(cache: &Cache, nc: &NativeCallContext, f: &FnPtr) -> Option<usize> {
+    captures::declared_args(&cache.uses(nc.namespaces(), f)?, f)
 }
 
-pub fn register(engine: &mut Engine) {
-    let declared = Arc::new(Declared::default());
-    let d = declared.clone();
+pub fn register(engine: &mut Engine, cache: Arc<Cache>) {
+    let c = cache.clone();
     engine.register_fn("map", move |nc: NativeCallContext, array: &mut Array, f: FnPtr| -> Res<Array> {
-        let args = d.args(&nc, &f);
+        let args = declared(&c, &nc, &f);
         let mut out = Array::with_capacity(array.len());
         for (i, item) in array.iter_mut().enumerate() {
             out.push(call("map", &nc, &f, args, item, i)?);
@@ -51,7 +32,7 @@ pub fn register(engine: &mut Engine) {
         Ok(out)
     });
     engine.register_fn("filter", move |nc: NativeCallContext, array: &mut Array, f: FnPtr| -> Res<Array> {
-        let args = declared.args(&nc, &f);
+        let args = declared(&cache, &nc, &f);
         let mut out = Array::new();
         for (i, item) in array.iter_mut().enumerate() {
             if call("filter", &nc, &f, args, item, i)?.as_bool().unwrap_or(false) {
@@ -148,7 +129,7 @@ mod tests {
     #[test]
     fn map_and_filter_answer_as_rhais_own_do() {
         let (rhai, mut awf) = (plain(), plain());
-        super::register(&mut awf);
+        super::register(&mut awf, Default::default());
         for case in CASES {
             assert_eq!(run(&awf, case), run(&rhai, case), "{case}");
         }
@@ -157,7 +138,7 @@ mod tests {
     #[test]
     fn the_errors_are_errors() {
         let mut awf = plain();
-        super::register(&mut awf);
+        super::register(&mut awf, Default::default());
         for (case, says) in [
             ("[1, 2].map(|a, b, c| a)", "Function not found"),
             ("[1, 2].map(Fn(\"nothing\"))", "Function not found: nothing"),

@@ -108,6 +108,12 @@ impl Cache {
     }
 }
 
+/// The arguments a closure with these `uses` (from `Cache::uses`) declares past `f`'s curried
+/// values: what a call must give it.
+pub fn declared_args(uses: &[Use], f: &FnPtr) -> Option<usize> {
+    uses.len().checked_sub(f.curry().len())
+}
+
 /// Replaces `f`'s shared curried values by plain copies wherever `copyable` says the use (from
 /// `Cache::uses`) allows it for that value; returns their positions, for `shared_copies`.
 pub fn copy_unchanged(f: &mut FnPtr, uses: &[Use], copyable: impl Fn(&Dynamic, Use) -> bool) -> Vec<usize> {

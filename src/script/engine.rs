@@ -77,7 +77,7 @@ pub fn build(host: Option<Arc<api::ScriptRun>>, resolver: Option<Resolver>, args
         engine.set_module_resolver(resolver);
     }
     super::text::register(&mut engine);
-    super::callbacks::register(&mut engine);
+    super::callbacks::register(&mut engine, host.as_ref().map(|h| h.captures.clone()).unwrap_or_default());
     guard::register(&mut engine);
     api::register(&mut engine);
     if let Some(host) = host {

@@ -25,8 +25,9 @@ pub type RResult<T> = Result<T, Box<EvalAltResult>>;
 pub struct ScriptRun {
     pub host: Arc<Host>,
     engine: OnceLock<Weak<Engine>>,
-    /// What the closures given to `ctx.parallel` do with what they captured.
-    pub captures: crate::script::captures::Cache,
+    /// What the script's closures declare and do with what they captured, for `ctx.parallel` and
+    /// for arrays' `map` and `filter` (`callbacks.rs`), which the run's engine shares.
+    pub captures: Arc<crate::script::captures::Cache>,
 }
 
 impl ScriptRun {

@@ -306,7 +306,7 @@ fn parallel(
     };
     // A closure declaring one parameter is called with the item alone from the start; others are
     // tried with `(item, i)` first (`call_branch`), a failed call that costs an error's text.
-    let declared = uses.map(|u| u.len().saturating_sub(f.curry().len()));
+    let declared = uses.and_then(|u| captures::declared_args(&u, &f));
     #[allow(deprecated)] // store_data is marked volatile, not deprecated
     let shared = Arc::new(Shared {
         engine,
