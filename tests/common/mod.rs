@@ -8,6 +8,7 @@ pub mod cli;
 pub mod council;
 pub mod fake_model;
 pub mod git;
+pub mod hostile;
 pub mod mcp;
 pub mod nats;
 pub mod serve;
