@@ -277,11 +277,17 @@
 //! - `sandbox/`: where a program agent (`command`, `claude`, `codex`, `pi`) runs confined, as data
 //!   and pure functions. `mod.rs` (how each harness meets a sandbox; a seated agent's sandbox;
 //!   `on_path`, the one PATH search, which turn processes use too),
-//!   `policy.rs` (the policy as data, **no I/O**), `seat.rs` (an agent's concrete paths: workspace,
-//!   own home, control folder, hidden home folders and what the program needs from them),
-//!   `bwrap.rs` (**the one pure function** policy + seat → bwrap argv and the environment it is
-//!   spawned with: no variable's value on a command line; mount order explained), `provider.rs`
-//!   (bwrap on PATH, probed once), `net.rs` (a listed network: `host:port` entries parsed and
+//!   `policy.rs` (the policy as data, **no I/O**), `seat.rs` (an agent's concrete paths, found once
+//!   when it is seated: workspace, the policy's paths, what the program needs from outside the
+//!   system folders, git folders kept read-only, places masked, control folder, own home),
+//!   `root.rs` (the allow-list a sandbox's root is built from: the host's system folders, and the
+//!   places awf keeps for itself masked inside what is bound), `pin.rs` (**the only module that
+//!   opens a bind source**: paths an agent could replace, pinned by device and inode when seated,
+//!   opened again before every turn following no symlink, refused by name when changed),
+//!   `bwrap.rs` (**the one pure function** policy + seat → bwrap argv, the environment it is
+//!   spawned with and the pinned paths it mounts by descriptor: no variable's value on a command
+//!   line; mounts shallowest first), `provider.rs` (bwrap on PATH, probed once, able to mount by
+//!   descriptor), `net.rs` (a listed network: `host:port` entries parsed and
 //!   matched, the bridge's argv and proxy variables).
 //! - `record/`: the run folder, **the only module that writes it**: the JSONL envelope (a
 //!   `RecordEvent` names its type), atomic JSON documents, readers tolerant of a torn last line;
@@ -370,8 +376,8 @@
 //!   run's process (a background run still queued is the exception: it has no run yet).
 //! - A plan starts nothing: every agent of a plan's run gets its session from `plan::session`
 //!   through the agent book's `Remote` hook (a fake session that keeps the agent's harness and
-//!   model), so no program, CLI or HTTP request is started, no sandbox is made and no trace is
-//!   sent; its run folder is a throwaway one (`record::scratch`), removed when the plan is made.
+//!   model), so no program, CLI or HTTP request is started, no sandbox is made (bwrap is neither
+//!   looked for nor probed: `SandboxBook::choose` with `here` false) and no trace is sent; its run folder is a throwaway one (`record::scratch`), removed when the plan is made.
 //! - Telemetry never holds up a run: spans are made from the records after they are written, and
 //!   the end of a run waits a bounded time for them.
 //! - An agent that asked for a sandbox (or runs under `--sandbox`) never runs without it: when the
@@ -380,6 +386,11 @@
 //!   `["host:port", ...]`) has no network of its own: what leaves it goes through awf's proxy
 //!   (`harness/net/proxy.rs`), which lets through only the listed `host:port` and records each
 //!   refusal (`sandbox-net-denied`).
+//! - A sandbox's root is an allow-list (`sandbox/root.rs`): system folders read-only, the agent's
+//!   own paths, nothing else of the host (no `/run`, `/var`, homes); the project's `.awf`, the runs
+//!   folder and the operator's runtime and tmux folders are masked wherever what is bound holds
+//!   them; every `.git` in a writable area is read-only. Whatever an agent could replace is bound
+//!   by the descriptor `sandbox::pin` opened and checked just before the turn, never by its path.
 //! - Records only grow: each line is written whole, in the order appended, by whoever holds the
 //!   files (the writer thread, or a durable line's appender); `stages.jsonl` and the
 //!   rest are synced to disk at every stage end and at the run's end.

@@ -81,6 +81,7 @@ impl AgentBook {
             (true, Some(p)) => vec![p.clone()],
             (true, None) => vec![runtime.harness.to_string()],
         };
+        let repository = worktree.and(self.worktrees.git_common());
         let sandbox = match sandbox {
             Some(chosen) => {
                 let place = crate::sandbox::seat::Placement {
@@ -91,6 +92,8 @@ impl AgentBook {
                     socket: &endpoint.socket,
                     run_dir: run.dir(),
                     awf: &awf,
+                    project: &run.cwd,
+                    repository: repository.as_deref(),
                 };
                 let seated = self.sandboxes.seat(run, chosen, place, runtime, worktree);
                 Some(seated.map_err(|source| OpenError::Seat { agent: req.key.clone(), source })?)

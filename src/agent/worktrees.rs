@@ -241,6 +241,11 @@ impl WorktreeBook {
         lock(&self.record).agents.get(key).filter(|e| e.state == State::Open).map(|e| e.worktree.path.clone())
     }
 
+    /// The repository's common git folder, once the run found its repository.
+    pub fn git_common(&self) -> Option<PathBuf> {
+        Some(self.repo.get()?.as_ref().ok()?.common.clone())
+    }
+
     /// The branch of agent `key`'s worktree.
     pub fn branch_of(&self, key: &str) -> Option<String> {
         lock(&self.record).agents.get(key).map(|e| e.worktree.branch.clone())

@@ -81,7 +81,7 @@ impl Session for CommandSession {
                 Some(s) => {
                     let wrapped = s.wrap(&self.argv, &vars);
                     let mut cmd = crate::harness::spawn::Program::new(&wrapped.argv[0]);
-                    cmd.args(&wrapped.argv[1..]).env_clear().envs(wrapped.env);
+                    cmd.args(&wrapped.argv[1..]).env_clear().envs(wrapped.env).pinned(wrapped.pinned);
                     cmd
                 }
                 None => {

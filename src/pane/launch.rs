@@ -16,6 +16,11 @@ pub struct Launch {
     /// The program's whole environment (beside the pane's terminal variables).
     pub env: Vec<(String, String)>,
     pub cwd: PathBuf,
+    /// A sandbox's pinned paths: opened by `awf pane-exec` just before it becomes the program
+    /// (each checked against what it was when the agent was seated) and given to it as
+    /// descriptors from `sandbox::bwrap::FIRST_FD` up.
+    #[serde(default)]
+    pub pinned: Vec<crate::sandbox::pin::Pinned>,
 }
 
 /// The variables a pane's program takes from the pane itself: its terminal's.
@@ -32,6 +37,8 @@ pub enum ExecError {
     Empty { path: PathBuf },
     #[error("cannot start `{program}` in the pane: {why}")]
     Exec { program: String, why: std::io::Error },
+    #[error(transparent)]
+    Pinned(#[from] crate::sandbox::pin::PinError),
 }
 
 /// Writes the launch file (0600, through the record module: it lies in the run folder).
@@ -66,6 +73,9 @@ pub fn exec(path: &Path) -> ExecError {
     let Some((program, args)) = launch.argv.split_first() else {
         return ExecError::Empty { path: path.to_path_buf() };
     };
+    if let Err(e) = place_pinned(&launch.pinned) {
+        return e;
+    }
     let mut cmd = crate::open_files::command(program);
     cmd.args(args).env_clear().current_dir(&launch.cwd);
     cmd.envs(launch.env.iter().filter(|(k, _)| !FROM_PANE.contains(&k.as_str())).map(|(k, v)| (k, v)));
@@ -75,6 +85,38 @@ pub fn exec(path: &Path) -> ExecError {
         }
     }
     ExecError::Exec { program: program.clone(), why: cmd.exec() }
+}
+
+/// Opens the pinned paths and puts them at the descriptors the program expects (from
+/// `FIRST_FD` up, inherited by its exec), each first copied above all of those places so that
+/// placing one never closes another.
+#[allow(unsafe_code)]
+fn place_pinned(pinned: &[crate::sandbox::pin::Pinned]) -> Result<(), ExecError> {
+    use nix::fcntl::{fcntl, FcntlArg};
+    use nix::libc;
+    let first = crate::sandbox::bwrap::FIRST_FD;
+    let opened = crate::sandbox::pin::open_all(pinned)?;
+    let above = first + pinned.len() as i32;
+    let exec = |why: std::io::Error| ExecError::Exec { program: "the sandbox".into(), why };
+    let mut lifted = Vec::with_capacity(opened.len());
+    for fd in &opened {
+        lifted.push(fcntl(fd, FcntlArg::F_DUPFD_CLOEXEC(above)).map_err(|e| exec(e.into()))?);
+    }
+    // The first copies may sit where the program expects its descriptors: closed before those
+    // places are filled.
+    drop(opened);
+    for (i, &fd) in lifted.iter().enumerate() {
+        // SAFETY: both descriptors are this process's; the target's old use (if any) is meant to
+        // be replaced, and dup2 leaves the copy without close-on-exec, so the program inherits it.
+        if unsafe { libc::dup2(fd, first + i as i32) } < 0 {
+            return Err(exec(std::io::Error::last_os_error()));
+        }
+    }
+    for fd in lifted {
+        // SAFETY: `fd` is the F_DUPFD_CLOEXEC copy made above, used by nothing else now.
+        unsafe { libc::close(fd) };
+    }
+    Ok(())
 }
 
 /// Waits until the process is killed (a placeholder, replaced by `respawn-pane -k`).
@@ -96,6 +138,7 @@ mod tests {
             argv: vec!["/nonexistent/program".into(), "--flag".into()],
             env: vec![("KEY".into(), "value".into())],
             cwd: dir.path().to_path_buf(),
+            pinned: vec![],
         };
         write(&file, &launch).expect("write");
         use std::os::unix::fs::PermissionsExt;

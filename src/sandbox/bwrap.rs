@@ -1,22 +1,30 @@
 //! The bubblewrap provider: ONE pure function turns a policy and an agent's seat into the `bwrap`
-//! argv that wraps its program and the environment bwrap is started with. No I/O: `seat.rs` found
-//! the paths, the harness spawns the argv with that environment and nothing else.
+//! argv that wraps its program, the environment bwrap is started with, and the pinned paths whose
+//! descriptors it is given. No I/O: `seat.rs` found the paths, the harness opens the pinned ones
+//! (`pin::open_all`) and spawns the argv with that environment and nothing else.
+//!
+//! The root is an allow-list: an empty tmpfs (read-only once built) holding the host's system
+//! folders, private `/dev`, `/proc` and `/tmp`, and the agent's own paths; never the host's `/`
+//! with holes punched. Mounts are made shallowest first, so that a deeper one (a `.git` kept
+//! read-only inside the workspace, a mask over `.awf`, the agent's control folder below that mask)
+//! always lands on top of the one that holds it.
 
 use super::net::Net;
+use super::pin::{Pinned, Role};
 use super::policy::{Network, Policy};
 use super::seat::Seat;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-fn bind(a: &mut Vec<String>, how: &str, p: &Path) {
-    a.extend([how.to_string(), text(p), text(p)]);
-}
+/// The descriptor the first pinned path is given to bwrap on; the next ones follow.
+pub const FIRST_FD: i32 = 3;
 
 fn text(p: &Path) -> String {
     // `seat` refuses paths that are not UTF-8, so nothing is lost here.
     p.display().to_string()
 }
 
-/// What runs a program in the sandbox: bwrap's argv and the whole environment bwrap starts with.
+/// What runs a program in the sandbox: bwrap's argv, the whole environment bwrap starts with, and
+/// the descriptors it mounts.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Wrapped {
     /// `bwrap`, its options, `--`, then the program: paths and flags, never a variable's value.
@@ -26,6 +34,29 @@ pub struct Wrapped {
     /// because any local user can read a process's argv in `/proc/<pid>/cmdline`, while its
     /// environment is readable by its own user only.
     pub env: Vec<(String, String)>,
+    /// The paths bwrap mounts by descriptor: `pinned[i]` is opened (`pin::open`) and given to
+    /// bwrap as descriptor `FIRST_FD + i`.
+    pub pinned: Vec<Pinned>,
+}
+
+/// One mount: where it lands, and its words in the argv.
+struct Mount {
+    at: PathBuf,
+    words: Vec<String>,
+}
+
+impl Mount {
+    fn new(at: &Path, words: Vec<String>) -> Mount {
+        Mount { at: at.to_path_buf(), words }
+    }
+
+    fn path(how: &str, p: &Path) -> Mount {
+        Mount::new(p, vec![how.to_string(), text(p), text(p)])
+    }
+
+    fn depth(&self) -> usize {
+        self.at.components().filter(|c| matches!(c, std::path::Component::Normal(_))).count()
+    }
 }
 
 /// Runs `program` inside the sandbox: `bwrap`, its options, `--`, then `program`, with the
@@ -59,51 +90,50 @@ pub fn wrap(
             None => env.push((k.clone(), v.clone())),
         }
     }
-    // Mounts apply in argv order, and a later mount covers whatever an earlier one put at the same
-    // place or beneath it. So: the widest and least trusted first, each later step carving out
-    // what the agent may see or write.
-    // 1. The host's root, read-only.
-    bind(&mut a, "--ro-bind", Path::new("/"));
-    // 2. Private /dev, /proc and /tmp: nothing of the host's /tmp (other users' sockets) shows.
-    a.extend(["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"].map(String::from));
-    // 3. The operator's home folders become empty tmpfs: their keys and sessions are not readable.
-    for h in &seat.hidden {
-        a.extend(["--tmpfs".to_string(), text(h)]);
+    let mut mounts: Vec<Mount> = Vec::new();
+    // The host's system folders, read-only (a symlink where the host has one).
+    for s in &seat.system {
+        mounts.push(match &s.link {
+            Some(to) => Mount::new(&s.path, vec!["--symlink".into(), text(to), text(&s.path)]),
+            None => Mount::path("--ro-bind", &s.path),
+        });
     }
-    // 4. What the program needs from under those folders (a pyenv shim, a CLI in ~/.local), read-only.
-    for e in &seat.exposed {
-        bind(&mut a, "--ro-bind", &e.path);
+    // Private /dev, /proc and /tmp: nothing of the host's /tmp (other users' sockets) shows.
+    for (how, at) in [("--dev", "/dev"), ("--proc", "/proc"), ("--tmpfs", "/tmp")] {
+        mounts.push(Mount::new(Path::new(at), vec![how.into(), at.into()]));
     }
-    // 5. The policy's extra read-only binds.
-    for p in &policy.read_only {
-        bind(&mut a, "--ro-bind", p);
+    // What the agent could replace, by the descriptor opened just before the turn: what the
+    // program needs, read-only paths, the workspace, writable paths, git folders read-only.
+    let pinned: Vec<Pinned> = seat.pinned().into_iter().cloned().collect();
+    for (i, p) in pinned.iter().enumerate() {
+        let how = match p.role {
+            Role::Workspace | Role::Writable => "--bind-fd",
+            Role::ReadOnly | Role::Exposed | Role::Git => "--ro-bind-fd",
+        };
+        mounts.push(Mount::new(&p.dest, vec![how.into(), (FIRST_FD + i as i32).to_string(), text(&p.dest)]));
     }
-    // 6. The writable area: the workspace (shared by every agent of a run-level sandbox) and the
-    //    policy's writable folders. After the hidden homes, so a workspace inside one still shows.
-    bind(&mut a, "--bind", &seat.workspace);
-    for p in &policy.writable {
-        bind(&mut a, "--bind", p);
+    // awf's own places inside what is bound: empty.
+    for m in &seat.masked {
+        mounts.push(Mount::new(m, vec!["--tmpfs".into(), text(m)]));
     }
-    // 7. The run records are hidden even when they lie inside the workspace: agents answer through
-    //    their socket, never by writing records.
-    if let Some(r) = &seat.records {
-        a.extend(["--tmpfs".to_string(), text(r)]);
-    }
-    // 8. The agent's control folder (socket, launcher) and the awf binary the launcher execs,
-    //    read-only, after the workspace and the records so that neither covers them.
+    // The agent's control folder (socket, launcher) and the awf binary the launcher execs,
+    // read-only; its state and home writable.
     for c in &seat.control {
-        bind(&mut a, "--ro-bind", c);
+        mounts.push(Mount::path("--ro-bind", c));
     }
-    bind(&mut a, "--ro-bind", &seat.awf);
-    // 9. Last, the agent's own writable folders inside its control folder: its state and its home.
-    bind(&mut a, "--bind", &seat.state);
-    bind(&mut a, "--bind", &seat.home);
-    a.extend(["--chdir".to_string(), text(&seat.cwd), "--".to_string()]);
+    mounts.push(Mount::path("--ro-bind", &seat.awf));
+    mounts.push(Mount::path("--bind", &seat.state));
+    mounts.push(Mount::path("--bind", &seat.home));
+    // Shallowest first (a stable sort: at one depth, in the order above).
+    mounts.sort_by_key(Mount::depth);
+    a.extend(mounts.into_iter().flat_map(|m| m.words));
+    a.extend(["--remount-ro", "/", "--chdir"].map(String::from));
+    a.extend([text(&seat.cwd), "--".to_string()]);
     match net {
         Some(n) => a.extend(n.bridge(&seat.awf, program)),
         None => a.extend(program.iter().cloned()),
     }
-    Wrapped { argv: a, env }
+    Wrapped { argv: a, env, pinned }
 }
 
 /// The argv that checks, once, whether bwrap can build a sandbox here: every namespace, a
@@ -136,16 +166,30 @@ pub fn probe_argv(bwrap: &Path) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sandbox::root::System;
     use crate::sandbox::seat::Exposure;
-    use std::path::PathBuf;
+
+    fn pinned(role: Role, p: &str) -> Pinned {
+        Pinned { role, path: p.into(), dest: p.into(), dev: 1, ino: 2 }
+    }
 
     fn seat() -> Seat {
         let agent = PathBuf::from("/work/.awf/runs/r1/agents/a");
         Seat {
-            hidden: vec!["/root".into(), "/home".into()],
-            exposed: vec![Exposure { path: "/root/.pyenv".into(), needed_by: "/root/.pyenv/shims/python3".into() }],
-            workspace: "/work".into(),
-            records: Some("/work/.awf/runs".into()),
+            system: vec![
+                System { path: "/usr".into(), link: None },
+                System { path: "/bin".into(), link: Some("usr/bin".into()) },
+                System { path: "/etc".into(), link: None },
+            ],
+            exposed: vec![Exposure {
+                path: pinned(Role::Exposed, "/root/.pyenv"),
+                needed_by: "/root/.pyenv/shims/python3".into(),
+            }],
+            workspace: pinned(Role::Workspace, "/work"),
+            writable: vec![],
+            read_only: vec![],
+            git: vec![pinned(Role::Git, "/work/.git")],
+            masked: vec!["/work/.awf".into()],
             control: vec![agent.clone()],
             awf: "/opt/awf/bin/awf".into(),
             state: agent.join("state"),
@@ -168,23 +212,26 @@ mod tests {
     }
 
     #[test]
-    fn the_default_policy_has_no_network_and_only_the_listed_environment() {
+    fn the_default_policy_builds_the_root_from_an_allow_list_shallowest_first() {
         let got =
             wrap(Path::new("/usr/bin/bwrap"), &Policy::default(), &seat(), None, &vars(), &words("python3 agent.py"));
         let want = words(
             "/usr/bin/bwrap --unshare-all --die-with-parent --new-session \
-             --ro-bind / / --dev /dev --proc /proc --tmpfs /tmp \
-             --tmpfs /root --tmpfs /home \
-             --ro-bind /root/.pyenv /root/.pyenv \
-             --bind /work /work \
-             --tmpfs /work/.awf/runs \
-             --ro-bind /work/.awf/runs/r1/agents/a /work/.awf/runs/r1/agents/a \
+             --ro-bind /usr /usr --symlink usr/bin /bin --ro-bind /etc /etc \
+             --dev /dev --proc /proc --tmpfs /tmp \
+             --bind-fd 4 /work \
+             --ro-bind-fd 3 /root/.pyenv \
+             --ro-bind-fd 5 /work/.git \
+             --tmpfs /work/.awf \
              --ro-bind /opt/awf/bin/awf /opt/awf/bin/awf \
+             --ro-bind /work/.awf/runs/r1/agents/a /work/.awf/runs/r1/agents/a \
              --bind /work/.awf/runs/r1/agents/a/state /work/.awf/runs/r1/agents/a/state \
              --bind /work/.awf/runs/r1/agents/a/home /work/.awf/runs/r1/agents/a/home \
-             --chdir /work/sub -- python3 agent.py",
+             --remount-ro / --chdir /work/sub -- python3 agent.py",
         );
         assert_eq!(got.argv, want);
+        let fds: Vec<&str> = got.pinned.iter().map(|p| p.path.to_str().unwrap_or("")).collect();
+        assert_eq!(fds, ["/root/.pyenv", "/work", "/work/.git"], "descriptor 3 first, in the seat's order");
         assert_eq!(
             got.env,
             pairs(&[
@@ -195,37 +242,44 @@ mod tests {
                 ("AWF_LAUNCHER", "/work/.awf/runs/r1/agents/a/wf"),
             ])
         );
+        for absent in ["/", "/run", "/var", "/home", "/root", "/sys"] {
+            assert!(
+                !got.argv.windows(2).any(|w| w[0].starts_with("--") && w[0].contains("bind") && w[1] == absent),
+                "{absent} is bound: {:?}",
+                got.argv
+            );
+        }
     }
 
     #[test]
-    fn network_host_shares_the_net_and_extra_binds_keep_their_places() {
-        let policy = Policy {
-            network: Network::Host,
-            writable: vec!["/data/out".into()],
-            read_only: vec!["/root/.config/tool".into()],
-            ..Default::default()
-        };
+    fn network_host_shares_the_net_and_deeper_paths_land_on_top() {
+        let policy = Policy { network: Network::Host, ..Default::default() };
         let mut seat = seat();
         seat.exposed.clear();
-        seat.records = None;
-        seat.hidden = vec!["/root".into()];
+        seat.git.clear();
+        seat.masked.clear();
+        seat.system.truncate(1);
+        seat.writable = vec![Pinned { dest: "/work/out/build".into(), ..pinned(Role::Writable, "/work/out2/build") }];
+        seat.read_only = vec![pinned(Role::ReadOnly, "/root/.config/tool"), pinned(Role::ReadOnly, "/work/docs")];
         seat.control.push("/tmp/awf-0123456789".into());
         seat.env.clear();
         let got = wrap(Path::new("/usr/bin/bwrap"), &policy, &seat, None, &[], &words("./agent.sh --fast"));
         let want = words(
             "/usr/bin/bwrap --unshare-all --share-net --die-with-parent --new-session \
-             --ro-bind / / --dev /dev --proc /proc --tmpfs /tmp \
-             --tmpfs /root \
-             --ro-bind /root/.config/tool /root/.config/tool \
-             --bind /work /work --bind /data/out /data/out \
-             --ro-bind /work/.awf/runs/r1/agents/a /work/.awf/runs/r1/agents/a \
+             --ro-bind /usr /usr --dev /dev --proc /proc --tmpfs /tmp \
+             --bind-fd 5 /work \
+             --ro-bind-fd 4 /work/docs \
              --ro-bind /tmp/awf-0123456789 /tmp/awf-0123456789 \
+             --ro-bind-fd 3 /root/.config/tool \
+             --bind-fd 6 /work/out/build \
              --ro-bind /opt/awf/bin/awf /opt/awf/bin/awf \
+             --ro-bind /work/.awf/runs/r1/agents/a /work/.awf/runs/r1/agents/a \
              --bind /work/.awf/runs/r1/agents/a/state /work/.awf/runs/r1/agents/a/state \
              --bind /work/.awf/runs/r1/agents/a/home /work/.awf/runs/r1/agents/a/home \
-             --chdir /work/sub -- ./agent.sh --fast",
+             --remount-ro / --chdir /work/sub -- ./agent.sh --fast",
         );
         assert_eq!(got.argv, want);
+        assert_eq!(got.pinned[3].path, Path::new("/work/out2/build"), "opened at its real place, shown where named");
         assert_eq!(got.env, pairs(&[("HOME", "/work/.awf/runs/r1/agents/a/home")]));
     }
 
@@ -242,20 +296,19 @@ mod tests {
         };
         let mut seat = seat();
         seat.exposed.clear();
-        seat.records = None;
-        seat.hidden = vec!["/root".into()];
+        seat.git.clear();
+        seat.masked.clear();
+        seat.system.clear();
         seat.env = vec![("HTTP_PROXY".into(), "http://operator-proxy:1".into())];
         let got = wrap(Path::new("/usr/bin/bwrap"), &policy, &seat, Some(&net), &[], &words("claude -p hi"));
         let want = words(
             "/usr/bin/bwrap --unshare-all --die-with-parent --new-session \
-             --ro-bind / / --dev /dev --proc /proc --tmpfs /tmp \
-             --tmpfs /root \
-             --bind /work /work \
-             --ro-bind /work/.awf/runs/r1/agents/a /work/.awf/runs/r1/agents/a \
+             --dev /dev --proc /proc --tmpfs /tmp --bind-fd 3 /work \
              --ro-bind /opt/awf/bin/awf /opt/awf/bin/awf \
+             --ro-bind /work/.awf/runs/r1/agents/a /work/.awf/runs/r1/agents/a \
              --bind /work/.awf/runs/r1/agents/a/state /work/.awf/runs/r1/agents/a/state \
              --bind /work/.awf/runs/r1/agents/a/home /work/.awf/runs/r1/agents/a/home \
-             --chdir /work/sub -- \
+             --remount-ro / --chdir /work/sub -- \
              /opt/awf/bin/awf sandbox-bridge --socket /work/.awf/runs/r1/agents/a/net.sock --proxy-port 3128 \
              --forward 127.0.0.1:8080 -- claude -p hi",
         );

@@ -7,8 +7,10 @@
 
 pub mod bwrap;
 pub mod net;
+pub mod pin;
 pub mod policy;
 pub mod provider;
+pub mod root;
 pub mod seat;
 
 pub use policy::{Named, Network, Policy};

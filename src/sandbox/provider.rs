@@ -27,6 +27,9 @@ pub enum Unavailable {
         bwrap.display()
     )]
     NoNamespaces { bwrap: PathBuf, why: String },
+    /// Sandboxes mount what the agent could replace by descriptor (`--bind-fd`, bubblewrap 0.5).
+    #[error("{} ({version}) cannot mount by descriptor (--bind-fd, bubblewrap 0.5 or later); {INSTALL}", bwrap.display())]
+    TooOld { bwrap: PathBuf, version: String },
 }
 
 /// `bwrap` on `path` (a PATH value), or why it is not there.
@@ -57,10 +60,24 @@ pub fn version(bwrap: &Path) -> Option<String> {
     out.status.success().then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
 }
 
+/// Whether this bwrap mounts by descriptor (`--ro-bind-fd` in its `--help`).
+pub fn binds_by_descriptor(bwrap: &Path) -> Result<(), Unavailable> {
+    let out = crate::open_files::command(bwrap).arg("--help").stdin(Stdio::null()).output();
+    match out {
+        Ok(o) if String::from_utf8_lossy(&o.stdout).contains("--ro-bind-fd") => Ok(()),
+        Ok(_) => Err(Unavailable::TooOld {
+            bwrap: bwrap.to_path_buf(),
+            version: version(bwrap).unwrap_or_else(|| "version unknown".into()),
+        }),
+        Err(source) => Err(Unavailable::CannotRun { bwrap: bwrap.to_path_buf(), source }),
+    }
+}
+
 /// bwrap found on this process's PATH and probed: the path to run, or why sandboxes cannot be made.
 pub fn ready() -> Result<PathBuf, Unavailable> {
     let bwrap = find(std::env::var_os("PATH").as_deref())?;
     probe(&bwrap)?;
+    binds_by_descriptor(&bwrap)?;
     Ok(bwrap)
 }
 

@@ -44,7 +44,7 @@ impl CliSession {
         let vars: Vec<(String, String)> = key.into_iter().chain(env.set.iter().cloned()).collect();
         let wrapped = s.wrap(&argv, &vars);
         let mut cmd = crate::harness::spawn::Program::new(&wrapped.argv[0]);
-        cmd.args(&wrapped.argv[1..]).env_clear().envs(wrapped.env);
+        cmd.args(&wrapped.argv[1..]).env_clear().envs(wrapped.env).pinned(wrapped.pinned);
         cmd
     }
     /// Runs the CLI once, reading its events until it ends, stalls, or is released.

@@ -19,11 +19,21 @@ pub struct Program {
     /// In order: a value set, or (`None`) a variable removed.
     env: Vec<(OsString, Option<OsString>)>,
     cwd: Option<PathBuf>,
+    /// Paths opened just before the start (`sandbox::pin::open`, each checked against what it was
+    /// when the agent was seated) and given to the process as descriptors from
+    /// `sandbox::bwrap::FIRST_FD` up, in order.
+    pinned: Vec<crate::sandbox::pin::Pinned>,
 }
 
 impl Program {
     pub fn new(program: impl AsRef<OsStr>) -> Program {
-        Program { argv: vec![program.as_ref().to_owned()], clear_env: false, env: Vec::new(), cwd: None }
+        Program {
+            argv: vec![program.as_ref().to_owned()],
+            clear_env: false,
+            env: Vec::new(),
+            cwd: None,
+            pinned: vec![],
+        }
     }
 
     pub fn args<I, S>(&mut self, args: I) -> &mut Program
@@ -69,6 +79,12 @@ impl Program {
         self
     }
 
+    /// Gives the process the pinned paths as descriptors (a sandbox's `Wrapped::pinned`).
+    pub fn pinned(&mut self, pinned: Vec<crate::sandbox::pin::Pinned>) -> &mut Program {
+        self.pinned = pinned;
+        self
+    }
+
     /// The environment the process starts with: awf's (unless cleared) with the changes applied.
     fn environment(&self) -> Vec<(OsString, OsString)> {
         let mut vars: Vec<(OsString, OsString)> =
@@ -83,7 +99,8 @@ impl Program {
     }
 
     /// Ready to exec: `ENOENT` when the program is not found on PATH (the process's PATH, else
-    /// awf's), `InvalidInput` when a string holds a NUL byte.
+    /// awf's), `InvalidInput` when a string holds a NUL byte, and a pinned path that changed since
+    /// it was pinned refused with the reason (`sandbox::pin::PinError`).
     pub(super) fn prepare(&self) -> io::Result<Prepared> {
         let env = self.environment();
         let name = &self.argv[0];
@@ -108,7 +125,8 @@ impl Program {
             })
             .collect::<io::Result<Vec<_>>>()?;
         let cwd = self.cwd.as_ref().map(|d| c(d.as_os_str())).transpose()?;
-        Ok(Prepared { path, argv, envp, cwd })
+        let fds = crate::sandbox::pin::open_all(&self.pinned).map_err(io::Error::other)?;
+        Ok(Prepared { path, argv, envp, cwd, fds })
     }
 }
 
@@ -118,6 +136,8 @@ pub(super) struct Prepared {
     pub(super) argv: Vec<CString>,
     pub(super) envp: Vec<CString>,
     pub(super) cwd: Option<CString>,
+    /// The pinned paths, opened: the process gets them from `sandbox::bwrap::FIRST_FD` up.
+    pub(super) fds: Vec<std::os::fd::OwnedFd>,
 }
 
 #[cfg(test)]

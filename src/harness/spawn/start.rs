@@ -52,6 +52,9 @@ struct Plan {
     cwd: *const c_char,
     /// The child's stdin, stdout and stderr.
     stdio: [RawFd; 3],
+    /// Descriptors the child gets from `FIRST_FD` up, in order; each numbered above all of those
+    /// places, so that placing one never closes another.
+    extra: Vec<RawFd>,
     /// awf's pid: the child's parent must still be awf once it asked to die with it.
     awf: libc::pid_t,
     /// When not 0, the child shares awf's descriptor table from the clone and first takes a copy
@@ -73,8 +76,21 @@ struct Plan {
 /// open agent), on every turn.
 #[allow(unsafe_code)]
 pub(super) fn start(program: &Prepared, stdio: [RawFd; 3], heritage: Heritage) -> io::Result<libc::pid_t> {
+    use std::os::fd::AsRawFd;
+    let first = crate::sandbox::bwrap::FIRST_FD;
+    // Copies of the pinned descriptors above the places they go to (close-on-exec: only the
+    // child's `dup2` copies survive its exec); closed here when this returns.
+    let above = first + program.fds.len() as RawFd;
+    let extra = program
+        .fds
+        .iter()
+        .map(|fd| nix::fcntl::fcntl(fd, nix::fcntl::FcntlArg::F_DUPFD_CLOEXEC(above)).map_err(io::Error::from))
+        .map(|fd| fd.map(unsafe_owned))
+        .collect::<io::Result<Vec<_>>>()?;
     let copy_below = match heritage.copy_below {
-        Some(below) if stdio.iter().all(|&fd| fd < below) => below as libc::c_uint,
+        Some(below) if stdio.iter().copied().chain(extra.iter().map(|f| f.as_raw_fd())).all(|fd| fd < below) => {
+            below as libc::c_uint
+        }
         _ => 0,
     };
     let nul_ended = |strings: &[std::ffi::CString]| -> Vec<*const c_char> {
@@ -95,6 +111,7 @@ pub(super) fn start(program: &Prepared, stdio: [RawFd; 3], heritage: Heritage) -
         sh_argv,
         cwd: program.cwd.as_ref().map_or(ptr::null(), |c| c.as_ptr()),
         stdio,
+        extra: extra.iter().map(|f| f.as_raw_fd()).collect(),
         awf: nix::unistd::getpid().as_raw(),
         copy_below,
         open_files: heritage.open_files,
@@ -193,6 +210,11 @@ extern "C" fn child(arg: *mut c_void) -> c_int {
                 fail(plan);
             }
         }
+        for (i, &fd) in plan.extra.iter().enumerate() {
+            if libc::dup2(fd, crate::sandbox::bwrap::FIRST_FD + i as c_int) < 0 {
+                fail(plan);
+            }
+        }
         if !plan.cwd.is_null() && libc::chdir(plan.cwd) != 0 {
             fail(plan);
         }
@@ -206,6 +228,14 @@ extern "C" fn child(arg: *mut c_void) -> c_int {
         }
         fail(plan)
     }
+}
+
+/// Owns a descriptor `fcntl` just made.
+#[allow(unsafe_code)]
+fn unsafe_owned(fd: RawFd) -> std::os::fd::OwnedFd {
+    use std::os::fd::FromRawFd;
+    // SAFETY: F_DUPFD_CLOEXEC returned a new descriptor that nothing else owns.
+    unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) }
 }
 
 /// Whether the kernel has `close_range` (Linux 5.9, with `CLOSE_RANGE_UNSHARE`): closing a range

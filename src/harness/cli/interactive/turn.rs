@@ -226,12 +226,12 @@ impl CliSession {
                 vars.retain(|(name, _)| *name != k);
                 vars.push((k, v));
             }
-            return Ok(Launch { argv, env: vars, cwd: self.cwd.clone() });
+            return Ok(Launch { argv, env: vars, cwd: self.cwd.clone(), pinned: vec![] });
         };
         let key = self.cfg.api_key_env.as_ref().and_then(|k| Some((k.clone(), std::env::var(k).ok()?)));
         let vars: Vec<(String, String)> = key.into_iter().chain(env.set).collect();
         let wrapped = s.wrap(&argv, &vars);
-        Ok(Launch { argv: wrapped.argv, env: wrapped.env, cwd: self.cwd.clone() })
+        Ok(Launch { argv: wrapped.argv, env: wrapped.env, cwd: self.cwd.clone(), pinned: wrapped.pinned })
     }
 
     /// Keeps the session id the session file gave, as a headless turn keeps its events'.
