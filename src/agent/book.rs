@@ -211,7 +211,7 @@ impl AgentBook {
         }
         let sandbox = self
             .sandboxes
-            .choose(run, &req.key, req.sandbox.as_deref(), runtime.harness)
+            .choose(run, &req.key, req.sandbox.as_deref(), runtime.harness, self.remote().is_none())
             .map_err(|source| OpenError::Sandbox { agent: agent(), source })?;
         run.scheduler.admit_agent()?;
         let agent = self.assemble(req, runtime, sandbox, &skills, beside)?;
@@ -273,7 +273,7 @@ impl AgentBook {
         let runtime = Arc::new(runtime);
         let sandbox = self
             .sandboxes
-            .choose(run, &req.key, None, runtime.harness)
+            .choose(run, &req.key, None, runtime.harness, self.remote().is_none())
             .map_err(|source| OpenError::Sandbox { agent: req.key.clone(), source })?;
         self.assemble(req, runtime, sandbox, &[], None)
     }

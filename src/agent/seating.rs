@@ -63,13 +63,16 @@ impl SandboxBook {
 
     /// The sandbox for agent `key` of `harness`, from its spec's `sandbox` and the run-level one;
     /// `None` when it has none. Refuses, saying which and how to fix it, when the sandbox is
-    /// unknown, clashes with the run-level one, or cannot be made here.
+    /// unknown, clashes with the run-level one, or cannot be made here. `here` is false when the
+    /// agent's program does not run on this machine (a plan's agents, a worker's): its policy is
+    /// checked, and bwrap is neither looked for nor started.
     pub fn choose(
         &self,
         run: &Run,
         key: &str,
         spec: Option<&Asked>,
         harness: HarnessKind,
+        here: bool,
     ) -> Result<Option<Chosen>, SandboxRefused> {
         let asked = match spec {
             None => None,
@@ -97,6 +100,7 @@ impl SandboxBook {
         policy.check().map_err(|e| fail(e.into()))?;
         let bwrap = match harness.confinement() {
             Confinement::InProcess => None,
+            Confinement::Wrapped if !here => None,
             Confinement::Wrapped => Some(
                 self.ready
                     .get_or_init(|| provider::ready().map_err(Arc::new))
