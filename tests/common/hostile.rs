@@ -41,3 +41,12 @@ pub fn reached(report: &Value, name: &str) -> bool {
         None => panic!("no report of attack {name}: {report:#}"),
     }
 }
+
+/// As `workflow`, but each turn's outcome is returned whole (`#{ kind, reason, value }`), so that
+/// a turn awf refused shows as `failed` with its reason instead of ending the run.
+pub fn workflow_outcomes(key: &str, spec_extra: &str, turns: &[Value]) -> String {
+    workflow(key, spec_extra, turns).replace(
+        "reports.push(a.ask(t, #{ type: \"object\" }));",
+        "let o = a.turn(#{ prompt: t, schema: #{ type: \"object\" } }); reports.push(#{ kind: o.kind, reason: o.reason, value: o.value }); if !o.ok { break; }",
+    )
+}
