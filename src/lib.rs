@@ -70,9 +70,10 @@
 //!   (fresh, or resumed through `runs::reattempt`), `runs.rs` the `/runs` routes (a run is kept on
 //!   disk before its 202), `recover.rs` what a serve that died left (queued: run; interrupted:
 //!   resumed; in acceptance order; `--no-recover`), `job.rs` the checked body, `events.rs` the
-//!   event stream; `auth.rs` the Host, Origin and bearer-token (or cookie) checks on
-//!   TCP, `login.rs` the browser's sign-in link and session cookie, `dashboard.rs` the page at `/`
-//!   (`dashboard.html` and `dashboard.js`, embedded) and its runs table, `run_page.rs` one run as
+//!   event stream; `auth.rs` the Host, Origin and bearer-token checks on TCP (no cookie stands
+//!   for the token), `sign_in.rs` the browser's sign-in link (the token after `#`, kept by the
+//!   page in its tab's `sessionStorage`), `dashboard.rs` the page at `/` (`dashboard.html` and
+//!   `dashboard.js`, embedded: the shell, read without the token) and its runs table, `run_page.rs` one run as
 //!   the page draws it (`GET /runs/{id}/view`), `answer.rs` `POST /runs/{id}/answer`, `plans.rs` `POST /plans` (the plan of a `POST /runs` body), `private.rs` the 0600 socket and token file, `scripts.rs` which script a client may name,
 //!   `listen.rs` the two listeners, `options.rs` the limits a `POST /runs` sets, `strategies.rs`
 //!   the watched registry and `GET /strategies`), `init.rs`, `caller.rs` (`--caller`, `--caller-home`: the calling session, checked), `live.rs` (the terminal view),
@@ -395,8 +396,9 @@
 //!   files (the writer thread, or a durable line's appender); `stages.jsonl` and the
 //!   rest are synced to disk at every stage end and at the run's end.
 //! - `awf serve` trusts no local user: on TCP every request carries the token (Host, then Origin,
-//!   then token; a browser the cookie `/login` gave for it, and a change it asks also this server's
-//!   Origin), the socket is 0600, a client names only `.rhai` files inside the script folder,
+//!   then token) as `Authorization: Bearer`, the dashboard's too (its page keeps it in the tab's
+//!   `sessionStorage`, per origin, never in a cookie, which a browser sends to every port of the
+//!   host); only the page shell, the same bytes for everyone, is read without it; the socket is 0600, a client names only `.rhai` files inside the script folder,
 //!   and an error it reads shows source lines only of those files and the embedded stdlib
 //!   (`script::show_lines_only_under`, set once at start; the CLI shows the operator everything).
 //! - Text from a harness (reasons, error bodies, stderr tails) enters the engine through

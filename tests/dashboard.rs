@@ -1,8 +1,8 @@
 //! The dashboard of `awf serve` in a real browser: headless Chromium (Debian's `chromium`, which
 //! `.ci/setup` installs) driven over the DevTools protocol from this test signs in with the link
 //! serve prints, follows a slow fake run, answers its checkpoint and stops it through the page
-//! (another site's page cannot), and leaves a screenshot; and its sign-in, cookie and Origin
-//! checks and its JSON over plain HTTP.
+//! (another site's page cannot), and leaves a screenshot; and its token and Origin checks and its
+//! JSON over plain HTTP. `dashboard_sign_in.rs` tries the sign-in from another port.
 
 use crate::common;
 
@@ -15,14 +15,14 @@ use std::net::TcpStream;
 
 /// A writer parked behind a checkpoint, one turn once it is answered, then an agent that hangs
 /// until the run is stopped.
-const WORKFLOW: &str = r#"
+pub(crate) const WORKFLOW: &str = r#"
 let w = ctx.agents.open(#{ key: "writer" });
 let a = ctx.checkpoint("Ship it?", #{ type: "object", properties: #{ ship: #{ type: "boolean" } }, required: ["ship"] });
 let d = w.ask("Draft the release note");
 let s = ctx.agents.open(#{ key: "stuck" });
 s.ask("wait")
 "#;
-const RESPONDER: &str = r#"fn respond(turn) {
+pub(crate) const RESPONDER: &str = r#"fn respond(turn) {
     if turn.agent == "stuck" { return #{ hang: true }; }
     #{ answer: "the drafted note", delay_ms: 200, usage: #{ input_tokens: 12, output_tokens: 7 } }
 }"#;
@@ -51,7 +51,7 @@ fn another_site() -> u16 {
 }
 
 /// The sign-in link serve printed on stderr.
-fn login_url(s: &Serve) -> String {
+pub(crate) fn login_url(s: &Serve) -> String {
     let mut url = String::new();
     wait_until("the dashboard link on serve's stderr", || {
         let err = s.stderr();
@@ -75,9 +75,14 @@ fn the_dashboard_follows_a_run_answers_its_checkpoint_and_stops_it_in_chromium()
 
     let mut chrome = Chrome::launch();
     chrome.call("Page.navigate", json!({ "url": url }));
-    // Signed in: the token has left the address bar and the cookie is out of the page's reach.
-    chrome.until("the redirect to /", "location.pathname === '/' && location.search === ''");
-    assert_eq!(chrome.eval("document.cookie"), json!(""), "the session cookie is HttpOnly");
+    // Signed in: the token has left the address bar for this tab's sessionStorage, and there is
+    // no cookie.
+    chrome.until(
+        "the token out of the address",
+        "location.pathname === '/' && location.hash === '' && location.search === ''",
+    );
+    assert_eq!(chrome.eval("sessionStorage.getItem('awf-serve-token')"), json!(s.token));
+    assert_eq!(chrome.eval("document.cookie"), json!(""), "no cookie");
     let row = format!("document.querySelector('[data-run=\"{id}\"]')");
     chrome.until("the run listed", &format!("{row} !== null"));
     chrome.eval(&format!("{row}.querySelector('a').click(); true"));
@@ -104,7 +109,7 @@ fn the_dashboard_follows_a_run_answers_its_checkpoint_and_stops_it_in_chromium()
     assert!(spend.as_str().is_some_and(|t| t.contains("fake") && t.contains("19")), "{spend}");
     chrome
         .until("live events over SSE", "document.getElementById('events').textContent.includes('checkpoint-answered')");
-    // Without the cookie the page's own origin is refused too.
+    // Without the token the page's own origin is refused too.
     let bare = chrome.eval("fetch('/dashboard/runs', { credentials: 'omit' }).then(r => r.status)");
     assert_eq!(bare, json!(401));
 
@@ -117,8 +122,8 @@ fn the_dashboard_follows_a_run_answers_its_checkpoint_and_stops_it_in_chromium()
     println!("dashboard screenshot: {}", path.display());
     assert!(png.starts_with(b"\x89PNG"), "a PNG");
 
-    // A page of another origin on this host (same site: the cookie goes along) makes the browser
-    // post a stop: refused for its Origin, and the run goes on.
+    // A page of another origin on this host (the same site) makes the browser post a stop:
+    // refused (no token, and its Origin), and the run goes on.
     let common::serve::Addr::Tcp(port) = s.addr else { panic!("a TCP serve") };
     let other = another_site();
     chrome.call("Page.navigate", json!({ "url": format!("http://127.0.0.1:{other}/") }));
@@ -129,7 +134,7 @@ fn the_dashboard_follows_a_run_answers_its_checkpoint_and_stops_it_in_chromium()
     assert_eq!(sent, json!("sent"));
     assert_eq!(s.listed_status(&id), "running", "another site's stop must not reach the run");
 
-    // Back on the dashboard (the cookie kept), the run opened from the address's #run=ID.
+    // Back on the dashboard (the tab keeps its token), the run opened from the address's #run=ID.
     chrome.call("Page.navigate", json!({ "url": format!("http://127.0.0.1:{port}/#run={id}") }));
     chrome.until("the run's page again", &format!("({}||{{}}).state === 'working'", agent("stuck")));
     chrome.eval("document.getElementById('stop').click(); true");
@@ -139,7 +144,7 @@ fn the_dashboard_follows_a_run_answers_its_checkpoint_and_stops_it_in_chromium()
 }
 
 /// One request with exactly `headers`; the status, the response head and the body.
-fn raw(s: &Serve, method: &str, path: &str, headers: &[(&str, &str)]) -> (u16, String, String) {
+pub(crate) fn raw(s: &Serve, method: &str, path: &str, headers: &[(&str, &str)]) -> (u16, String, String) {
     let common::serve::Addr::Tcp(port) = s.addr else { panic!("a TCP serve") };
     let mut stream = TcpStream::connect(("127.0.0.1", port)).expect("connect to awf serve");
     stream.set_read_timeout(Some(common::TIMEOUT)).expect("a read timeout");
@@ -157,7 +162,7 @@ fn raw(s: &Serve, method: &str, path: &str, headers: &[(&str, &str)]) -> (u16, S
 }
 
 #[test]
-fn the_sign_in_link_sets_a_strict_cookie_and_changes_need_this_servers_origin() {
+fn the_dashboards_json_needs_the_token_and_a_change_needs_no_origin_or_this_servers() {
     let env = Env::new();
     env.with_responder(RESPONDER);
     env.write("wf.rhai", WORKFLOW);
@@ -166,32 +171,24 @@ fn the_sign_in_link_sets_a_strict_cookie_and_changes_need_this_servers_origin() 
     let h = host.as_str();
     let id = s.start(json!({ "script": "wf.rhai" }));
 
-    // A wrong token: 401 and nothing more.
-    let (status, _, body) = raw(&s, "GET", "/login?token=not-the-token", &[("Host", h)]);
-    assert_eq!((status, body.as_str()), (401, ""));
-    let (status, _, body) = raw(&s, "GET", "/login", &[("Host", h)]);
-    assert_eq!((status, body.as_str()), (401, ""));
-    // Without the cookie or the token the page itself is refused.
-    assert_eq!(raw(&s, "GET", "/", &[("Host", h)]).0, 401);
-    assert_eq!(raw(&s, "GET", "/dashboard/runs", &[("Host", h), ("Cookie", "awf_session_1=x")]).0, 401);
-
-    let (status, head, _) = raw(&s, "GET", &format!("/login?token={}", s.token), &[("Host", h)]);
-    assert_eq!(status, 303, "{head}");
-    assert!(head.lines().any(|l| l.eq_ignore_ascii_case("location: /")), "{head}");
-    let set = head.lines().find(|l| l.to_ascii_lowercase().starts_with("set-cookie:")).expect("a cookie");
-    assert!(set.contains("HttpOnly") && set.contains("SameSite=Strict") && set.contains("Path=/"), "{set}");
-    assert!(!set.contains(&s.token), "the cookie is not the token: {set}");
-    let cookie = set.split_once(':').map(|(_, v)| v).unwrap_or_default().split(';').next().unwrap_or_default().trim();
-    let cookie = cookie.to_string();
-    let with = [("Host", h), ("Cookie", cookie.as_str())];
-
-    let (status, head, body) = raw(&s, "GET", "/", &with);
+    // Without the token (or with a wrong one) the data is refused; the page shell is not data.
+    let wrong = "Bearer not-the-token".to_string();
+    for headers in [vec![("Host", h)], vec![("Host", h), ("Authorization", wrong.as_str())]] {
+        assert_eq!(raw(&s, "GET", "/dashboard/runs", &headers).0, 401);
+        assert_eq!(raw(&s, "GET", &format!("/runs/{id}/view"), &headers).0, 401);
+        assert_eq!(raw(&s, "GET", &format!("/runs/{id}/events"), &headers).0, 401);
+    }
+    let (status, head, body) = raw(&s, "GET", "/", &[("Host", h)]);
     assert_eq!(status, 200, "{head}");
     assert!(body.contains("<script src=\"/dashboard.js\">"), "{body}");
-    assert!(head.to_ascii_lowercase().contains("x-frame-options: deny"), "{head}");
-    let (status, _, body) = raw(&s, "GET", "/dashboard/runs", &with);
+    assert!(!head.to_ascii_lowercase().contains("set-cookie"), "{head}");
+
+    let auth = format!("Bearer {}", s.token);
+    let with = [("Host", h), ("Authorization", auth.as_str())];
+    let (status, head, body) = raw(&s, "GET", "/dashboard/runs", &with);
     assert_eq!(status, 200, "{body}");
     assert!(body.contains(&id), "{body}");
+    assert!(!head.to_ascii_lowercase().contains("set-cookie"), "{head}");
     s.until(&id, "waiting");
     let (status, _, body) = raw(&s, "GET", &format!("/runs/{id}/view"), &with);
     assert_eq!(status, 200, "{body}");
@@ -203,23 +200,19 @@ fn the_sign_in_link_sets_a_strict_cookie_and_changes_need_this_servers_origin() 
     assert_eq!(status, 404, "{body}");
     assert!(body.contains("no run no-such-run in"), "{body}");
 
-    // A change signed in by the cookie: refused without an Origin, or with another site's; the
-    // Host is checked as before.
+    // A change with the token: refused from another site's Origin, and for a foreign Host.
     let stop = format!("/runs/{id}/stop");
-    let (status, _, body) = raw(&s, "POST", &stop, &with);
-    assert_eq!(status, 403, "{body}");
-    assert!(body.contains("Origin"), "{body}");
-    let foreign = [("Host", h), ("Cookie", cookie.as_str()), ("Origin", "http://evil.example")];
+    let foreign = [("Host", h), ("Authorization", auth.as_str()), ("Origin", "http://evil.example")];
     assert_eq!(raw(&s, "POST", &stop, &foreign).0, 403);
-    let rebound = [("Host", "evil.example"), ("Cookie", cookie.as_str())];
-    assert_eq!(raw(&s, "GET", "/", &rebound).0, 421);
+    let rebound = [("Host", "evil.example"), ("Authorization", auth.as_str())];
+    assert_eq!(raw(&s, "POST", &stop, &rebound).0, 421);
     assert_eq!(s.listed_status(&id), "waiting", "nothing refused reached the run");
+    // The page's own Origin passes (a browser sends it with a POST), and so does none (curl).
     let origin = format!("http://{h}");
-    let own = [("Host", h), ("Cookie", cookie.as_str()), ("Origin", origin.as_str())];
+    let own = [("Host", h), ("Authorization", auth.as_str()), ("Origin", origin.as_str())];
     let (status, _, body) = raw(&s, "POST", &stop, &own);
     assert_eq!(status, 202, "{body}");
     s.until(&id, "cancelled");
-    // A bearer client still needs no Origin (curl).
     let (status, _) = s.request("GET", "/dashboard/runs", None);
     assert_eq!(status, 200);
 }
@@ -236,13 +229,11 @@ fn a_token_from_the_environment_signs_in_but_is_never_printed() {
     wait_until("the dashboard line", || s.stderr().contains("awf: dashboard: "));
     assert!(!s.stderr().contains(token), "{}", s.stderr());
     assert!(
-        s.stderr().contains(&format!("http://{listen}/login?token=TOKEN (with AWF_SERVE_TOKEN's value)")),
+        s.stderr().contains(&format!("http://{listen}/#token=TOKEN (with AWF_SERVE_TOKEN's value)")),
         "{}",
         s.stderr()
     );
-    let host = s.host();
-    let (status, head, _) = raw(&s, "GET", &format!("/login?token={token}"), &[("Host", host.as_str())]);
-    assert_eq!(status, 303, "{head}");
+    assert_eq!(s.json("GET", "/dashboard/runs", None).0, 200, "the token from the environment signs in");
 }
 
 #[test]

@@ -30,6 +30,7 @@ mod ctx_parallel;
 mod ctx_stage;
 mod ctx_stop;
 mod dashboard;
+mod dashboard_sign_in;
 mod decisions;
 mod decisions_http;
 mod decisions_real;

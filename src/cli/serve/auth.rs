@@ -1,13 +1,15 @@
 //! Who may talk to `awf serve` over TCP: the `Host` check (DNS rebinding), the `Origin` check
-//! (web pages), then the bearer token or the dashboard's session cookie (`login.rs`), in that
-//! order; a state-changing request signed in by the cookie must also carry this server's
-//! `Origin`. The Unix socket needs none of it: its mode (0600) is its authentication.
+//! (web pages), then the bearer token, in that order. The dashboard's page shell (`/` and
+//! `/dashboard.js`: no data in them, `dashboard.rs`) is read with the first two checks only;
+//! everything else needs `Authorization: Bearer TOKEN`, and nothing a browser adds on its own
+//! (a cookie, which it sends to every port of the host) stands for it. The Unix socket needs none
+//! of it: its mode (0600) is its authentication.
 
-use super::login::{self, Session};
+use super::dashboard;
 use anyhow::{bail, Result};
 use axum::extract::{Request, State};
-use axum::http::header::{AUTHORIZATION, HOST, ORIGIN, WWW_AUTHENTICATE};
-use axum::http::{HeaderMap, Method, StatusCode};
+use axum::http::header::{AUTHORIZATION, CACHE_CONTROL, HOST, ORIGIN, WWW_AUTHENTICATE};
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -47,20 +49,13 @@ pub struct Guard {
     origins: Vec<String>,
     /// The token's digest: requests are compared digest to digest, in constant time.
     token: [u8; 32],
-    /// The browser's session cookie.
-    session: Session,
 }
 
 impl Guard {
     pub fn new(local: SocketAddr, token: &str) -> Guard {
         let hosts = vec![local.to_string(), format!("localhost:{}", local.port())];
         let origins = hosts.iter().map(|h| format!("http://{h}")).collect();
-        Guard {
-            hosts,
-            origins,
-            token: Sha256::digest(token.as_bytes()).into(),
-            session: Session::new(local.port(), token),
-        }
+        Guard { hosts, origins, token: Sha256::digest(token.as_bytes()).into() }
     }
 
     fn names_this_server(&self, host: &str) -> bool {
@@ -89,13 +84,18 @@ impl Guard {
     fn is_token(&self, token: &str) -> bool {
         // Compared digest to digest in constant time: the time does not tell how much of a
         // guess was right.
-        login::same(&Sha256::digest(token.as_bytes()).into(), &self.token)
+        same(&Sha256::digest(token.as_bytes()).into(), &self.token)
     }
 }
 
+/// Whether two digests are equal, every byte compared whatever the earlier ones were.
+fn same(a: &[u8; 32], b: &[u8; 32]) -> bool {
+    a.iter().zip(b.iter()).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
 /// The middleware: 421 for a foreign `Host`, 403 for a foreign `Origin` (none is fine: curl),
-/// 401 without a body for a missing or wrong token or cookie; `GET /login` signs a browser in;
-/// 403 for a state-changing request signed in by the cookie without this server's `Origin`.
+/// then the page shell as it is, and anything else only with the token: 401 without a body for a
+/// missing or wrong one, whatever cookie or `Origin` the request carries.
 pub async fn check(State(guard): State<Arc<Guard>>, req: Request, next: Next) -> Response {
     if !guard.host_ok(&req) {
         let text = "the Host header does not name this server (use 127.0.0.1:PORT or localhost:PORT)";
@@ -105,21 +105,55 @@ pub async fn check(State(guard): State<Arc<Guard>>, req: Request, next: Next) ->
         let text = "requests from another origin are refused";
         return (StatusCode::FORBIDDEN, Json(json!({ "error": text }))).into_response();
     }
-    if req.uri().path() == login::PATH && req.method() == Method::GET {
-        return guard.session.login(&req, |t| guard.is_token(t));
-    }
-    if guard.token_ok(req.headers()) {
+    if dashboard::is_shell(req.method(), req.uri().path()) {
         return next.run(req).await;
     }
-    if !guard.session.cookie_ok(req.headers()) {
+    if !guard.token_ok(req.headers()) {
         return (StatusCode::UNAUTHORIZED, [(WWW_AUTHENTICATE, "Bearer")]).into_response();
     }
-    // A browser sends the cookie with a request that a page of another origin on the same site
-    // (another port of 127.0.0.1) makes: a change needs this server's own Origin.
-    let safe = matches!(*req.method(), Method::GET | Method::HEAD);
-    if !safe && !req.headers().contains_key(ORIGIN) {
-        let text = "a change signed in by the dashboard's cookie must carry this server's Origin";
-        return (StatusCode::FORBIDDEN, Json(json!({ "error": text }))).into_response();
+    let mut response = next.run(req).await;
+    // What the token opened stays out of the browser's cache, which other ports of the same
+    // site share (a stream that says how it is cached keeps its own header).
+    response.headers_mut().entry(CACHE_CONTROL).or_insert(HeaderValue::from_static("no-store"));
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (name, value) in pairs {
+            let name = axum::http::HeaderName::from_bytes(name.as_bytes()).expect("a header name");
+            h.append(name, HeaderValue::from_str(value).expect("a header value"));
+        }
+        h
     }
-    next.run(req).await
+
+    #[test]
+    fn only_the_bearer_token_signs_in() {
+        let token = "0123456789abcdef0123";
+        let g = Guard::new("127.0.0.1:8700".parse().expect("an address"), token);
+        assert!(g.token_ok(&headers(&[("authorization", "Bearer 0123456789abcdef0123")])));
+        assert!(g.token_ok(&headers(&[("authorization", "bearer  0123456789abcdef0123 ")])));
+        for refused in [
+            vec![("authorization", "Bearer 0123456789abcdef012")],
+            vec![("authorization", "Basic 0123456789abcdef0123")],
+            vec![("authorization", "0123456789abcdef0123")],
+            vec![("cookie", "awf_session_8700=0123456789abcdef0123"), ("origin", "http://127.0.0.1:8700")],
+            vec![],
+        ] {
+            assert!(!g.token_ok(&headers(&refused)), "{refused:?}");
+        }
+    }
+
+    #[test]
+    fn digests_compare_equal_only_when_every_byte_is() {
+        let a = [7u8; 32];
+        let mut b = a;
+        assert!(same(&a, &b));
+        b[31] ^= 1;
+        assert!(!same(&a, &b));
+    }
 }

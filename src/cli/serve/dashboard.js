@@ -1,7 +1,12 @@
 // The dashboard's script: draws GET /dashboard/runs and GET /runs/{id}/view, follows
-// GET /runs/{id}/events, and answers checkpoints and stops runs with POSTs (the browser sends
-// the session cookie and this page's Origin). Text goes in as text, never as HTML.
+// GET /runs/{id}/events, and answers checkpoints and stops runs with POSTs. On TCP every request
+// carries the token as `Authorization: Bearer`: the sign-in link brings it in the address's
+// fragment (#token=...), never sent to a server, and it moves to this tab's sessionStorage (this
+// origin only: scheme, host and port; no cookie, which a browser would send to every port of the
+// host). Text goes in as text, never as HTML.
 "use strict";
+
+const TOKEN_KEY = "awf-serve-token";
 
 const EVENT_TYPES = ["run-started", "run-stopping", "run-finished", "leftovers-killed", "agent-opened",
   "agent-stopped", "agent-closed", "agent-set", "agent-compacted", "context-compacted", "op-started",
@@ -17,8 +22,79 @@ const IN_FLIGHT = ["queued", "running", "waiting"];
 let selected = null;
 let priced = true;
 let drawn = null;
-let source = null;
+let following = null;
 let refreshing = null;
+
+// The sign-in link's token, moved from the address to this tab's sessionStorage; the address bar
+// and the history entry are left without it. Whether there was one.
+function takeTokenFromAddress() {
+  const given = /^#token=([^&#]*)$/.exec(location.hash);
+  if (!given) return false;
+  history.replaceState(null, "", location.pathname + location.search);
+  try {
+    sessionStorage.setItem(TOKEN_KEY, decodeURIComponent(given[1]));
+  } catch (_) {
+    showError("the sign-in link is damaged: open the one awf serve printed");
+    return false;
+  }
+  showError("");
+  return true;
+}
+
+// The run the address names (#run=ID), shown unless it is already.
+function showRunFromAddress() {
+  const named = /^#run=(.+)$/.exec(location.hash);
+  if (!named) return;
+  let id = null;
+  try { id = decodeURIComponent(named[1]); } catch (_) { return; }
+  if (id !== selected) select(id);
+}
+
+function token() {
+  return sessionStorage.getItem(TOKEN_KEY);
+}
+
+// The Authorization header when signed in (on the Unix socket, behind a proxy, none is needed).
+function authorized(headers) {
+  const t = token();
+  if (t) headers.Authorization = `Bearer ${t}`;
+  return headers;
+}
+
+function signedOut() {
+  return !document.getElementById("signed-out").classList.contains("hidden");
+}
+
+function showSignedIn() {
+  const inTab = token() !== null;
+  document.getElementById("signed-in").classList.toggle("hidden", !inTab);
+  document.getElementById("signed-out").classList.add("hidden");
+}
+
+// Signed out (by the button, or a token the server no longer takes): the token leaves the tab
+// and nothing of a run stays on the page.
+function signOut() {
+  sessionStorage.removeItem(TOKEN_KEY);
+  selected = null;
+  drawn = null;
+  if (following) following.abort();
+  following = null;
+  fill("runs", []);
+  document.getElementById("run").classList.add("hidden");
+  for (const id of ["checkpoints", "stages", "agents", "turns", "messages", "spend-agent", "spend-model", "events"]) fill(id, []);
+  document.getElementById("signed-in").classList.add("hidden");
+  document.getElementById("signed-out").classList.remove("hidden");
+  history.replaceState(null, "", location.pathname);
+}
+
+class SignedOut extends Error {}
+
+// A 401 means the tab holds no token the server takes: signed out.
+function refused(response) {
+  if (response.status !== 401) return false;
+  signOut();
+  return true;
+}
 
 function el(tag, attrs, ...kids) {
   const e = document.createElement(tag);
@@ -54,13 +130,21 @@ function showError(text) {
   document.getElementById("error").textContent = text || "";
 }
 
+// An error for the page, unless it was a sign-out (the page says so already).
+function failed(e) {
+  if (!(e instanceof SignedOut)) showError(e.message);
+}
+
 async function call(method, path, body) {
-  const init = { method, headers: {} };
+  const sent = token();
+  const init = { method, headers: authorized({}), credentials: "omit" };
   if (body !== undefined) {
     init.headers["Content-Type"] = "application/json";
     init.body = JSON.stringify(body);
   }
   const response = await fetch(path, init);
+  // Signed out meanwhile: what the token read is not drawn.
+  if (refused(response) || token() !== sent) throw new SignedOut("signed out");
   const text = await response.text();
   let value = null;
   try { value = text ? JSON.parse(text) : null; } catch (_) { value = null; }
@@ -79,7 +163,7 @@ async function loadRuns() {
   try {
     const { runs } = await call("GET", "/dashboard/runs");
     fill("runs", runs.map((r) => el("tr", { "data-run": r.run_id, "data-status": r.status },
-      el("td", {}, el("a", { href: `#run=${r.run_id}`, onclick: () => select(r.run_id) }, r.run_id)),
+      el("td", {}, el("a", { href: `#run=${encodeURIComponent(r.run_id)}`, onclick: () => select(r.run_id) }, r.run_id)),
       el("td", { class: `status-${r.status}` }, r.status),
       el("td", {}, r.script),
       el("td", {}, r.started_at || "-"),
@@ -89,7 +173,7 @@ async function loadRuns() {
     // A change the event stream did not show (a type this page does not know): drawn again.
     if (mine && mine.status !== drawn) refresh();
   } catch (e) {
-    showError(e.message);
+    failed(e);
   }
 }
 
@@ -114,11 +198,11 @@ function drawCheckpoints(run) {
     const input = el("textarea", { rows: 3, cols: 60, "data-key": c.key, "aria-label": `answer to ${c.key}` });
     const answer = async () => {
       try {
-        await call("POST", `/runs/${run.run_id}/answer`, { key: c.key, value: JSON.parse(input.value) });
+        await call("POST", `/runs/${encodeURIComponent(run.run_id)}/answer`, { key: c.key, value: JSON.parse(input.value) });
         showError("");
         refresh();
       } catch (e) {
-        showError(e.message);
+        failed(e);
       }
     };
     return el("div", { class: "checkpoint", "data-key": c.key },
@@ -165,10 +249,12 @@ async function refreshNow() {
   refreshing = null;
   if (!selected) return;
   try {
-    draw(await call("GET", `/runs/${selected}/view`));
+    const run = await call("GET", `/runs/${encodeURIComponent(selected)}/view`);
+    if (run.run_id !== selected) return;
+    draw(run);
     listing();
   } catch (e) {
-    showError(e.message);
+    failed(e);
   }
 }
 
@@ -176,11 +262,30 @@ function refresh() {
   if (!refreshing) refreshing = setTimeout(refreshNow, 100);
 }
 
-function follow(id) {
-  if (source) source.close();
+// One server-sent event (the lines before a blank line) as { type, data }.
+function parseEvent(block) {
+  let type = "message";
+  const data = [];
+  for (const line of block.split("\n")) {
+    if (line.startsWith(":")) continue;
+    const colon = line.indexOf(":");
+    const field = colon < 0 ? line : line.slice(0, colon);
+    let value = colon < 0 ? "" : line.slice(colon + 1);
+    if (value.startsWith(" ")) value = value.slice(1);
+    if (field === "event") type = value;
+    else if (field === "data") data.push(value);
+  }
+  return data.length ? { type, data: data.join("\n") } : null;
+}
+
+// The run's events, read with fetch and a stream reader (EventSource cannot send the token).
+// The stream ends with the run: no reconnecting to replay it.
+async function follow(id) {
+  if (following) following.abort();
+  const controller = new AbortController();
+  following = controller;
   const log = document.getElementById("events");
   log.replaceChildren();
-  source = new EventSource(`/runs/${id}/events`);
   const onEvent = (e) => {
     const line = el("div", { class: "event" }, `${e.type} ${e.data}`);
     log.append(line);
@@ -188,10 +293,31 @@ function follow(id) {
     log.scrollTop = log.scrollHeight;
     refresh();
   };
-  for (const t of EVENT_TYPES) source.addEventListener(t, onEvent);
-  source.addEventListener("message", onEvent);
-  // The stream ends with the run: no reconnecting to replay it.
-  source.onerror = () => { source.close(); refresh(); };
+  try {
+    const response = await fetch(`/runs/${encodeURIComponent(id)}/events`, {
+      headers: authorized({ Accept: "text/event-stream" }), credentials: "omit", signal: controller.signal });
+    if (refused(response)) return;
+    if (!response.ok) throw new Error(`GET /runs/${id}/events: ${response.status}`);
+    const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+    let buffer = "";
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      buffer = (buffer + value).replace(/\r\n/g, "\n");
+      let end;
+      while ((end = buffer.indexOf("\n\n")) >= 0) {
+        const event = parseEvent(buffer.slice(0, end));
+        buffer = buffer.slice(end + 2);
+        if (event && EVENT_TYPES.concat("message").includes(event.type)) onEvent(event);
+      }
+    }
+  } catch (e) {
+    if (e.name !== "AbortError") showError(e.message);
+  }
+  if (following === controller) {
+    following = null;
+    refresh();
+  }
 }
 
 function select(id) {
@@ -207,11 +333,24 @@ document.getElementById("stop").addEventListener("click", async () => {
     refresh();
     loadRuns();
   } catch (e) {
-    showError(e.message);
+    failed(e);
   }
 });
 
-const fromHash = /^#run=(.+)$/.exec(location.hash);
-if (fromHash) select(decodeURIComponent(fromHash[1]));
+document.getElementById("sign-out").addEventListener("click", signOut);
+
+// A link opened in this tab while the page is up changes only the part after `#`, which reloads
+// nothing: a sign-in link (after a sign-out, or a serve restarted with a new token) or a run's.
+window.addEventListener("hashchange", () => {
+  if (takeTokenFromAddress()) {
+    showSignedIn();
+    loadRuns();
+  }
+  showRunFromAddress();
+});
+
+takeTokenFromAddress();
+showSignedIn();
+showRunFromAddress();
 loadRuns();
-setInterval(loadRuns, 2000);
+setInterval(() => { if (!signedOut()) loadRuns(); }, 2000);

@@ -1,14 +1,19 @@
 //! The dashboard `awf serve` shows at `/`: one HTML page and its script, embedded in the binary
 //! (`dashboard.html`, `dashboard.js`; no build step), and `GET /dashboard/runs`, the runs table it
 //! draws (status, script, start, duration, spend). A run's own page reads `GET /runs/{id}/view`
-//! (`run_page.rs`) and follows `GET /runs/{id}/events`.
+//! (`run_page.rs`) and follows `GET /runs/{id}/events`. The page and its script are the shell:
+//! the same bytes for everyone, no data in them, so on TCP they are read without the token (the
+//! page needs them to sign in, `sign_in.rs`); every route they read needs it.
 
 use super::Shared;
 use crate::cli::listing;
 use crate::record::docs;
 use crate::run::RunStatus;
 use axum::extract::State;
-use axum::http::header::{CACHE_CONTROL, CONTENT_SECURITY_POLICY, CONTENT_TYPE, X_FRAME_OPTIONS};
+use axum::http::header::{
+    CACHE_CONTROL, CONTENT_SECURITY_POLICY, CONTENT_TYPE, REFERRER_POLICY, X_CONTENT_TYPE_OPTIONS, X_FRAME_OPTIONS,
+};
+use axum::http::Method;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Serialize;
@@ -17,9 +22,17 @@ use std::time::SystemTime;
 const PAGE: &str = include_str!("dashboard.html");
 const SCRIPT: &str = include_str!("dashboard.js");
 
-/// The page's own script only, no frames: the page acts with the operator's cookie, so no other
-/// site may embed it or run code in it.
-const POLICY: &str = "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'";
+/// The shell's paths, each served by a route below with embedded bytes only.
+const SHELL: [&str; 2] = ["/", "/dashboard.js"];
+
+/// Whether a request reads the page shell, which needs no token: exactly its paths, read only.
+pub(super) fn is_shell(method: &Method, path: &str) -> bool {
+    matches!(*method, Method::GET | Method::HEAD) && SHELL.contains(&path)
+}
+
+/// The page's own script only, talking to this server only, no frames: the page holds the
+/// operator's token, so no other site may embed it or run code in it.
+const POLICY: &str = "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; connect-src 'self'; img-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'";
 
 fn embedded(kind: &'static str, body: &'static str) -> Response {
     (
@@ -28,6 +41,10 @@ fn embedded(kind: &'static str, body: &'static str) -> Response {
             (CONTENT_SECURITY_POLICY, POLICY),
             (X_FRAME_OPTIONS, "DENY"),
             (CACHE_CONTROL, "no-store"),
+            (REFERRER_POLICY, "no-referrer"),
+            (X_CONTENT_TYPE_OPTIONS, "nosniff"),
+            // A page of another origin that opens this one gets no handle on its window.
+            (axum::http::HeaderName::from_static("cross-origin-opener-policy"), "same-origin"),
         ],
         body,
     )
@@ -116,4 +133,25 @@ pub(super) async fn runs(State(server): State<Shared>) -> Response {
     .await
     .unwrap_or_default();
     Json(RunRows { runs: rows }).into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_reading_the_shells_exact_paths_is_the_shell() {
+        assert!(is_shell(&Method::GET, "/"));
+        assert!(is_shell(&Method::HEAD, "/dashboard.js"));
+        for (method, path) in [
+            (Method::POST, "/"),
+            (Method::GET, "//"),
+            (Method::GET, "/dashboard.js/"),
+            (Method::GET, "/dashboard/runs"),
+            (Method::GET, "/runs"),
+            (Method::OPTIONS, "/"),
+        ] {
+            assert!(!is_shell(&method, path), "{method} {path}");
+        }
+    }
 }

@@ -58,14 +58,11 @@ pub async fn tcp(app: Router, addr: &str, token_file: Option<&Path>, cwd: &Path)
     };
     eprintln!("awf: serving on http://{local}; {from}, sent as `Authorization: Bearer TOKEN` (Ctrl-C to stop)");
     // The dashboard's sign-in link carries a generated token (the operator can read its file
-    // anyway), never one from the environment: stderr may be kept in logs.
+    // anyway), never one from the environment: stderr may be kept in logs. The token is after
+    // the `#`, which a browser keeps to itself (`sign_in.rs`).
     match &written {
-        Some(_) => eprintln!("awf: dashboard: {}", super::login::url(local, &token)),
-        None => eprintln!(
-            "awf: dashboard: http://{local}{}?token=TOKEN (with {}'s value)",
-            super::login::PATH,
-            auth::TOKEN_VAR
-        ),
+        Some(_) => eprintln!("awf: dashboard: {}", super::sign_in::url(local, &token)),
+        None => eprintln!("awf: dashboard: {} (with {}'s value)", super::sign_in::placeholder(local), auth::TOKEN_VAR),
     }
     let served = axum::serve(listener, app).with_graceful_shutdown(stop).await;
     if let Some(path) = &written {

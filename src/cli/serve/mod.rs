@@ -16,7 +16,6 @@ mod dashboard;
 mod events;
 mod job;
 mod listen;
-mod login;
 mod options;
 mod plans;
 mod private;
@@ -24,6 +23,7 @@ mod queue;
 mod recover;
 mod run_page;
 mod runs;
+mod sign_in;
 mod strategies;
 
 use super::listing;
