@@ -264,7 +264,8 @@
 //!   proxy on the agent's socket, per turn; `bridge.rs` `awf sandbox-bridge`, loopback TCP inside
 //!   the sandbox relayed to it).
 //! - `control/`: the answer channel every harness shares: `slot.rs` (result slots, rejection
-//!   text), `prompt.rs` (the answer instructions, nudge and rejection hint
+//!   text), `strict.rs` (an answer's JSON read strictly: a key given twice is refused, wherever
+//!   answers are read: the slot, a structured reply, `wf_result` arguments, an answer in text), `prompt.rs` (the answer instructions, nudge and rejection hint
 //!   for the session's `AnswerMode`: launcher, `wf_result` tool, or the reply itself), `protocol.rs` (the control-plane
 //!   frames; **no I/O**), `dispatch.rs` (**the one dispatcher**: an agent's control state, its open
 //!   operations, and a `Command` carried out against it, with the same `Response` and events for
