@@ -204,9 +204,10 @@
 //!   operator at checkpoint `decision-<key>`, a default, an error), the records), `spec.rs` (the
 //!   spec and its every bad input), `prompt.rs` (the question, the options, the state fenced as
 //!   untrusted; the answer's schema), `ask.rs` (the `[decisions]` runtime, the model asked through
-//!   `agent::decide`, its answer read), `logprobs.rs` (the distribution over the options from the
-//!   tokens where the choice was written), `record.rs` (what `result.json` `decisions`, the journal
-//!   and the script get).
+//!   `agent::decide`, its answer read: from the tokens, or none when they came and do not yield
+//!   the written choice, or the model's claim when none came), `logprobs.rs` (the distribution over
+//!   the options from the tokens where the choice was written, once they are shown to spell the
+//!   accepted answer), `record.rs` (what `result.json` `decisions`, the journal and the script get).
 //! - `messaging/`: routes (20 messages unless the workflow says), held messages (a working agent
 //!   is shown them with its next turn or check-in; going idle wakes it only for a question, whose
 //!   asker waits), asks and replies, stages that wait for their routes to fall quiet and record

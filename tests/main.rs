@@ -31,6 +31,7 @@ mod ctx_stage;
 mod ctx_stop;
 mod dashboard;
 mod decisions;
+mod decisions_forged;
 mod decisions_http;
 mod decisions_real;
 mod decisions_refused;
