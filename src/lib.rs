@@ -205,9 +205,10 @@
 //!   operator at checkpoint `decision-<key>`, a default, an error), the records), `spec.rs` (the
 //!   spec and its every bad input), `prompt.rs` (the question, the options, the state fenced as
 //!   untrusted; the answer's schema), `ask.rs` (the `[decisions]` runtime, the model asked through
-//!   `agent::decide`, its answer read), `logprobs.rs` (the distribution over the options from the
-//!   tokens where the choice was written), `record.rs` (what `result.json` `decisions`, the journal
-//!   and the script get).
+//!   `agent::decide`, its answer read: from the tokens, or none when they came and do not yield
+//!   the written choice, or the model's claim when none came), `logprobs.rs` (the distribution over
+//!   the options from the tokens where the choice was written, once they are shown to spell the
+//!   accepted answer), `record.rs` (what `result.json` `decisions`, the journal and the script get).
 //! - `messaging/`: routes (20 messages unless the workflow says), held messages (a working agent
 //!   is shown them with its next turn or check-in; going idle wakes it only for a question, whose
 //!   asker waits), asks and replies, stages that wait for their routes to fall quiet and record
@@ -265,7 +266,8 @@
 //!   proxy on the agent's socket, per turn; `bridge.rs` `awf sandbox-bridge`, loopback TCP inside
 //!   the sandbox relayed to it).
 //! - `control/`: the answer channel every harness shares: `slot.rs` (result slots, rejection
-//!   text), `prompt.rs` (the answer instructions, nudge and rejection hint
+//!   text), `strict.rs` (an answer's JSON read strictly: a key given twice is refused, wherever
+//!   answers are read: the slot, a structured reply, `wf_result` arguments, an answer in text), `prompt.rs` (the answer instructions, nudge and rejection hint
 //!   for the session's `AnswerMode`: launcher, `wf_result` tool, or the reply itself), `protocol.rs` (the control-plane
 //!   frames; **no I/O**), `dispatch.rs` (**the one dispatcher**: an agent's control state, its open
 //!   operations, and a `Command` carried out against it, with the same `Response` and events for

@@ -63,8 +63,10 @@ fn twenty_known_decisions_on_smollm2_are_read_from_logprobs_and_measured() {
     for (row, d) in rows.iter().zip(&decided) {
         let dist = d["distribution"].as_object().cloned().unwrap_or_default();
         let Some(pick) = d["model_choice"].as_str() else {
-            // No valid answer within the nudges: the fallback decided.
+            // No valid answer within the nudges: the fallback decided. An answer accepted is always
+            // read: llama-server's tokens are its text.
             assert_eq!(d["decided_by"], "default", "{d}");
+            assert_eq!(d["source"], "none", "{d}");
             no_answer += 1;
             continue;
         };
@@ -112,7 +114,7 @@ fn twenty_known_decisions_on_smollm2_are_read_from_logprobs_and_measured() {
             row["answer"].as_str().unwrap_or_default(),
             d["distribution"][pick].as_f64().unwrap_or(0.0),
             d["decided_by"].as_str().unwrap_or_default(),
-            d["distribution"]
+            d.get("no_answer").unwrap_or(&d["distribution"])
         );
     }
 }

@@ -32,6 +32,7 @@ mod ctx_stop;
 mod dashboard;
 mod dashboard_sign_in;
 mod decisions;
+mod decisions_forged;
 mod decisions_http;
 mod decisions_real;
 mod decisions_refused;

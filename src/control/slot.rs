@@ -148,9 +148,10 @@ impl ResultSlot {
         &self.schema
     }
 
-    /// Submits raw text as an agent would pipe it to `wf result`.
+    /// Submits raw text as an agent would pipe it to `wf result`: one JSON value, no object in it
+    /// giving a key twice (`strict`).
     pub fn submit_text(&self, text: &str) -> Submission {
-        match serde_json::from_str::<Value>(text.trim()) {
+        match super::strict::parse(text.trim()) {
             Ok(v) => self.submit(v),
             Err(e) => self.reject(
                 text.trim(),
@@ -294,6 +295,16 @@ mod tests {
         let again = s.submit_text(r#"{"n":2}"#);
         assert_eq!(again.exit_code(), 3);
         assert_eq!(s.answer(), Some(json!({"n":1})));
+    }
+
+    #[test]
+    fn an_answer_giving_a_key_twice_is_rejected_naming_it() {
+        let s = slot();
+        // serde_json alone would keep the last `n` and accept it.
+        let r = s.submit_text(r#"{"n":"x","n":1}"#);
+        assert_eq!(r.exit_code(), 2);
+        assert!(r.text().contains("not valid JSON: the key `n` is given twice at line 1 column 12"), "{}", r.text());
+        assert_eq!(s.answer(), None);
     }
 
     #[tokio::test]

@@ -1,8 +1,9 @@
 //! Asking the decision model: its runtime from `[decisions]` (an `openai` one answers in
 //! structured mode and is asked for log-probabilities), one turn through the agent layer
 //! (`agent::decide`), and its answer read into a `ModelAnswer`: the distribution from the
-//! log-probabilities of the tokens where it wrote its choice when the server sent them, else the
-//! model's own claim, and the record says which.
+//! log-probabilities of the tokens where it wrote its choice when the server sent them (none when
+//! they do not yield that choice: the fallback decides), else the model's own claim, and the
+//! record says which.
 
 use super::record::{ModelAnswer, Spend};
 use super::spec::Spec;
@@ -117,44 +118,56 @@ pub fn model(
     }
 }
 
-/// The model's answer `v` (valid against the decision's schema) with its distribution.
+/// The model's answer `v` (valid against the decision's schema) with its distribution: from the
+/// log-probabilities when the reply came with them and they yield the choice it wrote; none at
+/// all when it came with them and they do not (the fallback decides: a model must not get past
+/// the floor on its claim by writing a choice its tokens cannot be read at); the model's claim
+/// only when the reply came without any.
 fn read(run: &crate::run::Run, spec: &Spec, v: &Value, tokens: Option<&Value>, base: ModelAnswer) -> ModelAnswer {
     let ids = spec.ids();
     let written = v.get("choice").and_then(Value::as_str).unwrap_or_default().to_string();
     let claimed = v.get("confidence").and_then(Value::as_f64).unwrap_or(0.0);
     let reason = v.get("reason").and_then(Value::as_str).map(String::from);
-    let read = tokens.map(|t| logprobs::read(t, &ids));
-    if let Some(Ok(r)) = read.as_ref().filter(|r| matches!(r, Ok(r) if r.sampled == written)) {
-        let distribution: BTreeMap<String, f64> = ids.iter().cloned().zip(r.probabilities.iter().copied()).collect();
-        // The option the model put most on; a tie goes to the one it wrote.
-        let mut best = written.clone();
-        for (id, p) in ids.iter().zip(&r.probabilities) {
-            if *p > distribution.get(&best).copied().unwrap_or(0.0) {
-                best = id.clone();
-            }
-        }
-        let sampled = (best != written).then_some(written);
-        let approximate = r.approximate;
+    let Some(tokens) = tokens else {
         return ModelAnswer {
-            choice: Some(best),
-            distribution,
-            source: DecisionSource::Logprobs,
+            choice: Some(written.clone()),
+            distribution: claimed_distribution(&ids, &written, claimed),
+            source: DecisionSource::Claimed,
             reason,
-            sampled,
-            approximate,
             ..base
         };
+    };
+    let r = match logprobs::read(tokens, &ids, v) {
+        Ok(r) => r,
+        Err(why) => {
+            let why = format!("its log-probabilities do not yield the choice it wrote (`{written}`): {why}");
+            run.log("warn", &format!("decision {}: {why}; the fallback decides", spec.key), &Value::Null);
+            return ModelAnswer {
+                choice: None,
+                distribution: BTreeMap::new(),
+                source: DecisionSource::LogprobsUnread,
+                reason,
+                why_none: Some(why),
+                ..base
+            };
+        }
+    };
+    let distribution: BTreeMap<String, f64> = ids.iter().cloned().zip(r.probabilities.iter().copied()).collect();
+    // The option the model put most on; a tie goes to the one it wrote.
+    let mut best = written.clone();
+    for (id, p) in ids.iter().zip(&r.probabilities) {
+        if *p > distribution.get(&best).copied().unwrap_or(0.0) {
+            best = id.clone();
+        }
     }
-    match read {
-        Some(Err(why)) => run.log("warn", &format!("decision {}: its log-probabilities were not read ({why}): the model's own confidence is used", spec.key), &Value::Null),
-        Some(Ok(r)) => run.log("warn", &format!("decision {}: the log-probabilities are of `{}`, the answer is `{written}`: the model's own confidence is used", spec.key, r.sampled), &Value::Null),
-        None => {}
-    }
+    let sampled = (best != written).then_some(written);
     ModelAnswer {
-        choice: Some(written.clone()),
-        distribution: claimed_distribution(&ids, &written, claimed),
-        source: DecisionSource::Claimed,
+        choice: Some(best),
+        distribution,
+        source: DecisionSource::Logprobs,
         reason,
+        sampled,
+        approximate: r.approximate,
         ..base
     }
 }

@@ -131,8 +131,12 @@ impl DecidedBy {
 pub enum DecisionSource {
     /// The log-probabilities of the tokens where the model wrote its choice.
     Logprobs,
-    /// The model's own `confidence` for its choice (the rest spread evenly over the others).
+    /// The model's own `confidence` for its choice (the rest spread evenly over the others), when
+    /// its reply came without log-probabilities.
     Claimed,
+    /// Its reply came with log-probabilities that do not yield the choice it wrote (a choice or
+    /// key spelled with escapes, tokens of another text): no distribution, and never the claim.
+    LogprobsUnread,
     /// The model gave no valid answer: no distribution.
     None,
 }
@@ -142,6 +146,7 @@ impl DecisionSource {
         match self {
             DecisionSource::Logprobs => "logprobs",
             DecisionSource::Claimed => "claimed",
+            DecisionSource::LogprobsUnread => "logprobs-unread",
             DecisionSource::None => "none",
         }
     }

@@ -25,6 +25,9 @@ use std::time::Duration;
 pub enum Reply {
     /// A tool call with these arguments (JSON).
     Tool { name: String, args: Value },
+    /// Chat completions only: a tool call whose arguments are this text as written (JSON that a
+    /// `Value` cannot hold, such as a key given twice).
+    ToolText { name: String, args: String },
     /// Plain text, ending the turn.
     Text(String),
     /// Text cut off by the token limit (`finish_reason: length` / `stop_reason: max_tokens`).
@@ -49,6 +52,9 @@ pub enum Reply {
     /// Chat completions only: text ending the turn, each token in its own chunk with its
     /// log-probability and alternatives (`logprobs.content`), as llama-server streams them.
     Logprobs(Vec<Token>),
+    /// Chat completions only: `text` as the reply's content, and beside it the log-probabilities
+    /// of `tokens`, which spell something else (a server whose tokens are not its text).
+    LogprobsOf { text: String, tokens: Vec<Token> },
 }
 
 /// One token of a `Reply::Logprobs`: its text, log-probability and the alternatives listed.
@@ -545,6 +551,10 @@ fn chat_events(reply: &Reply, id: u64, (prompt, completion): (u64, u64)) -> Vec<
             ));
             out.push(chunk(json!({}), json!("tool_calls")));
         }
+        Reply::ToolText { name, args } => {
+            out.push(chunk(json!({ "tool_calls": [{ "index": 0, "id": format!("call_{id}"), "type": "function", "function": { "name": name, "arguments": args } }] }), Value::Null));
+            out.push(chunk(json!({}), json!("tool_calls")));
+        }
         Reply::Text(t) => {
             out.push(chunk(json!({ "content": t }), Value::Null));
             out.push(chunk(json!({}), json!("stop")));
@@ -559,6 +569,18 @@ fn chat_events(reply: &Reply, id: u64, (prompt, completion): (u64, u64)) -> Vec<
                     None,
                     json!({ "id": cid, "object": "chat.completion.chunk", "created": 0, "model": "fake-model",
                             "choices": [{ "index": 0, "delta": { "content": t.text }, "finish_reason": null,
+                                          "logprobs": { "content": [t.json()] } }] }),
+                ));
+            }
+            out.push(chunk(json!({}), json!("stop")));
+        }
+        Reply::LogprobsOf { text, tokens } => {
+            out.push(chunk(json!({ "content": text }), Value::Null));
+            for t in tokens {
+                out.push(sse(
+                    None,
+                    json!({ "id": cid, "object": "chat.completion.chunk", "created": 0, "model": "fake-model",
+                            "choices": [{ "index": 0, "delta": { "content": "" }, "finish_reason": null,
                                           "logprobs": { "content": [t.json()] } }] }),
                 ));
             }

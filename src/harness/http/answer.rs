@@ -3,6 +3,7 @@
 //! the model's context), a model that never calls tools.
 
 use super::{HttpConfig, Reply};
+use crate::control::strict;
 use crate::run::schema::Schema;
 use serde_json::Value;
 
@@ -29,9 +30,10 @@ fn unwrap_value(v: Value, wrapped: bool) -> Value {
 }
 
 /// A structured reply as the submission's text: its JSON (unfenced, unwrapped), else the text as
-/// it came, which the slot rejects as no JSON.
+/// it came, which the slot rejects as no JSON (or as giving a key twice, which reading it here
+/// would hide).
 pub(super) fn structured_submission(text: &str, wrapped: bool) -> String {
-    match serde_json::from_str::<Value>(unfence(text)) {
+    match strict::parse(unfence(text)) {
         Ok(v) => unwrap_value(v, wrapped).to_string(),
         Err(_) => unfence(text).to_string(),
     }
@@ -41,7 +43,7 @@ pub(super) fn structured_submission(text: &str, wrapped: bool) -> String {
 /// `[...]` block.
 fn candidates(text: &str) -> Vec<Value> {
     let mut out = Vec::new();
-    if let Ok(v) = serde_json::from_str::<Value>(unfence(text)) {
+    if let Ok(v) = strict::parse(unfence(text)) {
         out.push(v);
     }
     let mut parts = text.split("```");
@@ -50,7 +52,7 @@ fn candidates(text: &str) -> Vec<Value> {
     for (i, part) in parts.enumerate() {
         if i % 2 == 0 {
             let body = part.trim_start_matches(|c: char| c.is_ascii_alphanumeric());
-            if let Ok(v) = serde_json::from_str::<Value>(body.trim()) {
+            if let Ok(v) = strict::parse(body.trim()) {
                 out.push(v);
             }
         }
@@ -61,8 +63,12 @@ fn candidates(text: &str) -> Vec<Value> {
         let mut stream = serde_json::Deserializer::from_str(&text[start..]).into_iter::<Value>();
         match stream.next() {
             Some(Ok(v)) => {
-                at = start + stream.byte_offset();
-                out.push(v);
+                let end = start + stream.byte_offset();
+                // A block giving a key twice is no answer: which of the two was meant is not known.
+                if strict::parse(&text[start..end]).is_ok() {
+                    out.push(v);
+                }
+                at = end;
             }
             _ => at = start + 1,
         }
@@ -163,6 +169,23 @@ mod tests {
         assert_eq!(answer_in_text(r#"Items: ["a", "b"]"#, &s, true), Some(json!(["a", "b"])));
         assert_eq!(structured_submission("```json\n{\"value\": [\"a\"]}\n```", true), r#"["a"]"#);
         assert_eq!(structured_submission(r#"{"value": 1}"#, false), r#"{"value":1}"#);
+    }
+
+    /// Issue 46, row 7: read leniently, `{"ok": false, "ok": true}` became `{"ok": true}` before
+    /// the slot saw it. A structured reply giving a key twice reaches the slot as written (which
+    /// rejects it); one written in text is no answer.
+    #[test]
+    fn an_answer_giving_a_key_twice_is_passed_on_as_written_or_not_taken() {
+        let twice = r#"{"ok": false, "ok": true}"#;
+        assert_eq!(structured_submission(&format!("```json\n{twice}\n```"), false), twice);
+        let s = schema(json!({ "type": "object", "properties": { "ok": { "type": "boolean" } }, "required": ["ok"] }));
+        for text in [twice.to_string(), format!("Here:\n```json\n{twice}\n```"), format!("I say {twice}.")] {
+            assert_eq!(answer_in_text(&text, &s, false), None, "{text}");
+        }
+        assert_eq!(
+            answer_in_text(&format!("not {twice} but {{\"ok\": true}}"), &s, false),
+            Some(json!({ "ok": true }))
+        );
     }
 
     #[test]

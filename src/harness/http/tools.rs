@@ -94,6 +94,10 @@ fn command_of(call: &ToolCall, input: &TurnInput) -> Result<Command, NoCommand> 
     match call.name.as_str() {
         "wf_result" => {
             let (_, wrapped) = result_parameters(&input.slot.schema().value);
+            // Read strictly: arguments giving a key twice go to the slot as they came, which
+            // rejects them saying so (read leniently, the last of the two would pass unseen).
+            let args =
+                crate::control::strict::parse(if call.arguments.trim().is_empty() { "{}" } else { &call.arguments });
             let json = match &args {
                 Ok(v) if wrapped => match v.get("value") {
                     Some(inner) => inner.to_string(),

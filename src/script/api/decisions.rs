@@ -40,8 +40,10 @@ default). Under the floor, when the model gives no valid option within the run's
 it has not answered within `timeout_ms`, the fallback decides (`no_answer` then says why the model
 gave none). `confidence` is the model's probability of `choice`, `distribution` every option's;
 `source` says where they came from: `logprobs` (an `openai` server that returns log-probabilities,
-read at the tokens of the choice) or `claimed` (the model's own `confidence`, the rest spread
-evenly). `decided_by`: `model`, `operator` or `default`. Billed like a turn under the agent
+read at the tokens of the choice), `logprobs-unread` (it returned some that do not yield the
+choice written: confidence 0 and the fallback decides, never on the claim), `claimed` (no
+log-probabilities came: the model's own `confidence`, the rest spread evenly) or `none` (no
+valid answer). `decided_by`: `model`, `operator` or `default`. Billed like a turn under the agent
 `decisions`; a resumed run replays a decision with the same key, question and options.";
 const CONFIGURED: &str = "Whether a decision model is configured (`[decisions]`): `decide` is refused without one.";
 
