@@ -274,7 +274,9 @@
 //!   `Refused | Failed`), `operator.rs` (`wf ask-operator`: an agent's question to the operator,
 //!   keyed by agent, op and count; only with the agent spec's `operator: true` grant, and the
 //!   prompt text saying how), `convene.rs` (an agent's council grant, the `Convener` trait the council
-//!   layer implements, the prompt text on convening), `server.rs` (one agent's socket and launcher), `peer.rs`
+//!   layer implements, the prompt text on convening), `server.rs` (one agent's socket and launcher; what a
+//!   connection may cost: the peer checked before a byte is read, connections and frames being
+//!   read capped, a frame's time bounded; `server_tests.rs` its tests), `peer.rs`
 //!   (which processes a socket serves: those of its agent's running turns' sessions or trees),
 //!   `namespace.rs` (whether a socket's peer shares this process's user and pid namespaces:
 //!   `SO_PEERCRED`'s pid, `/proc/<pid>/ns`, checked alive through `SO_PEERPIDFD`; serve's socket
@@ -354,7 +356,10 @@
 //! - An agent's control socket reaches only that agent's own operations and serves only that
 //!   agent's processes (the caller, or an ancestor, is one of its running turns' leaders or in
 //!   that leader's session, `control/peer.rs`; never by process group, which any process of a
-//!   session may join); anything else is refused and recorded as a `control-refused` event.
+//!   session may join); anything else is refused and recorded as a `control-refused` event, before
+//!   a byte of its frame is read. What the agent's own processes may cost it is bounded: at most
+//!   32 connections open (those past it closed at once), 2 reading a frame at once, each frame 16
+//!   MiB and 5 s at most; a command whose frame was read waits as long as it needs (`ask`).
 //! - An answer accepted from an agent (socket or HTTP tool) is written to `journal.jsonl` before
 //!   the agent is told `accepted`.
 //! - Every control command, from an agent's socket or an HTTP agent's `wf_*` tool, is carried out
