@@ -108,6 +108,14 @@ fn a_sandboxed_agent_cannot_start_a_run_through_serves_socket() {
         from_another_namespace(&socket, "GET /runs HTTP/1.1\\r\\nHost: localhost\\r\\nConnection: close\\r\\n\\r\\n");
     assert!(!got.starts_with("HTTP/1.1 2"), "a sandboxed process was served: {got}");
     assert!(got.starts_with("HTTP/1.1 403") || got.starts_with("error"), "{got}");
+    // MCP's `run_workflow` is behind the same socket: refused before the route is looked at.
+    let init = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-03-26","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}"#;
+    let mcp = format!(
+        "POST /mcp HTTP/1.1\\r\\nHost: localhost\\r\\nAccept: application/json, text/event-stream\\r\\nContent-Type: application/json\\r\\nContent-Length: {}\\r\\nConnection: close\\r\\n\\r\\n{init}",
+        init.len()
+    );
+    let got = from_another_namespace(&socket, &mcp);
+    assert!(got.starts_with("HTTP/1.1 403") || got.starts_with("error"), "{got}");
     assert_eq!(s.json("GET", "/runs", None).0, 200, "and the operator still is");
 }
 
