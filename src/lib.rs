@@ -75,7 +75,8 @@
 //!   page in its tab's `sessionStorage`), `dashboard.rs` the page at `/` (`dashboard.html` and
 //!   `dashboard.js`, embedded: the shell, read without the token) and its runs table, `run_page.rs` one run as
 //!   the page draws it (`GET /runs/{id}/view`), `answer.rs` `POST /runs/{id}/answer`, `plans.rs` `POST /plans` (the plan of a `POST /runs` body), `private.rs` the 0600 socket and token file, `scripts.rs` which script a client may name,
-//!   `listen.rs` the two listeners, `options.rs` the limits a `POST /runs` sets, `strategies.rs`
+//!   `listen.rs` the two listeners (the Unix one refusing, with a 403 before reading, a peer of
+//!   another user or pid namespace), `options.rs` the limits a `POST /runs` sets, `strategies.rs`
 //!   the watched registry and `GET /strategies`), `init.rs`, `caller.rs` (`--caller`, `--caller-home`: the calling session, checked), `live.rs` (the terminal view),
 //!   `board.rs` (a run's view drawn as lines for a terminal's width: the live view's agent rows,
 //!   `runs watch`; `board_tests.rs` its tests), `watch.rs` (`awf runs watch`: a run started elsewhere, followed to its end),
@@ -116,7 +117,8 @@
 //! - `host/`: `mod.rs` (`Host`: the run, its `AgentBook` and `Router`; `finish` settles the books,
 //!   then the run), `drive.rs` (a run from the script's start to `result.json`: wait, deadline,
 //!   stop grace, background councils still running, status, the run's trace), `control.rs` (the
-//!   run's control socket: status, stop, kill, answer; and its client), `exit.rs` (exit codes),
+//!   run's control socket: status, stop, kill, answer, for processes of its own namespaces only,
+//!   a capped number of connections at once; and its client), `exit.rs` (exit codes),
 //!   `launch.rs` (**the one way a run starts**: `Request`, the `Capabilities` a host is built with
 //!   (responders, the council convener, how background councils are admitted), `Admission` (at once,
 //!   the machine's pool, serve's run limit, a worker's slot), `start` and `run`), `pool.rs` (the
@@ -275,8 +277,13 @@
 //!   `Refused | Failed`), `operator.rs` (`wf ask-operator`: an agent's question to the operator,
 //!   keyed by agent, op and count; only with the agent spec's `operator: true` grant, and the
 //!   prompt text saying how), `convene.rs` (an agent's council grant, the `Convener` trait the council
-//!   layer implements, the prompt text on convening), `server.rs` (one agent's socket and launcher), `peer.rs`
-//!   (which processes a socket serves: those of its agent's running turns' sessions or trees).
+//!   layer implements, the prompt text on convening), `server.rs` (one agent's socket and launcher; what a
+//!   connection may cost: the peer checked before a byte is read, connections and frames being
+//!   read capped, a frame's time bounded; `server_tests.rs` its tests), `peer.rs`
+//!   (which processes a socket serves: those of its agent's running turns' sessions or trees),
+//!   `namespace.rs` (whether a socket's peer shares this process's user and pid namespaces:
+//!   `SO_PEERCRED`'s pid, `/proc/<pid>/ns`, checked alive through `SO_PEERPIDFD`; serve's socket
+//!   and a run's `control.sock` refuse any other peer).
 //! - `sandbox/`: where a program agent (`command`, `claude`, `codex`, `pi`) runs confined, as data
 //!   and pure functions. `mod.rs` (how each harness meets a sandbox; a seated agent's sandbox;
 //!   `on_path`, the one PATH search, which turn processes use too),
@@ -358,7 +365,10 @@
 //! - An agent's control socket reaches only that agent's own operations and serves only that
 //!   agent's processes (the caller, or an ancestor, is one of its running turns' leaders or in
 //!   that leader's session, `control/peer.rs`; never by process group, which any process of a
-//!   session may join); anything else is refused and recorded as a `control-refused` event.
+//!   session may join); anything else is refused and recorded as a `control-refused` event, before
+//!   a byte of its frame is read. What the agent's own processes may cost it is bounded: at most
+//!   32 connections open (those past it closed at once), 2 reading a frame at once, each frame 16
+//!   MiB and 5 s at most; a command whose frame was read waits as long as it needs (`ask`).
 //! - An answer accepted from an agent (socket or HTTP tool) is written to `journal.jsonl` before
 //!   the agent is told `accepted`.
 //! - Every control command, from an agent's socket or an HTTP agent's `wf_*` tool, is carried out
@@ -376,7 +386,9 @@
 //!   resumes it, so two serves on one runs folder never run one run twice.
 //! - A live run is reached from other processes only through its `control.sock` (0600, in its
 //!   0700 folder): `awf runs stop`, `awf runs answer` and `awf serve` send it `stop`, `kill` or `answer`; nothing signals a
-//!   run's process (a background run still queued is the exception: it has no run yet).
+//!   run's process (a background run still queued is the exception: it has no run yet). It serves
+//!   only processes of the run's own user and pid namespaces (`control::namespace`): a sandboxed
+//!   agent is refused before its request is read, and the refusal logged in the run's events.
 //! - A plan starts nothing: every agent of a plan's run gets its session from `plan::session`
 //!   through the agent book's `Remote` hook (a fake session that keeps the agent's harness and
 //!   model), so no program, CLI or HTTP request is started, no sandbox is made (bwrap is neither
@@ -400,7 +412,10 @@
 //! - `awf serve` trusts no local user: on TCP every request carries the token (Host, then Origin,
 //!   then token) as `Authorization: Bearer`, the dashboard's too (its page keeps it in the tab's
 //!   `sessionStorage`, per origin, never in a cookie, which a browser sends to every port of the
-//!   host); only the page shell, the same bytes for everyone, is read without it; the socket is 0600, a client names only `.rhai` files inside the script folder,
+//!   host); only the page shell, the same bytes for everyone, is read without it; the socket is
+//!   0600 and serves only processes of serve's own user and pid namespaces (a sandboxed agent
+//!   that sees it is answered 403 before its request is read, and serve logs it), a client names
+//!   only `.rhai` files inside the script folder,
 //!   and an error it reads shows source lines only of those files and the embedded stdlib
 //!   (`script::show_lines_only_under`, set once at start; the CLI shows the operator everything).
 //! - Text from a harness (reasons, error bodies, stderr tails) enters the engine through

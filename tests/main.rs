@@ -89,6 +89,7 @@ mod structured_messaging;
 mod telemetry;
 mod turn_isolation;
 mod walls_sandbox;
+mod walls_sockets;
 mod worktrees;
 mod worktrees_merge;
 mod worktrees_refused;

@@ -143,9 +143,17 @@ fn command(cmd: WfCommand) -> Result<Command, String> {
 fn send(socket: &PathBuf, line: &str) -> Result<Response, String> {
     let mut stream =
         UnixStream::connect(socket).map_err(|e| format!("cannot reach the engine at {}: {e}", socket.display()))?;
-    stream.write_all(line.as_bytes()).map_err(|e| format!("cannot send to the engine: {e}"))?;
+    // A caller the engine refuses is answered before its frame is read, and the connection closed:
+    // the write may then fail, but the answer is there to read.
+    let sent = stream.write_all(line.as_bytes());
     let mut answer = String::new();
-    BufReader::new(stream).read_line(&mut answer).map_err(|e| format!("no answer from the engine: {e}"))?;
+    let read = BufReader::new(stream).read_line(&mut answer);
+    match (sent, read) {
+        (_, Ok(n)) if n > 0 => {}
+        (Err(e), _) => return Err(format!("cannot send to the engine: {e}")),
+        (Ok(()), Err(e)) => return Err(format!("no answer from the engine: {e}")),
+        (Ok(()), Ok(_)) => return Err("no answer from the engine: it closed the connection".into()),
+    }
     serde_json::from_str(&answer).map_err(|e| format!("the engine's answer is malformed ({e}): {answer}"))
 }
 

@@ -6,6 +6,7 @@
 pub mod convene;
 pub mod dispatch;
 pub mod messenger;
+pub mod namespace;
 pub mod operator;
 pub mod peer;
 pub mod prompt;

@@ -2,6 +2,13 @@
 //! each carried out by the one dispatcher (`dispatch.rs`) against the agent's control state. The
 //! socket is the agent's authority: it serves only the processes of the agent's running turns
 //! (`peer.rs`) and reaches only its own operations; anything else is refused and logged.
+//!
+//! The agent may be the attacker, so what a connection costs is bounded before anything is read:
+//! the peer is checked first (a stranger is answered and closed, its frame unread), at most
+//! `MAX_CONNECTIONS` are open at once (those past it are closed at once), at most `MAX_READING`
+//! read a frame at once, each frame within `FRAME_TIME` and `MAX_FRAME` bytes. A flood of frames
+//! then holds at most `MAX_READING` frames in memory, from whichever process. A connection whose
+//! frame was read may wait as long as its command does (`ask`, an operator's answer).
 
 use super::dispatch::{dispatch, Control};
 use super::messenger::Messenger;
@@ -11,9 +18,11 @@ use super::slot::ResultSlot;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{UnixListener, UnixStream};
+use tokio::sync::Semaphore;
 
 pub use super::dispatch::{EventSink, OpControl};
 
@@ -26,6 +35,13 @@ pub const LISTENER_FDS_FROM: i32 = 1024;
 const MAX_SOCKET_PATH: usize = 100;
 /// The longest frame accepted (an answer's JSON is inside it).
 const MAX_FRAME: u64 = 16 << 20;
+/// Most connections open at once on one agent's socket: a turn's own parallel commands (asks
+/// and councils waiting for their answers) stay far below it.
+const MAX_CONNECTIONS: usize = 32;
+/// Most connections reading a frame at once: what a flood holds is at most this many frames.
+const MAX_READING: usize = 2;
+/// The longest a frame may take to arrive once its reading began (`awf wf` writes it at once).
+const FRAME_TIME: Duration = Duration::from_secs(5);
 
 /// The run an endpoint serves: every agent process gets its id as `AWF_RUN_ID`, and the process
 /// groups of its turns are recorded in its folder (`groups.jsonl`) under its attempt.
@@ -44,6 +60,26 @@ struct State {
     activity: Mutex<Instant>,
     /// Asks of the operator in flight: a turn waiting on the operator is not stalled.
     asking: std::sync::atomic::AtomicUsize,
+    /// A place for each open connection (`MAX_CONNECTIONS`).
+    connections: Arc<Semaphore>,
+    /// A place for each connection reading its frame (`MAX_READING`).
+    reading: Semaphore,
+    /// `FRAME_TIME` (shorter in tests).
+    frame_time: Duration,
+}
+
+impl State {
+    fn new(control: Control) -> State {
+        State {
+            turns: Arc::new(Turns::default()),
+            control,
+            activity: Mutex::new(Instant::now()),
+            asking: Default::default(),
+            connections: Arc::new(Semaphore::new(MAX_CONNECTIONS)),
+            reading: Semaphore::new(MAX_READING),
+            frame_time: FRAME_TIME,
+        }
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -105,19 +141,8 @@ impl Endpoint {
         if short_dir.is_some() {
             crate::record::private::write(&dir.join("wf.target"), socket.display().to_string())?;
         }
-        let state = Arc::new(State {
-            turns: Arc::new(Turns::default()),
-            control: Control::new(key, events, Some(messenger)),
-            activity: Mutex::new(Instant::now()),
-            asking: Default::default(),
-        });
-        let s = state.clone();
-        let task = tokio::spawn(async move {
-            while let Ok((stream, _)) = listener.accept().await {
-                let s = s.clone();
-                tokio::spawn(async move { serve(stream, s).await });
-            }
-        });
+        let state = Arc::new(State::new(Control::new(key, events, Some(messenger))));
+        let task = tokio::spawn(accept(listener, state.clone()));
         Ok(Endpoint { dir: dir.to_path_buf(), socket, launcher, run, state, task, short_dir })
     }
 
@@ -171,34 +196,96 @@ fn replacing<T>(path: &Path, make: impl Fn(&Path) -> std::io::Result<T>) -> std:
     }
 }
 
+/// Accepts connections until the endpoint drops, each served on a task of its own while it has a
+/// place; one past `MAX_CONNECTIONS` is closed at once.
+async fn accept(listener: UnixListener, state: Arc<State>) {
+    loop {
+        let stream = match listener.accept().await {
+            Ok((stream, _)) => stream,
+            // Out of descriptors, or a connection that went before it was taken: the socket
+            // stays open, and tries again a moment later rather than spinning.
+            Err(_) => {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let Ok(place) = state.connections.clone().try_acquire_owned() else {
+            drop(stream);
+            continue;
+        };
+        let s = state.clone();
+        tokio::spawn(async move {
+            serve(stream, s).await;
+            drop(place);
+        });
+    }
+}
+
 async fn serve(stream: UnixStream, state: Arc<State>) {
     let pid = stream.peer_cred().ok().and_then(|c| c.pid());
     let (read, mut write) = stream.into_split();
-    let mut line = String::new();
-    let mut reader = BufReader::new(read.take(MAX_FRAME));
-    // The frame is read before a refusal so that the caller, which writes first, reads the reason.
-    let response = match reader.read_line(&mut line).await {
-        Ok(0) => return,
-        Ok(_) => match pid {
-            Some(pid) if state.turns.admits(pid).await => match parse_request(&line) {
-                Ok(req) if matches!(req.cmd, Command::AskOperator { .. }) => {
-                    use std::sync::atomic::Ordering::SeqCst;
-                    state.asking.fetch_add(1, SeqCst);
-                    let response = dispatch(&state.control, req.cmd).await;
-                    state.asking.fetch_sub(1, SeqCst);
-                    response
-                }
-                Ok(req) => dispatch(&state.control, req.cmd).await,
-                Err(e) => Response::new(exit::ERROR, e.to_string()),
-            },
-            pid => stranger(&state.control, pid),
-        },
-        Err(e) => Response::new(exit::ERROR, format!("cannot read the frame: {e}")),
+    // The peer is checked before a byte is read: a stranger's frame costs nothing. It is told why
+    // and the connection closes unread (`awf wf` reads the answer even when its write failed).
+    let admitted = match pid {
+        Some(pid) => state.turns.admits(pid).await,
+        None => false,
+    };
+    if !admitted {
+        answer(&mut write, &stranger(&state.control, pid)).await;
+        return;
+    }
+    let request = match read_frame(read, &state.reading, state.frame_time).await {
+        Ok(Some(line)) => parse_request(&line).map_err(|e| e.to_string()),
+        Ok(None) => return,
+        Err(e) => Err(e.to_string()),
+    };
+    let response = match request {
+        Ok(req) if matches!(req.cmd, Command::AskOperator { .. }) => {
+            use std::sync::atomic::Ordering::SeqCst;
+            state.asking.fetch_add(1, SeqCst);
+            let response = dispatch(&state.control, req.cmd).await;
+            state.asking.fetch_sub(1, SeqCst);
+            response
+        }
+        Ok(req) => dispatch(&state.control, req.cmd).await,
+        Err(why) => Response::new(exit::ERROR, why),
     };
     *lock(&state.activity) = Instant::now();
-    if let Ok(mut text) = serde_json::to_string(&response) {
+    answer(&mut write, &response).await;
+}
+
+/// Why a frame was not read whole.
+#[derive(Debug, thiserror::Error)]
+enum FrameError {
+    #[error("cut off: no whole frame within {} ms", .0.as_millis())]
+    CutOff(Duration),
+    #[error("a frame is at most {} MiB", MAX_FRAME >> 20)]
+    TooLong,
+    #[error("cannot read the frame: {0}")]
+    Read(#[source] std::io::Error),
+}
+
+/// Reads one frame holding a place of `reading`, within `time`: its line, or `None` when the
+/// peer sent nothing.
+async fn read_frame(read: OwnedReadHalf, reading: &Semaphore, time: Duration) -> Result<Option<String>, FrameError> {
+    // The semaphore is never closed; were it, the connection would end unanswered.
+    let Ok(_place) = reading.acquire().await else { return Ok(None) };
+    let mut line = String::new();
+    let mut reader = BufReader::new(read.take(MAX_FRAME));
+    match tokio::time::timeout(time, reader.read_line(&mut line)).await {
+        Err(_) => Err(FrameError::CutOff(time)),
+        Ok(Err(e)) => Err(FrameError::Read(e)),
+        Ok(Ok(0)) => Ok(None),
+        Ok(Ok(_)) if !line.ends_with('\n') && line.len() as u64 >= MAX_FRAME => Err(FrameError::TooLong),
+        Ok(Ok(_)) => Ok(Some(line)),
+    }
+}
+
+/// Writes `response` as one line; a peer gone already is nothing to tell.
+async fn answer(write: &mut OwnedWriteHalf, response: &Response) {
+    if let Ok(mut text) = serde_json::to_string(response) {
         text.push('\n');
-        let _ = write.write_all(text.as_bytes()).await;
+        let _ = tokio::time::timeout(FRAME_TIME, write.write_all(text.as_bytes())).await;
     }
 }
 
@@ -234,6 +321,10 @@ fn high_fd(listener: std::os::unix::net::UnixListener) -> std::io::Result<std::o
     listener.set_nonblocking(true)?;
     Ok(listener)
 }
+
+#[cfg(test)]
+#[path = "server_tests.rs"]
+mod limits_tests;
 
 #[cfg(test)]
 mod tests {

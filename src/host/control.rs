@@ -3,6 +3,12 @@
 //! One JSON request line, one JSON answer line. `stop` stops the run as Ctrl-C would (its script
 //! gets the grace to unwind); `kill` ends it at once (no grace); `status` says who holds it and
 //! what it is waiting for; `answer` answers an open operator checkpoint (`awf runs answer`).
+//!
+//! Its clients are the operator's own processes: a peer of another user or pid namespace (a
+//! sandboxed agent that can see the socket) is refused before its request is read
+//! (`control::namespace`) and the refusal logged in the run's events. At most `MAX_CONNECTIONS`
+//! are open at once (those past it are closed at once), each with `READ_TIME` and `MAX_REQUEST`
+//! for its request.
 
 use super::Host;
 use crate::run::StopCause;
@@ -26,6 +32,11 @@ const MAX_SOCKET_PATH: usize = 100;
 
 /// The longest request line accepted (an operator's answer is a JSON value).
 const MAX_REQUEST: u64 = 1 << 20;
+/// Most connections open at once: what requests hold in memory is at most this many times
+/// `MAX_REQUEST`.
+const MAX_CONNECTIONS: usize = 16;
+/// The longest a request line may take to arrive.
+const READ_TIME: Duration = Duration::from_secs(5);
 
 /// What a client asks of a run.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -101,13 +112,27 @@ impl Control {
         let closed = host.control.closed.clone();
         host.run.rt.spawn(async move {
             let Ok(listener) = tokio::net::UnixListener::from_std(listener) else { return };
+            let places = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
             loop {
                 let stream = tokio::select! {
                     s = listener.accept() => s,
                     _ = closed.cancelled() => return,
                 };
-                let Ok((stream, _)) = stream else { continue };
-                tokio::spawn(answer(weak.clone(), stream));
+                let stream = match stream {
+                    Ok((stream, _)) => stream,
+                    // Out of descriptors, or a connection gone before it was taken: try again a
+                    // moment later rather than spinning.
+                    Err(_) => {
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    }
+                };
+                let Ok(place) = places.clone().try_acquire_owned() else { continue };
+                let host = weak.clone();
+                tokio::spawn(async move {
+                    answer(host, stream).await;
+                    drop(place);
+                });
             }
         });
     }
@@ -124,21 +149,39 @@ impl Control {
 }
 
 async fn answer(host: Weak<Host>, stream: tokio::net::UnixStream) {
+    let reply = match crate::control::namespace::check(&stream) {
+        Ok(_) => None,
+        Err(why) => {
+            let why = format!(
+                "refused: {why}; a run's control socket serves only processes of its own user and pid namespaces"
+            );
+            if let Some(host) = host.upgrade() {
+                host.run.log("warn", &format!("control socket: {why}"), &Value::Null);
+            }
+            Some(Reply::refused(why))
+        }
+    };
     let (read, mut write) = stream.into_split();
-    let mut line = String::new();
-    let mut reader = tokio::io::BufReader::new(tokio::io::AsyncReadExt::take(read, MAX_REQUEST));
-    let read = tokio::time::timeout(Duration::from_secs(5), reader.read_line(&mut line)).await;
-    let reply = match (read, host.upgrade()) {
-        (_, None) => Reply::refused("the run has finished"),
-        (Ok(Ok(_)), Some(host)) => match serde_json::from_str::<Request>(line.trim()) {
-            Ok(req) => handle(&host, req).await,
-            Err(e) => Reply::refused(format!("bad request {:?}: {e}", line.trim())),
-        },
-        (_, Some(_)) => Reply::refused("no request line within 5 s"),
+    let reply = match reply {
+        // Refused: answered without reading the request.
+        Some(refused) => refused,
+        None => {
+            let mut line = String::new();
+            let mut reader = tokio::io::BufReader::new(tokio::io::AsyncReadExt::take(read, MAX_REQUEST));
+            let read = tokio::time::timeout(READ_TIME, reader.read_line(&mut line)).await;
+            match (read, host.upgrade()) {
+                (_, None) => Reply::refused("the run has finished"),
+                (Ok(Ok(_)), Some(host)) => match serde_json::from_str::<Request>(line.trim()) {
+                    Ok(req) => handle(&host, req).await,
+                    Err(e) => Reply::refused(format!("bad request {:?}: {e}", line.trim())),
+                },
+                (_, Some(_)) => Reply::refused(format!("no request line within {} s", READ_TIME.as_secs())),
+            }
+        }
     };
     // A struct of strings, numbers and checkpoints always serialises.
     let line = serde_json::to_string(&reply).unwrap_or_default();
-    let _ = write.write_all(format!("{line}\n").as_bytes()).await;
+    let _ = tokio::time::timeout(READ_TIME, write.write_all(format!("{line}\n").as_bytes())).await;
 }
 
 /// Where a run stands, as its answer says.
@@ -255,9 +298,16 @@ pub fn request(dir: &Path, req: &Request, timeout: Duration) -> Result<Reply, Co
     stream.set_write_timeout(Some(timeout)).map_err(io("cannot set a timeout on", &path))?;
     // A request is a tagged enum of strings and JSON values: it always serialises.
     let text = serde_json::to_string(req).unwrap_or_default();
-    stream.write_all(format!("{text}\n").as_bytes()).map_err(io("cannot write to", &path))?;
+    // A refused caller is answered before its request is read and the connection closed: the
+    // write may then fail, but the answer is there to read.
+    let sent = stream.write_all(format!("{text}\n").as_bytes());
     let mut line = String::new();
-    BufReader::new(stream).read_line(&mut line).map_err(io("no answer on", &path))?;
+    match (sent, BufReader::new(stream).read_line(&mut line)) {
+        (_, Ok(n)) if n > 0 => {}
+        (Err(e), _) => return Err(io("cannot write to", &path)(e)),
+        (Ok(()), Err(e)) => return Err(io("no answer on", &path)(e)),
+        (Ok(()), Ok(_)) => return Err(io("no answer on", &path)(std::io::ErrorKind::UnexpectedEof.into())),
+    }
     let reply: Reply =
         serde_json::from_str(line.trim()).map_err(|source| ControlError::BadAnswer { path: path.clone(), source })?;
     match reply.ok {

@@ -1,10 +1,12 @@
 //! Where `awf serve` listens until Ctrl-C: a loopback TCP address behind the token guard, or a
-//! Unix socket of mode 0600 (default `.awf/serve.sock`, its folder made 0700).
+//! Unix socket of mode 0600 (default `.awf/serve.sock`, its folder made 0700) that serves only
+//! processes of serve's own user and pid namespaces (`control::namespace`): a sandboxed agent that
+//! can see the socket is answered 403 before a byte of its request is read.
 
 use super::{auth, private};
 use anyhow::{anyhow, bail, Context, Result};
 use axum::Router;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// Ctrl-C, SIGTERM or SIGHUP, listened for from now on: a signal that comes as soon as the port
@@ -82,7 +84,7 @@ pub async fn unix(app: Router, socket: Option<&Path>, cwd: &Path) -> Result<()> 
     };
     let stop = ctrl_c()?;
     let listener = private::bind_socket(&path)?;
-    let listener = listener_for_tokio(listener, &path)?;
+    let listener = Admitting { inner: listener_for_tokio(listener, &path)?, path: path.clone() };
     eprintln!("awf: serving on {} (Ctrl-C to stop)", path.display());
     let served = axum::serve(listener, app).with_graceful_shutdown(stop).await;
     let _ = std::fs::remove_file(&path);
@@ -92,4 +94,48 @@ pub async fn unix(app: Router, socket: Option<&Path>, cwd: &Path) -> Result<()> 
 fn listener_for_tokio(listener: std::os::unix::net::UnixListener, path: &Path) -> Result<tokio::net::UnixListener> {
     listener.set_nonblocking(true).with_context(|| format!("cannot listen on {}", path.display()))?;
     tokio::net::UnixListener::from_std(listener).with_context(|| format!("cannot listen on {}", path.display()))
+}
+
+/// The Unix socket's listener as axum takes it: each connection's peer is checked as it is
+/// accepted, and one of another user or pid namespace than serve's (a sandbox) is answered 403
+/// and closed, its request unread, and logged; axum never sees it.
+struct Admitting {
+    inner: tokio::net::UnixListener,
+    path: PathBuf,
+}
+
+impl axum::serve::Listener for Admitting {
+    type Io = tokio::net::UnixStream;
+    type Addr = tokio::net::unix::SocketAddr;
+
+    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
+        loop {
+            let (stream, addr) = axum::serve::Listener::accept(&mut self.inner).await;
+            match crate::control::namespace::check(&stream) {
+                Ok(_) => return (stream, addr),
+                Err(why) => {
+                    eprintln!("awf: refused a connection on {}: {why}", self.path.display());
+                    refuse(&stream, &why);
+                }
+            }
+        }
+    }
+
+    fn local_addr(&self) -> std::io::Result<Self::Addr> {
+        self.inner.local_addr()
+    }
+}
+
+/// Answers a refused connection 403 with why, in one write that a fresh socket's empty buffer
+/// takes whole (a peer that does not read loses it; the connection closes either way).
+fn refuse(stream: &tokio::net::UnixStream, why: &crate::control::namespace::Foreign) {
+    let body = serde_json::json!({
+        "error": format!("refused: {why}; awf serve's socket serves only processes of its own user and pid namespaces"),
+    })
+    .to_string();
+    let head = format!(
+        "HTTP/1.1 403 Forbidden\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+        body.len()
+    );
+    let _ = stream.try_write(format!("{head}{body}").as_bytes());
 }
