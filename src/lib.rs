@@ -307,7 +307,8 @@
 //!   arguments, typed errors): `git.rs` (the one command builder: no hooks, no fsmonitor, no
 //!   program the repository's config names, no fetch, no `GIT_*` of awf's own, the git folders
 //!   named), `mod.rs` (the repository and base commit, an agent's worktree
-//!   added, found again, its leftovers committed on its branch, removed, what it changed),
+//!   added, found again, its leftovers committed on its branch (repositories of their own left
+//!   out and listed), removed, what it changed),
 //!   `merge.rs` (branches merged in order without a working tree; conflicts as data, the checkout
 //!   moved once by a fast-forward), `recorded.rs` (`run.json` `worktrees` as a type, and `awf runs
 //!   clean`).

@@ -123,6 +123,17 @@ pub struct Worktree {
     pub admin: PathBuf,
 }
 
+/// What `commit_leftovers` did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Leftovers {
+    /// The new commit on the branch, `None` when there was nothing (else) to commit.
+    pub commit: Option<String>,
+    /// Folders the agent left that are git repositories of their own (`sub/`): git commits none
+    /// of their files, only, for one with a commit, a link to a commit no other repository
+    /// holds. They are left out of the commit, and the worktree that holds them must stay.
+    pub left_out: Vec<String>,
+}
+
 impl Repo {
     /// The repository `folder` is in. Its work tree must hold `folder`: a `core.worktree` that
     /// names another folder is refused.
@@ -278,24 +289,31 @@ impl Repo {
     }
 
     /// Commits everything uncommitted in the worktree on its branch (on the branch's tip,
-    /// whatever the worktree's HEAD says) and returns the new commit, or `None` when there was
-    /// nothing to commit. awf is the committer; hooks do not run.
-    pub fn commit_leftovers(&self, wt: &Worktree, message: &str) -> Result<Option<String>, Error> {
+    /// whatever the worktree's HEAD says), but the git repositories of their own it holds, which
+    /// are left out and listed. awf is the committer; hooks do not run.
+    pub fn commit_leftovers(&self, wt: &Worktree, message: &str) -> Result<Leftovers, Error> {
         let tip = self
             .branch_tip(&wt.branch)
             .ok_or_else(|| Error::UnknownBranch { name: wt.branch.clone(), repo: self.root.clone() })?;
         let dirs = self.dirs(wt);
         let git = |args: &[&str]| self.git.run(&wt.path, args, Some(&dirs));
-        git(&["add", "--all"])?;
+        // git lists an untracked folder that is a repository of its own as `sub/`, never its
+        // files; `git add` fails on one without a commit and links one with a commit.
+        let others = git(&["ls-files", "-z", "--others", "--exclude-standard"])?;
+        let left_out: Vec<String> = others.split('\0').filter(|p| p.ends_with('/')).map(str::to_string).collect();
+        let excluded: Vec<String> = left_out.iter().map(|p| format!(":(exclude,literal){p}")).collect();
+        let mut add = vec!["add", "--all", "--", "."];
+        add.extend(excluded.iter().map(String::as_str));
+        git(&add)?;
         let tree = git(&["write-tree"])?;
         if self.run(&["rev-parse", &format!("{tip}^{{tree}}")])? == tree {
-            return Ok(None);
+            return Ok(Leftovers { commit: None, left_out });
         }
         let commit = self.commit_tree(&tree, &[&tip], message)?;
         self.run(&["update-ref", "-m", "awf: leftovers", &format!("refs/heads/{}", wt.branch), &commit, &tip])?;
         // A kept worktree then shows its branch, clean.
         git(&["symbolic-ref", "HEAD", &format!("refs/heads/{}", wt.branch)])?;
-        Ok(Some(commit))
+        Ok(Leftovers { commit: Some(commit), left_out })
     }
 
     /// A commit of `tree` on `parents`, with awf as its author and committer (no hooks run).

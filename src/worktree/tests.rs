@@ -41,11 +41,11 @@ fn a_worktree_is_added_committed_and_removed_and_its_branch_stays() {
     let wt = add(&repo, "a");
     assert!(wt.path.join("a.txt").is_file());
     assert!(wt.admin.starts_with(repo.common.join("worktrees")), "{}", wt.admin.display());
-    assert_eq!(repo.commit_leftovers(&wt, "nothing").expect("commit"), None);
+    assert_eq!(repo.commit_leftovers(&wt, "nothing").expect("commit").commit, None);
     std::fs::write(wt.path.join("new.txt"), "new\n").expect("write");
     std::fs::write(wt.path.join("a.txt"), "ONE\n").expect("write");
     assert_eq!(repo.changed(&wt).expect("changed"), vec!["a.txt", "new.txt"]);
-    let commit = repo.commit_leftovers(&wt, "awf: run r1, agent a").expect("commit").expect("a commit");
+    let commit = repo.commit_leftovers(&wt, "awf: run r1, agent a").expect("commit").commit.expect("a commit");
     assert_eq!(repo.branch_tip("awf/r1/a"), Some(commit.clone()));
     assert_eq!(sh_git(&repo.root, &["log", "-1", "--format=%s", "awf/r1/a"]), "awf: run r1, agent a");
     repo.remove(&wt).expect("remove");
@@ -279,4 +279,27 @@ fn planted_hooks_fsmonitor_and_drivers_run_in_none_of_awfs_commands() {
     let fired: Vec<_> =
         std::fs::read_dir(markers.path()).expect("read").filter_map(Result::ok).map(|e| e.file_name()).collect();
     assert!(fired.is_empty(), "{fired:?}");
+}
+
+#[test]
+fn nested_repositories_are_left_out_of_the_commit_and_listed() {
+    let (_d, repo) = repo();
+    let wt = add(&repo, "a");
+    sh_git(&wt.path, &["init", "-q", "fresh"]);
+    std::fs::write(wt.path.join("fresh/f.txt"), "f\n").expect("write");
+    std::fs::create_dir_all(wt.path.join("deep/er")).expect("mkdir");
+    sh_git(&wt.path.join("deep/er"), &["init", "-q", "dep"]);
+    std::fs::write(wt.path.join("deep/er/dep/d.txt"), "d\n").expect("write");
+    sh_git(&wt.path.join("deep/er/dep"), &["add", "."]);
+    sh_git(&wt.path.join("deep/er/dep"), &["commit", "-qm", "d"]);
+    std::fs::write(wt.path.join("top.txt"), "top\n").expect("write");
+    let left = repo.commit_leftovers(&wt, "work").expect("commit");
+    assert_eq!(left.left_out, vec!["deep/er/dep/", "fresh/"]);
+    let commit = left.commit.expect("the rest committed");
+    assert_eq!(sh_git(&repo.root, &["ls-tree", "-r", "--name-only", &commit]), ".gitignore\na.txt\nb.txt\ntop.txt");
+    // Nothing else to commit: still listed.
+    assert_eq!(
+        repo.commit_leftovers(&wt, "again").expect("commit"),
+        Leftovers { commit: None, left_out: left.left_out }
+    );
 }
