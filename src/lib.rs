@@ -320,8 +320,11 @@
 //!   with its reason in `tests/tidy/main.rs`: a CLI agent's home (credentials seeded, sessions moved,
 //!   a carried home unpacked by `harness/cli`).
 //! - `worktree/`: git worktrees for agents, **the only module that runs git** (`git -C`, explicit
-//!   arguments, typed errors): `mod.rs` (the repository and base commit, an agent's worktree
-//!   added, found again, its leftovers committed on its branch, removed, what it changed),
+//!   arguments, typed errors): `git.rs` (the one command builder: no hooks, no fsmonitor, no
+//!   program the repository's config names, no fetch, no `GIT_*` of awf's own, the git folders
+//!   named), `mod.rs` (the repository and base commit, an agent's worktree
+//!   added, found again, its leftovers committed on its branch (repositories of their own left
+//!   out and listed), removed, what it changed),
 //!   `merge.rs` (branches merged in order without a working tree; conflicts as data, the checkout
 //!   moved once by a fast-forward), `recorded.rs` (`run.json` `worktrees` as a type, and `awf runs
 //!   clean`).
@@ -431,10 +434,12 @@
 //!   arguments. A pane agent's CLI starts through `awf pane-exec` with its environment from a 0600
 //!   file, never on a command line; it runs with the home, settings and sandbox a headless run
 //!   gets, and answers through the same launcher, admitted to the agent's socket while a turn runs.
-//! - git runs only in `worktree`, as `git -C <folder>` with explicit arguments; its commands in an
-//!   agent's worktree name the worktree's git folders (found as it was added), never what the
-//!   agent wrote there. A merge (`worktree::merge`) never leaves a checkout half-merged: each
-//!   branch is merged without a working tree, and the checkout moves once, by a fast-forward.
+//! - git runs only in `worktree`, as `git -C <folder>` with explicit arguments, every command
+//!   made by `worktree/git.rs`, which runs no hook, fsmonitor, driver or other program the
+//!   repository names; its commands name their git folders (an agent's worktree's, found as it
+//!   was added; the checkout's, found with the repository), never what an agent wrote there. A
+//!   merge (`worktree::merge`) never leaves a checkout half-merged: each branch is merged without
+//!   a working tree, and the checkout moves once, by a fast-forward.
 //! - Failures are typed below `cli`: each layer's errors are `thiserror` enums with a variant for
 //!   what a caller, a test or the exit code tells apart, keeping their source (`io::Error`,
 //!   `serde_json::Error`, another layer's error) and saying its text whole (`cannot read x:

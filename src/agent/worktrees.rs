@@ -89,7 +89,7 @@ impl WorktreeBook {
             base: head,
             admin: PathBuf::new(),
         };
-        r.agents.insert(key.to_string(), Entry { worktree, keep: Keep::Never, state: State::Open });
+        r.agents.insert(key.to_string(), Entry { worktree, keep: Keep::Never, state: State::Open, reason: None });
         Ok(())
     }
 
@@ -128,6 +128,7 @@ impl WorktreeBook {
             repo.reopen(&mut e.worktree)?;
             e.state = State::Open;
             e.keep = keep;
+            e.reason = None;
             let path = e.worktree.path.clone();
             adding.opened.insert(key.to_string());
             self.write(run, &r);
@@ -148,7 +149,7 @@ impl WorktreeBook {
         let mut r = lock(&self.record);
         let text = format!("agent {key} works in {} on branch {branch}", path.display());
         run.log("info", &text, &json!({ "agent": key, "path": path, "branch": branch, "base": base }));
-        r.agents.insert(key.to_string(), Entry { worktree: wt, keep, state: State::Open });
+        r.agents.insert(key.to_string(), Entry { worktree: wt, keep, state: State::Open, reason: None });
         self.write(run, &r);
         Ok(path)
     }
@@ -166,7 +167,9 @@ impl WorktreeBook {
     }
 
     /// Commits what agent `key` left on its branch and removes its worktree, or keeps it
-    /// (`keep`, `failed`: the agent or the run failed). Nothing for an agent without one.
+    /// (`keep`, `failed`: the agent or the run failed). A worktree holding what awf could not
+    /// commit is always kept, with the reason recorded and logged: removing it would lose work.
+    /// Nothing for an agent without one.
     pub fn close(&self, run: &Run, key: &str, failed: bool) {
         // Marked kept while git works without the lock (a second close finds nothing open); an
         // agent without a worktree runs no git.
@@ -183,14 +186,22 @@ impl WorktreeBook {
         let Ok(repo) = self.repo(run) else { return };
         let message = format!("awf: what agent {key} left in run {}", run.id);
         let branch = &entry.worktree.branch;
-        let committed = repo.commit_leftovers(&entry.worktree, &message);
-        if let Ok(Some(commit)) = &committed {
-            let text =
-                format!("agent {key}: what it left is committed on {branch} ({})", &commit[..commit.len().min(12)]);
-            run.log("info", &text, &json!({ "agent": key, "branch": branch, "commit": commit }));
-        }
-        let state = if let Err(err) = committed {
-            run.log("warn", &format!("agent {key}: cannot commit what it left on {branch}: {err}"), &Value::Null);
+        let path = &entry.worktree.path;
+        let fields = |reason: &str| json!({ "agent": key, "branch": branch, "path": path, "reason": reason });
+        let reason = match repo.commit_leftovers(&entry.worktree, &message) {
+            Ok(left) => {
+                if let Some(commit) = &left.commit {
+                    let short = &commit[..commit.len().min(12)];
+                    let text = format!("agent {key}: what it left is committed on {branch} ({short})");
+                    run.log("info", &text, &json!({ "agent": key, "branch": branch, "commit": commit }));
+                }
+                (!left.left_out.is_empty()).then(|| nested(&left.left_out))
+            }
+            Err(err) => Some(format!("cannot commit what it left: {err}")),
+        };
+        let state = if let Some(reason) = &reason {
+            let text = format!("agent {key}: {reason}; its worktree {} is kept", path.display());
+            run.log("warn", &text, &fields(reason));
             State::Kept
         } else if entry.keep.keeps(failed) {
             State::Kept
@@ -206,6 +217,7 @@ impl WorktreeBook {
         let mut r = lock(&self.record);
         if let Some(e) = r.agents.get_mut(key) {
             e.state = state;
+            e.reason = reason;
         }
         self.write(run, &r);
     }
@@ -229,11 +241,15 @@ impl WorktreeBook {
                                 "changed": [], "state": e.state, "planned": true }));
         }
         let repo = self.repo(run).ok()?;
-        Some(json!({
+        let mut v = json!({
             "path": w.path, "branch": w.branch, "base": w.base,
             "head": repo.branch_tip(&w.branch), "changed": repo.changed(w).unwrap_or_default(),
             "state": e.state,
-        }))
+        });
+        if let Some(reason) = &e.reason {
+            v["reason"] = json!(reason);
+        }
+        Some(v)
     }
 
     /// The folder of agent `key`'s worktree while it is open.
@@ -270,6 +286,12 @@ impl WorktreeBook {
         let id = run.id.clone();
         merge::merge(repo, branches, &target, &|b| format!("awf: merge {b} (run {id})"))
     }
+}
+
+/// Why a worktree holding repositories of their own is kept.
+fn nested(folders: &[String]) -> String {
+    let (verb, them) = if folders.len() == 1 { ("is", "it") } else { ("are", "them") };
+    format!("{} {verb} a git repository of its own: awf commits none of {them}", folders.join(", "))
 }
 
 /// A worktree folder name for `key`, unused in the run and not being added (keys that slug alike

@@ -336,6 +336,9 @@ fn worktrees(run: &docs::RunDoc, run_id: &str) {
         left |= there;
         let state = if there { format!("{:?}", e.state).to_lowercase() } else { "removed".into() };
         out!("  {agent}: {} {state} {}", e.worktree.branch, e.worktree.path.display());
+        if let Some(reason) = e.reason.as_ref().filter(|_| there) {
+            out!("    kept: {reason}");
+        }
     }
     let hint = if left { "its worktrees" } else { "nothing but branches" };
     out!("  what it left ({hint}): awf runs clean {run_id} [--branches]");

@@ -107,11 +107,7 @@ pub fn merge(
             report.merged.push(Merged { branch, commit: tip, fast_forward: true });
             continue;
         }
-        let out = repo.git.command(
-            &repo.root,
-            &["merge-tree", "--write-tree", "--name-only", "--no-messages", &cur, &tip],
-            None,
-        )?;
+        let out = repo.output(&["merge-tree", "--write-tree", "--name-only", "--no-messages", &cur, &tip])?;
         let mut lines = out.stdout.lines();
         let tree = lines.next().unwrap_or_default().to_string();
         match out.code {
@@ -146,7 +142,7 @@ pub fn merge(
 }
 
 fn is_ancestor(repo: &Repo, a: &str, b: &str) -> Result<bool, Error> {
-    let out = repo.git.command(&repo.root, &["merge-base", "--is-ancestor", a, b], None)?;
+    let out = repo.output(&["merge-base", "--is-ancestor", a, b])?;
     match out.code {
         Some(0) => Ok(true),
         Some(1) => Ok(false),

@@ -5,12 +5,14 @@
 //! branches back, without ever leaving a half-merged checkout; `recorded.rs` is a run's record of
 //! its worktrees and `awf runs clean`.
 
+mod git;
 pub mod merge;
 pub mod recorded;
 
+pub use git::Git;
+use git::{Dirs, Output};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 
 /// A value `isolation` or `keep` does not take.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -75,8 +77,12 @@ impl Keep {
 pub enum Error {
     #[error("git is missing: cannot run `{program}` ({why}); install git, or drop `isolation: \"worktree\"`")]
     GitMissing { program: String, why: String },
+    #[error("git at {program} is too old for awf: {why}; install git 2.38 or later")]
+    GitTooOld { program: String, why: String },
     #[error("{} is not inside a git repository: run `git init` there (and commit once), or drop `isolation: \"worktree\"`", folder.display())]
     NotARepo { folder: PathBuf },
+    #[error("the repository of {} names {} as its work tree (core.worktree), which does not hold it: awf works only in a checkout that holds the run's folder", folder.display(), root.display())]
+    WorkTreeElsewhere { folder: PathBuf, root: PathBuf },
     #[error("the repository {} has no commit yet: commit once, or drop `isolation: \"worktree\"`", repo.display())]
     NoCommit { repo: PathBuf },
     #[error("branch {branch} already exists (made by another run or by hand); awf never reuses a branch: delete it (`git branch -D {branch}`) or start a new run")]
@@ -91,77 +97,15 @@ pub enum Error {
     Failed { args: String, dir: PathBuf, stderr: String },
 }
 
-/// How git is run: the program (`git` on PATH unless a test names another).
-#[derive(Debug, Clone)]
-pub struct Git {
-    pub program: PathBuf,
-}
-
-impl Default for Git {
-    fn default() -> Git {
-        Git { program: "git".into() }
-    }
-}
-
-/// A worktree's own git folders, found when it was added: awf's commands in it name them
-/// explicitly, so that nothing an agent wrote in its worktree (its `.git` file) or in its
-/// admin folder (`commondir`, `HEAD`) redirects them.
-#[derive(Debug, Clone)]
-struct Dirs<'a> {
-    work_tree: &'a Path,
-    admin: PathBuf,
-    common: &'a Path,
-}
-
-/// What one git command printed.
-struct Output {
-    ok: bool,
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
-}
-
-impl Git {
-    fn command(&self, dir: &Path, args: &[&str], wt: Option<&Dirs<'_>>) -> Result<Output, Error> {
-        let mut cmd = crate::open_files::command(&self.program);
-        cmd.arg("-C").arg(dir).args(args).stdin(Stdio::null());
-        for v in ["GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_COMMON_DIR", "GIT_OBJECT_DIRECTORY"] {
-            cmd.env_remove(v);
-        }
-        if let Some(d) = wt {
-            cmd.env("GIT_DIR", &d.admin).env("GIT_WORK_TREE", d.work_tree).env("GIT_COMMON_DIR", d.common);
-        }
-        let out = cmd
-            .output()
-            .map_err(|e| Error::GitMissing { program: self.program.display().to_string(), why: e.to_string() })?;
-        Ok(Output {
-            ok: out.status.success(),
-            code: out.status.code(),
-            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
-        })
-    }
-
-    /// Runs git and returns its trimmed stdout, or `Failed`.
-    fn run(&self, dir: &Path, args: &[&str]) -> Result<String, Error> {
-        self.run_in(dir, args, None)
-    }
-
-    fn run_in(&self, dir: &Path, args: &[&str], wt: Option<&Dirs<'_>>) -> Result<String, Error> {
-        let out = self.command(dir, args, wt)?;
-        if !out.ok {
-            return Err(Error::Failed { args: args.join(" "), dir: dir.to_path_buf(), stderr: out.stderr });
-        }
-        Ok(out.stdout.trim_end().to_string())
-    }
-}
-
-/// A repository: its top folder and its common git folder.
+/// A repository: its top folder, the checkout's own git folder and the common one.
 #[derive(Debug, Clone)]
 pub struct Repo {
     pub git: Git,
     pub root: PathBuf,
     pub common: PathBuf,
+    /// The checkout's own git folder (the common one, unless the run's checkout is itself a
+    /// linked worktree): named in every command after `find`, with `root` as the work tree.
+    git_dir: PathBuf,
     /// Held while git adds or removes a worktree: `git worktree add` reads the other worktrees'
     /// admin folders and fails on one being made. Checkouts run outside it.
     admin: std::sync::Arc<std::sync::Mutex<()>>,
@@ -179,25 +123,51 @@ pub struct Worktree {
     pub admin: PathBuf,
 }
 
+/// What `commit_leftovers` did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Leftovers {
+    /// The new commit on the branch, `None` when there was nothing (else) to commit.
+    pub commit: Option<String>,
+    /// Folders the agent left that are git repositories of their own (`sub/`): git commits none
+    /// of their files, only, for one with a commit, a link to a commit no other repository
+    /// holds. They are left out of the commit, and the worktree that holds them must stay.
+    pub left_out: Vec<String>,
+}
+
 impl Repo {
-    /// The repository `folder` is in.
+    /// The repository `folder` is in. Its work tree must hold `folder`: a `core.worktree` that
+    /// names another folder is refused.
     pub fn find(git: Git, folder: &Path) -> Result<Repo, Error> {
-        let out =
-            git.command(folder, &["rev-parse", "--path-format=absolute", "--show-toplevel", "--git-common-dir"], None)?;
-        if !out.ok {
-            return Err(Error::NotARepo { folder: folder.to_path_buf() });
-        }
+        let args = ["rev-parse", "--path-format=absolute", "--show-toplevel", "--git-common-dir", "--git-dir"];
+        let out = match git.command(folder, &args, None) {
+            Ok(out) if out.ok => out,
+            Ok(_) | Err(Error::Failed { .. }) => return Err(Error::NotARepo { folder: folder.to_path_buf() }),
+            Err(e) => return Err(e),
+        };
         let mut lines = out.stdout.lines();
-        match (lines.next(), lines.next()) {
-            (Some(root), Some(common)) => {
-                Ok(Repo { git, root: root.into(), common: common.into(), admin: Default::default() })
-            }
-            _ => Err(Error::NotARepo { folder: folder.to_path_buf() }),
+        let (Some(root), Some(common), Some(git_dir)) = (lines.next(), lines.next(), lines.next()) else {
+            return Err(Error::NotARepo { folder: folder.to_path_buf() });
+        };
+        let root = PathBuf::from(root);
+        let real = std::fs::canonicalize(folder).unwrap_or_else(|_| folder.to_path_buf());
+        if !real.starts_with(std::fs::canonicalize(&root).unwrap_or_else(|_| root.clone())) {
+            return Err(Error::WorkTreeElsewhere { folder: folder.to_path_buf(), root });
         }
+        Ok(Repo { git, root, common: common.into(), git_dir: git_dir.into(), admin: Default::default() })
+    }
+
+    /// The checkout's git folders, named in every command run in it.
+    fn own(&self) -> Dirs<'_> {
+        Dirs { work_tree: &self.root, admin: self.git_dir.clone(), common: &self.common }
     }
 
     fn run(&self, args: &[&str]) -> Result<String, Error> {
-        self.git.run(&self.root, args)
+        self.git.run(&self.root, args, Some(&self.own()))
+    }
+
+    /// Runs git in the checkout and returns what it printed, whatever its exit status.
+    fn output(&self, args: &[&str]) -> Result<Output, Error> {
+        self.git.command(&self.root, args, Some(&self.own()))
     }
 
     /// The commit HEAD names now.
@@ -227,7 +197,8 @@ impl Repo {
     /// What is uncommitted in the checkout (tracked or not), but awf's own `.awf` folders.
     pub fn uncommitted(&self, untracked: bool) -> Result<Vec<String>, Error> {
         let mode = if untracked { "--untracked-files=normal" } else { "--untracked-files=no" };
-        let out = self.run(&["status", "--porcelain=v1", mode])?;
+        // Submodules are not entered: their own config would apply.
+        let out = self.run(&["status", "--porcelain=v1", "--ignore-submodules=all", mode])?;
         Ok(out
             .lines()
             .filter_map(|l| l.get(3..))
@@ -256,7 +227,7 @@ impl Repo {
         };
         wt.admin = self.admin_of(&wt.path);
         // The checkout, outside the lock: each worktree has an index of its own.
-        self.git.run_in(&wt.path, &["reset", "--hard", "--quiet"], Some(&self.dirs(&wt)))?;
+        self.git.run(&wt.path, &["reset", "--hard", "--quiet"], Some(&self.dirs(&wt)))?;
         Ok(wt)
     }
 
@@ -305,7 +276,7 @@ impl Repo {
     fn admin_of(&self, path: &Path) -> PathBuf {
         let name = path.file_name().map(|n| n.to_os_string()).unwrap_or_default();
         self.git
-            .run(path, &["rev-parse", "--path-format=absolute", "--git-dir"])
+            .run(path, &["rev-parse", "--path-format=absolute", "--git-dir"], None)
             .map(PathBuf::from)
             .ok()
             .filter(|d| d.starts_with(self.common.join("worktrees")))
@@ -318,24 +289,31 @@ impl Repo {
     }
 
     /// Commits everything uncommitted in the worktree on its branch (on the branch's tip,
-    /// whatever the worktree's HEAD says) and returns the new commit, or `None` when there was
-    /// nothing to commit. awf is the committer; hooks do not run.
-    pub fn commit_leftovers(&self, wt: &Worktree, message: &str) -> Result<Option<String>, Error> {
+    /// whatever the worktree's HEAD says), but the git repositories of their own it holds, which
+    /// are left out and listed. awf is the committer; hooks do not run.
+    pub fn commit_leftovers(&self, wt: &Worktree, message: &str) -> Result<Leftovers, Error> {
         let tip = self
             .branch_tip(&wt.branch)
             .ok_or_else(|| Error::UnknownBranch { name: wt.branch.clone(), repo: self.root.clone() })?;
         let dirs = self.dirs(wt);
-        let git = |args: &[&str]| self.git.run_in(&wt.path, args, Some(&dirs));
-        git(&["add", "--all"])?;
+        let git = |args: &[&str]| self.git.run(&wt.path, args, Some(&dirs));
+        // git lists an untracked folder that is a repository of its own as `sub/`, never its
+        // files; `git add` fails on one without a commit and links one with a commit.
+        let others = git(&["ls-files", "-z", "--others", "--exclude-standard"])?;
+        let left_out: Vec<String> = others.split('\0').filter(|p| p.ends_with('/')).map(str::to_string).collect();
+        let excluded: Vec<String> = left_out.iter().map(|p| format!(":(exclude,literal){p}")).collect();
+        let mut add = vec!["add", "--all", "--", "."];
+        add.extend(excluded.iter().map(String::as_str));
+        git(&add)?;
         let tree = git(&["write-tree"])?;
         if self.run(&["rev-parse", &format!("{tip}^{{tree}}")])? == tree {
-            return Ok(None);
+            return Ok(Leftovers { commit: None, left_out });
         }
         let commit = self.commit_tree(&tree, &[&tip], message)?;
         self.run(&["update-ref", "-m", "awf: leftovers", &format!("refs/heads/{}", wt.branch), &commit, &tip])?;
         // A kept worktree then shows its branch, clean.
         git(&["symbolic-ref", "HEAD", &format!("refs/heads/{}", wt.branch)])?;
-        Ok(Some(commit))
+        Ok(Leftovers { commit: Some(commit), left_out })
     }
 
     /// A commit of `tree` on `parents`, with awf as its author and committer (no hooks run).
@@ -366,13 +344,17 @@ impl Repo {
     pub fn changed(&self, wt: &Worktree) -> Result<Vec<String>, Error> {
         let mut paths: Vec<String> = if wt.path.is_dir() {
             let dirs = self.dirs(wt);
-            let git = |args: &[&str]| self.git.run_in(&wt.path, args, Some(&dirs));
-            let mut p: Vec<String> = git(&["diff", "--name-only", &wt.base])?.lines().map(str::to_string).collect();
+            let git = |args: &[&str]| self.git.run(&wt.path, args, Some(&dirs));
+            let diff = ["diff", "--name-only", "--no-ext-diff", "--no-textconv", "--ignore-submodules=all", &wt.base];
+            let mut p: Vec<String> = git(&diff)?.lines().map(str::to_string).collect();
             p.extend(git(&["ls-files", "--others", "--exclude-standard"])?.lines().map(str::to_string));
             p
         } else {
             let range = format!("{}...refs/heads/{}", wt.base, wt.branch);
-            self.run(&["diff", "--name-only", &range])?.lines().map(str::to_string).collect()
+            self.run(&["diff", "--name-only", "--no-ext-diff", "--no-textconv", &range])?
+                .lines()
+                .map(str::to_string)
+                .collect()
         };
         paths.sort();
         paths.dedup();

@@ -23,6 +23,9 @@ pub struct Entry {
     pub worktree: Worktree,
     pub keep: Keep,
     pub state: State,
+    /// Why awf kept a worktree its `keep` would have removed: what it could not commit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 /// `run.json` `worktrees`.

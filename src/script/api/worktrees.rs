@@ -38,7 +38,8 @@ pub fn register(engine: &mut Engine) {
 
 const WORKTREE: &str = "The agent's git worktree (an agent opened with `isolation: \"worktree\"`):
 `#{ path, branch, base, head, changed, state }` (`changed`: the paths that differ from `base`,
-uncommitted ones too while it is open; `state`: `open`, `kept` or `removed`), or `()`.";
+uncommitted ones too while it is open; `state`: `open`, `kept` or `removed`; and `reason` when awf
+kept it because it could not commit all the agent left), or `()`.";
 const MERGE: &str = "Merges worktree branches, in the given order, into the run's checkout (its branch), or into
 the branch `options.into`. `list`: agent handles, agent keys or branch names. A branch that
 conflicts is left out whole (the checkout is never half-merged) and reported; the script decides
