@@ -46,7 +46,9 @@ impl Credential {
     pub fn write_back(&mut self) -> Result<bool, HarnessError> {
         let _guard = CREDENTIALS.lock().unwrap_or_else(|p| p.into_inner());
         let Some(known) = &self.known else { return Ok(false) };
-        let Ok(now) = std::fs::read(&self.local) else { return Ok(false) };
+        // The home's copy is the agent's to replace: a symlink there (to a file of the operator's
+        // it could not read itself) is never followed, only a plain file is read.
+        let Some(now) = read_plain(&self.local) else { return Ok(false) };
         if &now == known || now.iter().all(u8::is_ascii_whitespace) || serde_json::from_slice::<Value>(&now).is_err() {
             return Ok(false);
         }
@@ -58,6 +60,23 @@ impl Credential {
         self.known = Some(now);
         Ok(true)
     }
+}
+
+/// The bytes of `path` when it is a regular file, opened without following a symlink.
+fn read_plain(path: &Path) -> Option<Vec<u8>> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
+        .open(path)
+        .ok()?;
+    if !f.metadata().ok()?.is_file() {
+        return None;
+    }
+    let mut bytes = Vec::new();
+    f.read_to_end(&mut bytes).ok()?;
+    Some(bytes)
 }
 
 /// Writes a file readable by its owner only, atomically (a temporary file, then a rename).
@@ -154,6 +173,25 @@ mod tests {
         // A destination that cannot be written is still an error.
         std::fs::write(dir.path().join("file"), "").expect("write");
         assert!(copy_tree(&to, &dir.path().join("file/below"), &|_: &str| true).is_err());
+    }
+
+    #[test]
+    fn a_symlink_or_fifo_in_the_home_is_never_read_back_into_the_operators_credentials() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let operator = dir.path().join("operator.json");
+        let local = dir.path().join("home/.credentials.json");
+        let other = dir.path().join("other-secret.json");
+        std::fs::write(&operator, "{\"token\":\"a\"}").expect("write");
+        std::fs::write(&other, "{\"token\":\"someone else's\"}").expect("write");
+        let mut c = Credential::new(operator.clone(), local.clone());
+        c.seed().expect("seed");
+        std::fs::remove_file(&local).expect("rm");
+        std::os::unix::fs::symlink(&other, &local).expect("symlink");
+        assert!(!c.write_back().expect("no error"), "a symlink is not followed");
+        std::fs::remove_file(&local).expect("rm");
+        nix::unistd::mkfifo(&local, nix::sys::stat::Mode::from_bits_truncate(0o600)).expect("fifo");
+        assert!(!c.write_back().expect("no error"), "a fifo is not read (nor waited on)");
+        assert_eq!(std::fs::read_to_string(&operator).expect("read"), "{\"token\":\"a\"}");
     }
 
     #[test]

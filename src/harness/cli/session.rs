@@ -136,7 +136,13 @@ impl CliSession {
         }
     }
 
+    /// Writes refreshed credential copies back to the operator's files; never for a sandboxed
+    /// agent, whose home is the agent's to write: what it left there (someone else's login, a
+    /// file it wants the operator to use) stays there.
     pub(super) fn write_back_credentials(&mut self, log: &mut OpLog) {
+        if self.sandbox.is_some() {
+            return;
+        }
         for c in &mut self.credentials {
             match c.write_back() {
                 Ok(true) => log.event("credentials-written-back", json!({ "file": c.operator })),
