@@ -37,6 +37,11 @@ pub enum SeatError {
     NotUtf8 { what: &'static str, path: PathBuf },
     #[error("cannot create {}: {source}", path.display())]
     Create { path: PathBuf, source: std::io::Error },
+    #[error(
+        "{role} {} lies in {}, which is awf's own (sockets, tokens, run records) and no sandbox may open",
+        path.display(), own.display()
+    )]
+    AwfsOwn { role: Role, path: PathBuf, own: PathBuf },
 }
 
 impl From<PinError> for SeatError {
@@ -326,6 +331,22 @@ pub fn seat(policy: &Policy, place: &Placement<'_>, op: &Operator) -> Result<Sea
     let read_only: Vec<Pinned> = (policy.read_only.iter())
         .map(|p| pin::pin(Role::ReadOnly, p, Some(&workspace)).map(|p| shown_at(p, &areas)))
         .collect::<Result<_, _>>()?;
+    // awf's own places: the project's `.awf` (serve's socket and token, the cluster key, other
+    // agents' worktrees), the runs folder, the operator's runtime and tmux folders. No policy path
+    // may open one (but inside the agent's own workspace, a worktree there); inside what is bound
+    // they are masked below, and the agent's own control folder and worktree bound again on top.
+    let candidates: Vec<PathBuf> = [Some(place.project.join(".awf")), place.run_dir.parent().map(Path::to_path_buf)]
+        .into_iter()
+        .flatten()
+        .chain(["XDG_RUNTIME_DIR", "TMUX_TMPDIR"].iter().filter_map(|v| op.var(v)))
+        .collect();
+    let own: Vec<PathBuf> = candidates.iter().filter_map(|c| std::fs::canonicalize(c).ok()).collect();
+    for p in writable.iter().chain(&read_only) {
+        let in_own_worktree = |o: &PathBuf| ws.path.starts_with(o) && p.path.starts_with(&ws.path);
+        if let Some(o) = own.iter().find(|o| p.path.starts_with(o) && !in_own_worktree(o)) {
+            return Err(SeatError::AwfsOwn { role: p.role, path: p.path.clone(), own: o.clone() });
+        }
+    }
     // The `.git` of every writable area, wherever it leads inside one, and a worktree's
     // repository: read-only, so that nothing an agent writes there runs when awf's git does.
     let mut git: Vec<Pinned> = Vec::new();
@@ -358,14 +379,6 @@ pub fn seat(policy: &Policy, place: &Placement<'_>, op: &Operator) -> Result<Sea
             exposed.push(Exposure { path: pin::pin(Role::Exposed, &real, None)?, needed_by: resolv.into() });
         }
     }
-    // Inside what is bound, awf's own places are masked: the project's `.awf` (serve's socket and
-    // token, the cluster key, other agents' worktrees), the runs folder, the operator's runtime
-    // and tmux folders. The agent's own control folder and worktree are bound again below them.
-    let candidates: Vec<PathBuf> = [Some(place.project.join(".awf")), place.run_dir.parent().map(Path::to_path_buf)]
-        .into_iter()
-        .flatten()
-        .chain(["XDG_RUNTIME_DIR", "TMUX_TMPDIR"].iter().filter_map(|v| op.var(v)))
-        .collect();
     let mut bound: Vec<(&Path, &Path)> =
         system.iter().filter(|s| s.link.is_none()).map(|s| (s.path.as_path(), s.path.as_path())).collect();
     let pins = areas.iter().copied().chain(&read_only).chain(exposed.iter().map(|e| &e.path));
@@ -517,6 +530,17 @@ mod tests {
         assert_eq!(seat.git.iter().map(|p| p.dest.clone()).collect::<Vec<_>>(), vec![proj.join(".git")]);
         assert_eq!(seat.masked, vec![proj.join(".awf")], "the runs folder lies in it; no runtime folder exists");
         assert!(seat.system.iter().any(|s| s.path == Path::new("/usr")));
+    }
+
+    #[test]
+    fn a_policy_path_into_awfs_own_folder_is_refused_when_seated() {
+        let policy = Policy { writable: vec![".awf/runs".into()], ..Default::default() };
+        let (_dir, seat) = seated(&policy, |_| {});
+        let e = seat.expect_err("refused");
+        assert!(matches!(&e, SeatError::AwfsOwn { role: Role::Writable, .. }), "{e}");
+        let policy = Policy { read_only: vec![".awf".into()], ..Default::default() };
+        let (_dir, seat) = seated(&policy, |_| {});
+        assert!(matches!(seat.expect_err("refused"), SeatError::AwfsOwn { role: Role::ReadOnly, .. }));
     }
 
     #[test]
