@@ -86,6 +86,7 @@ mod snapshots;
 mod structured_messaging;
 mod telemetry;
 mod turn_isolation;
+mod walls_cmdline;
 mod worktrees;
 mod worktrees_merge;
 mod worktrees_refused;
