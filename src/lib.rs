@@ -255,7 +255,8 @@
 //!   and model from the replies' `prompt_tokens`),
 //!   `tools.rs`: the `wf_*` tools as control commands, `request.rs`: retries, the streamed reply
 //!   and its spend on the operation's `Meter`, `sse.rs`, `probe.rs`: `awf doctor --deep`); `cli/` (`claude.rs`, `codex.rs`, `pi.rs`: agent CLIs run
-//!   per turn in a process group, a home per agent (the sandbox seat's home when sandboxed: the
+//!   per turn in a process group, the prompt on stdin and the instructions in a file, a home per
+//!   agent (the sandbox seat's home when sandboxed: the
 //!   argv is wrapped like `command`'s), judged by their JSONL events; `mod.rs` holds what they
 //!   share and the pinned versions, `session.rs` the session and its turns, `run.rs` one process
 //!   run through `process.rs` and its verdict, `home.rs` the home and credential seeding,
@@ -424,7 +425,10 @@
 //! - Text from a harness (reasons, error bodies, stderr tails) enters the engine through
 //!   `harness::scrubbed` (and the HTTP error path scrubs its own events), and a process's output
 //!   reaches `ops/` through `record::agent_files::Capture` (scrubbed line by line): no key value is
-//!   recorded or printed. Variable values never go on a sandbox's command line.
+//!   recorded or printed. Variable values never go on a sandbox's command line, and prompts and
+//!   instructions on no command line (every local user reads them): a CLI agent's prompt goes on
+//!   its stdin, closed after it (headless), or is pasted through tmux's stdin (in a pane), its
+//!   instructions in a 0600 file of its home that a flag or its config names.
 //! - Every child run's spend is billed to the agent that convened it exactly once
 //!   (`run/children.rs`): on the calling operation's line while it is open, on a `council` line of
 //!   its own once it settles after that (or in the background), or, still running when the parent
@@ -432,8 +436,9 @@
 //!   it under the models the child's agents ran.
 //! - tmux runs only in `pane`, on awf's own server (`-L awf`, no configuration file), with explicit
 //!   arguments. A pane agent's CLI starts through `awf pane-exec` with its environment from a 0600
-//!   file, never on a command line; it runs with the home, settings and sandbox a headless run
-//!   gets, and answers through the same launcher, admitted to the agent's socket while a turn runs.
+//!   file, never on a command line, and no prompt (every turn, the first too, is pasted once it
+//!   reads its keys); it runs with the home, settings and sandbox a headless run gets, and answers
+//!   through the same launcher, admitted to the agent's socket while a turn runs.
 //! - git runs only in `worktree`, as `git -C <folder>` with explicit arguments, every command
 //!   made by `worktree/git.rs`, which runs no hook, fsmonitor, driver or other program the
 //!   repository names; its commands name their git folders (an agent's worktree's, found as it
@@ -520,7 +525,8 @@
 //!                  network's proxy, during a turn), state/, ops/<op-id>.jsonl
 //!                  (liveness), ops/<op-id>.stdout|.stderr (first MiB each); skills.json (the agent's skills:
 //!                  name, source, sha256); home/ (sandboxed agents' HOME;
-//!                  a CLI agent's CLAUDE_CONFIG_DIR, CODEX_HOME or PI_CODING_AGENT_DIR); pane.launch (a pane
+//!                  a CLI agent's CLAUDE_CONFIG_DIR, CODEX_HOME or PI_CODING_AGENT_DIR, with its
+//!                  instructions in awf-instructions.md or Codex's config.toml); pane.launch (a pane
 //!                  agent's CLI start: argv and environment, 0600, removed by `awf pane-exec` as it reads it)
 //!   plan.json      the plan made before the run started (`plan::Plan`), when it was planned first
 //!                  (`[limits] confirm_usd`, `--confirm-above`)

@@ -88,6 +88,7 @@ mod snapshots;
 mod structured_messaging;
 mod telemetry;
 mod turn_isolation;
+mod walls_cmdline;
 mod walls_git;
 mod walls_sandbox;
 mod walls_sockets;

@@ -2,8 +2,9 @@
 //! awf`, no configuration file read, so the operator's own server and `~/.tmux.conf` are never
 //! touched), a session per run (`awf-<run id>`), windows and splits, a pane's process started or
 //! replaced (`launch.rs`: the program runs through `awf pane-exec`, which reads its argv and
-//! environment from a private file, so no value goes on a command line), text pasted into a pane,
-//! keys sent, its screen captured, its state read, panes closed. Every command is `tmux` with
+//! environment from a private file, so no value goes on a command line), text pasted into a pane
+//! (from tmux's stdin, never its command line), keys sent, its screen captured, its state and
+//! whether its program reads keys read, panes closed. Every command is `tmux` with
 //! explicit arguments (never a shell; a pane's command always has several arguments, so tmux
 //! never hands it to `sh -c`), `TMUX` removed from its environment, and errors are typed.
 //! `spec.rs` holds the agent spec's pane fields as data.
@@ -34,6 +35,8 @@ pub enum Error {
     Unreachable { stderr: String },
     #[error("`tmux {args}` failed: {stderr}")]
     Failed { args: String, stderr: String },
+    #[error("cannot read the settings of pane {pane}'s terminal {tty}: {why}")]
+    Terminal { pane: String, tty: String, why: String },
 }
 
 /// A pane, by tmux's id for it (`%3`), unique in the server for its life.
@@ -247,7 +250,10 @@ impl Tmux {
     }
 
     /// Pastes `text` into the pane as one bracketed paste (the CLI takes it as typed text, its
-    /// newlines included, not as keys), through a buffer of its own that the paste deletes.
+    /// newlines included, not as keys), through a buffer of its own that the paste deletes; the
+    /// text goes to tmux on its stdin, never on a command line. Newlines stay LF (`-r`), not CR:
+    /// Claude Code 2.1.197 asks for bracketed pastes ~1.75 s after its terminal turns raw, and a
+    /// CR pasted in between submitted the first line alone (measured), where a LF stays text.
     pub fn paste(&self, pane: &PaneId, text: &str) -> Result<(), Error> {
         let buffer = format!("awf-{}", uuid::Uuid::new_v4().simple());
         let load = ["load-buffer", "-b", &buffer, "-"];
@@ -264,7 +270,22 @@ impl Tmux {
             let stderr = String::from_utf8_lossy(&out.stderr).trim().to_string();
             return Err(Error::Failed { args: load.join(" "), stderr });
         }
-        self.run(&["paste-buffer", "-p", "-d", "-b", &buffer, "-t", &pane.0]).map(|_| ())
+        self.run(&["paste-buffer", "-p", "-r", "-d", "-b", &buffer, "-t", &pane.0]).map(|_| ())
+    }
+
+    /// Whether the pane's program reads its terminal key by key: the terminal has left canonical
+    /// (line by line) mode, as a CLI's does once its input starts, so that text pasted now reaches
+    /// it whole. A pane's terminal starts canonical, also after `respawn` (a new one).
+    pub fn reads_keys(&self, pane: &PaneId) -> Result<bool, Error> {
+        use nix::fcntl::{open, OFlag};
+        use nix::sys::termios::{tcgetattr, LocalFlags};
+        let tty = self.run(&["display-message", "-p", "-t", &pane.0, "#{pane_tty}"])?;
+        let failed = |why: nix::Error| Error::Terminal { pane: pane.0.clone(), tty: tty.clone(), why: why.to_string() };
+        // Opened only to read its settings: never as awf's controlling terminal, never waited on.
+        let flags = OFlag::O_RDONLY | OFlag::O_NOCTTY | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC;
+        let fd = open(tty.as_str(), flags, nix::sys::stat::Mode::empty()).map_err(failed)?;
+        let settings = tcgetattr(&fd).map_err(failed)?;
+        Ok(!settings.local_flags.contains(LocalFlags::ICANON))
     }
 
     /// Sends keys (tmux key names: `Enter`, `Escape`, `C-c`) to the pane.
@@ -362,6 +383,32 @@ mod tests {
         let e = t.probe().expect_err("missing");
         assert!(matches!(e, Error::Missing { .. }));
         assert!(e.to_string().contains("apt-get install tmux"), "{e}");
+    }
+
+    #[test]
+    fn whether_a_panes_program_reads_keys_is_its_terminals_mode() {
+        use nix::sys::termios::{cfmakeraw, tcgetattr, tcsetattr, SetArg};
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let pty = nix::pty::openpty(None, None).expect("a pseudo-terminal");
+        let tty = nix::unistd::ttyname(&pty.slave).expect("its name");
+        // Stand-ins for tmux naming the pane's terminal: the pty, and one that is not there.
+        let standin = |name: &str, tty: &Path| {
+            let path = dir.path().join(name);
+            std::fs::write(&path, format!("#!/bin/sh\necho {}\n", tty.display())).expect("write");
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+            Tmux { program: path, socket: Socket::Name("x".into()) }
+        };
+        let pane = PaneId("%1".into());
+        let t = standin("tmux", &tty);
+        assert!(!t.reads_keys(&pane).expect("read"), "a new terminal goes line by line");
+        let mut settings = tcgetattr(&pty.slave).expect("its settings");
+        cfmakeraw(&mut settings);
+        tcsetattr(&pty.slave, SetArg::TCSANOW, &settings).expect("made raw");
+        assert!(t.reads_keys(&pane).expect("read"), "a raw one is read key by key");
+        let gone = standin("tmux-gone", Path::new("/nonexistent/pts/9"));
+        let e = gone.reads_keys(&pane).expect_err("no such terminal");
+        assert!(matches!(&e, Error::Terminal { pane, tty, .. } if pane == "%1" && tty == "/nonexistent/pts/9"), "{e}");
     }
 
     #[test]

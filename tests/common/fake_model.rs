@@ -9,7 +9,8 @@
 //! reply, else the command of the prompt's last `FAKE_RUN: <command>` line, else "done".
 //! A `Reply::Shell` becomes a call of the client's own shell tool (`Bash` {command}, `bash`
 //! {command}, `exec_command` {cmd}), with `{launcher}` and `{op}` taken from the answer
-//! instructions of the request's last prompt.
+//! instructions of the request's last prompt. `hold` holds every model request until `release`:
+//! a test looks at the machine while the client waits for its reply.
 #![allow(dead_code)]
 
 use serde_json::{json, Value};
@@ -17,7 +18,7 @@ use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 /// One scripted reply.
@@ -137,6 +138,31 @@ pub struct FakeModel {
     /// Counting tokens as llama-server does (`count_tokens`), and the `/tokenize` requests seen.
     counting: Arc<Mutex<Option<Counting>>>,
     pub tokenized: Arc<Mutex<Vec<String>>>,
+    gate: Arc<Gate>,
+}
+
+/// Model requests held while closed: how many arrived, and whether they may go on.
+#[derive(Default)]
+struct Gate {
+    /// (closed, requests that arrived while closed)
+    state: Mutex<(bool, usize)>,
+    changed: Condvar,
+}
+
+/// How long a held request waits for `release` before it goes on anyway.
+const HELD_AT_MOST: Duration = Duration::from_secs(180);
+
+impl Gate {
+    /// Waits, while the gate is closed, until it opens (at most `HELD_AT_MOST`).
+    fn pass(&self) {
+        let mut state = self.state.lock().expect("lock");
+        if !state.0 {
+            return;
+        }
+        state.1 += 1;
+        self.changed.notify_all();
+        let (_state, _) = self.changed.wait_timeout_while(state, HELD_AT_MOST, |s| s.0).expect("lock");
+    }
 }
 
 /// A server that counts tokens, at `chars_per_token` characters a token of the strings a request
@@ -202,6 +228,7 @@ impl FakeModel {
             ids: Arc::new(AtomicU64::new(0)),
             counting: Arc::new(Mutex::new(None)),
             tokenized: Arc::new(Mutex::new(Vec::new())),
+            gate: Arc::new(Gate::default()),
         };
         let s = server.clone();
         std::thread::spawn(move || {
@@ -231,6 +258,24 @@ impl FakeModel {
     /// Counts tokens from now on (see `Counting`).
     pub fn count_tokens(&self, counting: Counting) {
         *self.counting.lock().expect("lock") = Some(counting);
+    }
+
+    /// Holds every model request from now on, until `release`.
+    pub fn hold(&self) {
+        *self.gate.state.lock().expect("lock") = (true, 0);
+    }
+
+    /// Waits (at most `limit`) until a model request is held; whether one was.
+    pub fn wait_held(&self, limit: Duration) -> bool {
+        let state = self.gate.state.lock().expect("lock");
+        let (state, _) = self.gate.changed.wait_timeout_while(state, limit, |s| s.1 == 0).expect("lock");
+        state.1 > 0
+    }
+
+    /// Lets the held requests, and every one after, go on.
+    pub fn release(&self) {
+        self.gate.state.lock().expect("lock").0 = false;
+        self.gate.changed.notify_all();
     }
 
     /// Adds replies to the end of the script.
@@ -329,6 +374,7 @@ impl FakeModel {
             Wire::Chat
         };
         self.requests.lock().expect("lock").push((path.clone(), body.clone()));
+        self.gate.pass();
         let reply = if self.cli && last_is_tool_result(wire, &body) {
             Reply::Text("done".into())
         } else {

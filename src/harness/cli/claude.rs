@@ -1,11 +1,12 @@
-//! Claude Code: `claude -p --output-format stream-json --verbose --allowedTools Bash`, the session
-//! id preset with `--session-id` on the first turn and `--resume` after; `CLAUDE_CONFIG_DIR` is
-//! the agent's home. Cost comes from the `result` event (`total_cost_usd`); a turn fails on
-//! `is_error` or on permission denials (the command did not run).
+//! Claude Code: `claude -p --output-format stream-json --verbose --allowedTools Bash`, the prompt on
+//! stdin and the instructions in the file `--append-system-prompt-file` names, the session id
+//! preset with `--session-id` on the first turn and `--resume` after; `CLAUDE_CONFIG_DIR` is the
+//! agent's home. Cost comes from the `result` event (`total_cost_usd`); a turn fails on `is_error`
+//! or on permission denials (the command did not run).
 
 mod interactive;
 
-use super::{num, operator_dir, CliConfig, CliEnv, Invocation, Turn, ARG_MAX};
+use super::{instructions_file, num, operator_dir, CliConfig, CliEnv, Invocation, Turn};
 use crate::harness::AgentInfo;
 use crate::harness::HarnessError;
 use serde_json::Value;
@@ -38,14 +39,14 @@ fn session_exists(home: &Path, id: &str) -> bool {
     dirs.filter_map(Result::ok).any(|d| d.path().join(format!("{id}.jsonl")).is_file())
 }
 
-fn common_args(cfg: &CliConfig, info: &AgentInfo, skills: bool) -> Vec<String> {
+fn common_args(home: &Path, cfg: &CliConfig, info: &AgentInfo, skills: bool) -> Vec<String> {
     let mut args: Vec<String> = ["-p", "--output-format", "stream-json", "--verbose"].map(String::from).to_vec();
-    args.extend(agent_args(cfg, info, skills));
+    args.extend(agent_args(home, cfg, info, skills));
     args
 }
 
-/// The tools, model, effort and instructions, headless or in a pane.
-fn agent_args(cfg: &CliConfig, info: &AgentInfo, skills: bool) -> Vec<String> {
+/// The tools, model, effort and the instructions' file, headless or in a pane.
+fn agent_args(home: &Path, cfg: &CliConfig, info: &AgentInfo, skills: bool) -> Vec<String> {
     let tools = if skills { "Bash,Skill" } else { "Bash" };
     let mut args: Vec<String> = ["--allowedTools", tools].map(String::from).to_vec();
     if let Some(m) = &cfg.model {
@@ -54,20 +55,17 @@ fn agent_args(cfg: &CliConfig, info: &AgentInfo, skills: bool) -> Vec<String> {
     if let Some(e) = &cfg.effort {
         args.extend(["--effort".into(), e.clone()]);
     }
-    if let Some(i) = &info.instructions {
-        args.extend(["--append-system-prompt".into(), i.clone()]);
+    if let Some(file) = instructions_file(home, info) {
+        args.extend(["--append-system-prompt-file".into(), file.display().to_string()]);
     }
     args
 }
 
-/// The prompt as the last argument, or on stdin when it is too long for one.
+/// The runtime's flags last, the prompt on stdin: with `-p` and no prompt argument, Claude Code
+/// reads its prompt to stdin's end (closed after it: an open stdin would hold it ~3 s).
 fn with_prompt(mut args: Vec<String>, cfg: &CliConfig, prompt: &str) -> Invocation {
     args.extend(cfg.args.iter().cloned());
-    if prompt.len() > ARG_MAX {
-        return Invocation { args, stdin: Some((prompt.to_string(), false)) };
-    }
-    args.extend(["--".into(), prompt.to_string()]);
-    Invocation { args, stdin: None }
+    Invocation { args, stdin: Some((prompt.to_string(), false)) }
 }
 
 impl Claude {
@@ -94,7 +92,8 @@ impl super::Cli for Claude {
             .unwrap_or_default()
     }
 
-    fn prepare(&self, home: &Path, cfg: &CliConfig, _info: &AgentInfo) -> Result<CliEnv, HarnessError> {
+    fn prepare(&self, home: &Path, cfg: &CliConfig, info: &AgentInfo) -> Result<CliEnv, HarnessError> {
+        super::write_instructions(home, info)?;
         let mut env = CliEnv::default();
         env.set("CLAUDE_CONFIG_DIR", home.display().to_string());
         for var in [
@@ -126,7 +125,7 @@ impl super::Cli for Claude {
     }
 
     fn turn(&self, home: &Path, cfg: &CliConfig, info: &AgentInfo, prompt: &str) -> Invocation {
-        let mut args = common_args(cfg, info, self.skills);
+        let mut args = common_args(home, cfg, info, self.skills);
         args.extend(self.session_args(home));
         with_prompt(args, cfg, prompt)
     }
@@ -238,7 +237,7 @@ impl super::Cli for Claude {
                 "nothing to compact: the agent's Claude Code session has no turns yet".into(),
             ));
         }
-        let mut args = common_args(cfg, info, self.skills);
+        let mut args = common_args(home, cfg, info, self.skills);
         args.extend(["--resume".into(), self.id.clone()]);
         let command = format!("/compact {}", prompt.replace('\n', " "));
         Ok(with_prompt(args, cfg, command.trim()))
@@ -322,11 +321,47 @@ mod tests {
         };
         let mut cfg =
             CliConfig::from_runtime(&Default::default(), Some("claude".into()), std::time::Duration::from_secs(1));
-        assert!(!common_args(&cfg, &info, false).contains(&"--model".to_string()), "Claude Code picks its own default");
+        let home = Path::new("/h");
+        assert!(
+            !common_args(home, &cfg, &info, false).contains(&"--model".to_string()),
+            "Claude Code picks its own default"
+        );
         cfg.model = Some("claude-opus-4-1".into());
-        let args = common_args(&cfg, &info, false);
+        let args = common_args(home, &cfg, &info, false);
         let at = args.iter().position(|a| a == "--model").expect("--model when named");
         assert_eq!(args[at + 1], "claude-opus-4-1");
+    }
+
+    #[test]
+    fn the_prompt_goes_on_stdin_and_the_instructions_in_a_file_of_the_home() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let info = AgentInfo {
+            key: "a".into(),
+            instructions: Some("Judge SECRET-INSTRUCTIONS.".into()),
+            model: "m".into(),
+            effort: None,
+            labels: serde_json::Value::Null,
+        };
+        let cfg =
+            CliConfig::from_runtime(&Default::default(), Some("claude".into()), std::time::Duration::from_secs(1));
+        let c = Claude::new();
+        c.prepare(dir.path(), &cfg, &info).expect("prepare");
+        let file = dir.path().join("awf-instructions.md");
+        assert_eq!(std::fs::read_to_string(&file).expect("written"), "Judge SECRET-INSTRUCTIONS.");
+        let headless = c.turn(dir.path(), &cfg, &info, "-- SECRET-PROMPT");
+        let pane = crate::harness::cli::interactive::Interactive::start(&c, dir.path(), &cfg, &info);
+        for args in [&headless.args, &pane] {
+            let line = args.join(" ");
+            assert!(!line.contains("SECRET"), "{line}");
+            let at = args.iter().position(|a| a == "--append-system-prompt-file").expect("the file is named");
+            assert_eq!(args[at + 1], file.display().to_string());
+        }
+        assert_eq!(headless.stdin, Some(("-- SECRET-PROMPT".to_string(), false)), "on stdin, closed after it");
+        // Without instructions, no flag, and no file a fork's copied home left.
+        let none = AgentInfo { instructions: None, ..info };
+        c.prepare(dir.path(), &cfg, &none).expect("prepare");
+        assert!(!file.exists());
+        assert!(!c.turn(dir.path(), &cfg, &none, "go").args.iter().any(|a| a.contains("system-prompt")));
     }
 
     #[test]

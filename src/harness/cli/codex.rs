@@ -1,13 +1,14 @@
-//! Codex CLI: `codex exec --json --skip-git-repo-check --dangerously-bypass-approvals-and-sandbox`,
-//! then `codex exec resume <thread_id>`; `CODEX_HOME` is the agent's home, with a `config.toml`
-//! that turns analytics, feedback, plugin sync and update checks off and, when the runtime names a
+//! Codex CLI: `codex exec --json --skip-git-repo-check --dangerously-bypass-approvals-and-sandbox
+//! -- -` (the prompt on stdin), then `codex exec resume <thread_id> -- -`; `CODEX_HOME` is the
+//! agent's home, with a `config.toml` that holds the instructions (`developer_instructions`),
+//! turns analytics, feedback, plugin sync and update checks off and, when the runtime names a
 //! `base_url`, points a provider at it. Codex reports tokens but no cost: they are priced. A turn
 //! fails on `turn.failed`, or on an `error` event when the turn never completes; an `item.completed`
 //! of type `error` is harmless (HARNESSES.md).
 
 mod interactive;
 
-use super::{num, operator_dir, CliConfig, CliEnv, Invocation, Turn, ARG_MAX};
+use super::{num, operator_dir, CliConfig, CliEnv, Invocation, Turn};
 use crate::accounting::Usage;
 use crate::harness::AgentInfo;
 use crate::harness::HarnessError;
@@ -143,12 +144,9 @@ impl super::Cli for Codex {
     fn turn(&self, _home: &Path, cfg: &CliConfig, _info: &AgentInfo, prompt: &str) -> Invocation {
         let mut args: Vec<String> = vec!["exec".into()];
         args.extend(self.session_args(flags(cfg)));
-        if prompt.len() > ARG_MAX {
-            args.extend(["--".into(), "-".into()]);
-            return Invocation { args, stdin: Some((prompt.to_string(), false)) };
-        }
-        args.extend(["--".into(), prompt.to_string()]);
-        Invocation { args, stdin: None }
+        // `-`: the prompt is read from stdin, to its end (closed after it).
+        args.extend(["--".into(), "-".into()]);
+        Invocation { args, stdin: Some((prompt.to_string(), false)) }
     }
 
     fn interactive(&self) -> Option<&dyn super::interactive::Interactive> {
@@ -274,7 +272,9 @@ mod tests {
             "-go",
         );
         assert_eq!(inv.args[..2], ["exec".to_string(), "resume".to_string()]);
-        assert!(inv.args.ends_with(&["th".into(), "--".into(), "-go".into()]), "{:?}", inv.args);
+        assert!(inv.args.ends_with(&["th".into(), "--".into(), "-".into()]), "{:?}", inv.args);
+        assert_eq!(inv.stdin, Some(("-go".to_string(), false)), "the prompt on stdin, closed after it");
+        assert!(!inv.args.iter().any(|a| a.contains("brief")), "the instructions are in config.toml: {:?}", inv.args);
     }
 
     #[test]

@@ -1,14 +1,16 @@
 //! The CLI harnesses: `claude` (Claude Code), `codex` (Codex CLI) and `pi` (pi coding agent).
 //! Each turn runs the CLI headless, in the agent's `cwd`, in a process group of its own (killed
-//! when the turn ends, is cancelled, times out or stalls), with stdin `/dev/null` and the prompt
-//! (`TurnInput::shown`, which ends with the launcher instructions) on its command line. The agent
-//! answers by running the launcher with the CLI's own shell tool.
+//! when the turn ends, is cancelled, times out or stalls), with the prompt (`TurnInput::shown`,
+//! which ends with the launcher instructions) on its stdin, closed after it. The agent answers by
+//! running the launcher with the CLI's own shell tool.
 //!
 //! Each agent gets a home of its own, `agents/<slug>/home` (the CLI's `CLAUDE_CONFIG_DIR`,
 //! `CODEX_HOME` or `PI_CODING_AGENT_DIR`), seeded with copies of the operator's credential files
-//! and written back when a turn refreshed them. The CLI's JSONL events are read line by line: each
-//! line renews the stall clock; usage, cost, session ids and failures are judged from them, not
-//! from exit codes (HARNESSES.md: they lie). `claude.rs`, `codex.rs` and `pi.rs` hold what differs.
+//! and written back when a turn refreshed them. The agent's instructions are a file there (0600:
+//! `awf-instructions.md`, named by a flag; Codex's `config.toml`): every local user reads a
+//! process's command line, so neither instructions nor prompts ever go on one. The CLI's JSONL
+//! events are read line by line: each line renews the stall clock; usage, cost, session ids and
+//! failures are judged from them, not from exit codes (HARNESSES.md: they lie). `claude.rs`, `codex.rs` and `pi.rs` hold what differs.
 //! `session.rs` (the session and its turns), `run.rs` (one process run of the CLI and its verdict),
 //! `home.rs` (the agent's home and credential seeding), `events.rs` (what a turn's events said) and
 //! `doctor.rs` (`awf doctor`'s checks); `interactive/` runs a CLI agent in a tmux pane instead
@@ -49,9 +51,29 @@ pub const PINNED: [(HarnessKind, &str, &str); 3] = [
     (HarnessKind::Pi, "@mariozechner/pi-coding-agent", "0.73.1"),
 ];
 
-/// Prompts longer than this go through stdin or a file instead of the command line (Linux caps
-/// one argument at 128 KiB).
-pub const ARG_MAX: usize = 100_000;
+/// The agent's instructions in its home, for the CLIs that take them from a file named by a flag
+/// (Claude Code's `--append-system-prompt-file`, pi's `--append-system-prompt`).
+const INSTRUCTIONS: &str = "awf-instructions.md";
+
+/// The file holding the agent's instructions, when it has some (`write_instructions` wrote it).
+pub fn instructions_file(home: &Path, info: &AgentInfo) -> Option<PathBuf> {
+    info.instructions.as_ref().map(|_| home.join(INSTRUCTIONS))
+}
+
+/// Writes the agent's instructions into its home (0600), or removes a file a parent's home or
+/// an earlier setting left there when it has none.
+pub fn write_instructions(home: &Path, info: &AgentInfo) -> Result<(), HarnessError> {
+    let path = home.join(INSTRUCTIONS);
+    match &info.instructions {
+        Some(text) => write_config(&path, text),
+        None => match std::fs::remove_file(&path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                Err(HarnessError::io(format!("cannot remove {}", path.display()), e))
+            }
+            _ => Ok(()),
+        },
+    }
+}
 
 /// Opens the control folder and socket for a new agent key: `(agents/<slug>, endpoint)`, and,
 /// when the parent is sandboxed (`(its sandbox, harness)`), seats the fork in the same sandbox. A

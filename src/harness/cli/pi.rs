@@ -1,12 +1,13 @@
-//! pi coding agent: `pi -p --mode json --session <file>`; `PI_CODING_AGENT_DIR` is the agent's
-//! home, with a `models.json` that points a provider at the runtime's `base_url` when it names one.
+//! pi coding agent: `pi -p --mode json [--append-system-prompt FILE] --session <file>`, the prompt
+//! on stdin; `PI_CODING_AGENT_DIR` is the agent's home, with a `models.json` that points a provider
+//! at the runtime's `base_url` when it names one.
 //! pi reports tokens and (when its model has prices) cost per assistant message. `--mode json`
 //! exits 0 even when the model call failed: the turn fails when its last assistant message has
 //! `stopReason: "error"`. Compaction is native, through pi's RPC mode.
 
 mod interactive;
 
-use super::{num, operator_dir, CliConfig, CliEnv, Invocation, Turn, ARG_MAX};
+use super::{instructions_file, num, operator_dir, CliConfig, CliEnv, Invocation, Turn};
 use crate::harness::AgentInfo;
 use crate::harness::HarnessError;
 use serde_json::{json, Value};
@@ -55,8 +56,8 @@ fn models_json(cfg: &CliConfig, url: &str) -> Value {
     } } })
 }
 
-/// Model, thinking level and instructions.
-fn model_args(cfg: &CliConfig, info: &AgentInfo) -> Vec<String> {
+/// Model, thinking level and the instructions' file (pi reads a path that exists as a file).
+fn model_args(home: &Path, cfg: &CliConfig, info: &AgentInfo) -> Vec<String> {
     let mut args = Vec::new();
     if cfg.base_url.is_some() {
         args.extend(["--provider".into(), PROVIDER.into(), "--model".into(), model_id(cfg)]);
@@ -66,8 +67,8 @@ fn model_args(cfg: &CliConfig, info: &AgentInfo) -> Vec<String> {
     if let Some(e) = &cfg.effort {
         args.extend(["--thinking".into(), e.clone()]);
     }
-    if let Some(i) = &info.instructions {
-        args.extend(["--append-system-prompt".into(), i.clone()]);
+    if let Some(file) = instructions_file(home, info) {
+        args.extend(["--append-system-prompt".into(), file.display().to_string()]);
     }
     args
 }
@@ -108,15 +109,6 @@ impl Pi {
     }
 }
 
-/// pi takes any argument that starts with `-` for an option, even after `--`.
-fn prompt_arg(prompt: &str) -> String {
-    if prompt.starts_with('-') {
-        format!(" {prompt}")
-    } else {
-        prompt.to_string()
-    }
-}
-
 impl super::Cli for Pi {
     fn harness(&self) -> crate::config::HarnessKind {
         crate::config::HarnessKind::Pi
@@ -128,7 +120,8 @@ impl super::Cli for Pi {
             .unwrap_or_default()
     }
 
-    fn prepare(&self, home: &Path, cfg: &CliConfig, _info: &AgentInfo) -> Result<CliEnv, HarnessError> {
+    fn prepare(&self, home: &Path, cfg: &CliConfig, info: &AgentInfo) -> Result<CliEnv, HarnessError> {
+        super::write_instructions(home, info)?;
         if let Some(url) = &cfg.base_url {
             let text = serde_json::to_string_pretty(&models_json(cfg, url)).unwrap_or_default();
             super::write_config(&home.join("models.json"), &text)?;
@@ -146,20 +139,12 @@ impl super::Cli for Pi {
 
     fn turn(&self, home: &Path, cfg: &CliConfig, info: &AgentInfo, prompt: &str) -> Invocation {
         let mut args: Vec<String> = ["-p", "--mode", "json"].map(String::from).to_vec();
-        args.extend(model_args(cfg, info));
+        args.extend(model_args(home, cfg, info));
         args.extend(skill_args(&self.skills));
         args.extend(self.session_args(home));
         args.extend(cfg.args.iter().cloned());
-        if prompt.len() > ARG_MAX {
-            // Too long for one argument: pi reads `@file` arguments into the message.
-            let file = home.join("prompt.md");
-            if crate::record::private::write(&file, prompt).is_ok() {
-                args.push(format!("@{}", file.display()));
-                return Invocation { args, stdin: None };
-            }
-        }
-        args.push(prompt_arg(prompt));
-        Invocation { args, stdin: None }
+        // pi reads a piped stdin to its end (closed after it) as the message.
+        Invocation { args, stdin: Some((prompt.to_string(), false)) }
     }
 
     fn interactive(&self) -> Option<&dyn super::interactive::Interactive> {
@@ -286,7 +271,7 @@ impl super::Cli for Pi {
 
     fn compact(
         &self,
-        _home: &Path,
+        home: &Path,
         cfg: &CliConfig,
         info: &AgentInfo,
         prompt: &str,
@@ -295,7 +280,7 @@ impl super::Cli for Pi {
             return Err(HarnessError::Cannot("nothing to compact: the agent's pi session has no turns yet".into()));
         }
         let mut args: Vec<String> = ["--mode", "rpc"].map(String::from).to_vec();
-        args.extend(model_args(cfg, info));
+        args.extend(model_args(home, cfg, info));
         args.extend(skill_args(&self.skills));
         args.extend(["--session".into(), self.file.display().to_string()]);
         args.extend(cfg.args.iter().cloned());
@@ -345,13 +330,30 @@ mod tests {
     }
 
     #[test]
-    fn a_prompt_that_looks_like_an_option_is_not_one() {
-        let p = Pi::new(Path::new("/h"));
+    fn the_prompt_goes_on_stdin_and_the_instructions_in_a_file_of_the_home() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = Pi::new(dir.path());
         let cfg = CliConfig::from_runtime(&Default::default(), Some("pi".into()), std::time::Duration::from_secs(1));
-        let info =
-            AgentInfo { key: "a".into(), instructions: None, model: "pi".into(), effort: None, labels: json!({}) };
-        let inv = p.turn(Path::new("/h"), &cfg, &info, "- list");
-        assert_eq!(inv.args.last().map(String::as_str), Some(" - list"));
-        assert!(inv.args.windows(2).any(|w| w == ["--session", "/h/awf-session/session.jsonl"]), "{:?}", inv.args);
+        let info = AgentInfo {
+            key: "a".into(),
+            instructions: Some("SECRET instructions".into()),
+            model: "pi".into(),
+            effort: None,
+            labels: json!({}),
+        };
+        p.prepare(dir.path(), &cfg, &info).expect("prepare");
+        let file = dir.path().join("awf-instructions.md");
+        assert_eq!(std::fs::read_to_string(&file).expect("written"), "SECRET instructions");
+        // A prompt that looks like an option is none: it is not an argument at all.
+        let inv = p.turn(dir.path(), &cfg, &info, "- list SECRET");
+        assert_eq!(inv.stdin, Some(("- list SECRET".to_string(), false)), "on stdin, closed after it");
+        let pane = crate::harness::cli::interactive::Interactive::start(&p, dir.path(), &cfg, &info);
+        for args in [&inv.args, &pane] {
+            assert!(!args.join(" ").contains("SECRET"), "{args:?}");
+            let file = file.display().to_string();
+            assert!(args.windows(2).any(|w| w[0] == "--append-system-prompt" && w[1] == file), "{args:?}");
+        }
+        let session = dir.path().join("awf-session/session.jsonl").display().to_string();
+        assert!(inv.args.windows(2).any(|w| w[0] == "--session" && w[1] == session), "{:?}", inv.args);
     }
 }

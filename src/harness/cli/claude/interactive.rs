@@ -1,6 +1,7 @@
-//! Claude Code in a pane: `claude --allowedTools Bash [--session-id ID | --resume ID] -- PROMPT`;
-//! `.claude.json` says onboarding is done, the working folder is trusted and the API key it will
-//! see is approved; the transcript `projects/<cwd>/<session id>.jsonl` is read as it grows.
+//! Claude Code in a pane: `claude --allowedTools Bash [--append-system-prompt-file FILE]
+//! [--session-id ID | --resume ID]`, every turn pasted; `.claude.json` says onboarding is done,
+//! the working folder is trusted and the API key it will see is approved; the transcript
+//! `projects/<cwd>/<session id>.jsonl` is read as it grows.
 
 use super::{agent_args, session_exists, Claude};
 use crate::harness::cli::interactive::{trusted_folders, Interactive, PaneError, Seen};
@@ -50,11 +51,10 @@ impl Interactive for Claude {
         Ok(crate::harness::cli::write_config(&path, &text)?)
     }
 
-    fn start(&self, home: &Path, cfg: &CliConfig, info: &AgentInfo, prompt: &str) -> Vec<String> {
-        let mut args = agent_args(cfg, info, self.skills);
+    fn start(&self, home: &Path, cfg: &CliConfig, info: &AgentInfo) -> Vec<String> {
+        let mut args = agent_args(home, cfg, info, self.skills);
         args.extend(self.session_args(home));
         args.extend(cfg.args.iter().cloned());
-        args.extend(["--".into(), prompt.to_string()]);
         args
     }
 

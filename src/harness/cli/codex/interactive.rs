@@ -1,7 +1,8 @@
-//! Codex in a pane: `codex [resume THREAD] --dangerously-bypass-approvals-and-sandbox -- PROMPT`;
-//! `config.toml` (written as for a headless run) also trusts the working folder and its
-//! repository's top; the rollout `sessions/YYYY/MM/DD/rollout-<time>-<thread>.jsonl`, which
-//! `codex resume` goes on writing, is read as it grows.
+//! Codex in a pane: `codex [resume THREAD] --dangerously-bypass-approvals-and-sandbox`, every turn
+//! pasted; `config.toml` (written as for a headless run, the instructions in it) also trusts the
+//! working folder and its repository's top; the rollout
+//! `sessions/YYYY/MM/DD/rollout-<time>-<thread>.jsonl`, which `codex resume` goes on writing, is
+//! read as it grows.
 
 use super::{agent_flags, Codex};
 use crate::harness::cli::interactive::{trusted_folders, Interactive, PaneError, Seen};
@@ -58,10 +59,8 @@ impl Interactive for Codex {
         Ok(crate::harness::cli::write_config(&path, &text)?)
     }
 
-    fn start(&self, _home: &Path, cfg: &CliConfig, _info: &AgentInfo, prompt: &str) -> Vec<String> {
-        let mut args = self.session_args(agent_flags(cfg));
-        args.extend(["--".into(), prompt.to_string()]);
-        args
+    fn start(&self, _home: &Path, cfg: &CliConfig, _info: &AgentInfo) -> Vec<String> {
+        self.session_args(agent_flags(cfg))
     }
 
     fn transcript(&self, home: &Path) -> Option<PathBuf> {

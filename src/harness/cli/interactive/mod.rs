@@ -18,14 +18,24 @@
 //!   pi 0.73.1 shows none. As root, Claude Code refuses
 //!   `--dangerously-skip-permissions` unless `IS_SANDBOX=1`; `--allowedTools Bash` (as headless)
 //!   lets its shell tool run the launcher without asking.
-//! - **The first turn** goes on the CLI's command line, as its initial prompt (`claude [prompt]`,
-//!   `codex [PROMPT]`, `pi [message]`): nothing is typed before the CLI can read it. **Later
-//!   turns and nudges** are pasted (`tmux load-buffer` + `paste-buffer -p`, a bracketed paste:
-//!   newlines stay text, the CLI does not submit line by line), then Enter; each CLI was seen to
-//!   take a 6.8 KB, 81-line paste whole into its session file. Text pasted while the CLI is busy
-//!   is queued by Claude Code and folded into the running turn beside a tool result (Codex and pi
-//!   "steer" the running turn likewise), so awf pastes only when the session file says the CLI is
-//!   idle.
+//! - **Every turn and nudge is pasted** (`tmux load-buffer -` from stdin + `paste-buffer -p -r`,
+//!   a bracketed paste with its newlines as LF: the CLI takes them as text and does not submit
+//!   line by line), then Enter; each CLI was seen to take a 6.8 KB, 81-line paste whole into its
+//!   session file. Nothing of a turn goes on a command line (every local user reads those), so
+//!   the CLI starts with no prompt and the first turn is pasted once it reads its keys: its
+//!   terminal has left canonical mode (a pane's terminal starts canonical, also after a respawn).
+//!   Codex and pi ask for bracketed pastes as their terminal turns raw; Claude Code turns it raw
+//!   at once (to keep what is typed early, a CR made a LF) and asks ~1.75 s later, and in between
+//!   a pasted CR submitted the first line alone where a LF stays text (measured, hence `-r`); it
+//!   may also miss the Enter then, which is sent again. Pasted that way, each CLI took its first
+//!   turn whole at every delay tried. The alternatives fail: Claude Code takes a piped stdin as
+//!   its first prompt but then, without a controlling terminal (a sandbox's `--new-session`),
+//!   draws nothing; Codex's TUI refuses a stdin that is no terminal; pi takes a piped stdin as
+//!   print mode. Text pasted while the CLI is busy is queued by Claude Code and folded into the
+//!   running turn beside a tool result (Codex and pi "steer" the running turn likewise), so awf
+//!   pastes only when the session file says the CLI is idle.
+//! - **Instructions** are a file in the agent's home, as headless: Claude Code's
+//!   `--append-system-prompt-file`, pi's `--append-system-prompt` (a path), Codex's `config.toml`.
 //! - **A turn ends** when the answer comes through the launcher (`wf result`, which the
 //!   operation pipeline supervises as for any harness; the CLI then has the answer's grace to end
 //!   its turn, after which Escape interrupts it), when the session file says the CLI's turn is over
@@ -80,8 +90,8 @@ pub trait Interactive: Send + Sync {
     /// or trust prompt (`env`: the environment it will run with).
     fn settle(&self, home: &Path, cwd: &Path, cfg: &CliConfig, env: &CliEnv) -> Result<(), PaneError>;
     /// The interactive command line (without the program): the session resumed when it has turns,
-    /// the first prompt last.
-    fn start(&self, home: &Path, cfg: &CliConfig, info: &AgentInfo, prompt: &str) -> Vec<String>;
+    /// no prompt (the turn is pasted).
+    fn start(&self, home: &Path, cfg: &CliConfig, info: &AgentInfo) -> Vec<String>;
     /// The session file, once it exists.
     fn transcript(&self, home: &Path) -> Option<PathBuf>;
     /// Folds one line of the session file.

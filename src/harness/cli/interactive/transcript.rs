@@ -61,7 +61,7 @@ mod tests {
         fn settle(&self, _: &Path, _: &Path, _: &CliConfig, _: &CliEnv) -> Result<(), super::super::PaneError> {
             Ok(())
         }
-        fn start(&self, _: &Path, _: &CliConfig, _: &AgentInfo, _: &str) -> Vec<String> {
+        fn start(&self, _: &Path, _: &CliConfig, _: &AgentInfo) -> Vec<String> {
             Vec::new()
         }
         fn transcript(&self, _: &Path) -> Option<PathBuf> {

@@ -1,23 +1,27 @@
-//! One turn of a CLI agent in its pane: the CLI started with the turn as its first prompt (or,
-//! running and idle, the turn pasted), its pane's session admitted to the agent's socket, then
-//! watched until the answer came and the CLI's turn ended (or the answer's grace passed: Escape
-//! interrupts it), the CLI's turn ended without an answer, the CLI exited, the pane was closed,
-//! or nothing happened for the stall timeout. What the session file said gives the usage.
+//! One turn of a CLI agent in its pane: the CLI started (when it does not run) and waited for
+//! until it reads its keys, or waited for until idle, then the turn pasted (never on a command
+//! line); its pane's process admitted to the agent's socket, then watched until the answer came
+//! and the CLI's turn ended (or the answer's grace passed: Escape interrupts it), the CLI's turn
+//! ended without an answer, the CLI exited, the pane was closed, or nothing happened for the
+//! stall timeout. What the session file said gives the usage.
 
 use super::{Interactive, PaneError, PaneSeat};
 use crate::accounting::CostSource;
 use crate::control::server::OpControl;
-use crate::harness::cli::{CliSession, Turn, ARG_MAX};
+use crate::harness::cli::{CliSession, Turn};
 use crate::harness::process::ANSWER_GRACE;
 use crate::harness::{TurnEnd, TurnInput, TurnReport};
 use crate::pane::launch::{self, Launch};
 use crate::pane::{PaneId, State, Tmux};
 use crate::record::agent_files::OpLog;
 use serde_json::json;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 /// How often the pane and the session file are looked at.
 const TICK: Duration = Duration::from_millis(100);
+/// How often a CLI just started is looked at, until it reads its keys.
+const READING_TICK: Duration = Duration::from_millis(50);
 /// How long a pasted turn may go unsubmitted (no turn started in the session file) before Enter
 /// is sent again, doubling up to `ENTER_MAX`: a CLI busy taking a long paste in (Claude Code,
 /// under load) can miss the Enter that follows it. Enter on an empty prompt does nothing in
@@ -86,40 +90,37 @@ impl CliSession {
         }
         // Until the pane's process is admitted, a call from it waits instead of being refused.
         let spawning = self.endpoint.turns().spawning();
-        let pasted = seat.running;
         if seat.running {
             if let Err(end) = wait_idle(seat, ia, &self.home, self.cfg.stall).await {
                 return end;
             }
-            seat.seen.delivered();
-            let pasted = seat.tmux.paste(&seat.pane, &input.shown).and_then(|_| seat.tmux.keys(&seat.pane, &["Enter"]));
-            if let Err(e) = pasted {
-                return TurnEnd::Failed(format!("cannot deliver the turn into pane {}: {e}", seat.pane));
-            }
-            log.event("pasted", json!({ "pane": seat.pane, "bytes": input.shown.len() }));
-        } else {
+        }
+        if !seat.running {
             seat.seen.delivered();
             seat.seen.busy = false;
-            let launch = match self.pane_launch(ia, &input.shown) {
+            let launch = match self.pane_launch(ia) {
                 Ok(l) => l,
                 Err(why) => return TurnEnd::Failed(why.to_string()),
             };
             let Some(seat) = self.pane.as_mut() else { return TurnEnd::Failed(CLOSED.into()) };
             let file = self.agent_dir.join("pane.launch");
-            let started = launch::write(&file, &launch)
-                .map_err(|why| PaneError::Home { path: file.clone(), why }.to_string())
-                .and_then(|_| {
-                    seat.tmux.respawn(&seat.pane, &self.cwd, &launch::argv(&seat.awf, &file)).map_err(|e| e.to_string())
-                });
-            if let Err(why) = started {
-                let _ = std::fs::remove_file(&file);
+            if let Err(why) = respawn(seat, &launch, &file, &self.cwd) {
                 return TurnEnd::Failed(format!("cannot start `{}` in pane {}: {why}", self.cfg.program, seat.pane));
             }
             seat.running = true;
             let sandbox = self.sandbox.as_ref().map(|s| &s.name);
             log.event("pane-started", json!({ "pane": seat.pane, "program": self.cfg.program, "sandbox": sandbox }));
+            if let Err(end) = wait_reading(seat, &self.cfg.program, self.cfg.stall).await {
+                return end;
+            }
         }
         let Some(seat) = self.pane.as_mut() else { return TurnEnd::Failed(CLOSED.into()) };
+        seat.seen.delivered();
+        let pasted = seat.tmux.paste(&seat.pane, &input.shown).and_then(|_| seat.tmux.keys(&seat.pane, &["Enter"]));
+        if let Err(e) = pasted {
+            return TurnEnd::Failed(format!("cannot deliver the turn into pane {}: {e}", seat.pane));
+        }
+        log.event("pasted", json!({ "pane": seat.pane, "bytes": input.shown.len() }));
         let mut pid = match seat.tmux.state(&seat.pane) {
             State::Alive { pid } => pid,
             State::Gone => return TurnEnd::Failed(CLOSED.into()),
@@ -130,7 +131,7 @@ impl CliSession {
         let mut answered = false;
         let mut release: Option<Instant> = None;
         let mut activity = Instant::now();
-        let mut enter = pasted.then(|| (Instant::now() + ENTER_AGAIN, ENTER_AGAIN));
+        let mut enter = Some((Instant::now() + ENTER_AGAIN, ENTER_AGAIN));
         loop {
             tokio::select! {
                 _ = op.answered.notified(), if !answered => {}
@@ -202,23 +203,14 @@ impl CliSession {
         }
     }
 
-    /// What runs the CLI in its pane for a first prompt: the interactive command line, wrapped in
-    /// the sandbox when there is one, with the environment a headless run gets (no `AWF_OP`: the
-    /// CLI outlives its first operation).
-    fn pane_launch(&self, ia: &dyn Interactive, prompt: &str) -> Result<Launch, PaneError> {
+    /// What runs the CLI in its pane: the interactive command line (no prompt), wrapped in the
+    /// sandbox when there is one, with the environment a headless run gets (no `AWF_OP`: the CLI
+    /// outlives its first operation).
+    fn pane_launch(&self, ia: &dyn Interactive) -> Result<Launch, PaneError> {
         let env = self.environment(None).map_err(PaneError::Prepare)?;
         ia.settle(&self.home, &self.cwd, &self.cfg, &env)?;
-        let long;
-        let prompt = if prompt.len() > ARG_MAX {
-            let file = self.home.join("awf-prompt.md");
-            crate::record::private::write(&file, prompt).map_err(|why| PaneError::Home { path: file.clone(), why })?;
-            long = format!("Your task is in the file {}: read it whole, then do what it says.", file.display());
-            long.as_str()
-        } else {
-            prompt
-        };
         let mut argv = vec![self.cfg.program.clone()];
-        argv.extend(ia.start(&self.home, &self.cfg, &self.info, prompt));
+        argv.extend(ia.start(&self.home, &self.cfg, &self.info));
         let Some(s) = &self.sandbox else {
             let mut vars: Vec<(String, String)> =
                 std::env::vars().filter(|(k, _)| !env.remove.contains(&k.as_str())).collect();
@@ -274,6 +266,49 @@ async fn wait_idle(
         }
     }
     Ok(())
+}
+
+/// Replaces what runs in the pane with `awf pane-exec` reading `launch` from `file` (written
+/// 0600, removed by `awf pane-exec` as it reads it, or here when the pane could not start it).
+fn respawn(seat: &PaneSeat, launch: &Launch, file: &Path, cwd: &Path) -> Result<(), PaneError> {
+    let started = launch::write(file, launch)
+        .map_err(|why| PaneError::Home { path: file.to_path_buf(), why })
+        .and_then(|_| Ok(seat.tmux.respawn(&seat.pane, cwd, &launch::argv(&seat.awf, file))?));
+    if started.is_err() {
+        let _ = std::fs::remove_file(file);
+    }
+    started
+}
+
+/// Waits until the CLI just started in the pane reads its keys (`Tmux::reads_keys`), for at
+/// most the stall timeout.
+async fn wait_reading(seat: &mut PaneSeat, program: &str, stall: Duration) -> Result<(), TurnEnd> {
+    let end = Instant::now() + stall;
+    loop {
+        let reads = seat.tmux.reads_keys(&seat.pane);
+        match seat.tmux.state(&seat.pane) {
+            State::Gone => {
+                seat.running = false;
+                return Err(TurnEnd::Failed(CLOSED.into()));
+            }
+            State::Dead { status } => return Err(exited(seat, program, status)),
+            State::Alive { .. } => {}
+        }
+        match reads {
+            Ok(true) => return Ok(()),
+            Ok(false) => {}
+            Err(e) => return Err(TurnEnd::Failed(format!("cannot deliver the turn into pane {}: {e}", seat.pane))),
+        }
+        if Instant::now() >= end {
+            return Err(TurnEnd::Failed(format!(
+                "stalled: `{program}` in pane {} did not read its keys within {} s; the pane shows: {}",
+                seat.pane,
+                stall.as_secs(),
+                screen_tail(seat)
+            )));
+        }
+        tokio::time::sleep(READING_TICK).await;
+    }
 }
 
 /// The CLI exited in its pane before its turn was over: how, with the last lines it showed.

@@ -1,7 +1,8 @@
-//! pi in a pane: `pi [--provider awf --model M] --session <file> PROMPT`, its home as for a
-//! headless run (pi shows no first-run screen); the session file is read as it grows.
+//! pi in a pane: `pi [--provider awf --model M] [--append-system-prompt FILE] --session <file>`,
+//! every turn pasted, its home as for a headless run (pi shows no first-run screen); the session
+//! file is read as it grows.
 
-use super::{add_usage, model_args, prompt_arg, skill_args, Pi};
+use super::{add_usage, model_args, skill_args, Pi};
 use crate::harness::cli::interactive::{Interactive, PaneError, Seen};
 use crate::harness::cli::{CliConfig, CliEnv};
 use crate::harness::AgentInfo;
@@ -13,12 +14,11 @@ impl Interactive for Pi {
         Ok(())
     }
 
-    fn start(&self, home: &Path, cfg: &CliConfig, info: &AgentInfo, prompt: &str) -> Vec<String> {
-        let mut args = model_args(cfg, info);
+    fn start(&self, home: &Path, cfg: &CliConfig, info: &AgentInfo) -> Vec<String> {
+        let mut args = model_args(home, cfg, info);
         args.extend(skill_args(&self.skills));
         args.extend(self.session_args(home));
         args.extend(cfg.args.iter().cloned());
-        args.push(prompt_arg(prompt));
         args
     }
 
