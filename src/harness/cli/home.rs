@@ -64,13 +64,10 @@ impl Credential {
 
 /// The bytes of `path` when it is a regular file, opened without following a symlink.
 fn read_plain(path: &Path) -> Option<Vec<u8>> {
+    use nix::fcntl::OFlag;
     use std::io::Read;
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut f = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
-        .open(path)
-        .ok()?;
+    let flags = OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC;
+    let mut f = std::fs::File::from(nix::fcntl::open(path, flags, nix::sys::stat::Mode::empty()).ok()?);
     if !f.metadata().ok()?.is_file() {
         return None;
     }
