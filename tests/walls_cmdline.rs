@@ -197,3 +197,23 @@ fn a_pane_cli_that_never_reads_its_keys_or_exits_first_fails_its_turn() {
         assert!(!log.iter().any(|e| e["type"] == "pasted"), "nothing pasted into a CLI that does not read: {log:?}");
     }
 }
+
+/// A detached run (as `awf mcp` starts every run) gets its arguments on stdin, not its command
+/// line: its task or `--args` stay off `/proc/PID/cmdline` for as long as the run lasts.
+#[test]
+fn a_detached_runs_arguments_are_on_no_command_line() {
+    let env = common::Env::new();
+    let marker = format!("detached-secret-{}", std::process::id());
+    env.write("wf.rhai", r#"let answer = ctx.checkpoint("go on?", #{ type: "boolean" }); args.secret"#);
+    let args = json!({ "secret": marker }).to_string();
+    let out = env.awf(&["script", "run", "wf.rhai", "--args", &args, "--detach", "-q"]);
+    out.expect_code(0);
+    let id = out.stdout.trim().to_string();
+    // The run waits on its checkpoint: its process is alive, with the arguments it was given.
+    common::poll("the detached run waiting", Duration::from_secs(20), || {
+        common::events_so_far(&env.runs_root().join(&id)).iter().any(|e| e["type"] == "checkpoint-asked").then_some(())
+    });
+    let leaked = command_lines_with(&[&marker]);
+    env.awf(&["runs", "stop", &id]).expect_code(0);
+    assert!(leaked.is_empty(), "the run's arguments are on a command line: {leaked:?}");
+}

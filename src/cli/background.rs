@@ -39,7 +39,7 @@ pub fn queued(dir: &Path) -> bool {
 }
 
 /// Starts this command again in the background as run `id` under `runs_dir`; returns the id.
-pub fn detach(runs_dir: &Path, script: &str) -> Result<String> {
+pub fn detach(runs_dir: &Path, script: &str, argv: &[std::ffi::OsString]) -> Result<String> {
     let id = crate::record::new_run_id();
     let dir = runs_dir.join(&id);
     private::create_dir(&dir).with_context(|| format!("cannot create the run folder {}", dir.display()))?;
@@ -56,17 +56,15 @@ pub fn detach(runs_dir: &Path, script: &str) -> Result<String> {
     write(&dir, &queued)?;
     let out = private::append(&dir.join(OUTPUT)).context("cannot create output.log")?;
     let err = out.try_clone().context("cannot share output.log")?;
-    let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).filter(|a| a != "--detach").collect();
+    let mut args: Vec<std::ffi::OsString> = argv.iter().filter(|a| *a != "--detach").cloned().collect();
+    args.extend(["--as-run".into(), id.clone().into()]);
     let exe = std::env::current_exe().context("cannot find the awf binary")?;
     // The background awf raises the limit again, and gives its turns the one this awf started with.
-    crate::open_files::command(exe)
-        .args(args)
-        .args(["--as-run", &id])
-        .stdin(std::process::Stdio::null())
-        .stdout(out)
-        .stderr(err)
-        .spawn()
-        .context("cannot start the background process")?;
+    // Its arguments (a task, `--args`) go on its stdin, not on its command line, which every local
+    // user can read for as long as the run lasts.
+    let mut cmd = crate::open_files::command(exe);
+    cmd.stdout(out).stderr(err);
+    super::spawn_with_argv_on_stdin(cmd, &args).context("cannot start the background process")?;
     Ok(id)
 }
 

@@ -33,7 +33,7 @@ pub struct CouncilPlan {
 #[derive(clap::Args)]
 pub struct CouncilRun {
     #[command(flatten)]
-    call: CouncilCall,
+    pub(super) call: CouncilCall,
     /// Print the run id and return; the run goes on in a process of its own (see `script run`)
     #[arg(long)]
     detach: bool,
@@ -60,7 +60,7 @@ pub struct CouncilCall {
     #[arg(long, default_value_t = 0)]
     max_children: u64,
     #[command(flatten)]
-    flags: RunFlags,
+    pub(super) flags: RunFlags,
 }
 
 pub fn exec(cmd: CouncilCommand) -> Result<i32> {

@@ -113,6 +113,42 @@ fn launcher_args(args: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
     out
 }
 
+/// The hidden first argument by which awf starts itself with arguments that must not sit on a
+/// command line (a run's task, its `--args`: every local user reads `/proc/<pid>/cmdline`): the
+/// arguments come on stdin instead, as a JSON list of strings, and stdin is read to its end.
+pub const ARGV_ON_STDIN: &str = "--argv-on-stdin";
+
+/// The arguments to parse: `args` as given, or, after `ARGV_ON_STDIN`, the program name followed
+/// by the list read from stdin (an unreadable list is left for clap to refuse).
+fn argv_on_stdin(args: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
+    if args.len() != 2 || args[1] != ARGV_ON_STDIN {
+        return args;
+    }
+    let mut text = String::new();
+    let read = std::io::Read::read_to_string(&mut std::io::stdin(), &mut text);
+    match read.ok().and_then(|_| serde_json::from_str::<Vec<String>>(&text).ok()) {
+        Some(list) => args.into_iter().take(1).chain(list.into_iter().map(Into::into)).collect(),
+        None => args,
+    }
+}
+
+/// Starts `awf ARGS` through `cmd` (awf's own binary, not yet spawned) with `args` on its stdin
+/// rather than its command line (`ARGV_ON_STDIN`); the caller's stdout and stderr settings are
+/// kept. The list is written whole before this returns.
+pub fn spawn_with_argv_on_stdin(
+    mut cmd: std::process::Command,
+    args: &[std::ffi::OsString],
+) -> std::io::Result<std::process::Child> {
+    use std::io::Write;
+    let list: Vec<String> = args.iter().map(|a| a.to_string_lossy().into_owned()).collect();
+    let text = serde_json::to_string(&list).map_err(std::io::Error::other)?;
+    let mut child = cmd.arg(ARGV_ON_STDIN).stdin(std::process::Stdio::piped()).spawn()?;
+    if let Some(mut stdin) = child.stdin.take() {
+        stdin.write_all(text.as_bytes())?;
+    }
+    Ok(child)
+}
+
 /// Whether awf was started as an agent's launcher: a path whose last part is `wf`. Reads bytes
 /// and allocates nothing, so the binary can ask it before choosing its allocator.
 pub fn is_launcher(path: &[u8]) -> bool {
@@ -128,13 +164,21 @@ pub fn main() -> i32 {
             .try_init();
     }
     crate::telemetry::set_reporter(|text| eprintln!("awf: {text}"));
-    let cli = match Cli::try_parse_from(launcher_args(std::env::args_os().collect())) {
+    let args = launcher_args(argv_on_stdin(std::env::args_os().collect()));
+    let mut cli = match Cli::try_parse_from(&args) {
         Ok(c) => c,
         Err(e) => {
             let _ = e.print();
             return if e.use_stderr() { EXIT_USAGE } else { EXIT_OK };
         }
     };
+    // A `--detach`ed run starts its background process with the arguments this one was given.
+    let argv: Vec<std::ffi::OsString> = args.into_iter().skip(1).collect();
+    match &mut cli.command {
+        Command::Script(script::ScriptCommand::Run(run)) => run.script.flags.argv = argv,
+        Command::Council(council::CouncilCommand::Run(run)) => run.call.flags.argv = argv,
+        _ => {}
+    }
     // The launcher (`wf`) opens one socket and leaves the limit as it is.
     if !matches!(cli.command, Command::Wf(_)) {
         crate::open_files::raise();

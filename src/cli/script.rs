@@ -129,6 +129,10 @@ pub struct RunFlags {
     /// The plan made before the run (`confirm`), recorded in its folder as `plan.json`.
     #[arg(skip)]
     pub plan: Option<crate::plan::Plan>,
+    /// The arguments this command was started with (after `cli::ARGV_ON_STDIN`), which a
+    /// `--detach`ed run's background process is started with.
+    #[arg(skip)]
+    pub argv: Vec<std::ffi::OsString>,
 }
 
 pub fn exec(cmd: ScriptCommand) -> Result<i32> {
@@ -308,7 +312,7 @@ fn run_once(args: &RunArgs) -> Result<i32> {
 pub fn start_detached(program: &Program, script_args: Value, flags: &RunFlags) -> Result<i32> {
     let spec = prepare(program, script_args, flags, None)?;
     flags.caller.caller()?;
-    let id = super::background::detach(&spec.runs_dir, &program.path.display().to_string())?;
+    let id = super::background::detach(&spec.runs_dir, &program.path.display().to_string(), &flags.argv)?;
     out!("{id}");
     if !flags.quiet {
         eprintln!("awf: run {id} goes on in the background: `awf runs logs {id} -f` follows it, `awf runs stop {id}` stops it");

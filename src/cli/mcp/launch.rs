@@ -14,19 +14,25 @@ use std::time::Duration;
 const LIMIT: Duration = Duration::from_secs(60);
 
 /// Runs `awf ARGS --runs-dir DIR` in `cwd`; its exit status and what it printed (stderr, then
-/// stdout).
+/// stdout). The arguments (a task, `--args`) reach it on its stdin, never on its command line
+/// (`cli::ARGV_ON_STDIN`), which every local user can read.
 async fn awf(cwd: &Path, runs_dir: &Path, args: Vec<String>) -> Result<(bool, String, String), String> {
+    use tokio::io::AsyncWriteExt;
     let exe = std::env::current_exe().map_err(|e| format!("error: cannot find the awf binary: {e}"))?;
+    let mut list = args.clone();
+    list.extend(["--runs-dir".to_string(), runs_dir.display().to_string()]);
+    let text = serde_json::to_string(&list).map_err(|e| format!("error: {e}"))?;
     let mut cmd = tokio::process::Command::from(crate::open_files::command(exe));
-    cmd.args(&args)
-        .arg("--runs-dir")
-        .arg(runs_dir)
+    cmd.arg(crate::cli::ARGV_ON_STDIN)
         .current_dir(cwd)
-        .stdin(Stdio::null())
+        .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true);
-    let child = cmd.spawn().map_err(|e| format!("error: cannot start awf: {e}"))?;
+    let mut child = cmd.spawn().map_err(|e| format!("error: cannot start awf: {e}"))?;
+    if let Some(mut stdin) = child.stdin.take() {
+        stdin.write_all(text.as_bytes()).await.map_err(|e| format!("error: cannot start awf: {e}"))?;
+    }
     let out = tokio::time::timeout(LIMIT, child.wait_with_output())
         .await
         .map_err(|_| format!("error: `awf {}` did not finish within {}s", args.join(" "), LIMIT.as_secs()))?
