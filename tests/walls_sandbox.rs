@@ -35,8 +35,12 @@ fn a_writable_path_swapped_for_a_symlink_is_refused_at_the_next_turn() {
     let outside = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("outside");
     std::fs::create_dir_all(env.path().join("out/build")).expect("the writable path");
     env.write("awf.toml", "[sandboxes.box]\nwritable = [\"out/build\"]\n");
+    // Relative, as the attack wrote it (`../../home`): resolved inside the new root, where
+    // a bind would land on the host's folder of that name.
+    let up = "../".repeat(env.path().join("out").components().count() - 1);
+    let target = format!("{up}{}", outside.path().display().to_string().trim_start_matches('/'));
     let turns = [
-        turn(&["swap_writable"], json!({ "swap": { "dir": "out", "link": "build", "target": outside.path() } })),
+        turn(&["swap_writable"], json!({ "swap": { "dir": "out", "link": "build", "target": target } })),
         turn(&["write_writable"], json!({ "write": { "path": "out/build", "name": "pwned.txt" } })),
     ];
     env.write("wf.rhai", &hostile::workflow_outcomes("h", "sandbox: \"box\"", &turns));
