@@ -22,6 +22,8 @@ use std::time::{Duration, Instant};
 const TICK: Duration = Duration::from_millis(100);
 /// How often a CLI just started is looked at, until it reads its keys.
 const READING_TICK: Duration = Duration::from_millis(50);
+/// How many times a dead pane's exit status is asked for again (`exited`), a `READING_TICK` apart.
+const STATUS_TRIES: usize = 20;
 /// How long a pasted turn may go unsubmitted (no turn started in the session file) before Enter
 /// is sent again, doubling up to `ENTER_MAX`: a CLI busy taking a long paste in (Claude Code,
 /// under load) can miss the Enter that follows it. Enter on an empty prompt does nothing in
@@ -124,7 +126,7 @@ impl CliSession {
         let mut pid = match seat.tmux.state(&seat.pane) {
             State::Alive { pid } => pid,
             State::Gone => return TurnEnd::Failed(CLOSED.into()),
-            State::Dead { status } => return exited(seat, &self.cfg.program, status),
+            State::Dead { status } => return exited(seat, &self.cfg.program, status).await,
         };
         let _admitted = spawning.admit(pid);
         let mut interrupt = Interrupt { tmux: seat.tmux.clone(), pane: seat.pane.clone(), armed: true };
@@ -187,7 +189,7 @@ impl CliSession {
                     }
                     State::Dead { status } => {
                         interrupt.armed = false;
-                        return exited(seat, &self.cfg.program, status);
+                        return exited(seat, &self.cfg.program, status).await;
                     }
                 }
             }
@@ -291,7 +293,7 @@ async fn wait_reading(seat: &mut PaneSeat, program: &str, stall: Duration) -> Re
                 seat.running = false;
                 return Err(TurnEnd::Failed(CLOSED.into()));
             }
-            State::Dead { status } => return Err(exited(seat, program, status)),
+            State::Dead { status } => return Err(exited(seat, program, status).await),
             State::Alive { .. } => {}
         }
         match reads {
@@ -311,9 +313,20 @@ async fn wait_reading(seat: &mut PaneSeat, program: &str, stall: Duration) -> Re
     }
 }
 
-/// The CLI exited in its pane before its turn was over: how, with the last lines it showed.
-fn exited(seat: &mut PaneSeat, program: &str, status: Option<i32>) -> TurnEnd {
+/// The CLI exited in its pane before its turn was over: how, with the last lines it showed. tmux
+/// may mark a pane dead (its terminal closed) a moment before it has reaped the process and knows
+/// its status: asked again a few times, briefly, before "no status" is said.
+async fn exited(seat: &mut PaneSeat, program: &str, mut status: Option<i32>) -> TurnEnd {
     seat.running = false;
+    for _ in 0..STATUS_TRIES {
+        if status.is_some() {
+            break;
+        }
+        tokio::time::sleep(READING_TICK).await;
+        if let State::Dead { status: known } = seat.tmux.state(&seat.pane) {
+            status = known;
+        }
+    }
     let how = status.map(|s| format!("status {s}")).unwrap_or_else(|| "no status".into());
     TurnEnd::Failed(format!("`{program}` exited in its pane ({how}) before its turn was over: {}", screen_tail(seat)))
 }
