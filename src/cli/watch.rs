@@ -13,6 +13,9 @@ use std::time::{Duration, SystemTime};
 /// How often the records are read again.
 const POLL: Duration = Duration::from_millis(200);
 
+/// The longest the summary waits for an ended run's last records.
+const SETTLE: Duration = Duration::from_secs(10);
+
 /// Agent rows shown before the rest are counted.
 const ROWS: usize = 20;
 
@@ -49,6 +52,13 @@ pub fn watch(dir: &Path, run_id: &str) -> std::io::Result<()> {
         let mut out = std::io::stdout().lock();
         write!(out, "\x1b[{drawn}A\x1b[J")?;
         out.flush()?;
+    }
+    // `run-finished` is written before the attempt's status in run.json and `result.json`: the
+    // summary waits (a bounded time) for the run to let its lock go, so that it shows how the run
+    // ended, not `running`.
+    let settled = std::time::Instant::now() + SETTLE;
+    while listing::live(dir) && std::time::Instant::now() < settled {
+        std::thread::sleep(POLL / 4);
     }
     super::show::run(dir, run_id)
 }
