@@ -165,7 +165,7 @@ fn pi_in_a_pane_keeps_its_prompt_and_instructions_off_command_lines() {
 fn a_pane_cli_that_never_reads_its_keys_or_exits_first_fails_its_turn() {
     for (body, expect) in [
         ("sleep 300", "stalled: `STANDIN` in pane %0 did not read its keys within 2 s; the pane shows: ready?"),
-        ("exit 3", "`STANDIN` exited in its pane (status 3) before its turn was over: "),
+        ("exit 3", "`STANDIN` exited in its pane (STATUS) before its turn was over: "),
     ] {
         let env = common::Env::new();
         let standin = env.write("stand-in-pi", &format!("#!/bin/sh\necho 'ready?'\n{body}\n"));
@@ -192,7 +192,12 @@ fn a_pane_cli_that_never_reads_its_keys_or_exits_first_fails_its_turn() {
         let v = out.json();
         let expect = expect.replace("STANDIN", &standin.display().to_string());
         assert_eq!(v["kind"], "failed", "{v}");
-        assert!(v["reason"].as_str().unwrap_or_default().starts_with(&expect), "{v}");
+        // tmux 3.3 may report a pane dead without its exit status on a loaded machine (seen in 1
+        // of 6 runs beside two busy loops, even after awf asks again for a second): the status is
+        // said when tmux knows it.
+        let reason = v["reason"].as_str().unwrap_or_default();
+        let known = ["status 3", "no status"].iter().any(|s| reason.starts_with(&expect.replace("STATUS", s)));
+        assert!(reason.starts_with(&expect) || known, "{v}");
         let log = common::read_jsonl(&env.run_dir().join("agents/a/ops/a-1.jsonl"));
         assert!(!log.iter().any(|e| e["type"] == "pasted"), "nothing pasted into a CLI that does not read: {log:?}");
     }
