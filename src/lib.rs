@@ -193,7 +193,8 @@
 //!   pipeline), `supervise.rs` (a turn's nudges,
 //!   and the routes and held messages shown with every turn), `session.rs` (starting a harness
 //!   session: folder, endpoint, HTTP settings, seat), `seating.rs` (an agent's sandbox chosen,
-//!   seated and recorded), `sandboxes.rs` (the sandboxes a workflow opens: handles, closing),
+//!   seated and recorded; a workflow's sandboxes opened and closed), `sandboxes.rs` (what a spec
+//!   asks for, the handles of the sandboxes a workflow opens and their list),
 //!   `panes.rs` (a run's tmux panes: one session per run, a window per stage, an agent's pane
 //!   placed beside another or where there is room, the reason when a layout cannot be honoured,
 //!   closed or released when the run ends or the agent stops, `result.json` `panes`),
@@ -250,7 +251,8 @@
 //!   `scrubbed.rs` (the wrapper every session is opened in: what a harness reports is scrubbed of
 //!   the run's secrets before the engine sees it); `http/` (`openai`, `anthropic`; `session.rs`:
 //!   the history, `turn.rs`: a turn's requests and answers, `answer.rs`: answers found in a
-//!   reply's text and cut-off replies, `context.rs`: requests sized to the model's context, `count.rs`: a request's size as
+//!   reply's text and cut-off replies, `context.rs`: requests sized to the model's context, `size.rs`: a request's size and how it
+//!   was had, `count.rs`: a request's size as
 //!   the server counts it (llama-server's `/tokenize`, else an estimate calibrated per base URL
 //!   and model from the replies' `prompt_tokens`),
 //!   `tools.rs`: the `wf_*` tools as control commands, `request.rs`: retries, the streamed reply
@@ -272,10 +274,12 @@
 //!   text), `strict.rs` (an answer's JSON read strictly: a key given twice is refused, wherever
 //!   answers are read: the slot, a structured reply, `wf_result` arguments, an answer in text), `prompt.rs` (the answer instructions, nudge and rejection hint
 //!   for the session's `AnswerMode`: launcher, `wf_result` tool, or the reply itself), `protocol.rs` (the control-plane
-//!   frames; **no I/O**), `dispatch.rs` (**the one dispatcher**: an agent's control state, its open
-//!   operations, and a `Command` carried out against it, with the same `Response` and events for
-//!   the socket and the HTTP `wf_*` tools), `messenger.rs` (the `Messenger` trait, errors typed
-//!   `Refused | Failed`), `operator.rs` (`wf ask-operator`: an agent's question to the operator,
+//!   frames; **no I/O**), `dispatch.rs` (**the one dispatcher**: a `Command` carried out against an
+//!   agent's control state, with the same `Response` and events for the socket and the HTTP
+//!   `wf_*` tools), `state.rs` (an agent's control state: its open operations, where its events
+//!   go, how a refusal is recorded), `messenger.rs` (the `Messenger` trait, errors typed
+//!   `Refused | Failed`), `calls.rs` (what a turn asks of the layers above through it: a council
+//!   `Call` and what it `Convened`, an `OperatorCall`), `operator.rs` (`wf ask-operator`: an agent's question to the operator,
 //!   keyed by agent, op and count; only with the agent spec's `operator: true` grant, and the
 //!   prompt text saying how), `convene.rs` (an agent's council grant, the `Convener` trait the council
 //!   layer implements, the prompt text on convening), `server.rs` (one agent's socket and launcher; what a

@@ -3,9 +3,7 @@
 //! A handle is good only in the run that opened it and only while its sandbox is open.
 
 use super::error::HandleError;
-use super::seating::SandboxBook;
-use crate::run::Run;
-use crate::sandbox::{Chosen, Policy, Scope};
+use crate::sandbox::Policy;
 use serde_json::Value;
 use std::sync::Mutex;
 
@@ -80,7 +78,7 @@ impl Workflow {
         }
     }
 
-    fn add(&self, run: &str, name: &str, policy: Policy) -> Result<Handle, HandleError> {
+    pub(super) fn add(&self, run: &str, name: &str, policy: Policy) -> Result<Handle, HandleError> {
         let mut list = lock(&self.list);
         if list.iter().any(|e| e.name == name) {
             return Err(HandleError::NameTaken(name.to_string()));
@@ -89,43 +87,13 @@ impl Workflow {
         Ok(Handle { run: run.into(), name: name.into() })
     }
 
-    fn close(&self, run: &str, h: &Handle, why: &str) -> Result<(), HandleError> {
+    pub(super) fn close(&self, run: &str, h: &Handle, why: &str) -> Result<(), HandleError> {
         self.policy(run, h)?;
         let mut list = lock(&self.list);
         if let Some(e) = list.iter_mut().find(|e| e.name == h.name) {
             e.closed = Some(why.into());
         }
         Ok(())
-    }
-}
-
-impl SandboxBook {
-    /// Opens a workflow sandbox `name` with `policy` (checked now, before any agent sits in it) and
-    /// records it (`sandbox-opened`, scope `workflow`).
-    pub fn open_workflow(&self, run: &Run, name: &str, policy: &Policy) -> Result<Handle, HandleError> {
-        if name.trim().is_empty() {
-            return Err(HandleError::NoName);
-        }
-        let fail = |why: crate::sandbox::policy::PolicyError| crate::sandbox::SandboxError::new(name, why);
-        let home = std::env::var_os("HOME").filter(|h| !h.is_empty()).map(std::path::PathBuf::from);
-        let policy = policy.resolve(&run.cwd, home.as_deref()).map_err(fail)?;
-        policy.check().map_err(fail)?;
-        if let Some(r) = &self.run_level() {
-            return Err(HandleError::RunLevel { run: r.name.clone(), name: name.to_string() });
-        }
-        let handle = self.workflow.add(&run.id, name, policy.clone())?;
-        let chosen = Chosen { name: name.into(), scope: Scope::Workflow, policy, bwrap: None };
-        self.record_opened(run, &chosen);
-        Ok(handle)
-    }
-
-    /// Closes the sandbox `h` names: no agent is seated in it from now on. Returns the agents
-    /// seated in it (the caller stops them).
-    pub fn close_workflow(&self, run: &Run, h: &Handle) -> Result<Vec<String>, HandleError> {
-        self.workflow.close(&run.id, h, "closed by the workflow")?;
-        let agents = self.seated_in(&h.name, Scope::Workflow);
-        run.records.event(&crate::run::Event::SandboxClosed { sandbox: &h.name, agents: &agents });
-        Ok(agents)
     }
 }
 

@@ -4,7 +4,7 @@
 //! record of every sandbox opened with the agents seated in it (`sandbox-opened`,
 //! `sandbox-seated`, result.json `sandboxes`).
 
-use super::error::SandboxRefused;
+use super::error::{HandleError, SandboxRefused};
 use super::sandboxes::{Asked, Workflow};
 use crate::config::{HarnessKind, RuntimeConfig};
 use crate::run::{Event, Run};
@@ -194,6 +194,41 @@ impl SandboxBook {
     /// Every sandbox opened, in order, with its policy and seated agents (result.json `sandboxes`).
     pub fn summary(&self) -> Value {
         serde_json::to_value(&*lock(&self.opened)).unwrap_or(Value::Null)
+    }
+}
+
+impl SandboxBook {
+    /// Opens a workflow sandbox `name` with `policy` (checked now, before any agent sits in it) and
+    /// records it (`sandbox-opened`, scope `workflow`).
+    pub fn open_workflow(
+        &self,
+        run: &Run,
+        name: &str,
+        policy: &Policy,
+    ) -> Result<super::sandboxes::Handle, HandleError> {
+        if name.trim().is_empty() {
+            return Err(HandleError::NoName);
+        }
+        let fail = |why: crate::sandbox::policy::PolicyError| crate::sandbox::SandboxError::new(name, why);
+        let home = std::env::var_os("HOME").filter(|h| !h.is_empty()).map(std::path::PathBuf::from);
+        let policy = policy.resolve(&run.cwd, home.as_deref()).map_err(fail)?;
+        policy.check().map_err(fail)?;
+        if let Some(r) = &self.run_level() {
+            return Err(HandleError::RunLevel { run: r.name.clone(), name: name.to_string() });
+        }
+        let handle = self.workflow.add(&run.id, name, policy.clone())?;
+        let chosen = Chosen { name: name.into(), scope: Scope::Workflow, policy, bwrap: None };
+        self.record_opened(run, &chosen);
+        Ok(handle)
+    }
+
+    /// Closes the sandbox `h` names: no agent is seated in it from now on. Returns the agents
+    /// seated in it (the caller stops them).
+    pub fn close_workflow(&self, run: &Run, h: &super::sandboxes::Handle) -> Result<Vec<String>, HandleError> {
+        self.workflow.close(&run.id, h, "closed by the workflow")?;
+        let agents = self.seated_in(&h.name, Scope::Workflow);
+        run.records.event(&crate::run::Event::SandboxClosed { sandbox: &h.name, agents: &agents });
+        Ok(agents)
     }
 }
 

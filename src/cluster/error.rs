@@ -49,6 +49,9 @@ pub enum ClusterError {
     /// A stored session that cannot be taken (too large).
     #[error("{0}")]
     Stored(String),
+    /// The cluster key cannot be had (`key.rs`).
+    #[error(transparent)]
+    Key(#[from] super::key::KeyError),
     /// A sealed message or entry refused (`seal.rs`).
     #[error(transparent)]
     Sealed(#[from] super::seal::Refusal),

@@ -4,7 +4,6 @@
 //! folder share it with no setup. A key file readable by group or others is refused, and so is a
 //! key shorter than `MIN_LEN`. The key's text is never shown: only where it came from.
 
-use super::error::ClusterError;
 use std::io::Write;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -16,6 +15,16 @@ pub const KEY_VAR: &str = "AWF_CLUSTER_KEY";
 pub const GENERATED: &str = ".awf/cluster.key";
 /// The fewest characters a key may have.
 pub const MIN_LEN: usize = 32;
+
+/// Why the cluster key cannot be had: what is wrong with it (too short, a file open to others),
+/// or a file that cannot be read or written. Its text never holds the key.
+#[derive(Debug, thiserror::Error)]
+pub enum KeyError {
+    #[error("{0}")]
+    Config(String),
+    #[error("{doing}: {source}")]
+    File { doing: String, source: std::io::Error },
+}
 
 /// A cluster key and where it came from (for messages; the key itself is never printed).
 #[derive(Clone)]
@@ -32,10 +41,10 @@ impl std::fmt::Debug for ClusterKey {
 
 impl ClusterKey {
     /// A key from its text (surrounding white space dropped).
-    pub fn from_text(text: &str, source: &str) -> Result<ClusterKey, ClusterError> {
+    pub fn from_text(text: &str, source: &str) -> Result<ClusterKey, KeyError> {
         let text = text.trim();
         if text.chars().count() < MIN_LEN {
-            return Err(ClusterError::Config(format!(
+            return Err(KeyError::Config(format!(
                 "the cluster key from {source} is too short ({} characters; at least {MIN_LEN}): make one with \
                  `openssl rand -hex 32`",
                 text.chars().count()
@@ -50,7 +59,7 @@ impl ClusterKey {
 
     /// The key for a process working in `cwd`: `AWF_CLUSTER_KEY`, else `key_file` (relative to
     /// `cwd`), else `.awf/cluster.key` under `cwd`, generated when missing.
-    pub fn load(cwd: &Path, key_file: Option<&Path>) -> Result<ClusterKey, ClusterError> {
+    pub fn load(cwd: &Path, key_file: Option<&Path>) -> Result<ClusterKey, KeyError> {
         if let Some(text) = std::env::var(KEY_VAR).ok().filter(|t| !t.trim().is_empty()) {
             return ClusterKey::from_text(&text, KEY_VAR);
         }
@@ -68,13 +77,12 @@ impl ClusterKey {
 }
 
 /// Reads a key file, refusing one that does not exist or that others may read.
-fn read_file(path: &Path, what: &str) -> Result<ClusterKey, ClusterError> {
-    let unread =
-        |source| ClusterError::File { doing: format!("cannot read the cluster key {}", path.display()), source };
+fn read_file(path: &Path, what: &str) -> Result<ClusterKey, KeyError> {
+    let unread = |source| KeyError::File { doing: format!("cannot read the cluster key {}", path.display()), source };
     let meta = std::fs::metadata(path).map_err(unread)?;
     let mode = meta.permissions().mode() & 0o777;
     if mode & 0o077 != 0 {
-        return Err(ClusterError::Config(format!(
+        return Err(KeyError::Config(format!(
             "the cluster key {} may be read by others (mode {mode:o}): `chmod 600 {}`",
             path.display(),
             path.display()
@@ -87,13 +95,12 @@ fn read_file(path: &Path, what: &str) -> Result<ClusterKey, ClusterError> {
 /// Writes a new random key to `path` (0600 from its creation). Two processes generating at once
 /// both end up with the first one's key: the file appears whole (a hard link of a written file),
 /// and the one that finds it there already drops its own.
-fn generate(path: &Path) -> Result<(), ClusterError> {
-    let fail =
-        |source| ClusterError::File { doing: format!("cannot write the cluster key {}", path.display()), source };
+fn generate(path: &Path) -> Result<(), KeyError> {
+    let fail = |source| KeyError::File { doing: format!("cannot write the cluster key {}", path.display()), source };
     let dir = path.parent().map(PathBuf::from).unwrap_or_else(|| PathBuf::from("."));
     crate::record::private::create_dir(&dir).map_err(fail)?;
     let mut random = [0u8; 32];
-    getrandom::fill(&mut random).map_err(|e| ClusterError::Config(format!("cannot make a cluster key: {e}")))?;
+    getrandom::fill(&mut random).map_err(|e| KeyError::Config(format!("cannot make a cluster key: {e}")))?;
     let text: String = random.iter().map(|b| format!("{b:02x}")).collect();
     let tmp = dir.join(format!(".cluster.key-{}", uuid::Uuid::new_v4().simple()));
     let written = (|| -> std::io::Result<()> {

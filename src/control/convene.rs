@@ -3,15 +3,14 @@
 //! and the prompt text that tells the agent how. The council itself runs above this layer, behind
 //! [`Convener`].
 
-use super::dispatch::Control;
+pub use super::calls::{Call, Convened, Settled};
 use super::messenger::MessageError;
 use super::prompt::AnswerMode;
 use super::protocol::{exit, Response};
-use crate::accounting::Usage;
+use super::state::Control;
 use crate::run::deadline::Deadline;
 use crate::run::BoxFuture;
 use serde_json::{json, Value};
-use tokio_util::sync::CancellationToken;
 
 /// The councils an agent may convene (agent spec `councils`): none unless the workflow says.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -34,41 +33,6 @@ impl Grant {
     }
 }
 
-/// A council asked for by an agent's running operation.
-pub struct Call {
-    /// The calling agent's key and operation.
-    pub agent: String,
-    pub op_id: String,
-    pub name: String,
-    /// The params as the agent gave them (a JSON object).
-    pub params: Value,
-    /// The calling operation's deadline: the council's is never later.
-    pub deadline: Option<Deadline>,
-    /// What the calling operation reported spending so far: not yet in the run's accounts, it is
-    /// taken from what the council may spend.
-    pub spent: Usage,
-    /// Cancelled when the calling operation ends or is cancelled: the council is stopped.
-    pub ended: CancellationToken,
-    /// The calling operation's meter: a council that settles while the operation is open is
-    /// billed on it (and so on the operation's line); one that settles later, on a line of its own.
-    pub meter: std::sync::Arc<crate::accounting::Meter>,
-}
-
-/// A council that ran (whatever its status).
-pub struct Convened {
-    pub run_id: String,
-    /// Whether the council succeeded.
-    pub ok: bool,
-    /// Its `output` text, or why it failed.
-    pub output: String,
-    /// Its `result.json`; `None` when it ended without one (its task failed).
-    pub result: Option<crate::record::docs::ResultDoc>,
-    /// Everything it spent: billed to the calling agent.
-    pub usage: Usage,
-    /// What it spent by the model that spent it (its `by_model`).
-    pub by_model: std::collections::BTreeMap<String, crate::accounting::Tally>,
-}
-
 /// A council grant naming a strategy the catalog does not have.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("`councils` names \"{name}\", which is not in the catalog ({catalog})")]
@@ -76,18 +40,6 @@ pub struct NotInCatalog {
     pub name: String,
     /// The catalog's strategies, listed.
     pub catalog: String,
-}
-
-/// A background council once settled, as its agent gets it (`wf council --wait` prints these, a
-/// waking message says them). Fields in the order they print.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct Settled {
-    pub ok: bool,
-    /// Its `output` text, or why it failed.
-    pub output: String,
-    pub run_id: String,
-    pub status: crate::run::RunStatus,
-    pub strategy: String,
 }
 
 /// Runs councils for the agents of one run. Implemented by `council::child`.

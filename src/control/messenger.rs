@@ -61,10 +61,7 @@ pub trait Messenger: Send + Sync {
         false
     }
     /// Runs a council this agent was granted, as a child run, to its end.
-    fn convene(
-        &self,
-        call: super::convene::Call,
-    ) -> BoxFuture<'static, Result<super::convene::Convened, MessageError>> {
+    fn convene(&self, call: super::calls::Call) -> BoxFuture<'static, Result<super::calls::Convened, MessageError>> {
         let why = format!("agent {} cannot convene councils here", call.agent);
         Box::pin(async move { Err(MessageError::Refused(why)) })
     }
@@ -75,7 +72,7 @@ pub trait Messenger: Send + Sync {
     /// Asks the run's operator and waits for the answer (valid against the call's schema).
     fn ask_operator(
         &self,
-        call: super::operator::OperatorCall,
+        call: super::calls::OperatorCall,
     ) -> BoxFuture<'static, Result<serde_json::Value, MessageError>> {
         let why = format!("agent {} cannot ask the operator here", call.agent);
         Box::pin(async move { Err(MessageError::Refused(why)) })
@@ -83,7 +80,7 @@ pub trait Messenger: Send + Sync {
     /// Starts a council this agent was granted in the background: its receipt, at once.
     fn convene_background(
         &self,
-        call: super::convene::Call,
+        call: super::calls::Call,
     ) -> BoxFuture<'static, Result<serde_json::Value, MessageError>> {
         let why = format!("agent {} cannot convene councils here", call.agent);
         Box::pin(async move { Err(MessageError::Refused(why)) })
@@ -93,7 +90,7 @@ pub trait Messenger: Send + Sync {
         &self,
         ids: Vec<String>,
         deadline: Option<crate::run::deadline::Deadline>,
-    ) -> BoxFuture<'static, Result<Vec<crate::control::convene::Settled>, MessageError>> {
+    ) -> BoxFuture<'static, Result<Vec<super::calls::Settled>, MessageError>> {
         let _ = (ids, deadline);
         Box::pin(async move { Err(MessageError::Refused("this agent started no background councils".into())) })
     }

@@ -3,6 +3,7 @@
 //! one dispatcher of their commands, an agent's socket and who may use it, and the messenger an
 //! agent sends, asks and replies through.
 
+pub mod calls;
 pub mod convene;
 pub mod dispatch;
 pub mod messenger;
@@ -13,4 +14,5 @@ pub mod prompt;
 pub mod protocol;
 pub mod server;
 pub mod slot;
+pub mod state;
 pub mod strict;

@@ -4,27 +4,13 @@
 //! Each ask is keyed by the agent, its operation and a count, so a resumed run replays it. Only
 //! an agent opened with `operator: true` may ask, and only it is told how ([`operator_text`]).
 
-use super::dispatch::Control;
+pub use super::calls::OperatorCall;
 use super::messenger::MessageError;
 use super::prompt::AnswerMode;
 use super::protocol::{exit, Response};
-use crate::run::deadline::Deadline;
+use super::state::Control;
 use serde_json::{json, Value};
 use std::sync::atomic::Ordering;
-use tokio_util::sync::CancellationToken;
-
-/// A question from an agent's running operation.
-pub struct OperatorCall {
-    /// `<agent>/<op id>/ask-<n>`: the checkpoint's key.
-    pub key: String,
-    pub agent: String,
-    pub question: String,
-    pub schema: Value,
-    /// The operation's deadline: the wait ends with it.
-    pub deadline: Option<Deadline>,
-    /// Cancelled when the operation ends or is cancelled.
-    pub ended: CancellationToken,
-}
 
 /// Asks the operator for the agent's running operation.
 pub(super) async fn dispatch(control: &Control, question: String, schema: Option<String>) -> Response {

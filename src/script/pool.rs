@@ -95,8 +95,6 @@ fn worker(first: Job) {
     }
 }
 
-pub use super::deferred::{cancel_deferred, defer};
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -139,7 +139,7 @@ pub(super) fn no_tool_calls(model: &str, replies: u32) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::super::context::{Counted, PromptSize};
+    use super::super::size::{Counted, PromptSize};
     use super::*;
     use crate::run::schema::SchemaCache;
     use serde_json::json;

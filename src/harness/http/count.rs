@@ -4,16 +4,15 @@
 //! ratio calibrated from the `prompt_tokens` each reply reports (per base URL and model, for the
 //! process; only ever lowered, so that what was estimated to fit does fit).
 
-use super::context::{pending, Counted, PromptSize, PER_MESSAGE};
+use super::context::{pending, PER_MESSAGE};
 use super::session::HttpSession;
+use super::size::{Counted, PromptSize, DEFAULT_CHARS_PER_TOKEN};
 use super::{Api, HttpConfig, ToolSpec};
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
-/// Characters a token until replies say otherwise: low on purpose (JSON and code tokenize densely).
-pub(super) const DEFAULT_CHARS_PER_TOKEN: f64 = 3.0;
 /// The fewest characters a reply's count calibrates from: in a shorter request the chat
 /// template's own tokens (a tools preamble can be hundreds) weigh too much against the text's.
 const MIN_CALIBRATION_CHARS: u64 = 4000;

@@ -19,6 +19,7 @@ mod openai;
 pub mod probe;
 mod request;
 mod session;
+mod size;
 mod sse;
 mod tools;
 mod turn;
@@ -278,7 +279,7 @@ pub struct Reply {
     /// The `max_tokens` the request asked for (clipped to the room left in the model's context).
     pub asked: u64,
     /// The request's size as awf counted it before sending it.
-    prompt: context::PromptSize,
+    prompt: size::PromptSize,
     /// Each token's log-probability and alternatives, as the server sent them (chat completions'
     /// `logprobs.content` entries), when the request asked for them.
     pub logprobs: Vec<Value>,

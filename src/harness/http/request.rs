@@ -4,7 +4,7 @@
 
 use super::session::HttpSession;
 use super::{anthropic, openai, sse, Api, HttpError, Reply, ToolCall, ToolSpec};
-use super::{context, count};
+use super::{context, count, size};
 use crate::accounting::{Meter, Usage};
 use futures_util::StreamExt;
 use serde_json::Value;
@@ -39,7 +39,7 @@ impl RequestError {
 /// A request's size: as awf counted it, its `max_tokens`, and its text's length and messages (what
 /// the server's count calibrates).
 struct RequestSize {
-    prompt: context::PromptSize,
+    prompt: size::PromptSize,
     max_tokens: u64,
     chars: u64,
     messages: u64,
@@ -80,7 +80,7 @@ impl HttpSession {
                     r.asked = max_tokens;
                     r.prompt = prompt;
                     let counted = r.usage.tokens() - r.usage.output_tokens;
-                    if prompt.by != context::Counted::Tokenize {
+                    if prompt.by != size::Counted::Tokenize {
                         count::calibrate(&self.cfg, sized.chars, sized.messages, counted);
                     }
                     return Ok(r);

@@ -10,8 +10,8 @@ use crate::run::scope::{self, DeadlineKind, Frame};
 use crate::run::Event;
 use crate::run::Run;
 use crate::script::captures;
-use crate::script::pool;
 use crate::script::render;
+use crate::script::{deferred, pool};
 use rhai::{Array, Dynamic, EvalAltResult, FnPtr, Map, NativeCallContext, INT};
 use std::ops::{Range as ExclusiveRange, RangeInclusive as InclusiveRange};
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
@@ -333,10 +333,10 @@ fn parallel(
             Box::new(move || job.work()) as pool::Job
         })
         .collect();
-    let ticket = (!helpers.is_empty()).then(|| pool::defer(helpers));
+    let ticket = (!helpers.is_empty()).then(|| deferred::defer(helpers));
     shared.work();
     if let Some(t) = ticket {
-        pool::cancel_deferred(t);
+        deferred::cancel_deferred(t);
     }
     shared.wait_settled();
     let first_error = *shared.first_error.lock().unwrap_or_else(|p| p.into_inner());
