@@ -180,17 +180,18 @@
 //! - `agent/`: logical agents. `mod.rs` (the agent: runtime, session, counters, closing), `book.rs`
 //!   (`AgentBook`: open with the compatibility rules, skills checked, get, stop; the router's `Directory`),
 //!   `error.rs` (`OpenError`, whose `is_config` decides exit 2 against 1; why a sandbox, a
-//!   workflow's sandbox handle or a fork of the caller is refused),
+//!   workflow's sandbox handle or a fork of the caller is refused; a fork into a key taken),
 //!   `caller.rs` (a fork of the run's caller, or why not),
 //!   `decide.rs` (a decision model's turn: a one-off agent per decision, not in the book, one turn
 //!   through the pipeline, billed under its key, with its reply's log-probabilities),
 //!   `remote.rs` (the hook through which `cluster` gives agents remote sessions),
-//!   `op.rs` (**the one operation pipeline**: ids, replay, queue, permit, budget, deadlines,
-//!   cancellation, records), `fingerprint.rs` (a turn's hash and its parts' hashes, as the
-//!   journal holds them), `kinds.rs` (what a turn, a decision's turn, compaction, fork and
-//!   settings change do inside it, and the calls that start them), `message.rs` (message
-//!   operations: an idle agent woken for its held messages, and what one does inside the
-//!   pipeline), `supervise.rs` (a turn's nudges,
+//!   `operation.rs` (an operation as data: `Turn`, `Body`, `Done`, `Op`, `Ran`, `OpError`),
+//!   `op.rs` (**the one operation pipeline**: queue, permit, budget, deadlines, cancellation,
+//!   records), `fingerprint.rs` (a turn's hash and its parts' hashes, as the journal holds them),
+//!   `kinds.rs` (what a turn, a decision's turn, compaction, fork and settings change do inside
+//!   the pipeline), `message.rs` (what a message operation does inside it: the agent shown its
+//!   held messages), `start.rs` (the calls that start operations: ids, the same-id rule, replay;
+//!   and an idle agent woken for its held messages), `supervise.rs` (a turn's nudges,
 //!   and the routes and held messages shown with every turn), `session.rs` (starting a harness
 //!   session: folder, endpoint, HTTP settings, seat), `seating.rs` (an agent's sandbox chosen,
 //!   seated and recorded; a workflow's sandboxes opened and closed), `sandboxes.rs` (what a spec

@@ -2,6 +2,7 @@
 //! keys that were stopped, the folder names under `agents/`. The book receives the run core and
 //! the router; it is the router's `Directory` of agents.
 
+use super::error::KeyTaken;
 use super::messenger::AgentMessenger;
 use super::seating::SandboxBook;
 use super::{lock, resolve_runtime, Agent, OpenError, OpenRequest, RuntimeChoice};
@@ -403,11 +404,6 @@ impl AgentBook {
     }
 }
 
-/// A fork into a key the run already opened.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("cannot fork into {0}: an agent with that key was already opened in this run")]
-pub struct KeyTaken(pub String);
-
 impl AgentBook {
     /// At the run's end: what the agents left in their worktrees committed, the worktrees removed
     /// or kept (an agent closed by a failed operation, or a run that did not succeed, counts as
@@ -458,7 +454,7 @@ impl Directory for AgentBook {
 
     fn wake(&self, key: &str, stage: Option<Arc<str>>) {
         match (self.me.upgrade(), self.get(key)) {
-            (Some(book), Some(agent)) => super::op::wake_for_messages(book, agent, stage),
+            (Some(book), Some(agent)) => super::start::wake_for_messages(book, agent, stage),
             // Gone since it was found idle: nothing will run, so the count comes off again.
             _ => self.router.woke(&stage),
         }

@@ -5,8 +5,9 @@
 //! `decision`, `by_agent` under the agent's key); it also returns the log-probabilities of the
 //! reply that answered, when the runtime asked for them and the server sent them.
 
-use super::kinds::{Body, Turn};
-use super::op::{execute, turn_hash, turn_parts, Op, OpError};
+use super::fingerprint::{turn_hash, turn_parts};
+use super::op::execute;
+use super::operation::{Body, Op, OpError, Turn};
 use super::{AgentBook, OpenError, OpenRequest, RuntimeChoice};
 use crate::config::RuntimeConfig;
 use crate::run::deadline::Deadline;

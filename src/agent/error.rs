@@ -140,3 +140,8 @@ pub struct NoResponder {
     pub path: PathBuf,
     pub cwd: PathBuf,
 }
+
+/// A fork into a key the run already opened.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("cannot fork into {0}: an agent with that key was already opened in this run")]
+pub struct KeyTaken(pub String);

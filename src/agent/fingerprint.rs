@@ -2,7 +2,7 @@
 //! resume matches on, and the hashes of its parts that say which changed. Written in hex without
 //! `format!`, which made `turn_parts` cost 4,300 instructions a turn (1,350 now).
 
-use super::kinds::Turn;
+use super::operation::Turn;
 
 /// A stable fingerprint of what a turn asks (prompt, schema, nudge): an op id used again must
 /// ask the same; resume matches journal entries by it. xxh3-128: fast, and stable across versions.

@@ -14,12 +14,14 @@ mod kinds;
 mod message;
 pub mod messenger;
 pub mod op;
+pub mod operation;
 pub mod panes;
 pub mod remote;
 mod responders;
 pub mod sandboxes;
 pub mod seating;
 mod session;
+pub mod start;
 pub mod supervise;
 pub mod worktrees;
 
@@ -148,7 +150,7 @@ impl Agent {
         if self.busy.fetch_sub(1, Ordering::SeqCst) == 1 && self.closed().is_none() && !book.run.root.is_cancelled() {
             if let Some(stage) = book.router.held_ask_stage(&self.key) {
                 book.router.waking(&stage);
-                op::wake_for_messages(book.clone(), self.clone(), stage);
+                start::wake_for_messages(book.clone(), self.clone(), stage);
             }
         }
     }

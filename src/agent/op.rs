@@ -3,66 +3,18 @@
 //! same-id rules (turns), the closed-agent and cancellation checks, the agent's queue (its session
 //! lock), the scheduler (a concurrency permit and the budget), deadlines and cancellation, then the
 //! records (`op-started`, `turns.jsonl`, the journal, `op-settled`, the accounts). `kinds.rs` holds
-//! what each kind does inside and the calls that start them.
+//! what each kind does inside, `start.rs` the calls that start them (the op id and replay rules).
 
-use super::kinds::{Body, Done};
-use super::{lock, Agent, AgentBook};
+use super::operation::{Body, Done, Op, OpError, Ran};
+use super::{Agent, AgentBook};
 use crate::accounting::{CostSource, Usage};
 use crate::config::HarnessKind;
-use crate::control::slot::ResultSlot;
 use crate::record::now_iso;
 use crate::run::deadline::Deadline;
 use crate::run::scope::{DeadlineKind, Frame};
 use crate::run::{Event, Outcome, OutcomeKind, Run, Settled};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-pub use super::fingerprint::{turn_hash, turn_parts};
-pub use super::kinds::{compact, fork, run, set, Turn};
-pub use super::message::wake_for_messages;
-
-/// Why an operation call did not return an outcome.
-#[derive(Debug, thiserror::Error)]
-pub enum OpError {
-    /// The call itself is wrong (a reused id, a closed agent): a script error.
-    #[error("{0}")]
-    Invalid(String),
-    /// The enclosing scope was cancelled or passed its deadline: the script must unwind.
-    #[error("{0}")]
-    Terminated(String),
-    /// The run's `--max-agents` (a fork is a new agent): a script error.
-    #[error(transparent)]
-    Limit(#[from] crate::run::scheduler::LimitReached),
-}
-
-/// One operation about to run: what the pipeline needs beside its body.
-pub(super) struct Op<'a> {
-    pub op_id: String,
-    /// The agent's n-th operation of this kind.
-    pub n: u64,
-    pub label: Option<&'a str>,
-    /// The turn's hash (turns only; journal and replay match on it).
-    pub hash: String,
-    /// `turn_parts` of a turn (empty for other operations).
-    pub parts: String,
-    /// The operation's own deadline (its `timeout_ms`/`deadline`), before the agent's and the scope's.
-    pub own_deadline: Option<Deadline>,
-    pub started: Instant,
-    /// A message operation answering an ask runs on its asker's slot and budget place (see
-    /// `kinds::message_round`): it neither takes a permit nor waits for one.
-    pub answers_ask: bool,
-    /// What the harness reports spending as it goes: billed even when the operation ends before
-    /// its turn reports (cancelled, timed out, its agent stopped).
-    pub meter: Arc<crate::accounting::Meter>,
-}
-
-/// What an operation left: its settled outcome, a fork's new session, and the log-probabilities
-/// of a decision's answering reply.
-pub(super) struct Ran {
-    pub outcome: Outcome,
-    pub forked: Option<Box<dyn crate::harness::Session>>,
-    pub logprobs: Option<serde_json::Value>,
-}
 
 /// How the pipeline ended an operation, before it is recorded.
 enum End {
@@ -265,11 +217,6 @@ pub(super) async fn execute(
     }
 }
 
-/// Keeps a turn's outcome for the same-id-same-outcome rule.
-pub(super) fn remember(agent: &Agent, op_id: &str, hash: &str, outcome: &Outcome) {
-    lock(&agent.ops).insert(op_id.to_string(), (hash.to_string(), outcome.clone()));
-}
-
 /// Writes an operation's journal line when its answer is accepted (`settled: false`; its usage
 /// comes with the line written when it settles, which readers keep as the last).
 fn accepted_journal(
@@ -355,16 +302,5 @@ fn priced(run: &Run, model: &str, mut usage: Usage, source: CostSource, simulate
             (usage, source)
         }
         None => (usage, CostSource::Unpriced),
-    }
-}
-
-/// An empty slot for an operation whose answer nobody validates (message operations).
-pub(super) fn open_slot(run: &Run, op_id: &str, schema: &serde_json::Value) -> Option<Arc<ResultSlot>> {
-    match run.schemas.compile(schema) {
-        Ok(s) => Some(Arc::new(ResultSlot::new(op_id.to_string(), s))),
-        Err(e) => {
-            tracing::error!("the schema {schema} did not compile: {e}");
-            None
-        }
     }
 }

@@ -10,7 +10,7 @@ use super::admit::Admitted;
 use super::key::ClusterKey;
 use super::wire::OpRequest;
 use crate::accounting::{CostSource, Usage};
-use crate::agent::{op, OpenRequest, RuntimeChoice};
+use crate::agent::{operation, start, OpenRequest, RuntimeChoice};
 use crate::config::Config;
 use crate::host::launch::{self, CouncilPool, Request};
 use crate::host::Host;
@@ -146,7 +146,7 @@ impl Shadows {
             Ok(s) => s,
             Err(why) => return failed(&req.op_id, format!("the schema does not compile: {why}"), started),
         };
-        let turn = op::Turn {
+        let turn = operation::Turn {
             prompt: req.prompt.clone(),
             schema,
             id: Some(req.op_id.clone()),
@@ -156,7 +156,7 @@ impl Shadows {
             nudge: crate::agent::supervise::Nudge { text: req.nudge_text.clone(), max: req.max_nudges },
         };
         let frame = Frame::root(host.run.root.clone(), host.run.deadline);
-        let outcome = match op::run(book, &agent, turn, &frame) {
+        let outcome = match start::run(book, &agent, turn, &frame) {
             Ok(o) => o,
             Err(e) => failed(&req.op_id, format!("worker {}: {e}", self.name), started),
         };

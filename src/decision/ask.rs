@@ -65,7 +65,7 @@ pub fn model(
     let run = &agents.run;
     let (choice, runtime) = provider(&run.config, decisions)?;
     let schema = run.schemas.compile(&prompt::schema(spec)).map_err(DecideError::Schema)?;
-    let turn = crate::agent::op::Turn {
+    let turn = crate::agent::operation::Turn {
         prompt: prompt::text(spec),
         schema,
         id: None,
@@ -80,9 +80,9 @@ pub fn model(
         // Exit 2 for what the configuration gets wrong, as an agent's open decides it.
         AskError::Open(e) if e.is_config() => DecideError::Config(e.to_string()),
         AskError::Open(e) => DecideError::Provider(e.to_string()),
-        AskError::Op(crate::agent::op::OpError::Terminated(why)) => DecideError::Terminated(why),
-        AskError::Op(crate::agent::op::OpError::Invalid(why)) => DecideError::Provider(why),
-        AskError::Op(e @ crate::agent::op::OpError::Limit(_)) => DecideError::Provider(e.to_string()),
+        AskError::Op(crate::agent::operation::OpError::Terminated(why)) => DecideError::Terminated(why),
+        AskError::Op(crate::agent::operation::OpError::Invalid(why)) => DecideError::Provider(why),
+        AskError::Op(e @ crate::agent::operation::OpError::Limit(_)) => DecideError::Provider(e.to_string()),
     })?;
     let o = &answered.outcome;
     let spend = Spend { tokens: o.usage.tokens(), cost_usd: o.usage.cost_usd };

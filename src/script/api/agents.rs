@@ -3,7 +3,8 @@
 
 use super::doc::def;
 use super::{script_err, terminated, AgentHandle, Agents, BadArg, Fields, RResult};
-use crate::agent::op::{self, OpError, Turn};
+use crate::agent::operation::{OpError, Turn};
+use crate::agent::start as op;
 use crate::agent::supervise::Nudge;
 use crate::agent::{OpenRequest, Outcome, RuntimeChoice};
 use crate::config::RuntimeConfig;
