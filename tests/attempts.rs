@@ -4,14 +4,9 @@
 
 use crate::common;
 
-use common::{read_jsonl, signal, Env, Running, TIMEOUT};
+use common::{agent_fixture, process_alive, read_jsonl, signal, wait_until, Env, Running};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
-
-fn fixture(name: &str) -> String {
-    format!("{}/tests/fixtures/agents/{name}", env!("CARGO_MANIFEST_DIR"))
-}
 
 /// One `command` agent running `program`, one turn, its verdict.
 fn one_turn(program: &str) -> String {
@@ -21,26 +16,8 @@ let a = ctx.agents.open(#{{ key: "agent", runtime: #{{ harness: "command", comma
 let o = a.run(#{{ prompt: "Give a verdict.", schema: #{{ type: "object", properties: #{{ verdict: #{{ type: "string" }} }}, required: ["verdict"] }} }});
 #{{ kind: o.kind, verdict: o.value.verdict, attempt: ctx.attempt }}
 "#,
-        fixture(program)
+        agent_fixture(program)
     )
-}
-
-/// Polls (bounded) until `done` holds.
-#[track_caller]
-fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
-    let until = Instant::now() + TIMEOUT;
-    while !done() {
-        assert!(Instant::now() < until, "{what}: not within {TIMEOUT:?}");
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
-fn alive(pid: &str) -> bool {
-    // A zombie is dead for our purpose: it runs nothing.
-    match std::fs::read_to_string(format!("/proc/{}/stat", pid.trim())) {
-        Ok(stat) => stat.rsplit(')').next().and_then(|r| r.split_whitespace().next()).is_some_and(|s| s != "Z"),
-        Err(_) => false,
-    }
 }
 
 fn state(env: &Env) -> PathBuf {
@@ -73,13 +50,13 @@ fn an_agent_leader_dies_with_awf_and_its_leftovers_end_before_the_resumed_turn()
     let running = start(&env, "leftover.sh", "leader.pid");
     let (leader, grandchild) = (read(&state(&env).join("leader.pid")), read(&state(&env).join("grandchild.pid")));
     kill9(running);
-    wait_until("the agent's leader ends with awf", || !alive(&leader));
-    assert!(alive(&grandchild), "the grandchild outlives awf until the run is resumed");
+    wait_until("the agent's leader ends with awf", || !process_alive(&leader));
+    assert!(process_alive(&grandchild), "the grandchild outlives awf until the run is resumed");
     let out = env.awf(&["runs", "resume", &env.run_id()]);
     out.expect_code(0);
     let v = out.json();
     assert_eq!(v["verdict"], "gone", "the leftover was ended before the resumed turn began: {v}");
-    assert!(!alive(&grandchild));
+    assert!(!process_alive(&grandchild));
     let events = env.events();
     let at = |ty: &str| events.iter().position(|e| e["type"] == ty && e["attempt"] == 2);
     let killed = at("leftovers-killed").unwrap_or_else(|| panic!("no leftovers-killed in {events:#?}"));

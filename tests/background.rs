@@ -63,15 +63,14 @@ fn status(env: &Env, id: &str) -> String {
 
 #[track_caller]
 fn wait_status(env: &Env, id: &str, want: &str) {
-    let until = Instant::now() + common::TIMEOUT;
-    loop {
+    common::poll_seeing(&format!("run {id} {want}"), common::TIMEOUT, || {
         let now = status(env, id);
         if now == want {
-            return;
+            Ok(())
+        } else {
+            Err(now)
         }
-        assert!(Instant::now() < until, "run {id} stayed {now}, never {want}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    })
 }
 
 fn stop(env: &Env, id: &str) -> common::Out {
@@ -129,15 +128,12 @@ fn a_run_stopped_the_moment_it_is_queued_stays_cancelled_and_never_starts() {
         let id = detach(&env, &run);
         stop(&env, &id).stdout_has(&format!("run {id}: cancelled"));
         let dir = env.runs_root().join(&id);
-        let until = Instant::now() + common::TIMEOUT;
         // Its process ends without queueing: no ticket left, and no run.json ever.
-        while read_json(&dir.join("background.json"))["pid"]
-            .as_i64()
-            .is_some_and(|p| std::path::Path::new(&format!("/proc/{p}")).exists())
-        {
-            assert!(Instant::now() < until, "the cancelled run's process stayed");
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        common::wait_until("the cancelled run's process to end", || {
+            !read_json(&dir.join("background.json"))["pid"]
+                .as_i64()
+                .is_some_and(|p| std::path::Path::new(&format!("/proc/{p}")).exists())
+        });
         assert_eq!(status(&env, &id), "cancelled");
         assert!(!dir.join("run.json").exists(), "a cancelled run started");
     }

@@ -6,8 +6,7 @@
 use crate::common;
 
 use common::mcp::RawMcp;
-use common::serve::wait_until;
-use common::{read_json, Env, Running};
+use common::{read_json, run_id_of, wait_for_attempt_waiting, wait_for_run_dir, wait_until, Env, Running};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 
@@ -16,33 +15,9 @@ let a = ctx.checkpoint("Ship it?", #{ type: "object", properties: #{ ship: #{ ty
 if a.ship { "shipped" } else { "held" }
 "#;
 
-/// The run folder once it exists (one run in `env`).
-fn the_run(env: &Env) -> PathBuf {
-    wait_until("a run folder", || env.run_dirs().len() == 1);
-    env.run_dir()
-}
-
-fn id_of(dir: &Path) -> String {
-    dir.file_name().expect("a run id").to_string_lossy().into_owned()
-}
-
 /// run.json, or null while it is not written yet.
 fn run_json(dir: &Path) -> Value {
     std::fs::read_to_string(dir.join("run.json")).ok().and_then(|t| serde_json::from_str(&t).ok()).unwrap_or_default()
-}
-
-/// Waits (bounded) until attempt `n` of the run in `dir` is recorded `waiting`; run.json then.
-fn until_waiting(dir: &Path, n: usize) -> Value {
-    wait_until(&format!("attempt {n} waiting"), || {
-        let doc = run_json(dir);
-        let attempts = doc["attempts"].as_array().cloned().unwrap_or_default();
-        attempts.len() == n && attempts[n - 1]["status"] == "waiting"
-    });
-    run_json(dir)
-}
-
-fn events_of(dir: &Path, ty: &str) -> Vec<Value> {
-    common::read_jsonl(&dir.join("events.jsonl")).into_iter().filter(|e| e["type"] == ty).collect()
 }
 
 fn attempts_of(events: &[Value]) -> Vec<u64> {
@@ -54,9 +29,9 @@ fn an_answer_flows_into_the_result_and_a_bad_one_is_refused_with_its_reasons() {
     let env = Env::new();
     env.write("wf.rhai", SHIP);
     let mut running = Running::start(env.path(), &["script", "run", "wf.rhai"]);
-    let dir = the_run(&env);
-    let id = id_of(&dir);
-    let doc = until_waiting(&dir, 1);
+    let dir = wait_for_run_dir(&env);
+    let id = run_id_of(&dir);
+    let doc = wait_for_attempt_waiting(&dir, 1);
     assert_eq!(doc["waiting"][0]["question"], "Ship it?", "{doc}");
     assert_eq!(doc["waiting"][0]["key"], "checkpoint-1", "{doc}");
     running.wait_for_line("warn: waiting for the operator (checkpoint-1): Ship it?");
@@ -84,8 +59,8 @@ fn an_answer_flows_into_the_result_and_a_bad_one_is_refused_with_its_reasons() {
     let out = running.finish();
     out.expect_code(0);
     assert_eq!(out.stdout.trim(), "shipped");
-    assert_eq!(events_of(&dir, "checkpoint-asked").len(), 1);
-    let answered = events_of(&dir, "checkpoint-answered");
+    assert_eq!(env.events_of("checkpoint-asked").len(), 1);
+    let answered = env.events_of("checkpoint-answered");
     assert_eq!(answered.len(), 1);
     assert_eq!(answered[0]["data"]["answer"], json!({ "ship": true }));
     let journal = common::read_jsonl(&dir.join("journal.jsonl"));
@@ -112,11 +87,11 @@ fn a_checkpoint_times_out_with_its_reason_caught_or_not() {
     let error = result["error"].as_str().unwrap_or_default();
     assert!(error.contains("timed out after 200 ms") && error.contains("Deploy now?"), "{result}");
     let dir = env.run_dir();
-    let timed_out = events_of(&dir, "checkpoint-timed-out");
+    let timed_out = env.events_of("checkpoint-timed-out");
     assert_eq!(timed_out.len(), 1);
     assert_eq!(timed_out[0]["data"]["timeout_ms"], 200);
     assert!(run_json(&dir).get("waiting").is_none());
-    env.awf(&["runs", "logs", &id_of(&dir)]).expect_code(0).stdout_has("timed out after 200 ms: Deploy now?");
+    env.awf(&["runs", "logs", &run_id_of(&dir)]).expect_code(0).stdout_has("timed out after 200 ms: Deploy now?");
 
     let env = Env::new();
     let script = r#"
@@ -158,8 +133,8 @@ got
 "#,
     );
     let running = Running::start(env.path(), &["script", "run", "wf.rhai"]);
-    let dir = the_run(&env);
-    let id = id_of(&dir);
+    let dir = wait_for_run_dir(&env);
+    let id = run_id_of(&dir);
     wait_until("two checkpoints open", || run_json(&dir)["waiting"].as_array().is_some_and(|w| w.len() == 2));
     env.awf(&["runs", "answer", &id, "--json", r#""x""#])
         .expect_code(2)
@@ -186,9 +161,9 @@ let proceed = ctx.checkpoint("Go on?", #{ type: "boolean" }, #{ key: "proceed" }
 "#,
     );
     let running = Running::start(env.path(), &["script", "run", "wf.rhai"]);
-    let dir = the_run(&env);
-    let id = id_of(&dir);
-    until_waiting(&dir, 1);
+    let dir = wait_for_run_dir(&env);
+    let id = run_id_of(&dir);
+    wait_for_attempt_waiting(&dir, 1);
     common::signal(running.pid, "-KILL");
     let _ = running.finish();
     env.awf(&["runs", "answer", &id, "--json", "true"])
@@ -198,23 +173,23 @@ let proceed = ctx.checkpoint("Go on?", #{ type: "boolean" }, #{ key: "proceed" }
     env.awf(&["runs", "list"]).expect_code(0).stdout_has("interrupted");
 
     let resumed = Running::start(env.path(), &["runs", "resume", &id]);
-    let doc = until_waiting(&dir, 2);
+    let doc = wait_for_attempt_waiting(&dir, 2);
     assert_eq!(doc["attempts"][0]["status"], "interrupted", "{doc}");
     assert_eq!(doc["waiting"][0]["question"], "Go on?", "{doc}");
     env.awf(&["runs", "answer", &id, "--json", "true"]).expect_code(0);
     let out = resumed.finish();
     out.expect_code(0);
     assert_eq!(out.stdout.trim(), "fine true");
-    assert_eq!(attempts_of(&events_of(&dir, "checkpoint-asked")), [1, 2], "one ask per attempt that reached it");
-    assert_eq!(attempts_of(&events_of(&dir, "checkpoint-answered")), [2]);
-    assert_eq!(attempts_of(&events_of(&dir, "op-replayed")), [2], "the turn before is replayed");
+    assert_eq!(attempts_of(&env.events_of("checkpoint-asked")), [1, 2], "one ask per attempt that reached it");
+    assert_eq!(attempts_of(&env.events_of("checkpoint-answered")), [2]);
+    assert_eq!(attempts_of(&env.events_of("op-replayed")), [2], "the turn before is replayed");
 
     // Another attempt replays the answer: it is not asked again.
     let again = env.awf(&["runs", "resume", &id, "--again"]);
     again.expect_code(0);
     assert_eq!(again.stdout.trim(), "fine true");
-    assert_eq!(attempts_of(&events_of(&dir, "checkpoint-asked")), [1, 2]);
-    assert_eq!(attempts_of(&events_of(&dir, "checkpoint-replayed")), [3]);
+    assert_eq!(attempts_of(&env.events_of("checkpoint-asked")), [1, 2]);
+    assert_eq!(attempts_of(&env.events_of("checkpoint-replayed")), [3]);
 }
 
 #[test]
@@ -239,9 +214,9 @@ o.value.verdict
 "#,
     );
     let running = Running::start(env.path(), &["script", "run", "wf.rhai"]);
-    let dir = the_run(&env);
-    let id = id_of(&dir);
-    let doc = until_waiting(&dir, 1);
+    let dir = wait_for_run_dir(&env);
+    let id = run_id_of(&dir);
+    let doc = wait_for_attempt_waiting(&dir, 1);
     assert_eq!(doc["waiting"][0]["question"], "Which colour?", "{doc}");
     assert_eq!(doc["waiting"][0]["agent"], "agent", "{doc}");
     env.awf(&["runs", "answer", &id, "--json", "7"]).expect_code(2).stderr_has("is not of type \"string\"");
@@ -251,7 +226,7 @@ o.value.verdict
     let out = running.finish();
     out.expect_code(0);
     assert_eq!(out.stdout.trim(), "blue");
-    let asked = events_of(&dir, "checkpoint-asked");
+    let asked = env.events_of("checkpoint-asked");
     assert_eq!(asked.len(), 1);
     assert_eq!(asked[0]["data"]["agent"], "agent");
     assert!(asked[0]["data"]["key"].as_str().is_some_and(|k| k.starts_with("agent/") && k.ends_with("/ask-1")));
@@ -290,9 +265,9 @@ fn mcp_run_status_shows_waiting_and_run_answer_answers() {
     let env = Env::new();
     env.write("wf.rhai", SHIP);
     let running = Running::start(env.path(), &["script", "run", "wf.rhai"]);
-    let dir = the_run(&env);
-    let id = id_of(&dir);
-    until_waiting(&dir, 1);
+    let dir = wait_for_run_dir(&env);
+    let id = run_id_of(&dir);
+    wait_for_attempt_waiting(&dir, 1);
     let mut mcp = RawMcp::start(&env);
     let status = mcp.call("run_status", json!({ "run_id": id })).0;
     assert_eq!(status["structuredContent"]["status"], "waiting", "{status}");
@@ -384,7 +359,7 @@ o.kind
     out.expect_code(0);
     assert_eq!(out.stdout.trim(), "timed-out");
     let dir = env.run_dir();
-    assert_eq!(events_of(&dir, "checkpoint-asked").len(), 1);
-    assert!(events_of(&dir, "checkpoint-answered").is_empty());
+    assert_eq!(env.events_of("checkpoint-asked").len(), 1);
+    assert!(env.events_of("checkpoint-answered").is_empty());
     assert!(run_json(&dir).get("waiting").is_none(), "the ask closed with its operation");
 }

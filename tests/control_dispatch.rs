@@ -5,7 +5,7 @@
 use crate::common;
 use crate::common::fake_model;
 
-use common::Env;
+use common::{agent_fixture, Env};
 use fake_model::{FakeModel, Reply};
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
@@ -90,7 +90,7 @@ fn the_socket_and_the_tools_record_submissions_alike() {
     let (http, _server) = setup("openai", vec![Reply::result(json!({ "verdict": "ok" }))], "");
     http.run(ONE_TURN, &[]).expect_code(0);
     let program = Env::new();
-    let answer = format!("{}/tests/fixtures/agents/answer.sh", env!("CARGO_MANIFEST_DIR"));
+    let answer = agent_fixture("answer.sh");
     let script = ONE_TURN.replace(
         r#"#{ key: "a" }"#,
         &format!(r#"#{{ key: "a", runtime: #{{ harness: "command", command: ["sh", "{answer}"] }} }}"#),

@@ -8,11 +8,10 @@
 use crate::common;
 use crate::common::fake_model;
 
-use common::council::{events, fixture, parent_and_children, GATED, MEMBER};
-use common::{read_json, read_jsonl, Env, Running};
+use common::council::{parent_and_children, GATED, MEMBER};
+use common::{agent_fixture, events_so_far_of, read_json, read_jsonl, wait_until, Env, Running};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
 
 /// A folder with the `gated` strategy and `extra` config, and a workflow `body` in which the
 /// agents of `plans` (key → msg_agent.py plan, `@DIR` standing for the folder) are open as `key`
@@ -31,7 +30,7 @@ fn setup(extra: &str, plans: &[(&str, Value)], body: &str) -> Env {
         let path = env.write(&format!("plans/{key}.json"), &plan);
         script.push_str(&format!(
             "let {key} = ctx.agents.open(#{{ key: \"{key}\", councils: [\"gated\"], runtime: #{{ harness: \"command\", command: [\"python3\", \"{}\", \"{}\"] }} }});\n",
-            fixture("msg_agent.py"),
+            agent_fixture("msg_agent.py"),
             path.display()
         ));
     }
@@ -45,25 +44,15 @@ fn steps(parent: &Path, key: &str) -> Vec<Value> {
     read_jsonl(&parent.join("agents").join(key).join("state/log.jsonl"))
 }
 
-/// Polls (bounded) until `check` holds.
-#[track_caller]
-fn until(what: &str, mut check: impl FnMut() -> bool) {
-    let limit = Instant::now() + common::TIMEOUT;
-    while !check() {
-        assert!(Instant::now() < limit, "{what} did not happen within {:?}", common::TIMEOUT);
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 /// A JSON document, or null while it does not exist (yet).
 fn read_now(path: &Path) -> Value {
     std::fs::read_to_string(path).ok().and_then(|t| serde_json::from_str(&t).ok()).unwrap_or(Value::Null)
 }
 
 /// The only top-level run folder, once it exists.
-fn the_run(env: &Env) -> PathBuf {
+fn top_level_run(env: &Env) -> PathBuf {
     let mut found = None;
-    until("the run folder", || {
+    wait_until("the run folder", || {
         found = env.run_dirs().into_iter().find(|d| {
             let doc = read_now(&d.join("run.json"));
             doc.is_object() && doc.get("parent").is_none()
@@ -85,11 +74,13 @@ fn the_receipt_comes_at_once_and_the_agent_is_woken_once_with_the_output() {
     );
     let go = env.path().join("go");
     let mut run = Running::start(env.path(), &["script", "run", "wf.rhai", "--json"]);
-    let parent = the_run(&env);
+    let parent = top_level_run(&env);
     // The turn ended with the receipt while the council waits for its gate.
-    until("the turn's end", || events(&parent, "op-settled").iter().any(|e| e["data"]["op_id"] == "boss#1"));
+    wait_until("the turn's end", || {
+        events_so_far_of(&parent, "op-settled").iter().any(|e| e["data"]["op_id"] == "boss#1")
+    });
     run.wait_for_line("info: waiting for 1 background council");
-    assert!(events(&parent, "child-run-ended").is_empty(), "the council is still running");
+    assert!(events_so_far_of(&parent, "child-run-ended").is_empty(), "the council is still running");
     std::fs::write(&go, "").expect("open the gate");
     let out = run.finish();
     out.expect_code(0);
@@ -102,17 +93,17 @@ fn the_receipt_comes_at_once_and_the_agent_is_woken_once_with_the_output() {
     assert_eq!(receipt["run_id"], child_id.as_str());
     assert_eq!(receipt["status"], "running");
     assert_eq!(receipt["note"], "you will be woken once with its output");
-    let started = &events(&parent, "child-run-started")[0];
+    let started = &events_so_far_of(&parent, "child-run-started")[0];
     assert_eq!(started["data"]["background"], true, "{started}");
 
     // Woken once: one message, delivered once, in one message operation that showed the output.
-    let settled = events(&parent, "council-settled");
+    let settled = events_so_far_of(&parent, "council-settled");
     assert_eq!(settled.len(), 1, "{settled:?}");
     assert_eq!(settled[0]["data"]["delivery"], "message");
     assert_eq!(settled[0]["data"]["status"], "succeeded");
     let n = settled[0]["data"]["message"].clone();
     let delivered: Vec<Value> =
-        events(&parent, "message-delivered").into_iter().filter(|e| e["data"]["n"] == n).collect();
+        events_so_far_of(&parent, "message-delivered").into_iter().filter(|e| e["data"]["n"] == n).collect();
     assert_eq!(delivered.len(), 1, "{delivered:?}");
     let woken: Vec<Value> =
         read_jsonl(&parent.join("turns.jsonl")).into_iter().filter(|t| t["kind"] == "message").collect();
@@ -160,7 +151,7 @@ fn wait_joins_two_councils_prints_their_outputs_and_bills_them_once() {
         assert_eq!(o["strategy"], "gated");
     }
     // The wait took the outputs: no message operation woke the agent, none was delivered.
-    assert!(events(&parent, "message-delivered").is_empty());
+    assert!(events_so_far_of(&parent, "message-delivered").is_empty());
     let turns = read_jsonl(&parent.join("turns.jsonl"));
     assert!(!turns.iter().any(|t| t["kind"] == "message"), "{turns:?}");
     // Each council billed once: two `council` lines, and the run's spend is their sum.
@@ -203,10 +194,10 @@ fn wait_on_an_id_that_is_not_the_agents_is_refused_naming_it() {
     let unknown = tried.iter().find(|s| s["step"][0] == "council_wait_ids").expect("the unknown wait");
     assert_eq!(unknown["code"], 2, "{unknown}");
     assert!(unknown["out"].as_str().expect("out").contains("no-such-run is not a background council"), "{unknown}");
-    let refused = events(&parent, "control-refused");
+    let refused = events_so_far_of(&parent, "control-refused");
     assert!(refused.iter().any(|e| e["data"]["frame"]["cmd"] == "council-wait"), "{refused:?}");
     // The boss's council still woke the boss, whose wake the refused waits did not take.
-    assert_eq!(events(&parent, "council-settled")[0]["data"]["delivery"], "message");
+    assert_eq!(events_so_far_of(&parent, "council-settled")[0]["data"]["delivery"], "message");
 }
 
 #[test]
@@ -251,7 +242,7 @@ fn an_agent_lists_its_councils_is_told_they_still_run_and_cancels_one_billed_wha
         "cancelling"
     );
     // It settled cancelled, woke the agent saying so, and was billed once.
-    let settled = events(&parent, "council-settled");
+    let settled = events_so_far_of(&parent, "council-settled");
     assert_eq!(settled.len(), 1, "{settled:?}");
     assert_eq!(settled[0]["data"]["status"], "cancelled", "{settled:?}");
     assert_eq!(settled[0]["data"]["delivery"], "message");
@@ -278,7 +269,7 @@ fn a_stopped_run_stops_its_background_council() {
     let child = read_json(&children[0].join("result.json"));
     assert_eq!(child["status"], "cancelled", "{child}");
     assert!(child["error"].as_str().expect("error").contains("run stopped: enough"), "{child}");
-    let settled = events(&parent, "council-settled");
+    let settled = events_so_far_of(&parent, "council-settled");
     assert_eq!(settled[0]["data"]["delivery"], "none", "{settled:?}");
     assert_eq!(read_json(&parent.join("result.json"))["status"], "stopped");
 }
@@ -304,18 +295,18 @@ fn a_council_waits_queued_for_the_machines_background_pool() {
     held.expect_code(0);
     let holder = env.runs_root().join(held.stdout.trim());
     let _reap = Reap(holder.clone());
-    until("the detached run to start", || holder.join("run.json").exists());
+    wait_until("the detached run to start", || holder.join("run.json").exists());
 
     let mut run = Running::start(env.path(), &["script", "run", "wf.rhai", "--json"]);
     let child = {
         let mut found = None;
-        until("the council's run folder", || {
+        wait_until("the council's run folder", || {
             found = env.run_dirs().into_iter().find(|d| read_now(&d.join("run.json")).get("parent").is_some());
             found.is_some()
         });
         found.expect("found")
     };
-    until("the council queued", || read_now(&child.join("run.json"))["attempts"][0]["status"] == "queued");
+    wait_until("the council queued", || read_now(&child.join("run.json"))["attempts"][0]["status"] == "queued");
     let listed = env.awf(&["runs", "list"]);
     let id = child.file_name().and_then(|n| n.to_str()).expect("id");
     assert!(listed.stdout.lines().any(|l| l.starts_with(id) && l.contains("queued")), "{}", listed.stdout);
@@ -439,7 +430,7 @@ fn a_detached_runs_council_runs_on_its_slot_with_one_slot_on_the_machine() {
     out.expect_code(0);
     let dir = env.runs_root().join(out.stdout.trim());
     let _reap = Reap(dir.clone());
-    until("the detached run's end", || dir.join("result.json").exists());
+    wait_until("the detached run's end", || dir.join("result.json").exists());
     assert_eq!(read_json(&dir.join("result.json"))["status"], "succeeded");
     let (_, children) = parent_and_children(&env);
     let receipt = steps(&dir, "boss").into_iter().find(|s| s["step"][0] == "council_bg").expect("the call");
@@ -488,7 +479,7 @@ fn a_working_agent_is_shown_the_output_once() {
     env.awf(&["script", "run", "wf.rhai"]).expect_code(0);
     let (parent, _) = parent_and_children(&env);
     let delivered: Vec<Value> =
-        events(&parent, "message-delivered").into_iter().filter(|e| e["data"]["n"] == 1).collect();
+        events_so_far_of(&parent, "message-delivered").into_iter().filter(|e| e["data"]["n"] == 1).collect();
     assert_eq!(delivered.len(), 1, "{delivered:?}");
     let shown: Vec<String> = std::fs::read_dir(parent.join("agents/boss/state"))
         .expect("state")
@@ -496,5 +487,5 @@ fn a_working_agent_is_shown_the_output_once() {
         .filter(|t| t.contains("ruled: yes"))
         .collect();
     assert_eq!(shown.len(), 1, "shown in one prompt: {shown:?}");
-    assert_eq!(events(&parent, "council-settled")[0]["data"]["delivery"], "message");
+    assert_eq!(events_so_far_of(&parent, "council-settled")[0]["data"]["delivery"], "message");
 }

@@ -8,7 +8,7 @@ use crate::common;
 use crate::common::fake_model;
 
 use common::council::parent_and_children;
-use common::{read_json, read_jsonl, Env};
+use common::{agent_fixture, read_json, read_jsonl, Env};
 use serde_json::{json, Value};
 
 const RESPONDER: &str = r#"
@@ -16,10 +16,6 @@ fn respond(turn) {
     #{ answer: #{ choice: "yes", confidence: 0.9, reason: "It holds." }, usage: #{ input_tokens: 100, output_tokens: 20 } }
 }
 "#;
-
-fn fixture() -> String {
-    format!("{}/tests/fixtures/agents/council_agent.py", env!("CARGO_MANIFEST_DIR"))
-}
 
 /// A folder whose default runtime is the fake harness answering every ballot "yes", and a
 /// workflow where a `command` agent granted `grant` (Rhai) makes the `calls` and answers with the
@@ -39,7 +35,7 @@ fn setup_with(responder: &str, grant: &str, calls: Value, spec: &str, body: &str
             r#"let boss = ctx.agents.open(#{{ key: "boss", councils: {grant}, {spec}
     runtime: #{{ harness: "command", command: ["python3", "{}", "{}"] }} }});
 {body}"#,
-            fixture(),
+            agent_fixture("council_agent.py"),
             plan.display()
         ),
     );

@@ -4,20 +4,16 @@
 
 use crate::common;
 
+use common::council::{op_ids, output};
 use common::{read_json, Env};
 use serde_json::{json, Value};
-use std::path::Path;
-
-use common::copy_dir;
 
 /// A working folder holding a copy of the project's stdlib (the module resolver searches the
 /// working folder's `stdlib/`) and a responder answering with `round1` for a core's vote and
 /// `round2` for its reflection. Both are Rhai expressions that see `who` (the persona: melchior,
 /// balthasar or casper) and `turn`, and may call `ballot(choice, confidence, reason)`.
 pub(crate) fn council(round1: &str, round2: &str) -> Env {
-    let env = Env::new();
-    copy_dir(&Path::new(env!("CARGO_MANIFEST_DIR")).join("stdlib"), &env.path().join("stdlib"));
-    env.with_responder(&format!(
+    common::council::council(&format!(
         r#"
 fn ballot(choice, confidence, reason) {{
     #{{ answer: #{{ choice: choice, confidence: confidence, reason: reason }}, usage: #{{ input_tokens: 100, output_tokens: 20 }} }}
@@ -29,8 +25,7 @@ fn respond(turn) {{
     if turn.n == 1 && !fresh {{ {round1} }} else {{ {round2} }}
 }}
 "#
-    ));
-    env
+    ))
 }
 
 /// The opening ballots most tests use: Melchior for, Balthasar and Casper against.
@@ -59,17 +54,6 @@ fn workflow(params: &str, limits: &str) -> String {
         r#"import "council/magi" as magi;
 magi::run(#{{ task: "Ship the release on Friday?", team: "magi", params: {params}, limits: {limits} }})"#
     )
-}
-
-pub(crate) fn output(result: &Value) -> &str {
-    result["output"].as_str().expect("output is text")
-}
-
-/// The op ids of every turn, sorted.
-fn op_ids(env: &Env) -> Vec<String> {
-    let mut ids: Vec<String> = env.turns().iter().map(|t| t["op_id"].as_str().expect("op id").to_string()).collect();
-    ids.sort();
-    ids
 }
 
 /// The answered value of op `op_id`, from the journal.

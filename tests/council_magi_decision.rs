@@ -5,7 +5,8 @@
 
 use crate::common;
 
-use super::council_magi::{council, magi, output, HOLD, SPLIT};
+use super::council_magi::{council, magi, HOLD, SPLIT};
+use common::council::output;
 use common::Env;
 use serde_json::{json, Value};
 

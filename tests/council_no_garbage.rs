@@ -5,7 +5,7 @@
 
 use crate::common;
 
-use common::council::{call, council, events, output};
+use common::council::{call, council, output};
 
 /// Every member answers `{`, as a small model out of its depth does.
 const BRACE: &str = r#"fn respond(turn) { #{ answer: "{" } }"#;
@@ -148,7 +148,7 @@ fn a_parallel_groups_log_counts_a_failed_gatherer_as_failed() {
     );
     let r = call(&env, "synthesize", r#"#{ task: "Review auth.py" }"#);
     assert!(r["headline"].as_str().expect("headline").starts_with("Incomplete coverage: 3/4"), "{r:#}");
-    let finished = events(&env.run_dir(), "parallel-finished");
+    let finished = env.events_of("parallel-finished");
     let gather = finished.iter().find(|e| e["data"]["label"] == "synthesize: gather").expect("the gather group");
     assert_eq!((&gather["data"]["items"], &gather["data"]["failed"]), (&4.into(), &1.into()), "{gather:#}");
 }

@@ -7,8 +7,8 @@
 
 use crate::common;
 
-use common::council::{fixture, parent_and_children, MEMBER};
-use common::{read_json, read_jsonl, Env};
+use common::council::{parent_and_children, MEMBER};
+use common::{agent_fixture, read_json, read_jsonl, Env};
 use serde_json::{json, Value};
 use std::path::PathBuf;
 
@@ -37,7 +37,7 @@ fn setup(agent: &str, plan: Value, turn: &str) -> Env {
         "wf.rhai",
         &format!(
             "let boss = ctx.agents.open(#{{ key: \"boss\", councils: [\"spender\"], runtime: #{{ harness: \"command\", model: \"boss-model\", command: [\"python3\", \"{}\", \"{}\"] }} }});\nboss.turn({turn})",
-            fixture(agent),
+            agent_fixture(agent),
             plan.display()
         ),
     );

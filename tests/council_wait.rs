@@ -6,8 +6,8 @@
 
 use crate::common;
 
-use common::council::{events, parent_and_children, GATED, MEMBER};
-use common::{read_json, read_jsonl, Env, Running};
+use common::council::{parent_and_children, GATED, MEMBER};
+use common::{agent_fixture, events_so_far_of, read_json, read_jsonl, Env, Running};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 
@@ -22,7 +22,7 @@ fn setup(plan: Value, turn: &str) -> Env {
         "default_runtime = \"scripted\"\n[runtimes.scripted]\nharness = \"fake\"\nmodel = \"fake\"\n",
     );
     let plan = env.write("plan.json", &plan.to_string().replace("@DIR", &env.path().display().to_string()));
-    let agent = format!("{}/tests/fixtures/agents/msg_agent.py", env!("CARGO_MANIFEST_DIR"));
+    let agent = agent_fixture("msg_agent.py");
     env.write(
         "wf.rhai",
         &format!(
@@ -78,7 +78,7 @@ fn a_wait_gives_up_before_its_operations_deadline_and_the_council_wakes_the_agen
     assert_eq!(wait["code"], 3, "{wait}");
     let said = wait["out"].as_str().expect("out");
     assert!(said.contains("settled before your operation's deadline; those still running will wake you"), "{wait}");
-    let settled = events(&parent, "council-settled");
+    let settled = events_so_far_of(&parent, "council-settled");
     assert_eq!(settled.len(), 1, "{settled:?}");
     assert_eq!(settled[0]["data"]["delivery"], "message", "{settled:?}");
     let shown = woken_with(&parent);
@@ -99,7 +99,7 @@ fn a_council_that_settled_while_a_wait_gave_up_is_delivered_as_the_normal_wake()
     let (parent, children) = parent_and_children(&env);
     assert_eq!(step(&parent, "council_wait")["code"], 3);
     let quick = id(&child_for(&children, "Quick?"));
-    let settled = events(&parent, "council-settled");
+    let settled = events_so_far_of(&parent, "council-settled");
     let of_quick: Vec<&Value> = settled.iter().filter(|e| e["data"]["run_id"] == quick.as_str()).collect();
     assert_eq!(of_quick.len(), 1, "recorded once: {settled:?}");
     assert_eq!(of_quick[0]["data"]["delivery"], "message", "{settled:?}");
@@ -129,10 +129,10 @@ fn a_run_stopped_while_its_agent_waits_stops_the_councils_and_records_them() {
     assert_eq!(child["status"], "cancelled", "{child}");
     assert!(child["error"].as_str().expect("error").contains("run cancelled"), "{child}");
     // The parent recorded the council's end, its (empty) bill and that its output went nowhere.
-    let ended = events(&parent, "child-run-ended");
+    let ended = events_so_far_of(&parent, "child-run-ended");
     assert_eq!(ended.len(), 1, "{ended:?}");
     assert_eq!(ended[0]["data"]["status"], "cancelled");
-    assert_eq!(events(&parent, "council-settled")[0]["data"]["delivery"], "none");
+    assert_eq!(events_so_far_of(&parent, "council-settled")[0]["data"]["delivery"], "none");
     let turns = read_jsonl(&parent.join("turns.jsonl"));
     assert!(turns.iter().any(|t| t["op_id"] == format!("council:{}", id(&children[0]))), "{turns:?}");
     // The wait ends with the turn, which the stop cuts short (its process with it): the turn's

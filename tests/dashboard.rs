@@ -7,8 +7,8 @@
 use crate::common;
 
 use common::chrome::Chrome;
-use common::serve::{serve, wait_until, Serve};
-use common::Env;
+use common::serve::{serve, Serve};
+use common::{wait_until, Env};
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -220,7 +220,7 @@ fn the_dashboards_json_needs_the_token_and_a_change_needs_no_origin_or_this_serv
 #[test]
 fn a_token_from_the_environment_signs_in_but_is_never_printed() {
     let env = Env::new();
-    let port = common::serve::free_port();
+    let port = common::free_port();
     let listen = format!("127.0.0.1:{port}");
     let token = "an-operators-token-kept-out-of-logs";
     let mut cmd = common::command(env.path(), &["serve", "--listen", &listen]);

@@ -7,8 +7,7 @@
 
 use crate::common;
 
-use common::serve::wait_until;
-use common::{read_json, Env, Running};
+use common::{read_json, wait_for_attempt_waiting, wait_for_run_dir, Env, Running};
 use serde_json::{json, Value};
 
 /// A folder whose decision model is the fake harness answered by `responder`.
@@ -146,25 +145,6 @@ fn an_answer_that_is_no_option_is_asked_again_then_the_fallback_decides() {
     assert_eq!(env.turn("decisions#k")["outcome"], "unanswered");
 }
 
-/// The run folder once it exists (one run in `env`).
-fn the_run(env: &Env) -> std::path::PathBuf {
-    wait_until("a run folder", || env.run_dirs().len() == 1);
-    env.run_dir()
-}
-
-/// Waits (bounded) until attempt `n` of the run in `dir` is `waiting`; run.json then.
-fn until_waiting(dir: &std::path::Path, n: usize) -> Value {
-    wait_until(&format!("attempt {n} waiting"), || {
-        let doc: Value = std::fs::read_to_string(dir.join("run.json"))
-            .ok()
-            .and_then(|t| serde_json::from_str(&t).ok())
-            .unwrap_or_default();
-        let attempts = doc["attempts"].as_array().cloned().unwrap_or_default();
-        attempts.len() == n && attempts[n - 1]["status"] == "waiting"
-    });
-    read_json(&dir.join("run.json"))
-}
-
 const OPERATOR: &str = r#"let d = ctx.decisions.decide(#{ key: "ship", question: "Ship the release?",
     options: ["yes", "no"], min_confidence: 0.9, fallback: "operator" });
 `${d.choice} by ${d.decided_by} (model: ${d.model_choice})`"#;
@@ -174,9 +154,9 @@ fn under_the_floor_the_operator_decides_at_a_checkpoint_showing_the_model_pick()
     let env = env_with_decider(&always("yes", 0.55));
     env.write("wf.rhai", OPERATOR);
     let running = Running::start(env.path(), &["script", "run", "wf.rhai"]);
-    let dir = the_run(&env);
+    let dir = wait_for_run_dir(&env);
     let id = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let doc = until_waiting(&dir, 1);
+    let doc = wait_for_attempt_waiting(&dir, 1);
     let waiting = &doc["waiting"][0];
     assert_eq!(waiting["key"], "decision-ship", "{doc}");
     let question = waiting["question"].as_str().unwrap_or_default();
@@ -200,14 +180,14 @@ fn a_run_killed_waiting_for_the_operator_does_not_ask_the_model_again() {
     let env = env_with_decider(&always("yes", 0.55));
     env.write("wf.rhai", OPERATOR);
     let running = Running::start(env.path(), &["script", "run", "wf.rhai"]);
-    let dir = the_run(&env);
+    let dir = wait_for_run_dir(&env);
     let id = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    until_waiting(&dir, 1);
+    wait_for_attempt_waiting(&dir, 1);
     common::signal(running.pid, "-KILL");
     let _ = running.finish();
 
     let resumed = Running::start(env.path(), &["runs", "resume", &id]);
-    until_waiting(&dir, 2);
+    wait_for_attempt_waiting(&dir, 2);
     env.awf(&["runs", "answer", &id, "--key", "decision-ship", "--json", "\"no\""]).expect_code(0);
     let out = resumed.finish();
     out.expect_code(0);

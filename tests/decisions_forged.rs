@@ -9,8 +9,7 @@
 use crate::common;
 
 use common::fake_model::{FakeModel, Reply, Token};
-use common::serve::wait_until;
-use common::{read_json, Env, Running};
+use common::{read_json, wait_for_run_dir, Env, Running};
 use serde_json::Value;
 
 /// A folder whose decision model is the `openai` runtime `m` on `server`.
@@ -248,8 +247,7 @@ fn unread_log_probabilities_send_the_decision_to_the_operator() {
         &format!("let d = {}; `${{d.choice}} by ${{d.decided_by}} at ${{d.confidence}}`", ship("operator")),
     );
     let running = Running::start(env.path(), &["script", "run", "wf.rhai"]);
-    wait_until("a run folder", || env.run_dirs().len() == 1);
-    let dir = env.run_dir();
+    let dir = wait_for_run_dir(&env);
     let id = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let doc = common::poll("the run waiting", common::TIMEOUT, || {
         let doc =

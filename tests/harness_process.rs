@@ -3,7 +3,7 @@
 
 use crate::common;
 
-use common::Env;
+use common::{process_alive, Env};
 use std::os::unix::fs::PermissionsExt;
 use std::time::{Duration, Instant};
 
@@ -23,13 +23,6 @@ with open("runaway.pid", "w") as f:
     f.write(str(os.getpid()))
 time.sleep(120)
 "#;
-
-fn alive(pid: &str) -> bool {
-    match std::fs::read_to_string(format!("/proc/{}/stat", pid.trim())) {
-        Ok(stat) => stat.split_whitespace().nth(2).is_none_or(|s| s != "Z"),
-        Err(_) => false,
-    }
-}
 
 #[test]
 fn a_stalled_cli_that_tries_to_leave_its_group_is_killed_without_waiting_for_the_timeout() {
@@ -58,5 +51,5 @@ let o = a.run(#{ prompt: "x", schema: #{ type: "object" }, timeout_ms: 60000 });
     let left = std::fs::read_to_string(env.path().join("runaway.left")).expect("the runaway tried");
     assert_eq!(left, nix::libc::EPERM.to_string(), "a session leader cannot leave its group");
     let pid = std::fs::read_to_string(env.path().join("runaway.pid")).expect("the runaway started");
-    assert!(!alive(&pid), "the runaway {pid} still runs after its turn");
+    assert!(!process_alive(&pid), "the runaway {pid} still runs after its turn");
 }

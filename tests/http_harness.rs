@@ -27,10 +27,6 @@ let o = a.turn(#{ prompt: "Give a verdict.", schema: #{ type: "object", properti
 #{ kind: o.kind, value: o.value, reason: o.reason, input: o.usage.input_tokens, output: o.usage.output_tokens, cost: o.usage.cost_usd }
 "#;
 
-fn events(env: &Env, ty: &str) -> Vec<Value> {
-    read_jsonl(&env.run_dir().join("events.jsonl")).into_iter().filter(|e| e["type"] == ty).collect()
-}
-
 #[test]
 fn a_tool_call_answers_and_usage_is_priced() {
     for api in APIS {
@@ -79,7 +75,7 @@ fn a_turn_without_a_result_is_nudged() {
         let out = env.run(ONE_TURN, &[]);
         out.expect_code(0);
         assert_eq!(out.json()["value"]["verdict"], "late", "{api}");
-        assert_eq!(events(&env, "op-nudged").len(), 1, "{api}");
+        assert_eq!(env.events_of("op-nudged").len(), 1, "{api}");
     }
 }
 
@@ -91,7 +87,7 @@ fn a_rate_limit_is_retried_after_its_retry_after() {
         let out = env.run(ONE_TURN, &[]);
         out.expect_code(0);
         assert_eq!(out.json()["kind"], "answered", "{api}");
-        let retries = events(&env, "http-retry");
+        let retries = env.events_of("http-retry");
         assert_eq!(retries.len(), 1, "{api}");
         assert!(retries[0]["data"]["why"].as_str().unwrap_or("").contains("429"));
     }
@@ -289,7 +285,7 @@ fn a_compaction_is_an_operation_billed_like_a_turn() {
         assert!(turns[0]["tokens"].as_u64().unwrap_or(0) > 0, "{api}: its tokens are counted: {turns:?}");
         assert!(turns[0]["cost_usd"].as_f64().unwrap_or(0.0) > 0.0, "{api}: and priced: {turns:?}");
         assert_eq!(v["usage"]["operations"], 1, "{api}: {v}");
-        assert_eq!(events(&env, "agent-compacted").len(), 1);
+        assert_eq!(env.events_of("agent-compacted").len(), 1);
     }
 }
 
@@ -327,7 +323,7 @@ fn a_request_waiting_for_its_first_byte_is_shown_waiting() {
     out.expect_code(0);
     out.stderr_has(&format!("agent q: waiting on http://127.0.0.1:{port}/v1/chat/completions: no first byte for"));
     out.stderr_has("(a busy server queues requests; given up after 2s)");
-    let waiting = events(&env, "http-waiting");
+    let waiting = env.events_of("http-waiting");
     assert!(waiting.len() >= 3, "said each half second of the first 2 s try: {waiting:?}");
     assert_eq!(waiting[0]["data"]["agent"], "q");
     assert!(waiting.iter().all(|e| e["data"]["limit_ms"] == 2000), "{waiting:?}");

@@ -6,13 +6,9 @@
 
 use crate::common;
 
-use common::{read_jsonl, Env};
+use common::{agent_fixture, read_jsonl, Env};
 use serde_json::{json, Value};
 use std::path::PathBuf;
-
-fn fixture(name: &str) -> String {
-    format!("{}/tests/fixtures/agents/{name}", env!("CARGO_MANIFEST_DIR"))
-}
 
 /// Writes `plans/<key>.json` and returns the Rhai that opens `key` as a `msg_agent.py` command
 /// agent following that plan (see the fixture for the steps).
@@ -20,7 +16,7 @@ fn planned(env: &Env, key: &str, plan: Value) -> String {
     let path = env.write(&format!("plans/{key}.json"), &plan.to_string());
     format!(
         r#"ctx.agents.open(#{{ key: "{key}", runtime: #{{ harness: "command", command: ["python3", "{}", "{}"] }} }})"#,
-        fixture("msg_agent.py"),
+        agent_fixture("msg_agent.py"),
         path.display()
     )
 }
@@ -29,7 +25,7 @@ fn planned(env: &Env, key: &str, plan: Value) -> String {
 fn recorder(key: &str) -> String {
     format!(
         r#"ctx.agents.open(#{{ key: "{key}", runtime: #{{ harness: "command", command: ["sh", "{}"] }} }})"#,
-        fixture("msg_record.sh")
+        agent_fixture("msg_record.sh")
     )
 }
 

@@ -4,19 +4,9 @@
 
 use crate::common;
 
-use common::{Env, Running, TIMEOUT};
+use common::{wait_until, Env, Running};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
-
-/// Polls (bounded) until `done` holds.
-#[track_caller]
-fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
-    let until = Instant::now() + TIMEOUT;
-    while !done() {
-        assert!(Instant::now() < until, "{what}: not within {TIMEOUT:?}");
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
 
 const HANG: &str = r#"fn respond(turn) { if turn.agent == "stuck" { #{ hang: true } } else { () } }"#;
 

@@ -4,9 +4,8 @@
 
 use crate::common;
 
-use common::{read_jsonl, signal, Env, Running, TIMEOUT};
+use common::{agent_fixture, read_jsonl, signal, wait_until, Env, Running};
 use serde_json::{json, Value};
-use std::time::{Duration, Instant};
 
 /// Every turn costs $0.01 (15 tokens); a prompt "hang" hangs.
 const PAID: &str = r#"fn respond(turn) {
@@ -26,16 +25,6 @@ fn run(args) {
     #{ spent: ctx.spent(), attempt: ctx.attempt }
 }
 "#;
-
-/// Polls (bounded) until `done` holds.
-#[track_caller]
-fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
-    let until = Instant::now() + TIMEOUT;
-    while !done() {
-        assert!(Instant::now() < until, "{what}: not within {TIMEOUT:?}");
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
 
 /// The answered lines of turns.jsonl so far (a line being written is not counted).
 fn answered(env: &Env) -> usize {
@@ -150,10 +139,6 @@ fn a_budget_is_kept_in_run_json_and_counts_every_attempt() {
     assert_eq!(env.run_json()["limits"]["budget_usd"], 0.08);
 }
 
-fn paid_program() -> String {
-    format!("{}/tests/fixtures/agents/paid.sh", env!("CARGO_MANIFEST_DIR"))
-}
-
 #[test]
 fn a_budget_holds_at_concurrency_8_with_command_agents_reporting_their_cost() {
     let env = Env::new();
@@ -166,7 +151,7 @@ fn a_budget_holds_at_concurrency_8_with_command_agents_reporting_their_cost() {
         }}, #{{ concurrency: 8 }});
         r.filter(|x| x.ok).len()
         "#,
-        paid_program()
+        agent_fixture("paid.sh")
     );
     let out = env.run(&script, &["--budget-usd", "0.05", "--max-concurrency", "8"]);
     out.expect_code(0);

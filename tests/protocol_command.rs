@@ -4,19 +4,14 @@
 
 use crate::common;
 
-use common::{read_jsonl, Env};
+use common::{agent_fixture, file_mode, process_alive, read_jsonl, Env};
 use serde_json::Value;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-
-fn fixture(name: &str) -> String {
-    format!("{}/tests/fixtures/agents/{name}", env!("CARGO_MANIFEST_DIR"))
-}
 
 /// A script that opens one `command` agent running `program` and returns the outcome of one turn.
 fn one_turn(program: &str, turn_extra: &str) -> String {
     let (interp, file) =
-        if program.ends_with(".py") { ("python3", fixture(program)) } else { ("sh", fixture(program)) };
+        if program.ends_with(".py") { ("python3", agent_fixture(program)) } else { ("sh", agent_fixture(program)) };
     format!(
         r#"
 let a = ctx.agents.open(#{{ key: "agent", runtime: #{{ harness: "command", command: ["{interp}", "{file}"] }} }});
@@ -32,19 +27,6 @@ fn run_dir(env: &Env) -> PathBuf {
 
 fn op_log(env: &Env) -> Vec<Value> {
     read_jsonl(&run_dir(env).join("agents/agent/ops/agent-1.jsonl"))
-}
-
-fn events(env: &Env, ty: &str) -> Vec<Value> {
-    read_jsonl(&run_dir(env).join("events.jsonl")).into_iter().filter(|e| e["type"] == ty).collect()
-}
-
-fn alive(pid: &str) -> bool {
-    let pid = pid.trim();
-    // A zombie is dead for our purpose: it runs nothing.
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => stat.split_whitespace().nth(2).is_none_or(|s| s != "Z"),
-        Err(_) => false,
-    }
 }
 
 fn state(env: &Env, file: &str) -> String {
@@ -75,7 +57,7 @@ fn an_invalid_answer_is_rejected_with_pointers_and_the_fix_accepted() {
     assert_eq!(out.json()["value"]["verdict"], "fixed");
     let turns = read_jsonl(&run_dir(&env).join("turns.jsonl"));
     assert_eq!(turns[0]["rejections"], 1, "{turns:?}");
-    let subs = events(&env, "op-submission");
+    let subs = env.events_of("op-submission");
     assert_eq!(subs.len(), 2);
     assert_eq!(subs[0]["data"]["accepted"], false);
     assert_eq!(subs[1]["data"]["accepted"], true);
@@ -87,7 +69,7 @@ fn a_silent_turn_is_nudged_and_the_check_in_answers() {
     let out = env.run(&one_turn("late.sh", ""), &[]);
     out.expect_code(0);
     assert_eq!(out.json()["value"]["verdict"], "late");
-    assert_eq!(events(&env, "op-nudged").len(), 1);
+    assert_eq!(env.events_of("op-nudged").len(), 1);
     let spawns = op_log(&env).into_iter().filter(|e| e["type"] == "spawned").count();
     assert_eq!(spawns, 2);
 }
@@ -115,8 +97,8 @@ fn a_hung_agent_times_out_and_leaves_no_process_behind() {
     let v = out.json();
     assert_eq!(v["kind"], "timed-out", "{v}");
     let (me, child) = (state(&env, "self.pid"), state(&env, "child.pid"));
-    assert!(!alive(&me), "the agent process {me} outlived its deadline");
-    assert!(!alive(&child), "the agent's child {child} outlived its deadline");
+    assert!(!process_alive(&me), "the agent process {me} outlived its deadline");
+    assert!(!process_alive(&child), "the agent's child {child} outlived its deadline");
     // A timed-out operation closes its agent.
     let turns = read_jsonl(&run_dir(&env).join("events.jsonl"));
     assert!(turns.iter().any(|e| e["type"] == "agent-closed"));
@@ -143,7 +125,7 @@ fn submissions_to_other_ops_are_refused_and_logged() {
     assert!(other.contains("unknown op other#1") && other.trim_end().ends_with('3'), "{other}");
     let madeup = state(&env, "madeup.out");
     assert!(madeup.contains("unknown op made-up") && madeup.trim_end().ends_with('3'), "{madeup}");
-    assert_eq!(events(&env, "control-refused").len(), 2);
+    assert_eq!(env.events_of("control-refused").len(), 2);
 }
 
 #[test]
@@ -171,7 +153,7 @@ fn a_grandchild_left_after_the_turn_is_killed() {
     let env = Env::new();
     env.run(&one_turn("leaver.sh", ""), &[]).expect_code(0);
     let pid = state(&env, "grandchild.pid");
-    assert!(!alive(&pid), "grandchild {pid} still running after the turn");
+    assert!(!process_alive(&pid), "grandchild {pid} still running after the turn");
 }
 
 #[test]
@@ -208,7 +190,7 @@ fn the_control_folder_is_private_and_the_launcher_absolute() {
     let env = Env::new();
     env.run(&one_turn("answer.sh", ""), &[]).expect_code(0);
     let dir = run_dir(&env).join("agents/agent");
-    let mode = std::fs::metadata(&dir).expect("agent dir").permissions().mode() & 0o777;
+    let mode = file_mode(&dir);
     assert_eq!(mode, 0o700, "agent folder mode {mode:o}");
     let launcher = std::fs::read_link(dir.join("wf")).expect("the launcher is a symlink");
     assert!(launcher.is_absolute(), "{launcher:?}");
@@ -248,8 +230,8 @@ ctx.parallel([0, 1], |k, i| {{
     }}
 }})
 "#,
-        hang = fixture("hang.sh"),
-        late = fixture("late.sh")
+        hang = agent_fixture("hang.sh"),
+        late = agent_fixture("late.sh")
     );
     let out = env.run(&script, &[]);
     out.expect_code(1);
@@ -257,8 +239,8 @@ ctx.parallel([0, 1], |k, i| {{
     let turns = read_jsonl(&run_dir(&env).join("turns.jsonl"));
     let hung = turns.iter().find(|t| t["agent"] == "agent").expect("the hung turn is recorded");
     assert_eq!(hung["outcome"], "cancelled", "{turns:?}");
-    assert!(!alive(&state(&env, "self.pid")));
-    assert!(!alive(&state(&env, "child.pid")));
+    assert!(!process_alive(&state(&env, "self.pid")));
+    assert!(!process_alive(&state(&env, "child.pid")));
 }
 
 #[test]
@@ -272,7 +254,7 @@ let out = ctx.parallel(["victim", "thief"], |k, i| {{
 }});
 #{{ victim: out[0].verdict, thief: out[1].verdict }}
 "#,
-        dir = fixture("").trim_end_matches('/')
+        dir = agent_fixture("").trim_end_matches('/')
     );
     let out = env.run(&script, &[]);
     out.expect_code(0);
@@ -282,11 +264,11 @@ let out = ctx.parallel(["victim", "thief"], |k, i| {{
     let told = std::fs::read_to_string(run_dir(&env).join("agents/thief/state/forged.out")).expect("forged.out");
     assert!(told.contains("is not a process of agent victim's running turn"), "{told}");
     assert!(told.trim_end().ends_with("exit 3"), "{told}");
-    let refused = events(&env, "control-refused");
+    let refused = env.events_of("control-refused");
     assert_eq!(refused.len(), 1, "{refused:?}");
     assert_eq!(refused[0]["data"]["agent"], "victim");
     assert!(refused[0]["data"]["pid"].as_i64().is_some_and(|p| p > 1), "{refused:?}");
-    let subs = events(&env, "op-submission");
+    let subs = env.events_of("op-submission");
     assert!(subs.iter().all(|s| s["data"]["accepted"] == true), "no forged submission reached a slot: {subs:?}");
 }
 

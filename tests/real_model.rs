@@ -12,7 +12,7 @@ use serde_json::Value;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 pub(crate) const NEEDS: &str =
     "needs llama-server + SmolLM2 (AWF_LLAMA_SERVER, AWF_SMOLLM2_GGUF; .ci/llama.sh builds them)";
@@ -61,11 +61,7 @@ pub(crate) fn server_with(sizes: &[&str]) -> Server {
         .spawn()
         .unwrap_or_else(|e| panic!("cannot start {bin}: {e}"));
     let server = Server { child, port };
-    let started = Instant::now();
-    while !healthy(port) {
-        assert!(started.elapsed() < Duration::from_secs(90), "llama-server did not become healthy within 90 s");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    common::poll("llama-server healthy", Duration::from_secs(90), || healthy(port).then_some(()));
     server
 }
 

@@ -22,10 +22,6 @@ fn run(args) {
 }
 "#;
 
-fn events(env: &Env, ty: &str) -> Vec<serde_json::Value> {
-    read_jsonl(&env.run_dir().join("events.jsonl")).into_iter().filter(|e| e["type"] == ty).collect()
-}
-
 #[test]
 fn a_resumed_run_reuses_succeeded_stages_and_replays_answered_operations() {
     let env = Env::new();
@@ -41,10 +37,10 @@ fn a_resumed_run_reuses_succeeded_stages_and_replays_answered_operations() {
         stages.iter().filter(|s| s["attempt"] == 2).map(|s| (s["name"].clone(), s["status"].clone())).collect();
     assert_eq!(attempt2, vec![("gather".into(), "reused".into()), ("judge".into(), "succeeded".into())]);
     // b#1 was answered in attempt 1 (then the stage threw): it is replayed, not asked again.
-    let replayed = events(&env, "op-replayed");
+    let replayed = env.events_of("op-replayed");
     assert_eq!(replayed.len(), 1);
     assert_eq!(replayed[0]["data"]["op_id"], "b#1");
-    assert!(events(&env, "op-started").iter().all(|e| e["attempt"] == 1), "no operation started in attempt 2");
+    assert!(env.events_of("op-started").iter().all(|e| e["attempt"] == 1), "no operation started in attempt 2");
     let run = common::read_json(&env.run_dir().join("run.json"));
     assert_eq!(run["attempts"].as_array().map(|a| a.len()), Some(2));
     assert_eq!(run["attempts"][1]["status"], "succeeded");
@@ -68,9 +64,9 @@ fn from_stage_runs_that_stage_again_and_unknown_stages_are_listed() {
     let gather: Vec<_> = stages.iter().filter(|s| s["name"] == "gather" && s["attempt"] == 2).collect();
     assert_eq!(gather[0]["status"], "succeeded", "gather ran again: {stages:?}");
     // DESIGN section 7: S and everything after run fresh, so nothing is replayed from the journal.
-    assert_eq!(events(&env, "op-replayed").len(), 0, "from --from-stage on, nothing comes from the journal");
+    assert_eq!(env.events_of("op-replayed").len(), 0, "from --from-stage on, nothing comes from the journal");
     assert!(
-        events(&env, "op-started").iter().any(|e| e["attempt"] == 2 && e["data"]["op_id"] == "b#1"),
+        env.events_of("op-started").iter().any(|e| e["attempt"] == 2 && e["data"]["op_id"] == "b#1"),
         "b#1 was asked again"
     );
 }
@@ -196,7 +192,7 @@ fn a_resume_never_answers_a_turn_with_an_earlier_turns_answer() {
     let turns: Vec<_> = env.turns().into_iter().filter(|t| t["attempt"] == 2).collect();
     assert_eq!(turns.len(), 1, "attempt 2 ran round 4's turn, and only it: {turns:?}");
     assert_eq!(turns[0]["op_id"], "namer#4");
-    assert!(events(&env, "op-replayed").is_empty(), "rounds 1-3 are reused stages, nothing is replayed");
+    assert!(env.events_of("op-replayed").is_empty(), "rounds 1-3 are reused stages, nothing is replayed");
 }
 
 /// The same loop resumed from every stage (`--from-stage`, then `--again`): each attempt ends with
@@ -243,8 +239,8 @@ fn a_journal_entry_answers_only_a_turn_of_its_own_stage() {
     let out = env.awf(&["runs", "resume", &env.run_id(), "--json"]);
     out.expect_code(0);
     assert_eq!(out.json()["value"], "namer#1");
-    assert!(events(&env, "op-replayed").is_empty(), "the stage's answer was not replayed outside it");
-    let rerun = events(&env, "op-rerun");
+    assert!(env.events_of("op-replayed").is_empty(), "the stage's answer was not replayed outside it");
+    let rerun = env.events_of("op-rerun");
     assert_eq!(rerun.len(), 1, "{rerun:?}");
     let why = rerun[0]["data"]["why"].as_str().unwrap_or_default();
     assert_eq!(why, "it was answered in stage `r1`, and this turn is outside any stage");

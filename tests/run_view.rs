@@ -4,14 +4,9 @@
 
 use crate::common;
 
-use common::{command, wait_within, Env, TIMEOUT};
+use common::{agent_fixture, command, poll_seeing, wait_until, wait_within, Env, TIMEOUT};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
-
-fn fixture(name: &str) -> String {
-    format!("{}/tests/fixtures/agents/{name}", env!("CARGO_MANIFEST_DIR"))
-}
 
 /// Two agents: `gated` waits for a `release` file in its state folder, `quick` answers at once.
 fn workflow(env: &Env) {
@@ -26,23 +21,14 @@ let schema = #{{ type: "object", properties: #{{ verdict: #{{ type: "string" }} 
 quick.run(#{{ prompt: "go", schema: schema }});
 gated.run(#{{ prompt: "go", schema: schema, label: "slow review" }}).value.verdict
 "#,
-            answer = fixture("answer.sh"),
-            gate = fixture("gate.sh")
+            answer = agent_fixture("answer.sh"),
+            gate = agent_fixture("gate.sh")
         ),
     );
 }
 
 fn state(env: &Env) -> PathBuf {
     env.run_dir().join("agents/gated/state")
-}
-
-#[track_caller]
-fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
-    let until = Instant::now() + TIMEOUT;
-    while !done() {
-        assert!(Instant::now() < until, "{what}: not within {TIMEOUT:?}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 /// A tmux server of the test's own (its socket name and config file), killed when dropped.
@@ -96,15 +82,14 @@ impl Tmux {
 
     #[track_caller]
     fn wait_for(&self, name: &str, what: &str, mut seen: impl FnMut(&str) -> bool) -> String {
-        let until = Instant::now() + TIMEOUT;
-        loop {
+        poll_seeing(&format!("{what} on the screen"), TIMEOUT, || {
             let screen = self.screen(name);
             if seen(&screen) {
-                return screen;
+                Ok(screen)
+            } else {
+                Err(screen)
             }
-            assert!(Instant::now() < until, "{what}: not on the screen within {TIMEOUT:?}:\n{screen}");
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        })
     }
 }
 

@@ -4,10 +4,12 @@
 
 use crate::common;
 
-use common::{command, read_json, wait_for_file, wait_with_timeout, Env, Running};
-use std::path::{Path, PathBuf};
+use common::{
+    command, file_mode, read_json, run_id_of, wait_for_file, wait_for_run_dir, wait_until, wait_with_timeout, Env,
+    Running,
+};
+use std::path::PathBuf;
 use std::process::Stdio;
-use std::time::{Duration, Instant};
 
 const HANG: &str = r#"fn respond(turn) { if turn.prompt.contains("hang") { #{ hang: true } } else { #{ answer: "fine", usage: #{ input_tokens: 10, output_tokens: 5 } } } }"#;
 
@@ -23,37 +25,21 @@ fn start_hanging(env: &Env) -> (Running, PathBuf) {
     env.with_responder(HANG);
     env.write("wf.rhai", STAGED);
     let running = Running::start(env.path(), &["script", "run", "wf.rhai"]);
-    let until = Instant::now() + common::TIMEOUT;
-    while env.run_dirs().is_empty() {
-        assert!(Instant::now() < until, "no run folder appeared");
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    let dir = env.run_dir();
+    let dir = wait_for_run_dir(env);
     wait_for_file(&dir.join("control.sock"));
     // Wait until the hanging op has started, so the stop meets a turn in flight.
-    let until = Instant::now() + common::TIMEOUT;
-    while !std::fs::read_to_string(dir.join("events.jsonl")).unwrap_or_default().contains("\"b#1\"") {
-        assert!(Instant::now() < until, "the hanging turn never started");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_until("the hanging turn started", || {
+        std::fs::read_to_string(dir.join("events.jsonl")).unwrap_or_default().contains("\"b#1\"")
+    });
     (running, dir)
-}
-
-fn id_of(dir: &Path) -> String {
-    dir.file_name().expect("a run id").to_string_lossy().into_owned()
-}
-
-fn mode(path: &Path) -> u32 {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::metadata(path).expect("stat").permissions().mode() & 0o777
 }
 
 #[test]
 fn a_run_is_stopped_from_another_terminal_as_ctrl_c_would_and_its_log_is_followed() {
     let env = Env::new();
     let (running, dir) = start_hanging(&env);
-    let id = id_of(&dir);
-    assert_eq!(mode(&dir.join("control.sock")), 0o600);
+    let id = run_id_of(&dir);
+    assert_eq!(file_mode(&dir.join("control.sock")), 0o600);
     let follow = command(env.path(), &["runs", "logs", &id, "-f"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -113,7 +99,7 @@ fn a_run_is_stopped_from_another_terminal_as_ctrl_c_would_and_its_log_is_followe
 fn stop_now_ends_a_run_at_once() {
     let env = Env::new();
     let (running, dir) = start_hanging(&env);
-    let id = id_of(&dir);
+    let id = run_id_of(&dir);
     let out = env.awf(&["runs", "stop", &id, "--now"]);
     out.expect_code(0).stderr_has("at once").stdout_has(&format!("run {id}: cancelled"));
     running.finish().expect_code(4);
@@ -127,12 +113,12 @@ fn stopping_an_unknown_finished_or_interrupted_run_says_so() {
     env.awf(&["runs", "stop", "20990101-000000000-ffffff"]).expect_code(2).stderr_has("no run 20990101");
     env.awf(&["runs", "logs", "../x"]).expect_code(2).stderr_has("no run ../x");
     env.run("1 + 1", &[]).expect_code(0);
-    let id = id_of(&env.run_dir());
+    let id = run_id_of(&env.run_dir());
     env.awf(&["runs", "stop", &id]).expect_code(0).stderr_has("already ended (succeeded)");
 
     let env = Env::new();
     let (running, dir) = start_hanging(&env);
-    let id = id_of(&dir);
+    let id = run_id_of(&dir);
     common::signal(running.pid, "-KILL");
     let _ = running.finish();
     env.awf(&["runs", "stop", &id]).expect_code(0).stderr_has(&format!("awf runs resume {id}"));
@@ -160,7 +146,7 @@ fn run(input) {
     let out = env.awf(&["council", "run", "demo", "--task", "hang here", "--deadline", "1s"]);
     out.expect_code(4);
     let dir = env.run_dir();
-    let id = id_of(&dir);
+    let id = run_id_of(&dir);
     // The strategy no longer hangs on resume: the responder answers every prompt.
     env.write("responder.rhai", r#"fn respond(turn) { #{ answer: "fine" } }"#);
     let out = env.awf(&["runs", "resume", &id]);
@@ -173,7 +159,7 @@ fn run(input) {
     env.write("responder.rhai", HANG);
     let again = env.awf(&["council", "run", "demo", "--task", "hang here", "--deadline", "1s"]);
     again.expect_code(4);
-    let second = env.run_dirs().into_iter().map(|d| id_of(&d)).find(|d| *d != id).expect("a second run");
+    let second = env.run_dirs().into_iter().map(|d| run_id_of(&d)).find(|d| *d != id).expect("a second run");
     let text = std::fs::read_to_string(env.path().join("stdlib/council/demo.rhai")).expect("read");
     env.write("stdlib/council/demo.rhai", &text.replace("then", "and then"));
     env.write("responder.rhai", r#"fn respond(turn) { #{ answer: "fine" } }"#);
@@ -188,7 +174,7 @@ fn values_supply_a_stage_that_has_no_record() {
     let env = Env::new();
     env.run(r#"let a = ctx.stage("a", #{ result: #{ type: "integer" } }, || { throw "a is not ready" }); a + 1"#, &[])
         .expect_code(1);
-    let id = id_of(&env.run_dir());
+    let id = run_id_of(&env.run_dir());
     env.write("a.json", "41");
     env.write("bad.json", "{ not json");
     let bad = |values: &str, needle: &str| {
@@ -216,7 +202,7 @@ a + b"#,
         &[],
     )
     .expect_code(1);
-    let id = id_of(&env.run_dir());
+    let id = run_id_of(&env.run_dir());
     env.awf(&["runs", "resume", &id, "--values", "a=5"]).expect_code(2).stderr_has("stage a has a record");
     let out = env.awf(&["runs", "resume", &id, "--values", r#"{"b": 2}"#]);
     out.expect_code(0);
@@ -231,21 +217,15 @@ fn a_run_whose_folder_path_is_too_long_for_a_socket_is_still_stopped() {
     let runs = env.path().join("r".repeat(90));
     let runs_arg = runs.to_string_lossy().into_owned();
     let running = Running::start(env.path(), &["script", "run", "wf.rhai", "--runs-dir", &runs_arg]);
-    let until = Instant::now() + common::TIMEOUT;
-    let dir = loop {
-        let found = std::fs::read_dir(&runs).into_iter().flatten().flatten().map(|e| e.path()).next();
-        if let Some(d) = found {
-            break d;
-        }
-        assert!(Instant::now() < until, "no run folder appeared");
-        std::thread::sleep(Duration::from_millis(10));
-    };
+    let dir = common::poll("a run folder", common::TIMEOUT, || {
+        std::fs::read_dir(&runs).into_iter().flatten().flatten().map(|e| e.path()).next()
+    });
     wait_for_file(&dir.join("control.target"));
     let socket = PathBuf::from(std::fs::read_to_string(dir.join("control.target")).expect("the target").trim());
     assert!(socket.as_os_str().len() <= 100, "{}", socket.display());
     wait_for_file(&socket);
-    assert_eq!(mode(&socket), 0o600);
-    let id = id_of(&dir);
+    assert_eq!(file_mode(&socket), 0o600);
+    let id = run_id_of(&dir);
     let out = env.awf(&["runs", "stop", &id, "--runs-dir", &runs_arg]);
     out.expect_code(0).stdout_has(&format!("run {id}: cancelled"));
     running.finish().expect_code(4);

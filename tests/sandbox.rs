@@ -6,20 +6,10 @@
 
 use crate::common;
 
-use common::{command, wait_with_timeout, Env, Out};
+use common::{agent_fixture, command, unique_name, wait_with_timeout, Env, Out};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-
-fn fixture(name: &str) -> String {
-    format!("{}/tests/fixtures/agents/{name}", env!("CARGO_MANIFEST_DIR"))
-}
-
-/// A name no other test or process uses.
-fn unique(prefix: &str) -> String {
-    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
-    format!("{prefix}-{}-{nanos}", std::process::id())
-}
 
 /// A file in the operator's home, removed when dropped (also when the test fails).
 struct HomeMarker(PathBuf);
@@ -27,7 +17,7 @@ struct HomeMarker(PathBuf);
 impl HomeMarker {
     fn new() -> HomeMarker {
         let home = std::env::var_os("HOME").expect("HOME is set");
-        let path = Path::new(&home).join(unique(".awf-sandbox-marker"));
+        let path = Path::new(&home).join(unique_name(".awf-sandbox-marker"));
         std::fs::write(&path, "the operator's secret\n").expect("write the marker");
         HomeMarker(path)
     }
@@ -59,7 +49,7 @@ fn probe_script(key: &str, sandbox: &str, task: &Value) -> String {
 let a = ctx.agents.open(#{{ key: "{key}", {sandbox} runtime: #{{ harness: "command", command: ["python3", "{probe}"] }} }});
 a.ask({task}, #{{ type: "object" }})
 "#,
-        probe = fixture("sandbox_probe.py"),
+        probe = agent_fixture("sandbox_probe.py"),
     )
 }
 
@@ -75,7 +65,7 @@ fn a_sandboxed_agent_cannot_escape_its_workspace_yet_answers() {
     let outside = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("a folder outside the workspace");
     let marker = HomeMarker::new();
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("listen");
-    let secret = unique("SANDBOX_TEST_SECRET").replace('-', "_");
+    let secret = unique_name("SANDBOX_TEST_SECRET").replace('-', "_");
     let task = |file: &str| {
         json!({
             "outside": outside.path().join(file), "marker": marker.0, "env": secret,
@@ -153,7 +143,7 @@ fn network_host_connects_and_the_env_allow_list_lets_named_variables_in() {
     let outside = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("outside");
     let marker = HomeMarker::new();
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("listen");
-    let listed = unique("SANDBOX_TEST_LISTED").replace('-', "_");
+    let listed = unique_name("SANDBOX_TEST_LISTED").replace('-', "_");
     let task = json!({
         "outside": outside.path().join("x.txt"), "marker": marker.0, "env": listed,
         "port": listener.local_addr().expect("port").port(),
@@ -176,7 +166,7 @@ fn network_host_connects_and_the_env_allow_list_lets_named_variables_in() {
 fn a_run_level_sandbox_seats_every_agent_in_one_shared_workspace() {
     let env = Env::new();
     env.write("awf.toml", "[sandboxes.shared]\n\n[sandboxes.other]\nnetwork = \"host\"\n");
-    let share = fixture("sandbox_share.sh");
+    let share = agent_fixture("sandbox_share.sh");
     let script = format!(
         r#"
 let rt = #{{ harness: "command", command: ["sh", "{share}"] }};
@@ -242,7 +232,7 @@ fn without_bwrap_a_sandboxed_agent_is_refused_and_nothing_runs() {
     let env = Env::new();
     let tools = tempfile::tempdir().expect("tempdir");
     let path = path_with(tools.path(), &["sh", "cat"]);
-    let share = fixture("sandbox_share.sh");
+    let share = agent_fixture("sandbox_share.sh");
     env.write(
         "wf.rhai",
         &format!(
@@ -302,7 +292,7 @@ fn the_sandboxed_example_confines_its_program_agent() {
 #[ignore = "needs bubblewrap (.ci/setup installs it; the README's test command runs these)"]
 fn a_policy_that_cannot_be_enforced_refuses_the_agent() {
     let env = Env::new();
-    let share = fixture("sandbox_share.sh");
+    let share = agent_fixture("sandbox_share.sh");
     let script = format!(
         r#"
 let rt = #{{ harness: "command", command: ["sh", "{share}"] }};

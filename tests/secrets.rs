@@ -18,19 +18,7 @@ fn unique_key(prefix: &str) -> String {
 
 /// The pids whose command line holds `needle`, with those command lines.
 fn command_lines_holding(needle: &str) -> Vec<(String, String)> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").expect("read /proc").flatten() {
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if !name.bytes().all(|b| b.is_ascii_digit()) {
-            continue;
-        }
-        let Ok(bytes) = std::fs::read(entry.path().join("cmdline")) else { continue };
-        let line = String::from_utf8_lossy(&bytes).replace('\0', " ");
-        if line.contains(needle) {
-            found.push((name, line));
-        }
-    }
-    found
+    common::command_lines().into_iter().filter(|(_, line)| line.contains(needle)).collect()
 }
 
 fn bwrap_works() -> bool {

@@ -5,8 +5,8 @@
 
 use crate::common;
 
-use common::serve::{serve, wait_until, Serve};
-use common::{read_json, Env, Running};
+use common::serve::{serve, Serve};
+use common::{read_json, wait_until, Env, Running};
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 
@@ -153,15 +153,10 @@ fn get_runs_lists_the_folder_and_a_run_of_another_process_is_stopped() {
     env.write("stuck.rhai", "let a = ctx.agents.open(#{ key: \"stuck\" });\na.ask(\"x\")\n");
     let mut cli = Running::start(env.path(), &["script", "run", "stuck.rhai"]);
     let s = serve(&env, &[]);
-    let until = Instant::now() + common::TIMEOUT;
-    let other = loop {
-        let found = env.run_dirs().into_iter().find(|d| d.join("control.sock").exists());
-        if let Some(d) = found {
-            break d.file_name().expect("id").to_string_lossy().into_owned();
-        }
-        assert!(Instant::now() < until, "the CLI run never opened its socket");
-        std::thread::sleep(Duration::from_millis(10));
-    };
+    let other = common::poll("the CLI run's socket", common::TIMEOUT, || {
+        env.run_dirs().into_iter().find(|d| d.join("control.sock").exists())
+    });
+    let other = common::run_id_of(&other);
     let (_, list) = s.json("GET", "/runs", None);
     let status = |id: &str| {
         list["runs"].as_array().expect("runs").iter().find(|r| r["run_id"] == id).map(|r| r["status"].clone())

@@ -5,8 +5,8 @@
 
 use crate::common;
 
-use common::serve::{serve, wait_until, Serve};
-use common::{read_jsonl, Env};
+use common::serve::{serve, Serve};
+use common::{read_jsonl, wait_until, Env};
 use serde_json::{json, Value};
 
 /// A workflow whose one agent waits for `go` (bounded: it gives up after 30 s) and answers; every

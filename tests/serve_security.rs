@@ -4,8 +4,8 @@
 
 use crate::common;
 
-use common::serve::{free_port, mode, serve, start, Addr};
-use common::Env;
+use common::serve::{serve, start, Addr};
+use common::{file_mode, free_port, Env};
 use serde_json::{json, Value};
 use std::process::Command;
 
@@ -158,16 +158,16 @@ fn the_token_file_is_private_under_umask_000_and_awf_serve_token_is_honoured() {
     let env = Env::new();
     let s = under_umask_000(&env, &[], None);
     let file = env.path().join(".awf/serve.token");
-    assert_eq!(mode(&file), 0o600);
-    assert_eq!(mode(&env.path().join(".awf")), 0o700);
+    assert_eq!(file_mode(&file), 0o600);
+    assert_eq!(file_mode(&env.path().join(".awf")), 0o700);
     assert_eq!(s.token.len(), 64);
     assert!(s.stderr().contains(&format!("the token is in {}", file.display())), "{}", s.stderr());
     assert_eq!(s.json("GET", "/runs", None).0, 200);
     drop(s);
 
     let s = under_umask_000(&env, &["--token-file", "keys/serve.tok"], None);
-    assert_eq!(mode(&env.path().join("keys/serve.tok")), 0o600);
-    assert_eq!(mode(&env.path().join("keys")), 0o700);
+    assert_eq!(file_mode(&env.path().join("keys/serve.tok")), 0o600);
+    assert_eq!(file_mode(&env.path().join("keys")), 0o700);
     assert_eq!(s.json("GET", "/runs", None).0, 200);
     drop(s);
 
@@ -242,8 +242,8 @@ fn the_socket_is_private_under_umask_000_and_needs_no_token() {
         .stdin(std::process::Stdio::null());
     let sock = awf_dir.join("serve.sock");
     let s = start(&env, cmd, Addr::Unix(sock.clone()), |_| None);
-    assert_eq!(mode(&sock), 0o600);
-    assert_eq!(mode(&awf_dir), 0o700);
+    assert_eq!(file_mode(&sock), 0o600);
+    assert_eq!(file_mode(&awf_dir), 0o700);
     let id = s.start(json!({ "script": "wf.rhai" }));
     assert_eq!(s.until(&id, "succeeded")["value"], 42);
 
@@ -258,7 +258,7 @@ fn the_socket_is_private_under_umask_000_and_needs_no_token() {
     let env = Env::new();
     let socks = open_folder(&env, "socks");
     let s = under_umask_000(&env, &["--socket", "socks/serve.sock"], None);
-    assert_eq!(mode(&socks.join("serve.sock")), 0o600);
+    assert_eq!(file_mode(&socks.join("serve.sock")), 0o600);
     let names: Vec<String> = std::fs::read_dir(&socks)
         .expect("read the folder")
         .filter_map(Result::ok)
@@ -308,5 +308,5 @@ fn ctrl_c_removes_the_token_file() {
     let file = env.path().join(".awf/serve.token");
     assert!(file.is_file());
     common::signal(s.child.id(), "-INT");
-    common::serve::wait_until("the token file removed", || !file.exists());
+    common::wait_until("the token file removed", || !file.exists());
 }

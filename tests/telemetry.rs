@@ -105,15 +105,14 @@ fn int(span: &Span, key: &str) -> i64 {
 impl Receiver {
     /// Waits (bounded) until `n` spans arrived.
     fn spans(&self, n: usize) -> Vec<Span> {
-        let until = Instant::now() + common::TIMEOUT;
-        loop {
+        common::poll_seeing(&format!("{n} spans"), common::TIMEOUT, || {
             let spans = self.spans.lock().expect("lock").clone();
             if spans.len() >= n {
-                return spans;
+                Ok(spans)
+            } else {
+                Err(format!("{} spans: {spans:#?}", spans.len()))
             }
-            assert!(Instant::now() < until, "only {} spans arrived: {spans:#?}", spans.len());
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        })
     }
 }
 
@@ -192,7 +191,7 @@ fn the_environment_names_the_endpoint_and_content_stays_out_unless_asked() {
 fn a_receiver_that_is_down_or_hangs_never_fails_or_holds_up_a_run() {
     // Down: nothing listens on the port.
     let env = Env::new();
-    let port = common::serve::free_port();
+    let port = common::free_port();
     setup(&env, Some(&format!("http://127.0.0.1:{port}")), false);
     let out = env.awf(&["script", "run", "wf.rhai"]);
     out.expect_code(0);

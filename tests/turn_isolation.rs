@@ -6,8 +6,8 @@
 
 use crate::common;
 
-use common::council::{events, parent_and_children};
-use common::{read_json, Env};
+use common::council::parent_and_children;
+use common::{events_so_far_of, read_json, Env};
 use serde_json::json;
 
 /// The victim: waits (bounded) until the forger has tried everything, then answers for itself.
@@ -130,17 +130,17 @@ let out = ctx.parallel(["victim", "forger"], |k, i| {{
         assert!(said.contains("is not a process of agent victim's running turn"), "{call}: {said}");
     }
 
-    let refused = events(&run, "control-refused");
+    let refused = events_so_far_of(&run, "control-refused");
     assert_eq!(refused.len(), 3, "each forged call is recorded: {refused:?}");
     for r in &refused {
         assert_eq!(r["data"]["agent"], "victim", "{r}");
         assert!(r["data"]["pid"].as_i64().is_some_and(|p| p > 1), "the refused process is named: {r}");
     }
-    let subs = events(&run, "op-submission");
+    let subs = events_so_far_of(&run, "op-submission");
     assert!(subs.iter().all(|s| s["data"]["accepted"] == true), "no forged submission reached a slot: {subs:?}");
     assert!(children.is_empty(), "no council child run: {children:?}");
-    assert!(events(&run, "child-run-started").is_empty(), "no council was convened");
-    assert!(events(&run, "checkpoint-asked").is_empty(), "no operator question was asked");
+    assert!(events_so_far_of(&run, "child-run-started").is_empty(), "no council was convened");
+    assert!(events_so_far_of(&run, "checkpoint-asked").is_empty(), "no operator question was asked");
 }
 
 /// A turn's own grandchild, orphaned (its parent exited) and in a process group of its own, is
@@ -181,6 +181,6 @@ let o = a.run(#{{ prompt: "Give a verdict.", schema: {SCHEMA}, timeout_ms: 15000
     out.expect_code(0);
     let v = out.json();
     assert_eq!(v["value"]["verdict"], "grandchild", "{v}");
-    let refused = events(&env.run_dir(), "control-refused");
+    let refused = events_so_far_of(&env.run_dir(), "control-refused");
     assert!(refused.is_empty(), "{refused:?}");
 }

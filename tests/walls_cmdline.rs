@@ -31,18 +31,11 @@ let o = a.run(#{ prompt: args.prompt, schema: #{ type: "object", properties: #{ 
 /// The processes whose command line holds one of `markers`: `pid: command line`.
 fn command_lines_with(markers: &[&String]) -> Vec<String> {
     let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").expect("read /proc").flatten() {
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if !name.bytes().all(|b| b.is_ascii_digit()) {
-            continue;
-        }
-        // A process may end between the listing and the read.
-        let Ok(bytes) = std::fs::read(entry.path().join("cmdline")) else { continue };
-        let line = String::from_utf8_lossy(&bytes).replace('\0', " ");
+    for (pid, line) in common::command_lines() {
         if let Some(at) = markers.iter().filter_map(|m| line.find(m.as_str())).min() {
             // The marker with what comes before it (a sandbox's own arguments are long).
             let before: String = line[..at].chars().rev().take(200).collect::<Vec<_>>().into_iter().rev().collect();
-            found.push(format!("{name}: ...{before}{}", line[at..].chars().take(100).collect::<String>()));
+            found.push(format!("{pid}: ...{before}{}", line[at..].chars().take(100).collect::<String>()));
         }
     }
     found
@@ -113,10 +106,8 @@ fn one_turn(cli: &str, pane: bool, sandboxed: bool) {
         .filter(|p| std::fs::read_to_string(p).is_ok_and(|t| t.contains(&instructions_mark)))
         .collect();
     assert!(!files.is_empty(), "{what}: the instructions are in a file of the agent's home");
-    use std::os::unix::fs::PermissionsExt;
     for f in files {
-        let mode = std::fs::metadata(&f).expect("meta").permissions().mode() & 0o777;
-        assert_eq!(mode, 0o600, "{}", f.display());
+        assert_eq!(common::file_mode(&f), 0o600, "{}", f.display());
     }
 }
 

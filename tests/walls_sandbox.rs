@@ -8,15 +8,9 @@
 use crate::common;
 
 use common::hostile::{self, reached, turn};
-use common::Env;
+use common::{unique_name, Env};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
-
-/// A name no other test or process uses.
-fn unique(prefix: &str) -> String {
-    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
-    format!("{prefix}-{}-{nanos}", std::process::id())
-}
 
 /// Runs `wf.rhai` in `env` with extra variables; its value.
 fn run(env: &Env, vars: &[(&str, &str)]) -> Value {
@@ -72,7 +66,7 @@ fn host_sockets_are_not_in_the_sandbox() {
         listeners.push(std::os::unix::net::UnixListener::bind(&p).expect("bind"));
         paths.push(p);
     }
-    let run_sock = PathBuf::from("/run").join(unique("awf-walls").replace('-', "_") + ".sock");
+    let run_sock = PathBuf::from("/run").join(unique_name("awf-walls").replace('-', "_") + ".sock");
     if let Ok(l) = std::os::unix::net::UnixListener::bind(&run_sock) {
         listeners.push(l);
         paths.push(run_sock.clone());

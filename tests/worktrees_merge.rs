@@ -61,7 +61,7 @@ ctx.worktrees.merge([a], #{ into: "integration" })
 
 /// `map` with worktrees: a script calling the strategy with a program as splitter and workers.
 fn map_script(ownership: &str) -> String {
-    let program = format!("{}/tests/fixtures/agents/map_worktree.sh", env!("CARGO_MANIFEST_DIR"));
+    let program = common::agent_fixture("map_worktree.sh");
     format!(
         r#"
 import "council/map" as map;

@@ -5,7 +5,7 @@
 use crate::common;
 
 use common::git::{git, repo};
-use common::Env;
+use common::{agent_fixture, Env};
 use serde_json::Value;
 use std::path::Path;
 
@@ -83,7 +83,7 @@ fn sandbox_repo(awf_toml: &str) -> (Env, String) {
     env.write(".gitignore", ".awf/\n");
     git(env.path(), &["add", "."]);
     git(env.path(), &["commit", "-qm", "init"]);
-    (env, format!("{}/tests/fixtures/agents/worktree_probe.sh", env!("CARGO_MANIFEST_DIR")))
+    (env, agent_fixture("worktree_probe.sh"))
 }
 
 #[test]

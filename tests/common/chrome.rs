@@ -5,7 +5,6 @@ use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
-use std::time::Duration;
 
 /// Headless Chromium with one page, spoken to over its DevTools websocket; killed on drop.
 pub struct Chrome {
@@ -116,13 +115,7 @@ impl Chrome {
 
     /// Polls (bounded) until `js` evaluates to true.
     pub fn until(&mut self, what: &str, js: &str) {
-        super::poll(what, super::TIMEOUT, || {
-            if self.eval(js) == json!(true) {
-                return Some(());
-            }
-            std::thread::sleep(Duration::from_millis(50));
-            None
-        });
+        super::poll(what, super::TIMEOUT, || (self.eval(js) == json!(true)).then_some(()));
     }
 }
 

@@ -62,20 +62,10 @@ while [ ! -e "$1" ] && [ $i -lt 1500 ]; do sleep 0.01; i=$((i + 1)); done
 printf '"yes"' | "$AWF_LAUNCHER" result "$AWF_OP"
 "#;
 
-/// A test agent program under tests/fixtures/agents/.
-pub fn fixture(name: &str) -> String {
-    format!("{}/tests/fixtures/agents/{name}", env!("CARGO_MANIFEST_DIR"))
-}
-
 /// The run folder without a parent (there must be one), and the child runs.
 pub fn parent_and_children(env: &Env) -> (std::path::PathBuf, Vec<std::path::PathBuf>) {
     let (children, parents): (Vec<_>, Vec<_>) =
         env.run_dirs().into_iter().partition(|d| super::read_json(&d.join("run.json")).get("parent").is_some());
     assert_eq!(parents.len(), 1, "one top-level run: {parents:?}");
     (parents[0].clone(), children)
-}
-
-/// The events of type `ty` in the run folder `dir` (which may still be running).
-pub fn events(dir: &Path, ty: &str) -> Vec<Value> {
-    super::events_so_far(dir).into_iter().filter(|e| e["type"] == ty).collect()
 }

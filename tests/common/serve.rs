@@ -1,14 +1,13 @@
 //! A running `awf serve` and a small hand-written HTTP/1.1 client for it, over the loopback port
 //! (with the token) or the Unix socket.
 
-use super::Env;
+use super::{free_port, wait_until, Env};
 use serde_json::Value;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::os::unix::net::UnixStream;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
 
 /// Where the server listens.
 pub enum Addr {
@@ -30,21 +29,6 @@ impl Drop for Serve {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-    }
-}
-
-pub fn free_port() -> u16 {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a free port");
-    l.local_addr().expect("local addr").port()
-}
-
-/// Polls (bounded) until `ready` holds.
-#[track_caller]
-pub fn wait_until(what: &str, mut ready: impl FnMut() -> bool) {
-    let started = Instant::now();
-    while !ready() {
-        assert!(started.elapsed() < super::TIMEOUT, "{what} did not happen within {:?}", super::TIMEOUT);
-        std::thread::sleep(Duration::from_millis(20));
     }
 }
 
@@ -161,27 +145,21 @@ impl Serve {
     }
 
     /// Polls GET /runs/{id} until its status is `want` (bounded).
+    #[track_caller]
     pub fn until(&self, id: &str, want: &str) -> Value {
-        let started = Instant::now();
-        loop {
+        super::poll_seeing(&format!("run {id} becoming {want}"), super::TIMEOUT, || {
             let (status, v) = self.json("GET", &format!("/runs/{id}"), None);
             assert_eq!(status, 200, "{v}");
             if v["status"] == want {
-                return v;
+                Ok(v)
+            } else {
+                Err(v.to_string())
             }
-            assert!(started.elapsed() < super::TIMEOUT, "run {id} never became {want}: {v}");
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        })
     }
 
     pub fn listed_status(&self, id: &str) -> Value {
         let (_, v) = self.json("GET", "/runs", None);
         v["runs"].as_array().expect("runs").iter().find(|r| r["run_id"] == id).expect("listed")["status"].clone()
     }
-}
-
-/// The permission bits of `path`.
-pub fn mode(path: &Path) -> u32 {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::metadata(path).unwrap_or_else(|e| panic!("stat {}: {e}", path.display())).permissions().mode() & 0o777
 }

@@ -4,7 +4,8 @@
 //! `record/` only where listed, processes started only through `open_files::command`, no new
 //! process-wide static, each boundary crate named only by
 //! the module that owns it, no error's text tested to decide what to do, and failures carried as
-//! bare text (`Result<_, String>`) only where listed.
+//! bare text (`Result<_, String>`) only where listed; and the tests' own helpers written once, in
+//! `tests/common/`.
 
 mod catches;
 mod files;
@@ -12,6 +13,7 @@ mod layers;
 mod map;
 mod rules;
 mod source;
+mod test_helpers;
 
 use std::collections::BTreeSet;
 use std::path::Path;
